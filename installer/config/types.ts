@@ -1,0 +1,185 @@
+/**
+ * The canonical, normalised Harvester config (scheme_version 1), keyed by Harvester's Go `json`
+ * tags (camelCase). Every loader path (file, URL, stdin, kernel command line, /oem/harvester.config)
+ * ends in this shape; every consumer (preflight, planner, renderers, agent, PXE server) reads it.
+ * schemas/harvester-config.v1.schema.json describes the same shape and is checked against these
+ * types at compile time.
+ */
+export type InstallMode = 'create' | 'join' | 'install' | 'upgrade';
+export type VipMode = 'static' | 'dhcp' | 'none';
+export type NodeRole = 'default' | 'management' | 'worker' | 'witness';
+export type NetworkMethod = 'dhcp' | 'static';
+export type WebhookEvent = 'STARTED' | 'SUCCEEDED' | 'FAILED';
+
+export interface WriteFile {
+  encoding?: string;
+  content?: string;
+  owner?: string;
+  path: string;
+  /** Octal string, e.g. "0644". */
+  permissions?: string;
+}
+
+export interface Sshd {
+  sftp?: boolean;
+  disablePasswordAuth?: boolean;
+}
+
+export interface MultipathDevice {
+  vendor?: string;
+  product?: string;
+}
+
+export interface MultipathBlacklistConfig {
+  blacklist?: MultipathDevice[];
+  blacklistWwids?: string[];
+  blacklistExceptions?: MultipathDevice[];
+  blacklistExceptionWwids?: string[];
+}
+
+export interface ExternalStorageConfig {
+  enabled?: boolean;
+  /** Option 1: a list of devices (rendered as negated blacklist entries); option 2: the full shape. */
+  multiPathConfig?: MultipathDevice[] | MultipathBlacklistConfig;
+}
+
+export interface OS {
+  sshAuthorizedKeys?: string[];
+  writeFiles?: WriteFile[];
+  hostname?: string;
+  modules?: string[];
+  sysctls?: Record<string, string>;
+  ntpServers?: string[];
+  dnsNameservers?: string[];
+  password?: string;
+  environment?: Record<string, string>;
+  labels?: Record<string, string>;
+  sshd?: Sshd;
+  persistentStatePaths?: string[];
+  afterInstallChrootCommands?: string[];
+  externalStorageConfig?: ExternalStorageConfig;
+  additionalKernelArguments?: string;
+}
+
+export interface NetworkInterface {
+  name?: string;
+  hwAddr?: string;
+}
+
+export interface ManagementInterface {
+  interfaces?: NetworkInterface[];
+  method?: NetworkMethod | string;
+  ip?: string;
+  subnetMask?: string;
+  gateway?: string;
+  /** Bond options as strings (mode, miimon, …); default {mode: active-backup, miimon: "100"}. */
+  bondOptions?: Record<string, string>;
+  mtu?: number;
+  vlanId?: number;
+}
+
+export interface BasicAuth {
+  user?: string;
+  password?: string;
+}
+
+export interface Webhook {
+  event: WebhookEvent | string;
+  method?: string;
+  headers?: Record<string, string[]>;
+  url: string;
+  payload?: string;
+  insecure?: boolean;
+  basicAuth?: BasicAuth;
+}
+
+export interface Addon {
+  enabled?: boolean;
+  valuesContent?: string;
+}
+
+export interface HarvesterChartValues {
+  storageClass?: { replicaCount?: number };
+  longhorn?: {
+    defaultSettings?: {
+      guaranteedEngineManagerCPU?: number;
+      guaranteedReplicaManagerCPU?: number;
+      guaranteedInstanceManagerCPU?: number;
+      storageReservedPercentageForDefaultDisk?: number;
+    };
+  };
+  enableGoCoverDir?: boolean;
+}
+
+export interface Install {
+  automatic?: boolean;
+  skipchecks?: boolean;
+  mode?: InstallMode | string;
+  managementInterface?: ManagementInterface;
+  vip?: string;
+  vipHwAddr?: string;
+  vipMode?: VipMode | string;
+  clusterPodCidr?: string;
+  clusterServiceCidr?: string;
+  clusterDns?: string;
+  forceEfi?: boolean;
+  device?: string;
+  configUrl?: string;
+  silent?: boolean;
+  isoUrl?: string;
+  powerOff?: boolean;
+  noFormat?: boolean;
+  debug?: boolean;
+  tty?: string;
+  forceGpt?: boolean;
+  role?: NodeRole | string;
+  withNetImages?: boolean;
+  wipeAllDisks?: boolean;
+  wipeDisksList?: string[];
+  forceMbr?: boolean;
+  dataDisk?: string;
+  webhooks?: Webhook[];
+  addons?: Record<string, Addon>;
+  harvester?: HarvesterChartValues;
+  rawDiskImagePath?: string;
+  /** `^\d+(Mi|Gi)$`, e.g. "150Gi". */
+  persistentPartitionSize?: string;
+  cordoned?: boolean;
+}
+
+export interface HarvesterConfig {
+  schemeVersion?: number;
+  serverUrl?: string;
+  token?: string;
+  sans?: string[];
+  os?: OS;
+  install?: Install;
+  runtimeVersion?: string;
+  rancherVersion?: string;
+  harvesterChartVersion?: string;
+  monitoringChartVersion?: string;
+  loggingChartVersion?: string;
+  kubeovnChartVersion?: string;
+  systemSettings?: Record<string, string>;
+}
+
+/** One finding of the validator, pointing into the source where it can. */
+export interface Finding {
+  severity: 'error' | 'warning';
+  /** Canonical dotted path, e.g. `install.management_interface.interfaces[0].hwAddr` in the user's spelling where known. */
+  path: string;
+  message: string;
+  hint?: string;
+  /** Source name (file path, URL, `<stdin>`, `<cmdline>`). */
+  source?: string;
+  line?: number;
+  column?: number;
+}
+
+export interface ValidationResult {
+  valid: boolean;
+  errors: Finding[];
+  warnings: Finding[];
+  /** The normalised, merged config (present even when invalid, as far as it could be built). */
+  config: HarvesterConfig;
+}

@@ -1,0 +1,35 @@
+import { describe, expect, it } from 'vitest';
+import { Redactor, REDACTED } from '../../lib/redact.js';
+import { Logger, MemorySink } from '../../lib/logger.js';
+
+describe('Redactor', () => {
+  it('redacts secret-named keys at any depth and registered values inside strings', () => {
+    const r = new Redactor().add('K10abc::server:s3cret');
+    const out = r.redact({
+      token: 'K10abc::server:s3cret',
+      os: { password: 'hunter22', hostname: 'n1' },
+      install: { webhooks: [{ url: 'http://u:pw12@h/x', basicAuth: { user: 'a', password: 'b' } }] },
+      note: 'joined with K10abc::server:s3cret ok',
+    });
+    expect(out.token).toBe(REDACTED);
+    expect(out.os.password).toBe(REDACTED);
+    expect(out.os.hostname).toBe('n1');
+    expect(out.install.webhooks[0]!.url).toBe(`http://u:${REDACTED}@h/x`);
+    expect(out.install.webhooks[0]!.basicAuth).toEqual({ user: REDACTED, password: REDACTED });
+    expect(out.note).toBe(`joined with ${REDACTED} ok`);
+  });
+
+  it('addFrom collects secrets from a config so they vanish from free text', () => {
+    const r = new Redactor().addFrom({ token: 'abcd1234', os: { password: 'pass-word' } });
+    expect(r.redactString('echo abcd1234 pass-word')).toBe(`echo ${REDACTED} ${REDACTED}`);
+  });
+
+  it('the logger never writes a registered secret', () => {
+    const sink = new MemorySink();
+    const log = new Logger(sink);
+    log.redactor.add('topsecret-token');
+    log.info('joining', { cmd: 'rke2 --token topsecret-token' });
+    expect(sink.lines.join('')).not.toContain('topsecret-token');
+    expect(JSON.parse(sink.lines[0]!).cmd).toBe(`rke2 --token ${REDACTED}`);
+  });
+});
