@@ -1,0 +1,75 @@
+/**
+ * The contract every hvagent guard implements. A guard is a reconciler: it observes, compares with
+ * the desired state, acts, and reports. The runner (agent/runner.ts) owns ordering, retries with
+ * backoff, deadlines, the status document and SIGTERM; guards own only their job.
+ */
+import type { Logger } from '../lib/logger.js';
+import type { HarvesterConfig } from '../installer/config/types.js';
+
+export type GuardName = 'network-online' | 'image-preload' | 'registries' | 'rke2' | 'vip' | 'longhorn-disk' | 'promotion';
+
+/** Dependency order; a guard runs once everything before it that it depends on has succeeded. */
+export const GUARD_ORDER: GuardName[] = ['network-online', 'registries', 'image-preload', 'rke2', 'vip', 'longhorn-disk', 'promotion'];
+
+export type GuardPhase = 'pending' | 'running' | 'waiting' | 'succeeded' | 'failed' | 'skipped' | 'watching';
+
+export interface GuardContext {
+  /** Every absolute node path goes through root(): `/` in production, a temp dir in tests. */
+  root: (p: string) => string;
+  /** The installed node's config, as read from /oem (undefined when none could be read). */
+  config?: HarvesterConfig;
+  log: Logger;
+  signal: AbortSignal;
+  /** Per-guard settings from the agent config file / flags (deadlines, addresses, binaries). */
+  settings: Record<string, unknown>;
+  /** Report progress for `hvagent status` (e.g. "archive 3/6: 412 MiB"). */
+  progress: (detail: string) => void;
+  now: () => number;
+}
+
+export type GuardResult =
+  /** Desired state reached. */
+  | { status: 'ok'; detail?: string }
+  /** Not applicable on this node (e.g. promotion on a create node). */
+  | { status: 'skip'; reason: string }
+  /** Not there yet but may be: retry after backoff, until the guard's deadline. */
+  | { status: 'retry'; reason: string }
+  /** Cannot succeed without a person: stop and report. */
+  | { status: 'fail'; diagnosis: string; hint?: string };
+
+export interface Guard {
+  name: GuardName;
+  /** Guards this one needs to have succeeded first (ignored with `--guard`). */
+  dependsOn: GuardName[];
+  /** Default overall deadline in ms for reaching ok (the runner then reports a diagnosis). */
+  deadlineMs: number;
+  /** One reconcile pass. Must itself be bounded (use lib/wait.ts, timeouts on every call). */
+  reconcile(ctx: GuardContext): Promise<GuardResult>;
+  /**
+   * Optional: after ok, keep the state (registries.yaml restored on drift, promotion watch).
+   * Resolves when ctx.signal aborts.
+   */
+  watch?(ctx: GuardContext): Promise<void>;
+}
+
+export interface GuardStatus {
+  name: GuardName;
+  phase: GuardPhase;
+  attempts: number;
+  detail?: string;
+  lastError?: string;
+  hint?: string;
+  nextRetryAt?: string;
+  startedAt?: string;
+  finishedAt?: string;
+  updatedAt: string;
+}
+
+/** /run/hvagent/status.json */
+export interface StatusDocument {
+  version: 1;
+  pid: number;
+  startedAt: string;
+  updatedAt: string;
+  guards: GuardStatus[];
+}

@@ -1,0 +1,56 @@
+/**
+ * The seam between the install pipeline (installer/disk + installer/steps) and the OS deploy and
+ * bootloader code (installer/deploy, installer/bootloader). Both sides code against these types.
+ */
+
+/** Progress callback for long operations: bytes done of total, for events and rate display. */
+export type ByteProgress = (done: number, total: number) => void;
+
+/** Where the OS comes from: a directory tree, a squashfs file, or the live root (`/` by default). */
+export type OsSource = { kind: 'dir'; path: string } | { kind: 'squashfs'; path: string };
+
+export interface ImageRecord {
+  /** Path relative to its partition root, e.g. cOS/active.img. */
+  file: string;
+  label: 'COS_ACTIVE' | 'COS_PASSIVE' | 'COS_SYSTEM';
+  fs: 'ext2';
+  sizeBytes: number;
+  sha256: string;
+}
+
+export interface DeployRequest {
+  /** Mounted COS_STATE and COS_RECOVERY filesystems (directories). */
+  stateDir: string;
+  recoveryDir: string;
+  source: OsSource;
+  /** active.img size; default max(3072 MiB, source size + headroom). */
+  systemSizeMiB?: number;
+  /** A scratch directory on the same host (for mount points of the image being filled). */
+  workDir: string;
+  onProgress?: ByteProgress;
+  signal?: AbortSignal;
+}
+
+export interface DeployResult {
+  active: ImageRecord;
+  passive: ImageRecord;
+  recovery: ImageRecord;
+  /** sha256 of the source (squashfs file) or of a manifest of the tree. */
+  sourceDigest: string;
+}
+
+export interface BootloaderRequest {
+  firmware: 'efi' | 'bios';
+  /** Whole target disk (e.g. /dev/loop3) — for i386-pc grub-install. */
+  device: string;
+  /** The COS_GRUB ESP partition device (efi). Written with mtools, never mounted. */
+  espDevice?: string;
+  /** Mounted COS_STATE (grub2/ lives here), COS_OEM (grubenv, grubcustom). */
+  stateDir: string;
+  oemDir: string;
+  /** Extra kernel arguments (third_party_kernel_args in /oem/grubenv). */
+  thirdPartyKernelArgs?: string;
+  /** The TTY for console= (install.tty), default tty1. */
+  tty?: string;
+  signal?: AbortSignal;
+}

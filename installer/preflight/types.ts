@@ -1,0 +1,80 @@
+/**
+ * Machine facts gathered by preflight (issue #3) and consumed by the planner and install engine
+ * (issue #4). Plain data: serialisable to JSON and capturable as fixtures.
+ */
+export type Transport = 'nvme' | 'sata' | 'sas' | 'scsi' | 'usb' | 'virtio' | 'mmc' | 'loop' | 'unknown';
+
+export interface PartitionFacts {
+  /** Machine path, e.g. /dev/nvme0n1p2. */
+  path: string;
+  number?: number;
+  sizeBytes: number;
+  label?: string;
+  partLabel?: string;
+  fsType?: string;
+  uuid?: string;
+  mountpoints: string[];
+}
+
+export interface DiskFacts {
+  /** Kernel name, e.g. nvme0n1, sda, loop3. */
+  name: string;
+  /** Machine path, e.g. /dev/nvme0n1. */
+  path: string;
+  /** /dev/disk/by-id and by-path links pointing at this disk (machine paths). */
+  links: string[];
+  sizeBytes: number;
+  logicalSectorSize: number;
+  physicalSectorSize: number;
+  transport: Transport;
+  rotational: boolean;
+  removable: boolean;
+  readOnly: boolean;
+  model?: string;
+  serial?: string;
+  wwn?: string;
+  nvme?: { controller?: string; namespaceId?: number; firmware?: string };
+  partitions: PartitionFacts[];
+  /** Filesystem signature on the whole disk (a data disk formatted whole), if any. */
+  wholeDiskFs?: { fsType?: string; label?: string; uuid?: string };
+  inUse: {
+    mountpoints: string[];
+    swap: boolean;
+    /** Holder devices (dm-*, md*) of the disk or its partitions. */
+    holders: string[];
+    /** This disk holds the running live medium (ISO/USB we booted from). */
+    bootMedium: boolean;
+  };
+}
+
+export interface NicFacts {
+  name: string;
+  mac?: string;
+  driver?: string;
+  operState?: string;
+  carrier?: boolean;
+  /** Mb/s; undefined when the driver reports none (virtio: -1). */
+  speedMbps?: number;
+  mtu?: number;
+  virtual: boolean;
+  loopback: boolean;
+}
+
+export interface CpuFacts {
+  model?: string;
+  cores: number;
+  threads: number;
+  vmx: boolean;
+  svm: boolean;
+  devKvm: boolean;
+}
+
+export interface MachineFacts {
+  sysroot: string;
+  cpu: CpuFacts;
+  memoryBytes: number;
+  firmware: { uefi: boolean; secureBoot?: boolean };
+  virtualization: { isVm: boolean; hypervisor?: string };
+  disks: DiskFacts[];
+  nics: NicFacts[];
+}
