@@ -14,6 +14,10 @@ export interface PartitionFacts {
   fsType?: string;
   uuid?: string;
   mountpoints: string[];
+  /** /dev/disk/by-id and by-path links pointing at this partition (machine paths). Added by #3. */
+  links?: string[];
+  /** Holder devices (dm-*, md*) of this partition. Added by #3. */
+  holders?: string[];
 }
 
 export interface DiskFacts {
@@ -73,8 +77,12 @@ export interface MachineFacts {
   sysroot: string;
   cpu: CpuFacts;
   memoryBytes: number;
+  /** Where memoryBytes came from: /proc/meminfo MemTotal (below the installed RAM). Added by #3. */
+  memorySource?: 'meminfo';
   firmware: { uefi: boolean; secureBoot?: boolean };
   virtualization: { isVm: boolean; hypervisor?: string };
   disks: DiskFacts[];
   nics: NicFacts[];
+  /** Where partition labels and filesystem types came from (`blkid -p` on a live machine, the udev database on a sysroot). Added by #3. */
+  signatureSource?: 'blkid' | 'udev' | 'none';
 }

@@ -1,0 +1,112 @@
+/** CPU, memory, firmware, hypervisor and NIC facts from /proc, /sys and /dev under a sysroot. */
+import path from 'node:path';
+import type { Host } from '../../lib/host.js';
+import type { CpuFacts, MachineFacts, NicFacts } from './types.js';
+
+/** Parses /proc/cpuinfo: logical CPUs, physical cores, model and the virtualisation flags. */
+export function parseCpuinfo(text: string): Omit<CpuFacts, 'devKvm'> & { hypervisorFlag: boolean } {
+  let threads = 0;
+  const cores = new Set<string>();
+  let model: string | undefined;
+  let flags = new Set<string>();
+  let physId = '0';
+  for (const block of text.split(/\n\s*\n/)) {
+    const kv = new Map<string, string>();
+    for (const line of block.split('\n')) {
+      const i = line.indexOf(':');
+      if (i > 0) kv.set(line.slice(0, i).trim(), line.slice(i + 1).trim());
+    }
+    if (!kv.has('processor')) continue;
+    threads++;
+    model ??= kv.get('model name');
+    physId = kv.get('physical id') ?? physId;
+    const coreId = kv.get('core id');
+    cores.add(coreId === undefined ? `t${threads}` : `${physId}:${coreId}`);
+    if (flags.size === 0 && kv.get('flags')) flags = new Set(kv.get('flags')!.split(/\s+/));
+  }
+  return {
+    model,
+    threads,
+    cores: cores.size || threads,
+    vmx: flags.has('vmx'),
+    svm: flags.has('svm'),
+    hypervisorFlag: flags.has('hypervisor'),
+  };
+}
+
+/** MemTotal from /proc/meminfo in bytes. */
+export function parseMemTotal(text: string): number {
+  const m = /^MemTotal:\s+(\d+)\s*kB/m.exec(text);
+  return m ? Number(m[1]) * 1024 : 0;
+}
+
+// DMI vendor/product strings of common hypervisors, named as systemd-detect-virt names them.
+const DMI_HYPERVISORS: Array<[RegExp, string]> = [
+  [/QEMU|Standard PC \(|KVM/i, 'kvm'],
+  [/VMware/i, 'vmware'],
+  [/innotek|VirtualBox/i, 'oracle'],
+  [/Microsoft Corporation.*Virtual Machine|Virtual Machine.*Microsoft/i, 'microsoft'],
+  [/Xen/i, 'xen'],
+  [/Amazon EC2/i, 'amazon'],
+  [/Google Compute Engine/i, 'google'],
+  [/Parallels/i, 'parallels'],
+  [/BHYVE/i, 'bhyve'],
+];
+
+export function hypervisorFromDmi(vendor?: string, product?: string): string | undefined {
+  const s = `${vendor ?? ''} ${product ?? ''}`;
+  return DMI_HYPERVISORS.find(([re]) => re.test(s))?.[1];
+}
+
+export async function gatherCpu(host: Host): Promise<{ cpu: CpuFacts; hypervisorFlag: boolean }> {
+  const { hypervisorFlag, ...cpu } = parseCpuinfo((await host.readText('/proc/cpuinfo')) ?? '');
+  return { cpu: { ...cpu, devKvm: await host.exists('/dev/kvm') }, hypervisorFlag };
+}
+
+export async function gatherVirtualization(host: Host, hypervisorFlag: boolean): Promise<MachineFacts['virtualization']> {
+  const vendor = await host.readAttr('/sys/class/dmi/id/sys_vendor');
+  const product = await host.readAttr('/sys/class/dmi/id/product_name');
+  const xen = await host.readAttr('/sys/hypervisor/type');
+  const byDmi = hypervisorFromDmi(vendor, product) ?? (xen ? xen : undefined);
+  // The cpuinfo `hypervisor` flag is the CPU saying it runs under a hypervisor; DMI names which one.
+  const isVm = hypervisorFlag || byDmi !== undefined;
+  return { isVm, hypervisor: isVm ? byDmi : undefined };
+}
+
+const EFI_GLOBAL = '8be4df61-93ca-11d2-aa0d-00e098032b8c';
+
+export async function gatherFirmware(host: Host): Promise<MachineFacts['firmware']> {
+  const uefi = await host.isDir('/sys/firmware/efi');
+  if (!uefi) return { uefi };
+  // efivarfs: 4 bytes of attributes, then the value (1 byte: 1 = Secure Boot on).
+  const { readFile } = await import('node:fs/promises');
+  const raw = await readFile(host.path(`/sys/firmware/efi/efivars/SecureBoot-${EFI_GLOBAL}`)).catch(() => undefined);
+  return { uefi, secureBoot: raw && raw.length >= 5 ? raw[4] === 1 : undefined };
+}
+
+export async function gatherNics(host: Host): Promise<NicFacts[]> {
+  const nics: NicFacts[] = [];
+  for (const name of await host.list('/sys/class/net')) {
+    const base = `/sys/class/net/${name}`;
+    // bonding_masters is a file in /sys/class/net, not an interface.
+    if (!(await host.isDir(base))) continue;
+    const link = (await host.readLink(base)) ?? '';
+    const driverLink = await host.readLink(`${base}/device/driver`);
+    const type = await host.readInt(`${base}/type`);
+    const speed = await host.readInt(`${base}/speed`);
+    const carrier = await host.readAttr(`${base}/carrier`);
+    nics.push({
+      name,
+      mac: (await host.readAttr(`${base}/address`)) || undefined,
+      driver: driverLink ? path.posix.basename(driverLink) : undefined,
+      operState: await host.readAttr(`${base}/operstate`),
+      // Reading carrier or speed of a down interface fails (EINVAL): unknown, not false.
+      carrier: carrier === undefined || carrier === '' ? undefined : carrier === '1',
+      speedMbps: speed !== undefined && speed > 0 ? speed : undefined,
+      mtu: await host.readInt(`${base}/mtu`),
+      virtual: link.includes('/devices/virtual/'),
+      loopback: name === 'lo' || type === 772,
+    });
+  }
+  return nics;
+}
