@@ -1,0 +1,110 @@
+/**
+ * A minimal Kubernetes API client over undici: just the calls the agent makes (get a Node or Lease,
+ * merge-patch a Node). Every request has a deadline; errors name the URL and the status.
+ */
+import { Agent, request } from 'undici';
+import { HvError } from '../../lib/errors.js';
+import type { KubeCredentials } from './kubeconfig.js';
+
+export interface KubeObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata: {
+    name: string;
+    namespace?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    resourceVersion?: string;
+  };
+  spec?: Record<string, unknown>;
+  status?: Record<string, unknown>;
+}
+
+export class KubeApiError extends HvError {
+  constructor(message: string, readonly status: number | undefined, where: string) {
+    super(message, { where });
+    this.name = 'KubeApiError';
+  }
+}
+
+export class KubeClient {
+  private readonly dispatcher: Agent;
+
+  constructor(readonly creds: KubeCredentials, private readonly timeoutMs = 10_000) {
+    this.dispatcher = new Agent({
+      connect: { ca: creds.ca, cert: creds.cert, key: creds.key, rejectUnauthorized: creds.ca !== undefined, timeout: timeoutMs },
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.dispatcher.close();
+  }
+
+  getNode(name: string): Promise<KubeObject> {
+    return this.call('GET', `/api/v1/nodes/${encodeURIComponent(name)}`);
+  }
+
+  getLease(namespace: string, name: string): Promise<KubeObject> {
+    return this.call('GET', `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/leases/${encodeURIComponent(name)}`);
+  }
+
+  /** JSON merge patch (a null value deletes a key). */
+  patchNode(name: string, patch: unknown): Promise<KubeObject> {
+    return this.call('PATCH', `/api/v1/nodes/${encodeURIComponent(name)}`, patch, 'application/merge-patch+json');
+  }
+
+  private async call<T>(method: 'GET' | 'PATCH', apiPath: string, body?: unknown, contentType?: string): Promise<T> {
+    const url = new URL(apiPath, this.creds.server).toString();
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (this.creds.token) headers.authorization = `Bearer ${this.creds.token}`;
+    if (contentType) headers['content-type'] = contentType;
+    let res;
+    try {
+      res = await request(url, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        dispatcher: this.dispatcher,
+        signal: AbortSignal.timeout(this.timeoutMs),
+      });
+    } catch (err) {
+      throw new KubeApiError(`${method} ${url}: ${describeNetError(err)}`, undefined, this.creds.source);
+    }
+    const text = await res.body.text();
+    if (res.statusCode < 200 || res.statusCode >= 300) {
+      let reason = text.slice(0, 300);
+      try {
+        reason = (JSON.parse(text) as { message?: string }).message ?? reason;
+      } catch {
+        /* not a Status object */
+      }
+      throw new KubeApiError(`${method} ${url}: HTTP ${res.statusCode}: ${reason}`, res.statusCode, this.creds.source);
+    }
+    return JSON.parse(text) as T;
+  }
+}
+
+export function describeNetError(err: unknown): string {
+  const e = err as { code?: string; message?: string; cause?: { code?: string; message?: string } };
+  const code = e.cause?.code ?? e.code;
+  switch (code) {
+    case 'ECONNREFUSED':
+      return 'connection refused (nothing listening yet)';
+    case 'ECONNRESET':
+      return 'connection reset';
+    case 'UND_ERR_CONNECT_TIMEOUT':
+    case 'UND_ERR_HEADERS_TIMEOUT':
+    case 'ABORT_ERR':
+      return 'timed out';
+    case 'DEPTH_ZERO_SELF_SIGNED_CERT':
+    case 'UNABLE_TO_VERIFY_LEAF_SIGNATURE':
+    case 'SELF_SIGNED_CERT_IN_CHAIN':
+    case 'ERR_TLS_CERT_ALTNAME_INVALID':
+      return `TLS verification failed (${code}): is the CA the cluster's server-ca.crt?`;
+    default:
+      if ((err as Error)?.name === 'TimeoutError') return 'timed out';
+      return e.cause?.message ?? e.message ?? String(err);
+  }
+}

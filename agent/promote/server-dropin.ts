@@ -1,0 +1,47 @@
+/**
+ * The RKE2 server drop-in a join node gets when promoted, as Harvester's promote.sh writes it
+ * (reference §5.3): canal+multus, the cluster CIDRs and DNS, the VIP as a TLS SAN, the audit policy.
+ * A witness becomes an etcd-only member.
+ */
+import { stringify } from 'yaml';
+import type { HarvesterConfig } from '../../installer/config/types.js';
+
+export const SERVER_DROPIN = '90-harvester-server.yaml';
+export const AUDIT_POLICY = '/etc/rancher/rke2/config.yaml.d/92-harvester-kube-audit-policy.yaml';
+
+/** Pure. `auditPolicyPresent` says whether the renderer's audit policy file is on the node. */
+export function renderPromotionServerDropIn(config: HarvesterConfig, opts: { witness: boolean; auditPolicyPresent: boolean }): string {
+  const i = config.install ?? {};
+  const doc: Record<string, unknown> = {
+    cni: 'multus,canal',
+    'cluster-cidr': i.clusterPodCidr || '10.52.0.0/16',
+    'service-cidr': i.clusterServiceCidr || '10.53.0.0/16',
+    'cluster-dns': i.clusterDns || '10.53.0.10',
+  };
+  const sans = [vipFromServerUrl(config.serverUrl), ...(config.sans ?? [])].filter((v): v is string => !!v);
+  if (sans.length) doc['tls-san'] = [...new Set(sans)];
+  if (opts.auditPolicyPresent) doc['audit-policy-file'] = AUDIT_POLICY;
+  if (opts.witness) {
+    doc['disable-apiserver'] = true;
+    doc['disable-controller-manager'] = true;
+    doc['disable-scheduler'] = true;
+  }
+  return `# Written by hvagent when this node was promoted to ${opts.witness ? 'etcd (witness)' : 'control-plane'}.\n${stringify(doc)}`;
+}
+
+/** The VIP of a join node's server_url (https://<vip>:443). */
+export function vipFromServerUrl(serverUrl: string | undefined): string | undefined {
+  if (!serverUrl) return undefined;
+  try {
+    return new URL(/^https?:\/\//.test(serverUrl) ? serverUrl : `https://${serverUrl}`).hostname;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Harvester's promotion request: the controller sets this annotation to `running` on the chosen node. */
+export const PROMOTE_STATUS = 'harvesterhci.io/promote-status';
+
+export function promotionRequested(annotations: Record<string, string> | undefined): boolean {
+  return annotations?.[PROMOTE_STATUS] === 'running';
+}

@@ -1,0 +1,44 @@
+/**
+ * Readiness probes: the API server's /readyz with the node's admin credentials (server role), the
+ * kubelet's /healthz (agent role). Each probe is one bounded request and returns a reason when not
+ * ready, which the guard turns into its diagnosis.
+ */
+import { readFile } from 'node:fs/promises';
+import { Agent, request } from 'undici';
+import type { Probe } from '../../lib/wait.js';
+import { describeNetError } from '../kube/client.js';
+
+export interface TlsMaterial {
+  ca?: string;
+  cert?: string;
+  key?: string;
+}
+
+/** RKE2's admin client certificate and the server CA, as RKE2 lays them out in server/tls. */
+export async function loadServerTls(tlsDir: string): Promise<TlsMaterial> {
+  const read = (f: string) => readFile(`${tlsDir}/${f}`, 'utf8').catch(() => undefined);
+  return { ca: await read('server-ca.crt'), cert: await read('client-admin.crt'), key: await read('client-admin.key') };
+}
+
+export async function probeUrl(url: string, tls: TlsMaterial, timeoutMs = 5_000): Promise<Probe<string>> {
+  const dispatcher = new Agent({
+    connect: { ca: tls.ca, cert: tls.cert, key: tls.key, rejectUnauthorized: tls.ca !== undefined, timeout: timeoutMs },
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs,
+  });
+  try {
+    const res = await request(url, { dispatcher, signal: AbortSignal.timeout(timeoutMs) });
+    const body = (await res.body.text()).trim();
+    if (res.statusCode === 200) return { done: true, value: body || 'ok' };
+    const failing = body
+      .split('\n')
+      .filter((l) => l.startsWith('[-]'))
+      .map((l) => l.slice(3).replace(/ failed: reason withheld$/, ''))
+      .join(', ');
+    return { done: false, reason: `${url}: HTTP ${res.statusCode}${failing ? ` (failing: ${failing})` : body ? `: ${body.slice(0, 200)}` : ''}` };
+  } catch (err) {
+    return { done: false, reason: `${url}: ${describeNetError(err)}` };
+  } finally {
+    await dispatcher.close().catch(() => undefined);
+  }
+}

@@ -1,0 +1,40 @@
+/** Pure decisions about which RKE2 role this node runs and what its config must contain. */
+import type { HarvesterConfig } from '../../installer/config/types.js';
+
+export type Rke2Role = 'server' | 'agent';
+
+/** Marker written once a join node has been promoted, so restarts keep the server role. */
+export const PROMOTED_MARKER = '/var/lib/hvagent/promoted';
+
+/**
+ * Create nodes are servers (cluster-init); join nodes start as agents until promoted
+ * (Harvester reference §5). The install-only mode never starts RKE2.
+ */
+export function desiredRole(config: HarvesterConfig, promoted: boolean): Rke2Role | undefined {
+  const mode = (config.install?.mode ?? '').toLowerCase();
+  if (mode === 'create') return 'server';
+  if (mode === 'join') return promoted ? 'server' : 'agent';
+  return undefined;
+}
+
+export function isWitness(config: HarvesterConfig): boolean {
+  return (config.install?.role ?? '').toLowerCase() === 'witness';
+}
+
+/**
+ * The supervisor address a joining node registers with: Harvester's server_url is
+ * https://<vip>:443 (Rancher); RKE2's supervisor listens on 9345 (harv-update-rke2-server-url).
+ */
+export function supervisorUrl(serverUrl: string): string | undefined {
+  try {
+    const u = new URL(/^https?:\/\//.test(serverUrl.trim()) ? serverUrl.trim() : `https://${serverUrl.trim()}`);
+    return `https://${u.hostname}:9345`;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The node name the cluster knows this node by. */
+export function nodeNameOf(config: HarvesterConfig | undefined, hostName: string, override?: string): string {
+  return override ?? (config?.os?.hostname || hostName);
+}
