@@ -11,7 +11,8 @@ export type GuardName = 'network-online' | 'image-preload' | 'registries' | 'rke
 /** Dependency order; a guard runs once everything before it that it depends on has succeeded. */
 export const GUARD_ORDER: GuardName[] = ['network-online', 'registries', 'image-preload', 'rke2', 'vip', 'longhorn-disk', 'promotion'];
 
-export type GuardPhase = 'pending' | 'running' | 'waiting' | 'succeeded' | 'failed' | 'skipped' | 'watching';
+/** `stopped`: the agent was stopped (SIGTERM) before the guard finished. */
+export type GuardPhase = 'pending' | 'running' | 'waiting' | 'succeeded' | 'failed' | 'skipped' | 'watching' | 'stopped';
 
 export interface GuardContext {
   /** Every absolute node path goes through root(): `/` in production, a temp dir in tests. */
@@ -72,4 +73,9 @@ export interface StatusDocument {
   startedAt: string;
   updatedAt: string;
   guards: GuardStatus[];
+  /** `run` or `once`. */
+  mode?: 'run' | 'once';
+  /** running; finished (every guard done, nothing to watch); stopped (SIGTERM/SIGINT). */
+  state?: 'running' | 'finished' | 'stopped';
+  stoppedAt?: string;
 }

@@ -1,0 +1,59 @@
+/**
+ * The node's configuration as the installer left it under /oem. The agent runs without one (a
+ * guard that needs it says so), but a config that exists and does not load is worth a warning.
+ */
+import { access } from 'node:fs/promises';
+import type { HarvesterConfig } from '../installer/config/types.js';
+import type { Logger } from '../lib/logger.js';
+import type { Redactor } from '../lib/redact.js';
+
+export interface NodeConfigResult {
+  config?: HarvesterConfig;
+  source?: string;
+  problems: string[];
+}
+
+/**
+ * Tries each candidate path (under root) in order and returns the first that loads; candidates are
+ * the settings' `configFile` (default /oem/harvester.config, Harvester's lowercase form).
+ */
+export async function loadNodeConfig(root: (p: string) => string, candidates: string[]): Promise<NodeConfigResult> {
+  const problems: string[] = [];
+  const { loadConfig } = await import('../installer/config/index.js');
+  for (const p of candidates) {
+    const file = root(p);
+    if (!(await access(file).then(() => true, () => false))) continue;
+    try {
+      const loaded = await loadConfig(file, { alreadyInstalled: true });
+      if (!loaded.valid) {
+        problems.push(`${p}: ${loaded.errors.map((e) => `${e.path}: ${e.message}`).join('; ')}`);
+        // An installed node's config that fails today's rules is still the best description we have.
+        return { config: loaded.config, source: p, problems };
+      }
+      return { config: loaded.config, source: p, problems };
+    } catch (err) {
+      problems.push(`${p}: ${(err as Error).message}`);
+    }
+  }
+  if (problems.length === 0) problems.push(`no node config found (looked for ${candidates.join(', ')})`);
+  return { problems };
+}
+
+/** Registers every secret of the config with the redactor (token, passwords, registry credentials, webhook auth). */
+export function registerConfigSecrets(redactor: Redactor, config: HarvesterConfig | undefined, log?: Logger): void {
+  if (!config) return;
+  redactor.add(config.token, config.os?.password);
+  redactor.addFrom(config);
+  const registry = config.systemSettings?.['containerd-registry'];
+  if (registry) {
+    try {
+      redactor.addFrom(JSON.parse(registry));
+    } catch {
+      log?.warn('system_settings.containerd-registry is not JSON; its credentials cannot be registered for redaction');
+    }
+  }
+  for (const w of config.install?.webhooks ?? []) {
+    redactor.add(w.basicAuth?.password);
+    for (const [k, vs] of Object.entries(w.headers ?? {})) if (/^authorization$/i.test(k)) redactor.add(...vs);
+  }
+}
