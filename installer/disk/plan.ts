@@ -1,0 +1,419 @@
+/**
+ * planInstall: config + machine facts → the partition table, images, files and steps of an install.
+ * Pure: no I/O, so every layout (EFI/BIOS/MBR × single/data disk/witness × 512/4Kn) is unit-tested
+ * without root. Layout per reference §3.1 and §2.4 (Harvester's Elemental layout and sizes).
+ */
+import { createHash } from 'node:crypto';
+import { HvError, ExitCode } from '../../lib/errors.js';
+import type { HarvesterConfig } from '../config/types.js';
+import type { DiskFacts, MachineFacts } from '../preflight/types.js';
+import {
+  BIOS_GRUB_MIB,
+  DATA_DISK_MIN_GIB,
+  DEFAULT_PERSISTENT_MIB,
+  ESP_MIB,
+  GiB,
+  MBR_MAX_BYTES,
+  MIN_PARTITION_MIB,
+  MIN_PERSISTENT_MIB,
+  MIN_SHARED_DATA_MIB,
+  MULTIPLE_DISK_MIN_GIB,
+  MiB,
+  OEM_MIB,
+  RECOVERY_MIB,
+  SINGLE_DISK_MIN_GIB,
+  STATE_MIB,
+  alignDown,
+  formatBytes,
+  parsePartitionSizeMiB,
+  recoverySizeMiB,
+  stateSizeMiB,
+  systemSizeForSourceMiB,
+} from './sizes.js';
+import type {
+  Firmware,
+  InstallPlan,
+  PartitionRole,
+  PlannedDataDisk,
+  PlannedFile,
+  PlannedImage,
+  PlannedPartition,
+  PlannedStep,
+  PartitionTableKind,
+} from './types.js';
+
+export interface PlanOptions {
+  /** `--device`: must name the same disk as install.device when both are given. */
+  device?: string;
+  /** Bytes of the OS source tree; sizes active.img (and grows COS_STATE) when larger than Harvester assumes. */
+  sourceSizeBytes?: number;
+  /** Explicit active.img size (MiB); wins over sourceSizeBytes. */
+  systemSizeMiB?: number;
+  /** Files the renderer will write to /oem (paths relative to COS_OEM) beyond harvester.config. */
+  extraOemFiles?: Array<{ path: string; mode: number; what: string }>;
+}
+
+/** A plan refused: every problem found, each a sentence saying what and what to do. */
+export class PlanRefusedError extends HvError {
+  constructor(readonly problems: string[], where: string) {
+    super(problems.length === 1 ? problems[0]! : `the install cannot proceed:\n${problems.map((p) => `  - ${p}`).join('\n')}`, {
+      where,
+      hint: 'fix the config (or choose another disk) and run `hvinstall plan` again',
+      exitCode: ExitCode.checkFailed,
+    });
+    this.name = 'PlanRefusedError';
+  }
+}
+
+/** Paths bind-mounted from COS_PERSISTENT (reference §3.2, cos-layout.env PERSISTENT_STATE_PATHS). */
+export const DEFAULT_PERSISTENT_STATE_PATHS = [
+  '/etc/NetworkManager',
+  '/etc/systemd',
+  '/etc/rancher',
+  '/etc/ssh',
+  '/etc/iscsi',
+  '/etc/nvme',
+  '/etc/cni',
+  '/etc/pki/trust/anchors',
+  '/home',
+  '/opt',
+  '/root',
+  '/usr/libexec',
+  '/var/log',
+  '/var/lib/rancher',
+  '/var/lib/kubelet',
+  '/var/lib/wicked',
+  '/var/lib/NetworkManager',
+  '/var/lib/cni',
+  '/var/lib/third-party',
+  '/var/crash',
+  '/var/lib/longhorn',
+];
+export const LONGHORN_DEFAULT_DISK = '/var/lib/harvester/defaultdisk';
+
+export const STEP_DESCRIPTIONS: PlannedStep[] = [
+  { name: 'guard', description: 'lock the disk; refuse a mounted, swap, held or boot-medium disk' },
+  { name: 'clear', description: 'deactivate holders, clear stale COS_*/HARV_* labels, wipe signatures' },
+  { name: 'partition', description: 'write the partition table and wait until the kernel shows every partition' },
+  { name: 'format', description: 'make the filesystems with their labels (and the data disk)' },
+  { name: 'verify', description: 'check every label resolves to exactly one device' },
+  { name: 'deploy', description: 'build active.img, copy passive.img and recovery.img, write state.yaml' },
+  { name: 'bootloader', description: 'install grub with active/passive/recovery entries and grubenv' },
+  { name: 'oem', description: 'write /oem: harvester.config and the node configuration files' },
+  { name: 'persistent', description: 'create the persistent state layout under COS_PERSISTENT/.state' },
+  { name: 'finish', description: 'write the install log, sync, unmount, release the disk' },
+];
+
+/** Finds a disk by path, kernel name or one of its /dev/disk/by-* links. */
+export function findDisk(facts: MachineFacts, device: string): DiskFacts | undefined {
+  const want = device.replace(/\/+$/, '');
+  return facts.disks.find((d) => d.path === want || `/dev/${d.name}` === want || d.name === want || d.links.includes(want));
+}
+
+export function planInstall(config: HarvesterConfig, facts: MachineFacts, opts: PlanOptions = {}): InstallPlan {
+  const install = config.install ?? {};
+  const problems: string[] = [];
+  const where = 'install plan';
+  const fail = (): never => {
+    throw new PlanRefusedError(problems, where);
+  };
+
+  // --- the target disk
+  const configured = install.device?.trim() || undefined;
+  const requested = opts.device?.trim() || configured;
+  if (!requested) {
+    problems.push('install.device is required: name the disk to install onto (or pass --device)');
+    fail();
+  }
+  const disk = findDisk(facts, requested!);
+  if (!disk) {
+    problems.push(`${requested} is not a disk on this machine (known: ${facts.disks.map((d) => d.path).join(', ') || 'none'})`);
+    fail();
+  }
+  if (opts.device && configured) {
+    const cfgDisk = findDisk(facts, configured);
+    if (!cfgDisk || cfgDisk.path !== disk!.path) {
+      problems.push(`--device ${opts.device} is not the disk named in the config (install.device: ${configured}); refusing to touch a disk the config does not name`);
+      fail();
+    }
+  }
+  const target = disk!;
+  const sector = target.logicalSectorSize;
+  if (sector !== 512 && sector !== 4096) {
+    problems.push(`${target.path} has ${sector}-byte logical sectors; only 512 and 4096 are supported`);
+    fail();
+  }
+  if (target.sizeBytes % sector !== 0) {
+    problems.push(`${target.path} size ${target.sizeBytes} is not a multiple of its ${sector}-byte sectors`);
+    fail();
+  }
+
+  // --- role, firmware, table
+  const role = String(install.role || 'default');
+  const witness = role === 'witness';
+  const skipChecks = install.skipchecks === true;
+  const firmware: Firmware = install.forceEfi || facts.firmware.uefi ? 'efi' : 'bios';
+  const table: PartitionTableKind = install.forceMbr ? 'msdos' : 'gpt';
+  if (table === 'msdos' && firmware === 'efi') {
+    problems.push(`cannot force MBR on UEFI system: ${facts.firmware.uefi ? 'UEFI' : 'force_efi is set'} (remove install.force_mbr${install.forceEfi ? ' or install.force_efi' : ''})`);
+  }
+  if (table === 'msdos' && target.sizeBytes > MBR_MAX_BYTES) {
+    problems.push(`disk size too large for MBR partitioning table: ${target.sizeBytes} (${target.path}; msdos tables address at most ${MBR_MAX_BYTES} bytes, remove install.force_mbr)`);
+  }
+
+  // --- data disk
+  let dataDiskFacts: DiskFacts | undefined;
+  const dataDiskName = install.dataDisk?.trim() || undefined;
+  if (dataDiskName) {
+    const d = findDisk(facts, dataDiskName);
+    if (!d) problems.push(`install.data_disk ${dataDiskName} is not a disk on this machine`);
+    else if (d.path !== target.path) dataDiskFacts = d; // Harvester clears data_disk when it equals device
+  }
+  if (dataDiskFacts && witness) {
+    problems.push(`a witness node holds no Longhorn data, but install.data_disk is ${dataDiskName}: remove it`);
+  }
+
+  // --- sizes
+  const systemSizeMiB = opts.systemSizeMiB ?? systemSizeForSourceMiB(opts.sourceSizeBytes);
+  const stateMiB = stateSizeMiB(systemSizeMiB);
+  const recoveryMiB = recoverySizeMiB(systemSizeMiB);
+  const notes: string[] = [];
+  if (stateMiB > STATE_MIB) {
+    notes.push(`COS_STATE grown from ${STATE_MIB} to ${stateMiB} MiB to hold active, passive and an upgrade's transition image of ${systemSizeMiB} MiB each (harvester#7457)`);
+  }
+  if (recoveryMiB > RECOVERY_MIB) {
+    notes.push(`COS_RECOVERY grown from ${RECOVERY_MIB} to ${recoveryMiB} MiB to hold recovery.img and its upgrade transition image`);
+  }
+
+  const diskGiB = Math.floor(target.sizeBytes / GiB);
+  const hasDataPartition = !dataDiskFacts && !witness && table === 'gpt';
+  const sharesDisk = hasDataPartition;
+  if (!skipChecks) {
+    const min = dataDiskFacts || witness ? MULTIPLE_DISK_MIN_GIB : SINGLE_DISK_MIN_GIB;
+    if (diskGiB < min) problems.push(`installation disk size is too small. Minimum ${min}Gi is required (${target.path} is ${diskGiB}Gi)`);
+    if (dataDiskFacts && Math.floor(dataDiskFacts.sizeBytes / GiB) < DATA_DISK_MIN_GIB) {
+      problems.push(`data disk size is too small. Minimum ${DATA_DISK_MIN_GIB}Gi is required (${dataDiskFacts.path} is ${Math.floor(dataDiskFacts.sizeBytes / GiB)}Gi)`);
+    }
+  }
+
+  const firstMiB = 1;
+  const bootMiB = table === 'msdos' ? 0 : firmware === 'efi' ? ESP_MIB : BIOS_GRUB_MIB;
+  const fixedMiB = bootMiB + OEM_MIB + recoveryMiB + stateMiB;
+  const usableEndBytes = table === 'gpt' ? target.sizeBytes - gptBackupBytes(sector) : target.sizeBytes;
+  const endMiB = Math.floor(alignDown(usableEndBytes, MiB) / MiB);
+  const availableMiB = endMiB - firstMiB; // MiB available to partitions
+
+  let persistentMiB: number | 'rest' = 'rest';
+  if (sharesDisk) {
+    let wanted = DEFAULT_PERSISTENT_MIB;
+    if (install.persistentPartitionSize) {
+      try {
+        wanted = parsePartitionSizeMiB(install.persistentPartitionSize);
+      } catch (err) {
+        problems.push((err as Error).message);
+      }
+    }
+    const targetMiB = Math.floor(target.sizeBytes / MiB);
+    const maxMiB = targetMiB - (fixedMiB + MIN_SHARED_DATA_MIB);
+    if (!skipChecks && diskGiB < SINGLE_DISK_MIN_GIB) {
+      // already reported above as the installation-disk minimum
+    } else if (!skipChecks && wanted < MIN_PERSISTENT_MIB) {
+      problems.push(`partition size is too small. Minimum ${MIN_PERSISTENT_MIB / 1024}Gi is required (install.persistent_partition_size: ${install.persistentPartitionSize})`);
+    } else if (wanted > maxMiB) {
+      if (skipChecks && maxMiB >= MIN_PARTITION_MIB) {
+        notes.push(`persistent_partition_size clamped from ${wanted} to ${maxMiB} MiB (skipchecks)`);
+        wanted = maxMiB;
+      } else {
+        problems.push(`partition size is too large. Maximum ${Math.max(0, Math.floor(maxMiB / 1024))}Gi is allowed (install.persistent_partition_size: ${install.persistentPartitionSize ?? `${DEFAULT_PERSISTENT_MIB / 1024}Gi default`}, ${target.path} is ${diskGiB}Gi)`);
+      }
+    }
+    persistentMiB = wanted;
+  }
+
+  // Whatever else: the layout must physically fit, checks skipped or not.
+  const restMiB = availableMiB - fixedMiB - (typeof persistentMiB === 'number' ? persistentMiB : 0);
+  if (restMiB < MIN_PARTITION_MIB) {
+    const need = fixedMiB + (typeof persistentMiB === 'number' ? persistentMiB : 0) + MIN_PARTITION_MIB + firstMiB + 1;
+    problems.push(`the layout does not fit on ${target.path}: it needs at least ${need} MiB, the disk has ${Math.floor(target.sizeBytes / MiB)} MiB`);
+  }
+  if (problems.length) fail();
+
+  // --- partitions (Elemental's PartitionsByInstallOrder: boot, oem, recovery, state, persistent, extra)
+  type Spec = { role: PartitionRole; name: string; label?: string; fs: PlannedPartition['fs']; type: string; mib: number | 'rest'; mount?: string; bootable?: boolean };
+  const specs: Spec[] = [];
+  if (table === 'gpt' && firmware === 'efi') specs.push({ role: 'efi', name: 'efi', label: 'COS_GRUB', fs: 'vfat', type: 'EF00', mib: ESP_MIB, mount: '/boot/efi' });
+  if (table === 'gpt' && firmware === 'bios') specs.push({ role: 'bios', name: 'bios', fs: 'none', type: 'EF02', mib: BIOS_GRUB_MIB });
+  const linux = table === 'gpt' ? '8300' : '83';
+  specs.push({ role: 'oem', name: 'oem', label: 'COS_OEM', fs: 'ext4', type: linux, mib: OEM_MIB, mount: '/oem' });
+  specs.push({ role: 'recovery', name: 'recovery', label: 'COS_RECOVERY', fs: 'ext4', type: linux, mib: recoveryMiB });
+  specs.push({ role: 'state', name: 'state', label: 'COS_STATE', fs: 'ext4', type: linux, mib: stateMiB, mount: '/run/initramfs/cos-state', bootable: table === 'msdos' });
+  specs.push({ role: 'persistent', name: 'persistent', label: 'COS_PERSISTENT', fs: 'ext4', type: linux, mib: persistentMiB, mount: '/usr/local' });
+  if (hasDataPartition) specs.push({ role: 'data', name: 'HARV_LH_DEFAULT', label: 'HARV_LH_DEFAULT', fs: 'ext4', type: linux, mib: 'rest', mount: LONGHORN_DEFAULT_DISK });
+
+  // Digest over everything that shapes the result; UUIDs derive from it so a resumed install and
+  // an uninterrupted one end byte-for-byte the same where it matters (table, labels, UUIDs, files).
+  const digest = sha256(
+    stableJson({
+      config,
+      disk: { size: target.sizeBytes, sector, serial: target.serial ?? '', wwn: target.wwn ?? '', model: target.model ?? '' },
+      dataDisk: dataDiskFacts ? { path: dataDiskFacts.path, size: dataDiskFacts.sizeBytes, serial: dataDiskFacts.serial ?? '' } : null,
+      firmware,
+      table,
+      specs,
+      systemSizeMiB,
+    }),
+  );
+
+  let cursorMiB = firstMiB;
+  const partitions: PlannedPartition[] = specs.map((s, i) => {
+    const mib = s.mib === 'rest' ? endMiB - cursorMiB : s.mib;
+    const startBytes = cursorMiB * MiB;
+    const sizeBytes = mib * MiB;
+    cursorMiB += mib;
+    const p: PlannedPartition = {
+      number: i + 1,
+      role: s.role,
+      name: s.name,
+      fs: s.fs,
+      typeCode: s.type,
+      startBytes,
+      sizeBytes,
+      startSector: startBytes / sector,
+      endSector: (startBytes + sizeBytes) / sector - 1,
+      partUuid: deterministicUuid(digest, `part:${s.name}`),
+    };
+    if (s.label) p.label = s.label;
+    if (s.mount) p.mount = s.mount;
+    if (s.bootable) p.bootable = true;
+    if (s.fs === 'vfat') p.fsUuid = deterministicVfatId(digest, s.name);
+    if (s.fs === 'ext4') p.fsUuid = deterministicUuid(digest, `fs:${s.name}`);
+    return p;
+  });
+
+  let dataDisk: PlannedDataDisk | undefined;
+  if (dataDiskFacts) {
+    dataDisk = {
+      path: dataDiskFacts.path,
+      sizeBytes: dataDiskFacts.sizeBytes,
+      label: 'HARV_LH_DEFAULT',
+      fs: 'ext4',
+      fsUuid: deterministicUuid(digest, 'fs:data-disk'),
+      mount: LONGHORN_DEFAULT_DISK,
+    };
+  }
+  if (!hasDataPartition && !dataDisk) {
+    notes.push(`no Longhorn data partition (${witness ? 'witness role' : 'msdos table without data_disk'}): ${LONGHORN_DEFAULT_DISK} lives on COS_PERSISTENT`);
+  }
+
+  // --- wipe list (other disks only; ones that do not exist are skipped, as Harvester does)
+  const wipe = new Set<string>();
+  for (const name of install.wipeDisksList ?? []) {
+    const d = findDisk(facts, name);
+    if (!d) notes.push(`install.wipe_disks_list: ${name} does not exist, skipped`);
+    else if (d.path !== target.path && d.path !== dataDisk?.path) wipe.add(d.path);
+  }
+  if (install.wipeAllDisks) {
+    for (const d of facts.disks) {
+      if (d.path === target.path || d.path === dataDisk?.path) continue;
+      if (d.partitions.some((p) => p.label === 'COS_OEM')) wipe.add(d.path);
+    }
+  }
+
+  const images: PlannedImage[] = [
+    { on: 'COS_STATE', file: 'cOS/active.img', label: 'COS_ACTIVE', fs: 'ext2', sizeMiB: systemSizeMiB },
+    { on: 'COS_STATE', file: 'cOS/passive.img', label: 'COS_PASSIVE', fs: 'ext2', sizeMiB: systemSizeMiB },
+    { on: 'COS_RECOVERY', file: 'cOS/recovery.img', label: 'COS_SYSTEM', fs: 'ext2', sizeMiB: systemSizeMiB },
+  ];
+
+  const files: PlannedFile[] = [
+    { on: 'COS_OEM', path: 'harvester.config', mode: 0o600, what: "the config in Harvester's lowercase form (holds the token)" },
+    ...(opts.extraOemFiles ?? []).map((f) => ({ on: 'COS_OEM' as const, ...f })),
+    { on: 'COS_OEM', path: 'install/install.log', mode: 0o600, what: 'the install log, secrets redacted' },
+    { on: 'COS_OEM', path: 'install/journal.json', mode: 0o644, what: 'the step journal of this install' },
+  ];
+
+  const persistentStatePaths = [...DEFAULT_PERSISTENT_STATE_PATHS];
+  for (const p of config.os?.persistentStatePaths ?? []) if (!persistentStatePaths.includes(p)) persistentStatePaths.push(p);
+  if (!hasDataPartition && !dataDisk) persistentStatePaths.push(LONGHORN_DEFAULT_DISK);
+
+  const destroys = [describeDisk(target)];
+  if (dataDisk) destroys.push(describeDisk(dataDiskFacts!));
+  for (const w of wipe) destroys.push(`${describeDisk(findDisk(facts, w)!)} (partition table wiped)`);
+
+  return {
+    digest,
+    device: target.path,
+    deviceSizeBytes: target.sizeBytes,
+    logicalSectorSize: sector,
+    firmware,
+    table,
+    diskGuid: deterministicUuid(digest, 'disk'),
+    role,
+    mode: String(install.mode || 'create'),
+    partitions,
+    ...(dataDisk ? { dataDisk } : {}),
+    wipeDisks: [...wipe].sort(),
+    systemSizeMiB,
+    images,
+    files,
+    persistentStatePaths,
+    steps: STEP_DESCRIPTIONS.map((s) => ({ ...s })),
+    notes,
+    destroys,
+  };
+}
+
+/** The refusals that depend on what the machine is doing right now (not on the layout). */
+export function targetInUseProblems(disk: DiskFacts, opts: { ownMountPrefix?: string } = {}): string[] {
+  const problems: string[] = [];
+  const ownMount = (m: string): boolean => opts.ownMountPrefix !== undefined && m.startsWith(opts.ownMountPrefix);
+  const mounts = [...disk.inUse.mountpoints, ...disk.partitions.flatMap((p) => p.mountpoints)].filter((m) => !ownMount(m));
+  if (disk.inUse.bootMedium) problems.push(`${disk.path} holds the running live system (the boot medium): choose another disk`);
+  if (mounts.length) problems.push(`${disk.path} is mounted (${[...new Set(mounts)].join(', ')}): unmount it first`);
+  if (disk.inUse.swap) problems.push(`${disk.path} has active swap: run swapoff on it first`);
+  if (disk.inUse.holders.length) {
+    problems.push(`${disk.path} is held by ${disk.inUse.holders.join(', ')} (LVM, MD or device-mapper): deactivate them (e.g. vgchange -an, mdadm --stop) first`);
+  }
+  if (disk.readOnly) problems.push(`${disk.path} is read-only`);
+  return problems;
+}
+
+function describeDisk(d: DiskFacts): string {
+  const what = [d.model, d.serial].filter(Boolean).join(' ');
+  const parts = d.partitions.map((p) => `${p.path}${p.label ? ` ${p.label}` : ''}${p.fsType ? ` ${p.fsType}` : ''} ${formatBytes(p.sizeBytes)}`);
+  const whole = d.wholeDiskFs?.fsType ? ` ${d.wholeDiskFs.fsType}${d.wholeDiskFs.label ? ` ${d.wholeDiskFs.label}` : ''} on the whole disk` : '';
+  return `${d.path} (${formatBytes(d.sizeBytes)}${what ? `, ${what}` : ''})${whole}${parts.length ? `: ${parts.join('; ')}` : parts.length === 0 && !whole ? ': no partitions' : ''}`;
+}
+
+/** The GPT backup header plus a 16 KiB entry array at the end of the disk. */
+export function gptBackupBytes(sector: number): number {
+  return sector + Math.ceil(16384 / sector) * sector;
+}
+
+function sha256(s: string): string {
+  return createHash('sha256').update(s).digest('hex');
+}
+
+export function deterministicUuid(seed: string, name: string): string {
+  const h = sha256(`${seed}\0${name}`);
+  // RFC 4122 shape (version 4 bits, variant 10) so every tool accepts it.
+  const v = `${h.slice(0, 12)}4${h.slice(13, 16)}${((Number.parseInt(h[16]!, 16) & 0x3) | 0x8).toString(16)}${h.slice(17, 32)}`;
+  return `${v.slice(0, 8)}-${v.slice(8, 12)}-${v.slice(12, 16)}-${v.slice(16, 20)}-${v.slice(20, 32)}`;
+}
+
+/** A FAT volume id (mkfs.vfat -i): 8 hex digits. */
+export function deterministicVfatId(seed: string, name: string): string {
+  return sha256(`${seed}\0vfat:${name}`).slice(0, 8).toUpperCase();
+}
+
+export function stableJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(stableJson).join(',')}]`;
+  if (v && typeof v === 'object') {
+    return `{${Object.keys(v)
+      .sort()
+      .filter((k) => (v as Record<string, unknown>)[k] !== undefined)
+      .map((k) => `${JSON.stringify(k)}:${stableJson((v as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(v) ?? 'null';
+}
