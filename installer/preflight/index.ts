@@ -1,7 +1,13 @@
 /**
  * Preflight public surface (issue #3): gather this machine's facts, find the disk a config names,
- * and check the machine against Harvester's requirements.
+ * check the machine against Harvester's requirements, and decide whether an install may go on.
  */
 export type * from './types.js';
 export { gatherMachineFacts, type GatherOptions } from './gather.js';
-export { resolveDevice, resolveLocated, locateDevice, type LocatedDevice } from './resolve.js';
+export { resolveDevice, resolveLocated, resolveConfigAliases, locateDevice, type LocatedDevice } from './resolve.js';
+export { runPreflightChecks, type PreflightOptions } from './checks.js';
+export { decideInstallGate, type GateInput, type InstallGate } from './gate.js';
+export { suggestInstallDevice, isInstallCandidate } from './suggest.js';
+export { formatPreflightReport } from './format.js';
+export { PROFILES, type CheckResult, type PreflightCheck, type PreflightReport, type Profile } from './report.js';
+export { THRESHOLDS, SINGLE_DISK_MIN_GIB, MULTI_DISK_MIN_GIB, DATA_DISK_MIN_GIB, MEMINFO_ALLOWANCE } from './thresholds.js';

@@ -36,3 +36,24 @@ export async function resolveLocated(facts: MachineFacts, pathOrLink: string, ho
   const real = await host.resolve(pathOrLink);
   return real ? locateDevice(facts, real) : undefined;
 }
+
+/**
+ * Resolves every disk name the config uses (device, data_disk, wipe_disks_list) through symlinks under
+ * the sysroot, so the pure checks can match /dev/disk/by-label/... and other links.
+ */
+export async function resolveConfigAliases(
+  facts: MachineFacts,
+  config: { install?: { device?: string; dataDisk?: string; wipeDisksList?: string[] } } | undefined,
+  host: Host,
+): Promise<Record<string, string>> {
+  const names = [config?.install?.device, config?.install?.dataDisk, ...(config?.install?.wipeDisksList ?? [])]
+    .map((n) => n?.trim())
+    .filter((n): n is string => !!n && n.startsWith('/'));
+  const out: Record<string, string> = {};
+  for (const n of names) {
+    if (locateDevice(facts, n)) continue;
+    const real = await host.resolve(n);
+    if (real) out[n] = real;
+  }
+  return out;
+}

@@ -1,0 +1,93 @@
+/**
+ * `hvinstall preflight [--config F] [--profile P] [--sysroot DIR] [--json]`: what this machine is and
+ * whether it can run a node. Exit 0 no failures, 1 a check failed, 2 usage or environment error.
+ */
+import { parseArgs } from 'node:util';
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import { ExitCode, HvError } from '../../lib/errors.js';
+import { Host } from '../../lib/host.js';
+import type { HarvesterConfig } from '../config/types.js';
+import {
+  decideInstallGate,
+  formatPreflightReport,
+  gatherMachineFacts,
+  PROFILES,
+  resolveConfigAliases,
+  runPreflightChecks,
+  type Profile,
+} from '../preflight/index.js';
+
+const USAGE = `usage: hvinstall preflight [--config FILE|URL|-] [--profile testing|production] [--sysroot DIR] [--json]
+
+Gathers this machine's hardware facts and checks them against Harvester's requirements.
+  --config F     check the install device, data disk and management NICs the config names
+  --profile P    thresholds: testing (8 CPUs, 32GiB, 1Gbps; the default) or production (16, 64GiB, 10Gbps)
+  --sysroot DIR  read /proc, /sys, /dev and /run under DIR (captured trees; labels from DIR/run/udev/data)
+  --json         print the report and the facts as JSON
+Exit codes: 0 no failures, 1 a check failed, 2 usage or environment error.`;
+
+function usageError(message: string): HvError {
+  return new HvError(message, { hint: "run 'hvinstall preflight --help'", exitCode: ExitCode.usage });
+}
+
+async function readConfig(source: string): Promise<HarvesterConfig> {
+  const { loadConfig } = await import('../config/index.js');
+  const loaded = await loadConfig(source);
+  if (!loaded.valid) {
+    // Hardware checks still make sense on an invalid config; the config's own errors are `validate`'s job.
+    process.stderr.write(
+      `hvinstall preflight: ${loaded.source} has ${loaded.errors.length} validation error(s); run 'hvinstall validate ${source}' (checking the hardware anyway)\n`,
+    );
+  }
+  return loaded.config;
+}
+
+export default async function preflight(argv: string[]): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        config: { type: 'string' },
+        profile: { type: 'string', default: 'testing' },
+        sysroot: { type: 'string', default: '/' },
+        json: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+      allowPositionals: false,
+      strict: true,
+    }));
+  } catch (err) {
+    throw usageError((err as Error).message);
+  }
+  if (values.help) {
+    process.stdout.write(USAGE + '\n');
+    return ExitCode.ok;
+  }
+  const profile = values.profile as Profile;
+  if (!PROFILES.includes(profile)) throw usageError(`unknown profile '${values.profile}': use testing or production`);
+  const sysroot = path.resolve(values.sysroot!);
+  const st = await stat(sysroot).catch(() => undefined);
+  if (!st?.isDirectory()) {
+    throw new HvError(`sysroot is not a directory: ${sysroot}`, { where: '--sysroot', hint: 'pass a captured tree with proc/, sys/ and dev/, or omit --sysroot', exitCode: ExitCode.usage });
+  }
+
+  const host = new Host(sysroot);
+  const config = values.config !== undefined ? await readConfig(values.config) : undefined;
+  const facts = await gatherMachineFacts(host);
+  const aliases = await resolveConfigAliases(facts, config, host);
+  const report = runPreflightChecks(facts, { config, profile, aliases });
+  const gate = config
+    ? decideInstallGate(report, { automatic: config.install?.automatic === true, skipchecks: config.install?.skipchecks === true })
+    : undefined;
+
+  if (values.json) {
+    process.stdout.write(JSON.stringify({ ...report, gate: gate && { proceed: gate.proceed, needsAcknowledgement: gate.needsAcknowledgement, message: gate.message }, facts }, null, 2) + '\n');
+  } else {
+    let text = formatPreflightReport(report);
+    if (gate) text += `Install (${config?.install?.automatic ? 'automatic' : 'interactive'}): ${gate.message}\n`;
+    process.stdout.write(text);
+  }
+  return report.summary.fail > 0 ? ExitCode.checkFailed : ExitCode.ok;
+}

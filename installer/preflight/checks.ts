@@ -1,0 +1,39 @@
+/** runPreflightChecks: the machine's facts against Harvester's requirements. Pure: no I/O. */
+import type { HarvesterConfig } from '../config/types.js';
+import type { MachineFacts } from './types.js';
+import { summarise, type PreflightCheck, type PreflightReport, type Profile } from './report.js';
+import { checkCpuCores, checkCpuVirtFlags, checkDevKvm, checkFirmware, checkMemory, checkSecureBoot, checkVirtualisedHost } from './checks/hardware.js';
+import { checkDisks } from './checks/disks.js';
+import { checkNics } from './checks/nics.js';
+
+export interface PreflightOptions {
+  config?: HarvesterConfig;
+  profile: Profile;
+  /** Config disk names resolved through symlinks by the caller (see resolveConfigAliases). */
+  aliases?: Record<string, string>;
+}
+
+export function runPreflightChecks(facts: MachineFacts, opts: PreflightOptions): PreflightReport {
+  const { profile, config } = opts;
+  const checks: PreflightCheck[] = [
+    checkCpuCores(facts, profile),
+    checkMemory(facts, profile),
+    checkCpuVirtFlags(facts),
+    checkDevKvm(facts),
+    checkVirtualisedHost(facts),
+    checkFirmware(facts),
+  ];
+  const sb = checkSecureBoot(facts);
+  if (sb) checks.push(sb);
+  const disks = checkDisks({ facts, config, profile, aliases: opts.aliases });
+  checks.push(...disks.checks, ...checkNics(facts, config, profile));
+  return {
+    profile,
+    sysroot: facts.sysroot,
+    installDevice: disks.installDevice,
+    dataDisk: disks.dataDisk,
+    suggestedDevice: disks.suggestedDevice,
+    checks,
+    summary: summarise(checks),
+  };
+}

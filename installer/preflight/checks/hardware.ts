@@ -1,0 +1,173 @@
+/** CPU, memory, virtualisation and firmware checks (Harvester pkg/preflight/checks.go, reference §2.7). */
+import type { MachineFacts } from '../types.js';
+import type { PreflightCheck, Profile } from '../report.js';
+import { formatGiB, GiB, MEMINFO_ALLOWANCE, THRESHOLDS } from '../thresholds.js';
+
+export function checkCpuCores(facts: MachineFacts, profile: Profile): PreflightCheck {
+  const n = facts.cpu.threads;
+  const { testing, production } = THRESHOLDS;
+  const base = {
+    id: 'cpu.cores',
+    title: 'CPU cores',
+    // Harvester counts `nproc --all`: logical CPUs.
+    measured: `${n} logical CPUs (${facts.cpu.cores} cores)`,
+    threshold: `>= ${THRESHOLDS[profile].cpuCores}`,
+    skippable: true,
+  };
+  if (n < testing.cpuCores) {
+    return {
+      ...base,
+      result: 'fail',
+      message: `Only ${n} CPU cores detected. Harvester requires at least ${testing.cpuCores} cores for testing and ${production.cpuCores} for production use.`,
+      whatToDo: `Give the machine at least ${THRESHOLDS[profile].cpuCores} CPUs (install.skipchecks lets an automatic install go on anyway).`,
+    };
+  }
+  if (n < production.cpuCores) {
+    return {
+      ...base,
+      result: profile === 'production' ? 'fail' : 'warn',
+      message: `${n} CPU cores detected. Harvester requires at least ${production.cpuCores} cores for production use.`,
+      whatToDo:
+        profile === 'production'
+          ? `Use a machine with at least ${production.cpuCores} CPUs for production, or --profile testing for a lab.`
+          : `Enough for testing; production needs ${production.cpuCores}.`,
+    };
+  }
+  return { ...base, result: 'pass', message: `${n} CPU cores detected.`, whatToDo: '' };
+}
+
+export function checkMemory(facts: MachineFacts, profile: Profile): PreflightCheck {
+  const bytes = facts.memoryBytes;
+  const { testing, production } = THRESHOLDS;
+  // MemTotal reads below the installed RAM, so compare against 90 % of the requirement (as Harvester's fallback).
+  const meets = (gib: number) => bytes >= gib * GiB * MEMINFO_ALLOWANCE;
+  const shown = formatGiB(bytes);
+  const base = {
+    id: 'memory',
+    title: 'Memory',
+    measured: `${shown} (MemTotal)`,
+    threshold: `>= ${THRESHOLDS[profile].memoryGiB}GiB (MemTotal >= ${formatGiB(THRESHOLDS[profile].memoryGiB * GiB * MEMINFO_ALLOWANCE)})`,
+    skippable: true,
+  };
+  if (!meets(testing.memoryGiB)) {
+    return {
+      ...base,
+      result: 'fail',
+      message: `Only ${shown} RAM detected. Harvester requires at least ${testing.memoryGiB}GiB for testing and ${production.memoryGiB}GiB for production use.`,
+      whatToDo: `Add memory: at least ${THRESHOLDS[profile].memoryGiB}GiB (install.skipchecks lets an automatic install go on anyway).`,
+    };
+  }
+  if (!meets(production.memoryGiB)) {
+    return {
+      ...base,
+      result: profile === 'production' ? 'fail' : 'warn',
+      message: `${shown} RAM detected. Harvester requires at least ${production.memoryGiB}GiB for production use.`,
+      whatToDo:
+        profile === 'production'
+          ? `Use at least ${production.memoryGiB}GiB for production, or --profile testing for a lab.`
+          : `Enough for testing; production needs ${production.memoryGiB}GiB.`,
+    };
+  }
+  return { ...base, result: 'pass', message: `${shown} RAM detected.`, whatToDo: '' };
+}
+
+function vmName(facts: MachineFacts): string {
+  return facts.virtualization.hypervisor ?? 'unknown hypervisor';
+}
+
+export function checkCpuVirtFlags(facts: MachineFacts): PreflightCheck {
+  const { vmx, svm } = facts.cpu;
+  const base = { id: 'virt.cpu-flags', title: 'VT-x/AMD-V', threshold: 'vmx or svm', skippable: true };
+  if (vmx || svm) {
+    return {
+      ...base,
+      result: 'pass',
+      measured: vmx ? 'vmx (Intel VT-x)' : 'svm (AMD-V)',
+      message: `The CPU supports hardware-assisted virtualization (${vmx ? 'vmx' : 'svm'}).`,
+      whatToDo: '',
+    };
+  }
+  return {
+    ...base,
+    result: 'fail',
+    measured: 'neither vmx nor svm',
+    message:
+      'Harvester requires hardware-assisted virtualization, but the CPU exposes neither the vmx (Intel VT-x) nor the svm (AMD-V) flag.',
+    whatToDo: facts.virtualization.isVm
+      ? `This is a VM (${vmName(facts)}): enable nested virtualisation on its host (kvm_intel/kvm_amd nested=1) and pass the flag through (e.g. -cpu host).`
+      : 'Enable Intel VT-x or AMD-V (SVM) in the firmware setup, then power-cycle the machine.',
+  };
+}
+
+export function checkDevKvm(facts: MachineFacts): PreflightCheck {
+  const base = { id: 'virt.kvm', title: '/dev/kvm', threshold: 'present', skippable: true };
+  const flags = facts.cpu.vmx || facts.cpu.svm;
+  if (facts.cpu.devKvm && !flags) {
+    // Seen in sandboxes that expose the device node without the CPU extensions behind it.
+    return {
+      ...base,
+      result: 'warn',
+      measured: 'present, but no vmx/svm',
+      message: '/dev/kvm exists, but the CPU exposes neither vmx nor svm, so KVM cannot run guests here.',
+      whatToDo: 'Fix the CPU virtualisation flags (see virt.cpu-flags).',
+    };
+  }
+  if (facts.cpu.devKvm) {
+    return { ...base, result: 'pass', measured: 'present', message: '/dev/kvm exists.', whatToDo: '' };
+  }
+  return {
+    ...base,
+    result: 'fail',
+    measured: 'absent',
+    message: 'Harvester requires hardware-assisted virtualization, but /dev/kvm does not exist.',
+    whatToDo: flags
+      ? `Load the KVM module (modprobe ${facts.cpu.vmx ? 'kvm_intel' : 'kvm_amd'}); check dmesg if it refuses.`
+      : 'First make the CPU expose vmx/svm (see virt.cpu-flags); /dev/kvm appears once the kvm module loads.',
+  };
+}
+
+export function checkVirtualisedHost(facts: MachineFacts): PreflightCheck {
+  const base = { id: 'virt.host', title: 'Bare metal', threshold: 'not a VM', skippable: true };
+  if (!facts.virtualization.isVm) {
+    return { ...base, result: 'pass', measured: 'bare metal', message: 'System is not virtualized.', whatToDo: '' };
+  }
+  return {
+    ...base,
+    result: 'warn',
+    measured: `VM (${vmName(facts)})`,
+    message: `System is virtualized (${vmName(facts)}) which is not supported in production.`,
+    whatToDo: 'Fine for a lab; install production nodes on bare metal.',
+  };
+}
+
+export function checkFirmware(facts: MachineFacts): PreflightCheck {
+  const base = { id: 'firmware.uefi', title: 'UEFI firmware', threshold: 'UEFI', skippable: false };
+  if (facts.firmware.uefi) {
+    return { ...base, result: 'pass', measured: 'UEFI', message: 'The system booted in UEFI mode.', whatToDo: '' };
+  }
+  return {
+    ...base,
+    result: 'fail',
+    measured: 'legacy BIOS (/sys/firmware/efi absent)',
+    message: 'Legacy BIOS systems are no longer supported. Please reconfigure the system to use UEFI prior to installation.',
+    whatToDo: 'Switch the firmware boot mode to UEFI (disable CSM) and boot the installer in UEFI mode.',
+  };
+}
+
+export function checkSecureBoot(facts: MachineFacts): PreflightCheck | undefined {
+  if (!facts.firmware.uefi) return undefined;
+  const sb = facts.firmware.secureBoot;
+  return {
+    id: 'firmware.secure-boot',
+    title: 'Secure Boot',
+    result: 'pass',
+    measured: sb === undefined ? 'unknown (SecureBoot efivar not readable)' : sb ? 'enabled' : 'disabled',
+    threshold: '',
+    message:
+      sb === undefined
+        ? 'Secure Boot state could not be read; reported only.'
+        : `Secure Boot is ${sb ? 'enabled' : 'disabled'}; reported only.`,
+    whatToDo: '',
+    skippable: true,
+  };
+}
