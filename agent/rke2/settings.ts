@@ -30,7 +30,8 @@ export interface Rke2Settings {
 }
 
 export const RKE2_DEFAULTS: Rke2Settings = {
-  binary: '/usr/local/bin/rke2',
+  // Harvester installs RKE2 under /opt/rke2 (/usr is read-only in the A/B image).
+  binary: '/opt/rke2/bin/rke2',
   supervisor: 'auto',
   apiServerUrl: 'https://127.0.0.1:6443',
   kubeletHealthzUrl: 'http://127.0.0.1:10248/healthz',
@@ -53,6 +54,8 @@ export function rke2Settings(raw: Record<string, unknown> | undefined): Rke2Sett
     const v = raw[k];
     if (v !== undefined && typeof v === typeof def) (out as unknown as Record<string, unknown>)[k] = v;
   }
+  // The agent's common settings name the binary `rke2Binary`; a guard-level `binary` wins.
+  if (typeof raw.binary !== 'string' && typeof raw.rke2Binary === 'string') out.binary = raw.rke2Binary;
   if (typeof raw.nodeName === 'string') out.nodeName = raw.nodeName;
   if (typeof raw.vipUrl === 'string') out.vipUrl = raw.vipUrl;
   if (raw.env && typeof raw.env === 'object') out.env = raw.env as Record<string, string>;

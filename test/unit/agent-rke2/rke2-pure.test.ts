@@ -103,3 +103,11 @@ describe('kubeconfig and manifests', () => {
     expect(findKubeVipManifest({ 'etcd.yaml': 'image: rancher/hardened-etcd' })).toBeUndefined();
   });
 });
+
+describe('rke2 binary setting', () => {
+  it("takes the agent's common rke2Binary unless the guard names its own", () => {
+    expect(rke2Settings({ rke2Binary: '/opt/x/rke2' }).binary).toBe('/opt/x/rke2');
+    expect(rke2Settings({ rke2Binary: '/opt/x/rke2', binary: '/b' }).binary).toBe('/b');
+    expect(rke2Settings({}).binary).toBe('/opt/rke2/bin/rke2');
+  });
+});
