@@ -17,13 +17,14 @@ export function isInstallCandidate(d: DiskFacts): boolean {
   );
 }
 
-/** The largest candidate, NVMe before anything else (ties: kernel name, for a stable answer). */
+/** NVMe first, then solid-state, then the largest (ties: kernel name, for a stable answer). */
 export function suggestInstallDevice(facts: MachineFacts): DiskFacts | undefined {
   return facts.disks
     .filter(isInstallCandidate)
     .sort(
       (a, b) =>
         Number(b.transport === 'nvme') - Number(a.transport === 'nvme') ||
+        Number(a.rotational) - Number(b.rotational) ||
         b.sizeBytes - a.sizeBytes ||
         a.name.localeCompare(b.name),
     )[0];

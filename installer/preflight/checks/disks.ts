@@ -4,7 +4,7 @@ import type { DiskFacts, MachineFacts } from '../types.js';
 import type { PreflightCheck, Profile } from '../report.js';
 import { locateDevice, type LocatedDevice } from '../resolve.js';
 import { suggestInstallDevice } from '../suggest.js';
-import { DATA_DISK_MIN_GIB, MULTI_DISK_MIN_GIB, SINGLE_DISK_MIN_GIB, formatGiB, wholeGiB } from '../thresholds.js';
+import { DATA_DISK_MIN_GIB, MULTI_DISK_MIN_GIB, SINGLE_DISK_MIN_GIB, wholeGiB } from '../thresholds.js';
 
 export interface DiskCheckInput {
   facts: MachineFacts;
@@ -31,7 +31,7 @@ function locate(input: DiskCheckInput, name: string): LocatedDevice | undefined 
 
 function describeDisk(d: DiskFacts): string {
   const sectors = d.logicalSectorSize === 4096 ? '4Kn' : `${d.logicalSectorSize}/${d.physicalSectorSize}`;
-  return [d.transport, formatGiB(d.sizeBytes), d.rotational ? 'rotational' : 'solid-state', sectors, d.model]
+  return [d.transport, `${wholeGiB(d.sizeBytes)}GiB`, d.rotational ? 'rotational' : 'solid-state', sectors, d.model]
     .filter(Boolean)
     .join(', ');
 }
@@ -283,7 +283,7 @@ export function checkDisks(input: DiskCheckInput): DiskCheckOutput {
             subject: suggested.path,
             result: 'pass',
             measured: describeDisk(suggested),
-            threshold: 'largest fixed unused disk, NVMe first',
+            threshold: 'fixed unused disk: NVMe, then SSD, then largest',
             message: `Suggested install device: ${suggested.links.find((l) => l.includes('/by-id/')) ?? suggested.path}.`,
             whatToDo: '',
             skippable: false,
