@@ -1,12 +1,195 @@
-/** hvpxe: the PXE/HTTP boot server (issue #7 fills in the commands). */
+/** hvpxe: the PXE/HTTP boot server (issue #7). See docs/pxe.md. */
+import { parseArgs } from 'node:util';
+import path from 'node:path';
 import { runCli } from '../installer/cli.js';
-import { ExitCode } from '../lib/errors.js';
+import { ExitCode, HvError } from '../lib/errors.js';
+import { Logger } from '../lib/logger.js';
+import { writeFileAtomic } from '../lib/atomic-write.js';
+import { validateConfig } from '../installer/config/index.js';
+import { buildCatalog, readProfiles } from './profiles.js';
+import { renderBootScript, renderMachineScript, type Platform } from './ipxe.js';
+import { guessSubnet, renderDnsmasqConfig } from './dnsmasq.js';
+import { initExample } from './init.js';
+import { PxeServer } from './server.js';
+import { renderAndValidateConfigs, type Validator } from './state.js';
 
-const USAGE = `usage: hvpxe <init|serve|render-dnsmasq|render-ipxe> [options]`;
+const USAGE = `usage: hvpxe <command> [options]
+
+commands:
+  init DIR                       scaffold an example: profiles.yaml (three-node fleet), artifacts/, README.md
+  serve --root DIR --profiles FILE [--listen ADDR:PORT] [--server-url URL] [--tls-cert FILE --tls-key FILE]
+                                 serve boot scripts, configs and artifacts (SIGHUP reloads profiles.yaml)
+  render-dnsmasq --profiles FILE [--server-url URL] [--subnet NET] [--netmask MASK] [--tftp-root DIR] [--interface IF]
+                                 print a proxy-DHCP + TFTP dnsmasq configuration
+  render-ipxe --profiles FILE [--server-url URL] [--platform efi|pcbios] [--out DIR]
+                                 print (or write to DIR) the iPXE scripts, for your own HTTP server
+
+Exit codes: 0 ok, 1 profiles or configs invalid, 2 usage or environment error.`;
+
+const validate: Validator = (raw, opts) => validateConfig(raw, opts);
+
+function usageError(msg: string): HvError {
+  return new HvError(msg, { hint: "run 'hvpxe --help'", exitCode: ExitCode.usage });
+}
+
+function parse<T extends Record<string, { type: 'string' | 'boolean' }>>(argv: string[], options: T, allowPositionals = false) {
+  try {
+    return parseArgs({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } }, allowPositionals, strict: true });
+  } catch (err) {
+    throw usageError((err as Error).message);
+  }
+}
+
+export function parseListen(listen: string): { host: string; port: number } {
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(listen);
+  const port = m ? Number(m[3]) : NaN;
+  if (!m || port > 65535) throw usageError(`--listen must be ADDR:PORT (e.g. 0.0.0.0:8080 or [::]:8080), got '${listen}'`);
+  return { host: m[1] ?? (m[2] || '0.0.0.0'), port };
+}
+
+async function serverUrlFrom(flag: string | undefined, profilesPath: string): Promise<string> {
+  const url = flag ?? (await readProfiles(profilesPath)).server_url;
+  if (!url) throw usageError('no server URL: pass --server-url or set server_url in profiles.yaml');
+  if (!/^https?:\/\/[^/\s?#]+\/?$/.test(url)) throw usageError(`server URL must look like http://HOST[:PORT], got '${url}'`);
+  return url.replace(/\/+$/, '');
+}
+
+async function serve(argv: string[]): Promise<number> {
+  const { values } = parse(argv, {
+    root: { type: 'string' },
+    profiles: { type: 'string' },
+    listen: { type: 'string' },
+    'server-url': { type: 'string' },
+    'tls-cert': { type: 'string' },
+    'tls-key': { type: 'string' },
+  });
+  if (values.help) return help();
+  if (!values.root || !values.profiles) throw usageError('serve needs --root DIR and --profiles FILE');
+  if (!!values['tls-cert'] !== !!values['tls-key']) throw usageError('--tls-cert and --tls-key go together');
+  const { host, port } = parseListen(values.listen ?? '0.0.0.0:8080');
+  const profilesPath = path.resolve(values.profiles);
+  let serverUrl = values['server-url'] ?? (await readProfiles(profilesPath)).server_url;
+  const wildcard = host === '0.0.0.0' || host === '::' || host === '';
+  if (!serverUrl && wildcard) throw usageError(`listening on ${host} needs a URL machines can reach: pass --server-url or set server_url in profiles.yaml`);
+  serverUrl = serverUrl?.replace(/\/+$/, '');
+  const log = new Logger();
+  const server = new PxeServer({
+    root: path.resolve(values.root),
+    profilesPath,
+    host,
+    port,
+    serverUrl,
+    tls: values['tls-cert'] ? { certFile: values['tls-cert'], keyFile: values['tls-key']! } : undefined,
+    log,
+    validate,
+  });
+  const url = await server.start();
+  process.stdout.write(`hvpxe: serving ${url} (root ${values.root}, profiles ${values.profiles}); SIGHUP reloads\n`);
+  let reloading = Promise.resolve(true);
+  process.on('SIGHUP', () => {
+    reloading = reloading.then(() => server.reload());
+  });
+  await new Promise<void>((resolve) => {
+    const stop = (sig: string): void => {
+      log.info('stopping', { signal: sig });
+      void server.close().then(resolve);
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+  });
+  return ExitCode.ok;
+}
+
+async function renderDnsmasq(argv: string[]): Promise<number> {
+  const { values } = parse(argv, {
+    profiles: { type: 'string' },
+    'server-url': { type: 'string' },
+    subnet: { type: 'string' },
+    netmask: { type: 'string' },
+    'tftp-root': { type: 'string' },
+    interface: { type: 'string' },
+  });
+  if (values.help) return help();
+  if (!values.profiles && !values['server-url']) throw usageError('render-dnsmasq needs --profiles FILE or --server-url URL');
+  const serverUrl = values.profiles ? await serverUrlFrom(values['server-url'], values.profiles) : values['server-url']!.replace(/\/+$/, '');
+  const subnet = values.subnet ?? guessSubnet(serverUrl);
+  if (!subnet) throw usageError('the server URL has no IPv4 address to guess the subnet from: pass --subnet NET (e.g. 10.0.0.0)');
+  try {
+    process.stdout.write(
+      renderDnsmasqConfig({ serverUrl, subnet, netmask: values.netmask, tftpRoot: values['tftp-root'], interface: values.interface }),
+    );
+  } catch (err) {
+    throw usageError((err as Error).message);
+  }
+  if (!values.subnet) process.stderr.write(`hvpxe: answering proxy-DHCP on ${subnet} (guessed from ${serverUrl}; pass --subnet to change)\n`);
+  return ExitCode.ok;
+}
+
+async function renderIpxe(argv: string[]): Promise<number> {
+  const { values } = parse(argv, {
+    profiles: { type: 'string' },
+    'server-url': { type: 'string' },
+    platform: { type: 'string' },
+    out: { type: 'string' },
+  });
+  if (values.help) return help();
+  if (!values.profiles) throw usageError('render-ipxe needs --profiles FILE');
+  if (values.platform && values.platform !== 'efi' && values.platform !== 'pcbios') throw usageError('--platform is efi or pcbios');
+  const serverUrl = await serverUrlFrom(values['server-url'], values.profiles);
+  const catalog = buildCatalog(await readProfiles(values.profiles), values.profiles);
+  const platform = values.platform as Platform | undefined;
+  const files: Array<{ name: string; text: string; mode: number }> = [{ name: 'boot.ipxe', text: renderBootScript(serverUrl), mode: 0o644 }];
+  for (const m of catalog.machines) files.push({ name: `ipxe/${m.name}.ipxe`, text: renderMachineScript(catalog, m, serverUrl, { platform }), mode: 0o644 });
+  if (values.out) {
+    const rendered = await renderAndValidateConfigs(catalog, serverUrl, validate);
+    if (rendered.errors.length) {
+      throw new HvError(`configs invalid:\n${rendered.errors.map((e) => `  - ${rendered.redactor.redactString(e)}`).join('\n')}`, { exitCode: ExitCode.checkFailed });
+    }
+    for (const [name, yaml] of rendered.configs) files.push({ name: `config/${name}.yaml`, text: yaml, mode: 0o600 });
+    for (const f of files) await writeFileAtomic(path.join(values.out, f.name), f.text, { mode: f.mode });
+    process.stdout.write(files.map((f) => path.join(values.out!, f.name)).join('\n') + '\n');
+    process.stderr.write(
+      'hvpxe: these scripts chain to /ipxe/auto, which needs hvpxe serve; with a static server, point each machine at ipxe/<machine>.ipxe (e.g. per-MAC DHCP filename).\n',
+    );
+  } else {
+    process.stdout.write(files.map((f) => `### ${f.name}\n${f.text}`).join('\n'));
+  }
+  return ExitCode.ok;
+}
+
+function help(): number {
+  process.stdout.write(USAGE + '\n');
+  return ExitCode.ok;
+}
 
 export async function main(argv: string[]): Promise<number> {
-  process.stdout.write(USAGE + '\n');
-  return argv.length === 0 || argv[0] === '--help' ? ExitCode.ok : ExitCode.usage;
+  const [cmd, ...rest] = argv;
+  switch (cmd) {
+    case undefined:
+      process.stdout.write(USAGE + '\n');
+      return ExitCode.usage;
+    case '--help':
+    case '-h':
+    case 'help':
+      return help();
+    case 'init': {
+      const { positionals, values } = parse(rest, {}, true);
+      if (values.help) return help();
+      if (positionals.length !== 1) throw usageError('init needs exactly one directory');
+      const written = await initExample(positionals[0]);
+      process.stdout.write(`hvpxe: wrote\n${written.map((f) => `  ${f}`).join('\n')}\nNext: read ${path.join(positionals[0], 'README.md')}\n`);
+      return ExitCode.ok;
+    }
+    case 'serve':
+      return serve(rest);
+    case 'render-dnsmasq':
+      return renderDnsmasq(rest);
+    case 'render-ipxe':
+      return renderIpxe(rest);
+    default:
+      process.stderr.write(`hvpxe: unknown command '${cmd}'\n\n${USAGE}\n`);
+      return ExitCode.usage;
+  }
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) await runCli(main, 'hvpxe');

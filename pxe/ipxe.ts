@@ -1,0 +1,86 @@
+/**
+ * iPXE scripts (reference §4.3/§4.4). Pure: every value that reaches a script is either ours or
+ * checked, so a client cannot inject iPXE commands through its query string.
+ */
+import path from 'node:path';
+import type { Catalog, Machine } from './profiles.js';
+import { normaliseMac, normaliseUuid } from './profiles.js';
+import { artifactUrl, configUrl } from './render-config.js';
+
+/** Harvester's kernel parameters for a live PXE boot (docs pxe-boot-install.md). */
+export const DEFAULT_KERNEL_ARGS = ['ip=dhcp', 'net.ifnames=1', 'rd.cos.disable', 'rd.noverifyssl', 'console=tty1'];
+
+export type Platform = 'efi' | 'pcbios';
+
+/** The first script every machine runs: identify itself and chain to its own script. */
+export function renderBootScript(serverUrl: string): string {
+  return [
+    '#!ipxe',
+    '# hvpxe: identify this machine (MAC of the boot NIC, SMBIOS UUID, DHCP hostname) and chain to its script.',
+    'isset ${netX/ip} || dhcp',
+    `chain --autofree ${serverUrl}/ipxe/auto?mac=\${netX/mac}&uuid=\${uuid}&hostname=\${hostname:uristring}&buildarch=\${buildarch}&platform=\${platform} || goto failed`,
+    ':failed',
+    `echo hvpxe: could not fetch this machine's boot script from ${serverUrl}`,
+    'echo hvpxe: check that hvpxe serve is running and reachable; trying the next boot device in 30 s',
+    'sleep 30',
+    'exit 1',
+    '',
+  ].join('\n');
+}
+
+/** Kernel arguments for a machine: Harvester's defaults, the profile's (same key replaces), root=live and the automatic install. */
+export function kernelArgs(cat: Catalog, m: Machine, serverUrl: string, platform: Platform | undefined): string[] {
+  const profile = cat.file.profiles[m.profile];
+  const extra = profile.kernel_args ?? [];
+  const key = (a: string): string => a.split('=')[0];
+  const overridden = new Set(extra.map(key));
+  const initrdName = path.posix.basename(cat.file.artifacts[profile.initrd].path);
+  return [
+    ...(platform === 'pcbios' ? [] : [`initrd=${initrdName}`]),
+    ...DEFAULT_KERNEL_ARGS.filter((a) => !overridden.has(key(a))),
+    `root=live:${artifactUrl(serverUrl, cat.file, profile.rootfs)}`,
+    'harvester.install.automatic=true',
+    `harvester.install.config_url=${configUrl(serverUrl, m)}`,
+    ...extra.filter((a) => !['root', 'harvester.install.automatic', 'harvester.install.config_url', 'initrd'].includes(key(a))),
+  ];
+}
+
+/** A machine's boot script: kernel (with its arguments), initrd, boot; a failed download says so and exits. */
+export function renderMachineScript(
+  cat: Catalog,
+  m: Machine,
+  serverUrl: string,
+  opts: { platform?: Platform; matchedBy?: string } = {},
+): string {
+  const profile = cat.file.profiles[m.profile];
+  return [
+    '#!ipxe',
+    `# hvpxe: machine ${m.name} (group ${m.group}, profile ${m.profile}${opts.matchedBy ? `, matched by ${opts.matchedBy}` : ''})`,
+    `echo hvpxe: installing ${m.name} with profile ${m.profile}`,
+    `kernel ${artifactUrl(serverUrl, cat.file, profile.kernel)} ${kernelArgs(cat, m, serverUrl, opts.platform).join(' ')} || goto failed`,
+    `initrd ${artifactUrl(serverUrl, cat.file, profile.initrd)} || goto failed`,
+    'boot || goto failed',
+    ':failed',
+    `echo hvpxe: downloading or booting the installer for ${m.name} failed; trying the next boot device in 30 s`,
+    'sleep 30',
+    'exit 1',
+    '',
+  ].join('\n');
+}
+
+/** What an unknown machine sees on its console: who it is, what to do, and then it moves on. */
+export function renderNoMatchScript(q: { mac?: string; uuid?: string; hostname?: string }): string {
+  const mac = normaliseMac(q.mac) ?? 'unknown';
+  const uuid = normaliseUuid(q.uuid) ?? 'unknown';
+  const host = q.hostname && /^[a-z0-9.-]{1,253}$/i.test(q.hostname) ? q.hostname : 'none';
+  return [
+    '#!ipxe',
+    '# hvpxe: no group in profiles.yaml matches this machine',
+    `echo hvpxe: no profile matches this machine (MAC ${mac}, UUID ${uuid}, DHCP hostname ${host}).`,
+    'echo hvpxe: add it to a group in profiles.yaml (mac: or uuid:), or add a default group, then reload hvpxe (SIGHUP).',
+    'echo hvpxe: trying the next boot device in 30 s',
+    'sleep 30',
+    'exit 1',
+    '',
+  ].join('\n');
+}

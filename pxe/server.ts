@@ -1,0 +1,414 @@
+/**
+ * `hvpxe serve`: the HTTP(S) boot server. Routes:
+ *   GET /boot.ipxe                  chain script (identifies the machine)
+ *   GET /ipxe/auto?mac=&uuid=&…     the matching machine's script, or a clear no-match script
+ *   GET /ipxe/<machine>?mac=|uuid=  a named machine's script (the request must identify it)
+ *   GET /config/<machine>.yaml?mac=|uuid=   the machine's config (only to that machine)
+ *   GET /artifacts/<path>           files under --root, with Range, ETag, If-None-Match, If-Range
+ *   GET /healthz, GET /machines     liveness; who fetched what and how far their install got
+ *   POST /events/<machine>          install progress (webhooks) from the installer, ≤ 64 KiB
+ */
+import http from 'node:http';
+import https from 'node:https';
+import { readFile } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { pipeline } from 'node:stream/promises';
+import type { Logger } from '../lib/logger.js';
+import { normaliseMac, normaliseUuid, matchMachine, machineByName, requestIdentifies, type Machine, type MatchQuery } from './profiles.js';
+import { renderBootScript, renderMachineScript, renderNoMatchScript, type Platform } from './ipxe.js';
+import { renderMachineConfig } from './render-config.js';
+import { checkRequestPath, openInsideRoot, type OpenedFile } from './safe-path.js';
+import { loadState, serialiseServedConfig, type ServedState, type Validator } from './state.js';
+
+export interface ServeOptions {
+  root: string;
+  profilesPath: string;
+  host: string;
+  port: number;
+  /** Base URL machines use; derived from host:port when absent (not allowed for a wildcard host). */
+  serverUrl?: string;
+  tls?: { certFile: string; keyFile: string };
+  log: Logger;
+  validate: Validator;
+  verifyArtifacts?: boolean;
+}
+
+export const LIMITS = {
+  maxHeaderSize: 16 * 1024,
+  maxUrlLength: 4096,
+  maxEventBody: 64 * 1024,
+  eventsKept: 50,
+  headersTimeoutMs: 20_000,
+  requestTimeoutMs: 60_000,
+  idleSocketMs: 120_000,
+  readChunk: 1 << 20,
+};
+
+interface MachineActivity {
+  name: string;
+  group: string;
+  profile: string;
+  mac?: string;
+  uuid?: string;
+  hostname?: string;
+  matchedBy?: string;
+  lastSeen?: string;
+  lastAddress?: string;
+  fetched: { ipxe?: string; config?: string; artifacts: Record<string, { at: string; bytes: number; status: number }> };
+  progress?: { event: string; at: string };
+  events: Array<{ at: string; event: string; data: unknown }>;
+}
+
+const TEXT = 'text/plain; charset=utf-8';
+
+function send(res: http.ServerResponse, status: number, body: string, type = TEXT, extra: Record<string, string> = {}): number {
+  const buf = Buffer.from(body);
+  res.writeHead(status, { 'Content-Type': type, 'Content-Length': String(buf.length), ...extra });
+  res.end(res.req.method === 'HEAD' ? undefined : buf);
+  return buf.length;
+}
+
+function etagOf(st: { mtimeMs: number; size: number; ino: number }): string {
+  return `"${Math.floor(st.mtimeMs).toString(16)}-${st.size.toString(16)}-${st.ino.toString(16)}"`;
+}
+
+function etagMatches(header: string, etag: string): boolean {
+  if (header.trim() === '*') return true;
+  return header.split(',').some((t) => t.trim().replace(/^W\//, '') === etag);
+}
+
+/** Parses one `bytes=` range against a size. undefined: ignore the header (serve 200); 'unsatisfiable': 416. */
+export function parseRange(header: string, size: number): { start: number; end: number } | 'unsatisfiable' | undefined {
+  const m = /^bytes=\s*(\d*)\s*-\s*(\d*)\s*$/.exec(header);
+  if (!m) return undefined; // multiple ranges or another unit: a 200 with the whole body is allowed
+  const [, a, b] = m;
+  if (a === '' && b === '') return undefined;
+  if (a === '') {
+    const n = Number(b);
+    if (n === 0) return 'unsatisfiable';
+    return { start: Math.max(0, size - n), end: size - 1 };
+  }
+  const start = Number(a);
+  const end = b === '' ? size - 1 : Math.min(Number(b), size - 1);
+  if (b !== '' && Number(b) < start) return undefined;
+  if (start >= size) return 'unsatisfiable';
+  return { start, end };
+}
+
+export class PxeServer {
+  private server?: http.Server;
+  private state?: ServedState;
+  private readonly activity = new Map<string, MachineActivity>();
+  private readonly byAddress = new Map<string, string>();
+  private reloads = 0;
+  private lastReloadError?: string;
+  url = '';
+
+  constructor(private readonly opts: ServeOptions) {}
+
+  get current(): ServedState | undefined {
+    return this.state;
+  }
+
+  async start(): Promise<string> {
+    const handler = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+      this.handle(req, res).catch((err: unknown) => {
+        this.opts.log.error('request failed', { path: (req.url ?? '').split('?')[0], error: (err as Error).message });
+        if (!res.headersSent) send(res, 500, 'internal error\n');
+        else res.destroy();
+      });
+    };
+    const common = { maxHeaderSize: LIMITS.maxHeaderSize, requestTimeout: LIMITS.requestTimeoutMs, headersTimeout: LIMITS.headersTimeoutMs };
+    if (this.opts.tls) {
+      const [cert, key] = await Promise.all([readFile(this.opts.tls.certFile), readFile(this.opts.tls.keyFile)]);
+      this.server = https.createServer({ ...common, cert, key }, handler);
+    } else {
+      this.server = http.createServer(common, handler);
+    }
+    this.server.keepAliveTimeout = 5_000;
+    this.server.timeout = LIMITS.idleSocketMs;
+    const server = this.server;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(this.opts.port, this.opts.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    const addr = server.address() as AddressInfo;
+    const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+    this.url = this.opts.serverUrl?.replace(/\/+$/, '') ?? `${this.opts.tls ? 'https' : 'http'}://${host}:${addr.port}`;
+    try {
+      this.state = await this.build();
+    } catch (err) {
+      await this.close();
+      throw err;
+    }
+    this.opts.log.info('serving', { url: this.url, machines: this.state.catalog.machines.length, default: this.state.catalog.defaultGroup?.name });
+    return this.url;
+  }
+
+  private build(): Promise<ServedState> {
+    return loadState({
+      root: this.opts.root,
+      profilesPath: this.opts.profilesPath,
+      serverUrl: this.url,
+      validate: this.opts.validate,
+      verifyArtifacts: this.opts.verifyArtifacts,
+    });
+  }
+
+  /** Re-reads profiles.yaml and the artifacts; keeps serving the old state when the new one is invalid. */
+  async reload(): Promise<boolean> {
+    try {
+      const next = await this.build();
+      this.state = next;
+      this.reloads++;
+      this.lastReloadError = undefined;
+      this.opts.log.info('reloaded', { machines: next.catalog.machines.length });
+      return true;
+    } catch (err) {
+      this.lastReloadError = (err as Error).message;
+      this.opts.log.error('reload refused; still serving the previous profiles', { error: (err as Error).message });
+      return false;
+    }
+  }
+
+  async close(): Promise<void> {
+    const s = this.server;
+    if (!s) return;
+    this.server = undefined;
+    await new Promise<void>((r) => {
+      s.close(() => r());
+      s.closeIdleConnections();
+      setTimeout(() => s.closeAllConnections(), 2_000).unref();
+    });
+  }
+
+  private activityOf(m: Machine): MachineActivity {
+    let a = this.activity.get(m.name);
+    if (!a) {
+      a = { name: m.name, group: m.group, profile: m.profile, mac: m.mac, uuid: m.uuid, hostname: m.hostname, fetched: { artifacts: {} }, events: [] };
+      this.activity.set(m.name, a);
+    }
+    return a;
+  }
+
+  private seen(m: Machine, req: http.IncomingMessage): MachineActivity {
+    const a = this.activityOf(m);
+    a.lastSeen = new Date().toISOString();
+    a.lastAddress = req.socket.remoteAddress;
+    if (req.socket.remoteAddress) this.byAddress.set(req.socket.remoteAddress, m.name);
+    return a;
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const started = Date.now();
+    const rawUrl = req.url ?? '/';
+    let status = 0;
+    let bytes = 0;
+    let machine: string | undefined;
+    res.on('finish', () => {
+      this.opts.log.info('request', { method: req.method, path: rawUrl.split('?')[0].slice(0, 200), status, bytes, ms: Date.now() - started, machine, client: req.socket.remoteAddress });
+    });
+    const reply = (code: number, body: string, type?: string, extra?: Record<string, string>): void => {
+      status = code;
+      bytes = send(res, code, body, type, extra);
+    };
+    if (rawUrl.length > LIMITS.maxUrlLength) return reply(414, 'request URI too long\n');
+    if (!rawUrl.startsWith('/')) return reply(400, 'bad request\n');
+    const qIndex = rawUrl.indexOf('?');
+    const pathname = qIndex < 0 ? rawUrl : rawUrl.slice(0, qIndex);
+    const query = new URLSearchParams(qIndex < 0 ? '' : rawUrl.slice(qIndex + 1));
+    const method = req.method ?? 'GET';
+    const state = this.state;
+    if (!state) return reply(503, 'hvpxe is starting\n', TEXT, { 'Retry-After': '1' });
+
+    if (pathname.startsWith('/events/')) {
+      if (method !== 'POST') return reply(405, 'POST only\n', TEXT, { Allow: 'POST' });
+      const name = pathname.slice('/events/'.length);
+      const m = /^[a-z0-9-]{1,100}$/.test(name) ? machineByName(state.catalog, name) : undefined;
+      if (!m) {
+        req.resume();
+        return reply(404, 'unknown machine\n');
+      }
+      machine = m.name;
+      const body = await readBounded(req, LIMITS.maxEventBody);
+      if (body === undefined) {
+        res.setHeader('Connection', 'close');
+        return reply(413, `event body larger than ${LIMITS.maxEventBody} bytes\n`);
+      }
+      this.recordEvent(m, req, body, state);
+      return reply(204, '');
+    }
+    if (method !== 'GET' && method !== 'HEAD') {
+      req.resume();
+      return reply(405, 'method not allowed\n', TEXT, { Allow: 'GET, HEAD' });
+    }
+    req.resume();
+
+    if (pathname === '/healthz') {
+      return reply(200, JSON.stringify({ status: 'ok', loadedAt: state.loadedAt, reloads: this.reloads, lastReloadError: this.lastReloadError, machines: state.catalog.machines.length }) + '\n', 'application/json');
+    }
+    if (pathname === '/machines') {
+      const known = state.catalog.machines.map((m) => this.activityOf(m));
+      const others = [...this.activity.values()].filter((a) => !known.includes(a));
+      return reply(200, JSON.stringify({ machines: [...known, ...others] }, null, 2) + '\n', 'application/json');
+    }
+    if (pathname === '/boot.ipxe') return reply(200, renderBootScript(this.url), TEXT);
+
+    const q: MatchQuery = { mac: query.get('mac') ?? undefined, uuid: query.get('uuid') ?? undefined, hostname: query.get('hostname') ?? undefined };
+    const platform: Platform | undefined = query.get('platform') === 'pcbios' ? 'pcbios' : query.get('platform') === 'efi' ? 'efi' : undefined;
+
+    if (pathname === '/ipxe/auto') {
+      const match = matchMachine(state.catalog, q);
+      if (!match) {
+        this.opts.log.warn('no profile matches a booting machine', { mac: normaliseMac(q.mac), uuid: normaliseUuid(q.uuid), client: req.socket.remoteAddress });
+        return reply(200, renderNoMatchScript(q), TEXT);
+      }
+      machine = match.machine.name;
+      const a = this.seen(match.machine, req);
+      a.matchedBy = match.by;
+      a.fetched.ipxe = a.lastSeen;
+      return reply(200, renderMachineScript(state.catalog, match.machine, this.url, { platform, matchedBy: match.by }), TEXT, { 'Cache-Control': 'no-store' });
+    }
+    if (pathname.startsWith('/ipxe/')) {
+      const m = machineByName(state.catalog, pathname.slice('/ipxe/'.length));
+      if (!m || !requestIdentifies(m, q)) return reply(404, 'no such machine (the request must carry the machine\'s mac= or uuid=)\n');
+      machine = m.name;
+      const a = this.seen(m, req);
+      a.fetched.ipxe = a.lastSeen;
+      return reply(200, renderMachineScript(state.catalog, m, this.url, { platform }), TEXT, { 'Cache-Control': 'no-store' });
+    }
+    const cfgMatch = /^\/config\/([a-z0-9-]{1,100})\.yaml$/.exec(pathname);
+    if (cfgMatch) {
+      const m = machineByName(state.catalog, cfgMatch[1]);
+      // The same answer for "unknown" and "not yours", so configs cannot be probed.
+      if (!m || !requestIdentifies(m, q)) return reply(404, "no such machine (the request must carry the machine's mac= or uuid=)\n");
+      machine = m.name;
+      const yaml = m.viaDefault ? serialiseServedConfig(m, renderMachineConfig(state.catalog, m, this.url)) : state.configs.get(m.name)!;
+      const a = this.seen(m, req);
+      a.fetched.config = a.lastSeen;
+      return reply(200, yaml, 'application/yaml', { 'Cache-Control': 'no-store' });
+    }
+    if (pathname.startsWith('/artifacts/')) {
+      const check = checkRequestPath(pathname.slice('/artifacts/'.length));
+      if (!check.ok) return reply(404, 'not found\n');
+      const file = await openInsideRoot(state.rootReal, check.segments);
+      if (!file) return reply(404, 'not found\n');
+      const who = this.byAddress.get(req.socket.remoteAddress ?? '');
+      machine = who;
+      const r = await this.serveFile(req, res, file);
+      status = r.status;
+      bytes = r.bytes;
+      const m = who ? machineByName(state.catalog, who) : undefined;
+      if (m) this.activityOf(m).fetched.artifacts[check.segments.join('/')] = { at: new Date().toISOString(), bytes: r.bytes, status: r.status };
+      return;
+    }
+    return reply(404, 'not found\n');
+  }
+
+  private recordEvent(m: Machine, req: http.IncomingMessage, body: Buffer, state: ServedState): void {
+    let data: unknown = body.toString('utf8');
+    try {
+      data = JSON.parse(data as string);
+    } catch {
+      // plain-text payloads are kept as text
+    }
+    data = state.redactor.redact(data);
+    const obj = data && typeof data === 'object' && !Array.isArray(data) ? (data as Record<string, unknown>) : undefined;
+    const named = typeof obj?.event === 'string' ? obj.event : typeof obj?.type === 'string' ? obj.type : 'event';
+    const event = named.slice(0, 64);
+    const a = this.seen(m, req);
+    const at = new Date().toISOString();
+    a.events.push({ at, event, data });
+    if (a.events.length > LIMITS.eventsKept) a.events.splice(0, a.events.length - LIMITS.eventsKept);
+    a.progress = { event, at };
+  }
+
+  private async serveFile(req: http.IncomingMessage, res: http.ServerResponse, file: OpenedFile): Promise<{ status: number; bytes: number }> {
+    const { fh, stat } = file;
+    let closed = false;
+    const closeFh = async (): Promise<void> => {
+      if (!closed) {
+        closed = true;
+        await fh.close().catch(() => undefined);
+      }
+    };
+    try {
+      const etag = etagOf(stat);
+      const lastModified = new Date(Math.floor(stat.mtimeMs / 1000) * 1000).toUTCString();
+      const headers: Record<string, string> = { ETag: etag, 'Last-Modified': lastModified, 'Accept-Ranges': 'bytes', 'Content-Type': 'application/octet-stream' };
+      const inm = req.headers['if-none-match'];
+      const ims = req.headers['if-modified-since'];
+      if ((inm !== undefined && etagMatches(inm, etag)) || (inm === undefined && ims !== undefined && Date.parse(ims) >= Math.floor(stat.mtimeMs / 1000) * 1000)) {
+        res.writeHead(304, headers);
+        res.end();
+        return { status: 304, bytes: 0 };
+      }
+      let start = 0;
+      let end = stat.size - 1;
+      let status = 200;
+      const rangeHeader = req.headers.range;
+      const ifRange = req.headers['if-range'];
+      const rangeApplies = rangeHeader !== undefined && (ifRange === undefined || ifRange === etag || ifRange === lastModified);
+      if (rangeApplies) {
+        const r = parseRange(rangeHeader, stat.size);
+        if (r === 'unsatisfiable') {
+          const body = 'requested range not satisfiable\n';
+          res.writeHead(416, { ...headers, 'Content-Range': `bytes */${stat.size}`, 'Content-Type': TEXT, 'Content-Length': String(body.length) });
+          res.end(req.method === 'HEAD' ? undefined : body);
+          return { status: 416, bytes: 0 };
+        }
+        if (r) {
+          ({ start, end } = r);
+          status = 206;
+          headers['Content-Range'] = `bytes ${start}-${end}/${stat.size}`;
+        }
+      }
+      const length = stat.size === 0 ? 0 : end - start + 1;
+      headers['Content-Length'] = String(length);
+      res.writeHead(status, headers);
+      if (req.method === 'HEAD' || length === 0) {
+        res.end();
+        return { status, bytes: 0 };
+      }
+      let sent = 0;
+      const stream = fh.createReadStream({ start, end, highWaterMark: LIMITS.readChunk, autoClose: false });
+      stream.on('data', (c) => (sent += (c as Buffer).length));
+      try {
+        await pipeline(stream, res);
+      } catch {
+        // the client went away mid-download; nothing to send back
+      }
+      return { status, bytes: sent };
+    } finally {
+      await closeFh();
+    }
+  }
+}
+
+/** Reads a request body up to `max` bytes; undefined (and the rest discarded) when it is larger. */
+function readBounded(req: http.IncomingMessage, max: number): Promise<Buffer | undefined> {
+  const declared = Number(req.headers['content-length'] ?? '0');
+  if (declared > max) {
+    req.resume();
+    return Promise.resolve(undefined);
+  }
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let over = false;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > max) {
+        over = true;
+        chunks.length = 0;
+        return;
+      }
+      if (!over) chunks.push(c);
+    });
+    req.on('end', () => resolve(over ? undefined : Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}

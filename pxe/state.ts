@@ -1,0 +1,151 @@
+/**
+ * What `hvpxe serve` serves, built in one go from profiles.yaml and --root: the catalogue, every
+ * machine's rendered config (validated with the one validator), and the checked artifacts.
+ * Built at start-up and on SIGHUP; a state that fails to build never replaces a working one.
+ */
+import { createReadStream } from 'node:fs';
+import { realpath, stat } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { stringify } from 'yaml';
+import { HvError, ExitCode } from '../lib/errors.js';
+import { Redactor } from '../lib/redact.js';
+import type { ValidationResult } from '../installer/config/types.js';
+import { buildCatalog, defaultMachine, readProfiles, type Catalog, type Machine } from './profiles.js';
+import { asInstallSees, renderMachineConfig, RenderError } from './render-config.js';
+import { checkRequestPath, openInsideRoot } from './safe-path.js';
+
+export type Validator = (raw: unknown, opts: { source?: string }) => Promise<ValidationResult>;
+
+export interface ServedState {
+  catalog: Catalog;
+  serverUrl: string;
+  rootReal: string;
+  /** Rendered config YAML of every explicit machine, by machine name. */
+  configs: Map<string, string>;
+  /** Declared artifacts by their path under the root. */
+  artifactsByPath: Map<string, { name: string; sha256: string; size: number }>;
+  /** Every secret in any served config, for log redaction. */
+  redactor: Redactor;
+  loadedAt: string;
+}
+
+export interface LoadStateOptions {
+  root: string;
+  profilesPath: string;
+  serverUrl: string;
+  validate: Validator;
+  /** Skip hashing artifacts (tests of unrelated behaviour); the CLI always verifies. */
+  verifyArtifacts?: boolean;
+}
+
+/** Placeholder MAC used to render and validate a default group's template at start-up. */
+export const SAMPLE_MAC = '02:00:00:00:00:01';
+
+const hashCache = new Map<string, { key: string; sha256: string }>();
+
+async function sha256File(file: string): Promise<string> {
+  const h = createHash('sha256');
+  for await (const chunk of createReadStream(file, { highWaterMark: 1 << 20 })) h.update(chunk as Buffer);
+  return h.digest('hex');
+}
+
+/** sha256 of a file, cached by (dev, ino, size, mtime) so a reload does not re-read unchanged ISOs. */
+export async function cachedSha256(file: string): Promise<string> {
+  const s = await stat(file);
+  const key = `${s.dev}:${s.ino}:${s.size}:${s.mtimeMs}`;
+  const hit = hashCache.get(file);
+  if (hit?.key === key) return hit.sha256;
+  const sha256 = await sha256File(file);
+  hashCache.set(file, { key, sha256 });
+  return sha256;
+}
+
+export function serialiseServedConfig(m: Machine, cfg: Record<string, unknown>): string {
+  return `# Rendered by hvpxe for machine ${m.name} (group ${m.group}, profile ${m.profile}).\n${stringify(cfg, { lineWidth: 0 })}`;
+}
+
+function formatFindings(prefix: string, r: ValidationResult): string[] {
+  return r.errors.map((f) => `${prefix}: ${f.path ? `${f.path}: ` : ''}${f.message}${f.hint ? ` (${f.hint})` : ''}`);
+}
+
+export async function loadState(opts: LoadStateOptions): Promise<ServedState> {
+  const file = await readProfiles(opts.profilesPath);
+  const catalog = buildCatalog(file, opts.profilesPath);
+  let rootReal: string;
+  try {
+    rootReal = await realpath(opts.root);
+    if (!(await stat(rootReal)).isDirectory()) throw new Error('not a directory');
+  } catch (err) {
+    throw new HvError(`--root ${opts.root} is not a readable directory: ${(err as Error).message}`, { where: opts.root });
+  }
+  const errors: string[] = [];
+  const artifactsByPath = new Map<string, { name: string; sha256: string; size: number }>();
+  for (const [name, a] of Object.entries(file.artifacts)) {
+    const where = `artifacts.${name} (${a.path})`;
+    const check = checkRequestPath(a.path);
+    if (!check.ok) {
+      errors.push(`${where}: path not servable: ${check.reason}`);
+      continue;
+    }
+    const opened = await openInsideRoot(rootReal, check.segments);
+    if (!opened) {
+      errors.push(`${where}: no such regular file under ${opts.root} (or it resolves outside it)`);
+      continue;
+    }
+    await opened.fh.close();
+    if (opts.verifyArtifacts !== false) {
+      const actual = await cachedSha256(opened.real);
+      if (actual !== a.sha256.toLowerCase()) errors.push(`${where}: sha256 mismatch: profiles.yaml says ${a.sha256.toLowerCase()}, the file has ${actual}`);
+    }
+    artifactsByPath.set(check.segments.join('/'), { name, sha256: a.sha256.toLowerCase(), size: opened.stat.size });
+  }
+
+  const rendered = await renderAndValidateConfigs(catalog, opts.serverUrl, opts.validate);
+  errors.push(...rendered.errors);
+  const { configs, redactor } = rendered;
+  if (errors.length > 0) {
+    throw new HvError(`${opts.profilesPath}: ${errors.length} problem${errors.length === 1 ? '' : 's'} in what hvpxe would serve:\n${errors.map((e) => `  - ${redactor.redactString(e)}`).join('\n')}`, {
+      where: opts.profilesPath,
+      hint: 'fix the profile, machine or artifact named above; the validator is the same one `hvinstall validate` uses',
+      exitCode: ExitCode.checkFailed,
+    });
+  }
+  return { catalog, serverUrl: opts.serverUrl, rootReal, configs, artifactsByPath, redactor, loadedAt: new Date().toISOString() };
+}
+
+/** Renders every config hvpxe can serve (each explicit machine, the default group for a sample MAC) and validates it. */
+export async function renderAndValidateConfigs(
+  catalog: Catalog,
+  serverUrl: string,
+  validate: Validator,
+): Promise<{ configs: Map<string, string>; errors: string[]; redactor: Redactor }> {
+  const errors: string[] = [];
+  const configs = new Map<string, string>();
+  const redactor = new Redactor();
+  const toCheck: Array<{ m: Machine; label: string }> = catalog.machines.map((m) => ({ m, label: `machine ${m.name} (group ${m.group})` }));
+  if (catalog.defaultGroup) {
+    toCheck.push({ m: defaultMachine(catalog.defaultGroup, SAMPLE_MAC), label: `default group ${catalog.defaultGroup.name} (rendered for sample MAC ${SAMPLE_MAC})` });
+  }
+  for (const { m, label } of toCheck) {
+    let cfg: Record<string, unknown>;
+    try {
+      cfg = renderMachineConfig(catalog, m, serverUrl);
+    } catch (err) {
+      if (err instanceof RenderError) {
+        errors.push(`${label}: ${err.message}`);
+        continue;
+      }
+      throw err;
+    }
+    redactor.addFrom(cfg);
+    let result: ValidationResult;
+    try {
+      result = await validate(asInstallSees(cfg), { source: `${label}` });
+    } catch (err) {
+      throw new HvError(`cannot validate configs: ${(err as Error).message}`, { exitCode: ExitCode.usage });
+    }
+    if (!result.valid) errors.push(...formatFindings(label, result));
+    if (!m.viaDefault) configs.set(m.name, serialiseServedConfig(m, cfg));
+  }
+  return { configs, errors, redactor };
+}

@@ -1,0 +1,57 @@
+import type { ValidationResult } from '../../../installer/config/types.js';
+
+/**
+ * Test double for the one validator (installer/config validateConfig): a few of its rules, so the
+ * PXE logic can be tested without depending on another package's progress. Integration tests use
+ * the real validator.
+ */
+export async function validatorDouble(raw: unknown): Promise<ValidationResult> {
+  const cfg = raw as { token?: string; install?: { mode?: string; iso_url?: string }; server_url?: string };
+  const errors: ValidationResult['errors'] = [];
+  if (!cfg.token) errors.push({ severity: 'error', path: 'token', message: 'token not specified' });
+  if (cfg.install?.mode === 'create' && cfg.server_url) errors.push({ severity: 'error', path: 'server_url', message: 'ServerURL need to be empty in create mode' });
+  if (cfg.install?.mode === 'join' && !cfg.server_url) errors.push({ severity: 'error', path: 'server_url', message: "ServerURL can't empty in join mode" });
+  return { valid: errors.length === 0, errors, warnings: [], config: {} };
+}
+
+export const SHA_A = 'a'.repeat(64);
+
+export function profilesText(extra = ''): string {
+  return `
+server_url: http://10.0.0.1:8080
+artifacts:
+  kernel: { path: k/vmlinuz, sha256: "${SHA_A}" }
+  initrd: { path: k/initrd.img, sha256: "${SHA_A}" }
+  rootfs: { path: rootfs.squashfs, sha256: "${SHA_A}" }
+  iso: { path: harvester.iso, sha256: "${SHA_A}" }
+profiles:
+  hv:
+    kernel: kernel
+    initrd: initrd
+    rootfs: rootfs
+    iso: iso
+    kernel_args: [rd.net.dhcp.retry=3, console=ttyS0]
+    config:
+      scheme_version: 1
+      token: tok-\${cluster}
+      os:
+        password: pw-secret
+        ssh_authorized_keys: [ssh-ed25519 AAAA x]
+      install:
+        device: /dev/disk/by-id/\${disk}
+groups:
+  - name: rack1
+    profile: hv
+    fleet: { vip: 10.0.0.100 }
+    values: { cluster: alpha, disk: nvme-1 }
+    machines:
+      - { hostname: node-1, mac: "52:54:00:00:00:01", role: management }
+      - { hostname: node-2, mac: "52-54-00-00-00-02", uuid: "4C4C4544-0000-1111-2222-333344445555" }
+      - { hostname: node-3, uuid: "11111111-2222-3333-4444-555555555555", ip: 10.0.0.13/24, gateway: 10.0.0.1, dns: [10.0.0.1, 1.1.1.1], values: { disk: sda } }
+  - name: spare
+    profile: hv
+    default: true
+    values: { cluster: alpha, disk: any }
+    config: { server_url: https://10.0.0.100:443, install: { mode: join } }
+${extra}`;
+}

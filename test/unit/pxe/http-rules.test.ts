@@ -1,0 +1,89 @@
+import { describe, expect, it } from 'vitest';
+import { checkRequestPath } from '../../../pxe/safe-path.js';
+import { parseRange } from '../../../pxe/server.js';
+import { renderDnsmasqConfig, guessSubnet } from '../../../pxe/dnsmasq.js';
+import { parseListen } from '../../../pxe/cli.js';
+
+describe('checkRequestPath', () => {
+  it('accepts plain nested paths', () => {
+    expect(checkRequestPath('k/vmlinuz')).toEqual({ ok: true, segments: ['k', 'vmlinuz'] });
+    expect(checkRequestPath('harvester%20v1.iso')).toEqual({ ok: true, segments: ['harvester v1.iso'] });
+  });
+  it.each([
+    '..',
+    '../etc/passwd',
+    'a/../../etc/passwd',
+    'a/./b',
+    '%2e%2e/etc/passwd',
+    '%2E%2E%2Fetc%2Fpasswd',
+    'a%2fb',
+    'a%5cb',
+    'a\\..\\b',
+    'a%00.iso',
+    '.hidden',
+    'a/.git/config',
+    '',
+    'a//b',
+    '%',
+    '%zz',
+    '%c0%ae%c0%ae/etc',
+    'a%0ab',
+    'x'.repeat(2000),
+  ])('refuses %j', (p) => {
+    expect(checkRequestPath(p).ok).toBe(false);
+  });
+});
+
+describe('parseRange', () => {
+  it('handles start-end, open-ended and suffix ranges, clamping the end', () => {
+    expect(parseRange('bytes=0-99', 1000)).toEqual({ start: 0, end: 99 });
+    expect(parseRange('bytes=900-', 1000)).toEqual({ start: 900, end: 999 });
+    expect(parseRange('bytes=-100', 1000)).toEqual({ start: 900, end: 999 });
+    expect(parseRange('bytes=-5000', 1000)).toEqual({ start: 0, end: 999 });
+    expect(parseRange('bytes=990-5000', 1000)).toEqual({ start: 990, end: 999 });
+  });
+  it('416 for ranges past the end; ignores multi-range, other units and reversed ranges', () => {
+    expect(parseRange('bytes=1000-', 1000)).toBe('unsatisfiable');
+    expect(parseRange('bytes=-0', 1000)).toBe('unsatisfiable');
+    expect(parseRange('bytes=0-1,5-6', 1000)).toBeUndefined();
+    expect(parseRange('items=0-1', 1000)).toBeUndefined();
+    expect(parseRange('bytes=9-1', 1000)).toBeUndefined();
+  });
+});
+
+describe('renderDnsmasqConfig', () => {
+  it('proxy-DHCP with TFTP chain-loading and the iPXE user class, and the router warning', () => {
+    const text = renderDnsmasqConfig({ serverUrl: 'http://10.0.0.1:8080', subnet: '10.0.0.0', tftpRoot: '/srv/tftp', interface: 'eth1' });
+    const lines = text.split('\n');
+    for (const l of [
+      'port=0',
+      'interface=eth1',
+      'dhcp-range=10.0.0.0,proxy',
+      'enable-tftp',
+      'tftp-root=/srv/tftp',
+      'dhcp-userclass=set:ipxe,iPXE',
+      'pxe-service=tag:!ipxe,x86PC,"hvpxe: chain-load iPXE (BIOS)",undionly.kpxe',
+      'pxe-service=tag:!ipxe,X86-64_EFI,"hvpxe: chain-load iPXE (UEFI)",ipxe.efi',
+      'pxe-service=tag:ipxe,x86PC,"hvpxe: boot script",http://10.0.0.1:8080/boot.ipxe',
+      'pxe-service=tag:ipxe,X86-64_EFI,"hvpxe: boot script",http://10.0.0.1:8080/boot.ipxe',
+    ]) expect(lines).toContain(l);
+    expect(text).toMatch(/must send a router .*harvester#5675/s);
+  });
+  it('refuses bad subnets, masks and interface names; guesses a /24 from an IPv4 URL', () => {
+    expect(() => renderDnsmasqConfig({ serverUrl: 'http://h', subnet: '10.0.0' })).toThrow(/--subnet must be an IPv4 network/);
+    expect(() => renderDnsmasqConfig({ serverUrl: 'http://h', subnet: '10.0.0.0', netmask: '255.0' })).toThrow(/--netmask/);
+    expect(() => renderDnsmasqConfig({ serverUrl: 'http://h', subnet: '10.0.0.0', interface: 'eth0\nconf-file=/x' })).toThrow(/not an interface name/);
+    expect(guessSubnet('http://192.168.7.5:8080')).toBe('192.168.7.0');
+    expect(guessSubnet('http://pxe.example:8080')).toBeUndefined();
+  });
+});
+
+describe('parseListen', () => {
+  it('parses ADDR:PORT forms and refuses others', () => {
+    expect(parseListen('127.0.0.1:0')).toEqual({ host: '127.0.0.1', port: 0 });
+    expect(parseListen('[::1]:8080')).toEqual({ host: '::1', port: 8080 });
+    expect(parseListen(':8080')).toEqual({ host: '0.0.0.0', port: 8080 });
+    expect(() => parseListen('8080')).toThrow(/--listen must be ADDR:PORT/);
+    expect(() => parseListen('h:99999')).toThrow(/--listen/);
+  });
+});
