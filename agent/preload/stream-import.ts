@@ -1,0 +1,266 @@
+/**
+ * One attempt at importing one archive, streamed:
+ *
+ *   cat ARCHIVE ──fd3──▶ agent (sha256, byte count, hold-back) ──stdin──▶ zstd -dc | ctr images import -
+ *
+ * All three processes run in one new process group (a bash script, detached), so a stall or a
+ * checksum mismatch kills the whole import with one signal. The archive is read by `cat` rather
+ * than by the agent: a read hung in the kernel (dead virtual media) then blocks a killable child,
+ * never the agent's own I/O threads. Nothing is decompressed to disk.
+ *
+ * A bad archive must not count as imported. containerd creates image records only after the tar
+ * stream ends (its end-of-archive blocks or EOF), so the last HOLD_BACK bytes of the archive are
+ * held back until the whole file has been hashed: on a mismatch the group is SIGKILLed before ctr
+ * ever sees the end of the tar, and no image is created. (The orchestrator still compares the
+ * image list before and after and removes anything a failed attempt left behind.)
+ */
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import type { Readable, Writable } from 'node:stream';
+import type { BundleArchive } from './bundle.js';
+import type { CtrTarget } from './containerd.js';
+import { formatBytes, type FailureKind } from './diagnosis.js';
+import { StallWatchdog } from './watchdog.js';
+
+/** 1 MiB: larger than zstd's last block plus a tar's end-of-archive padding. */
+export const HOLD_BACK_BYTES = 1 << 20;
+const STDERR_TAIL = 4096;
+
+// $1 archive, $2 compression, $3 zstd, then the ctr command line.
+const SCRIPT = `archive=$1 compression=$2 zstd=$3
+shift 3
+cat -- "$archive" >&3 &
+reader=$!
+exec 3>&-
+if [ "$compression" = zstd ]; then
+  "$zstd" -dcq | "$@"
+  st=("\${PIPESTATUS[@]}")
+  zs=\${st[0]} cs=\${st[1]}
+else
+  "$@"
+  cs=$? zs=0
+fi
+wait "$reader"
+rs=$?
+if [ "$rs" -ne 0 ]; then echo "hvagent-preload: reading $archive failed (cat exited $rs)" >&2; exit 97; fi
+if [ "$zs" -ne 0 ] && [ "$zs" -ne 141 ]; then echo "hvagent-preload: zstd could not decompress $archive (exit $zs)" >&2; exit 98; fi
+exit "$cs"
+`;
+
+export interface ImportAttemptOptions {
+  archive: BundleArchive;
+  target: CtrTarget;
+  zstd: string;
+  unpack: boolean;
+  stallTimeoutMs: number;
+  finishTimeoutMs: number;
+  signal: AbortSignal;
+  /** Called as the archive is read (bytes so far). */
+  onBytes?: (bytes: number) => void;
+  holdBackBytes?: number;
+  now?: () => number;
+}
+
+export interface ImportAttemptResult {
+  bytes: number;
+  sha256: string;
+  durationMs: number;
+}
+
+export class ImportAttemptError extends Error {
+  constructor(
+    readonly kind: FailureKind,
+    message: string,
+    readonly output: string,
+  ) {
+    super(message);
+    this.name = 'ImportAttemptError';
+  }
+}
+
+function tail(s: string): string {
+  return s.length > STDERR_TAIL ? s.slice(-STDERR_TAIL) : s;
+}
+
+function lastLines(s: string, n = 3): string {
+  return s.trim().split('\n').filter(Boolean).slice(-n).join(' | ');
+}
+
+/** The ctr argv for a streamed import from stdin. */
+export function ctrImportArgs(t: CtrTarget, unpack: boolean): string[] {
+  return [t.ctr, '-a', t.socket, '-n', t.namespace, 'images', 'import', ...(unpack ? [] : ['--no-unpack']), '-'];
+}
+
+/** Classifies how the import group ended (exit code from SCRIPT) into a failure, or null for success. */
+export function classifyExit(
+  code: number | null,
+  signal: NodeJS.Signals | null,
+  output: string,
+  wholeFileSent: boolean,
+): { kind: FailureKind; message: string } | null {
+  if (code === 0) return null;
+  const detail = lastLines(output);
+  if (code === 97) return { kind: 'read-failed', message: `reading the archive failed: ${detail}` };
+  if (code === 98) {
+    // zstd reports a broken pipe when ctr died first: that is ctr's failure, not a corrupt archive.
+    if (/broken pipe|write error/i.test(output)) return { kind: 'import-failed', message: `ctr stopped reading: ${detail}` };
+    return { kind: 'corrupt', message: `cannot decompress (corrupt or truncated): ${detail}` };
+  }
+  if (signal) return { kind: 'import-failed', message: `the import was killed by ${signal}` };
+  // ctr got every byte of the file and still ran out of tar: the archive itself is cut short.
+  if (wholeFileSent && /unexpected EOF/.test(output)) {
+    return { kind: 'corrupt', message: `the tar ends early (truncated archive): ${detail}` };
+  }
+  return { kind: 'import-failed', message: `ctr images import exited with status ${code}: ${detail || 'no output'}` };
+}
+
+export function importArchiveOnce(opts: ImportAttemptOptions): Promise<ImportAttemptResult> {
+  const now = opts.now ?? Date.now;
+  const started = now();
+  const holdBack = opts.holdBackBytes ?? HOLD_BACK_BYTES;
+  const { archive } = opts;
+  const expected = archive.sha256;
+
+  return new Promise<ImportAttemptResult>((resolve, reject) => {
+    if (opts.signal.aborted) return reject(opts.signal.reason ?? new Error('aborted'));
+    const child = spawn(
+      'bash',
+      ['-c', SCRIPT, 'hvagent-preload', archive.archivePath, archive.compression, opts.zstd, ...ctrImportArgs(opts.target, opts.unpack)],
+      { detached: true, stdio: ['pipe', 'pipe', 'pipe', 'pipe'] },
+    );
+    const source = child.stdio[3] as Readable;
+    const sink = child.stdin as Writable;
+    let output = '';
+    const collect = (b: Buffer): void => {
+      output = tail(output + b.toString('utf8'));
+    };
+    child.stdout!.on('data', collect);
+    child.stderr!.on('data', collect);
+
+    const hash = createHash('sha256');
+    const held: Buffer[] = [];
+    let heldBytes = 0;
+    let readBytes = 0;
+    let written = 0;
+    let phase: 'streaming' | 'finishing' = 'streaming';
+    let allDeliveredAt: number | undefined;
+    let sha256 = '';
+    let failure: { kind: FailureKind; message: string } | undefined;
+    let settled = false;
+    const watchdog = new StallWatchdog(opts.stallTimeoutMs, now);
+
+    const delivered = (): number => written - sink.writableLength;
+
+    const killGroup = (): void => {
+      try {
+        if (child.pid) process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        // Already gone.
+      }
+    };
+    const fail = (kind: FailureKind, message: string): void => {
+      if (failure) return;
+      failure = { kind, message };
+      killGroup();
+    };
+
+    const writeOut = (chunk: Buffer): void => {
+      written += chunk.length;
+      if (!sink.write(chunk)) source.pause();
+    };
+    sink.on('drain', () => {
+      if (phase === 'streaming' && !failure) source.resume();
+    });
+    // EPIPE when ctr died: the exit status says why.
+    sink.on('error', () => undefined);
+    source.on('error', () => undefined);
+
+    source.on('data', (chunk: Buffer) => {
+      if (failure) return;
+      hash.update(chunk);
+      readBytes += chunk.length;
+      held.push(chunk);
+      heldBytes += chunk.length;
+      while (held.length > 1 && heldBytes - held[0]!.length >= holdBack) {
+        const c = held.shift()!;
+        heldBytes -= c.length;
+        writeOut(c);
+      }
+      opts.onBytes?.(readBytes);
+    });
+    source.on('end', () => {
+      if (failure) return;
+      sha256 = hash.digest('hex');
+      if (expected && sha256 !== expected) {
+        fail('checksum-mismatch', `checksum mismatch: the bundle says sha256 ${expected}, the ${formatBytes(readBytes)} read hash to ${sha256}`);
+        return;
+      }
+      if (archive.sizeBytes !== undefined && readBytes !== archive.sizeBytes && !expected) {
+        fail('read-failed', `read ${readBytes} bytes but the file has ${archive.sizeBytes}: the medium returned a short read`);
+        return;
+      }
+      phase = 'finishing';
+      for (const c of held.splice(0)) {
+        written += c.length;
+        sink.write(c);
+      }
+      heldBytes = 0;
+      sink.end();
+    });
+
+    const tick = setInterval(() => {
+      if (failure || settled) return;
+      if (phase === 'streaming' || delivered() < written) {
+        watchdog.observe(readBytes + delivered());
+        if (watchdog.stalled()) {
+          const side = source.isPaused() || phase === 'finishing'
+            ? 'ctr/containerd stopped accepting data'
+            : 'reading the archive stopped (hung or very slow medium?)';
+          fail('stalled', `stalled: no bytes moved for ${Math.round(watchdog.idleMs() / 1000)} s at ${formatBytes(readBytes)}${archive.sizeBytes ? ` of ${formatBytes(archive.sizeBytes)}` : ''}: ${side}`);
+        }
+        return;
+      }
+      allDeliveredAt ??= now();
+      if (now() - allDeliveredAt >= opts.finishTimeoutMs) {
+        fail('finish-timeout', `every byte was sent but ctr did not finish within ${Math.round(opts.finishTimeoutMs / 1000)} s`);
+      }
+    }, Math.max(50, Math.min(1000, Math.floor(opts.stallTimeoutMs / 4))));
+
+    const onAbort = (): void => fail('import-failed', 'stopped: the agent is shutting down');
+    opts.signal.addEventListener('abort', onAbort, { once: true });
+
+    const finish = (code: number | null, sig: NodeJS.Signals | null): void => {
+      if (settled) return;
+      settled = true;
+      clearInterval(tick);
+      opts.signal.removeEventListener('abort', onAbort);
+      // A reader stuck in the kernel may keep fd 3 open: stop listening rather than wait for it.
+      killGroup();
+      source.destroy();
+      sink.destroy();
+      if (opts.signal.aborted) return reject(opts.signal.reason ?? new Error('aborted'));
+      if (failure) return reject(new ImportAttemptError(failure.kind, failure.message, output));
+      const bad = classifyExit(code, sig, output, phase === 'finishing');
+      if (bad) return reject(new ImportAttemptError(bad.kind, bad.message, output));
+      if (phase !== 'finishing') {
+        return reject(new ImportAttemptError('import-failed', `ctr finished before the whole archive was sent (${formatBytes(readBytes)} read): trailing data after the tar?`, output));
+      }
+      resolve({ bytes: readBytes, sha256, durationMs: now() - started });
+    };
+    child.on('error', (err) => {
+      fail('import-failed', `cannot start the import: ${err.message}`);
+      finish(null, null);
+    });
+    child.on('exit', (code, sig) => {
+      // Give the pipes a moment to deliver the last output lines, then settle regardless.
+      let done = false;
+      const settle = (): void => {
+        if (done) return;
+        done = true;
+        finish(code, sig);
+      };
+      child.once('close', settle);
+      setTimeout(settle, 2000).unref();
+    });
+  });
+}
