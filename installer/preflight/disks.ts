@@ -204,10 +204,13 @@ export async function gatherDisks(
 
 async function readNvme(host: Host, name: string): Promise<DiskFacts['nvme']> {
   const base = `/sys/block/${name}`;
+  // The device link is relative to the real block dir (…/nvme/nvme0/nvme0n1), e.g. ../../nvme0.
+  const blockLink = await host.readLink(base);
   const ctrlLink = await host.readLink(`${base}/device`);
+  const ctrl = ctrlLink && path.posix.basename(path.posix.join('/sys/block', blockLink ?? name, ctrlLink));
   const nsid = (await host.readInt(`${base}/nsid`)) ?? Number.parseInt(/n(\d+)$/.exec(name)?.[1] ?? '', 10);
   return {
-    controller: ctrlLink ? path.posix.basename(ctrlLink) : undefined,
+    controller: ctrl || undefined,
     namespaceId: Number.isFinite(nsid) ? nsid : undefined,
     firmware: (await host.readAttr(`${base}/device/firmware_rev`))?.trim() || undefined,
   };
