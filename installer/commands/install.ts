@@ -1,0 +1,133 @@
+/**
+ * `hvinstall install --config F [--device D] [--source S] [--yes] [--progress tty|plain|json]
+ *  [--preserve-on-error]`: installs onto a disk through the journaled step pipeline.
+ */
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { HvError, ExitCode, describeError } from '../../lib/errors.js';
+import { run } from '../../lib/exec.js';
+import { formatPlanText } from '../disk/format-plan.js';
+import { EventBus, sinkFor, type ProgressMode } from '../steps/progress.js';
+import { runInstall } from '../steps/pipeline.js';
+import { gatherFacts, prepareInstall } from '../steps/prepare.js';
+import { TEST_KILL_ENV } from '../steps/test-faults.js';
+import { parseSystemSize } from './plan.js';
+
+const USAGE = `usage: hvinstall install --config FILE [--device DISK] [--source DIR|SQUASHFS] [--yes]
+                         [--progress tty|plain|json] [--preserve-on-error] [--system-size MIB]
+                         [--state-dir DIR] [--no-reboot]
+
+Installs onto DISK, destroying everything on it (and on install.data_disk and the disks to wipe).
+  --config FILE         the config.yaml (path, http(s) URL or -)
+  --device DISK         the install disk when the config does not name it (must match install.device when it does)
+  --source S            the OS: a directory tree or a squashfs file (default: the live root /run/rootfsbase)
+  --yes                 confirm the destruction (not needed with install.automatic: true)
+  --progress MODE       tty: one updating line; plain: a line every few seconds; json: JSON lines on stdout
+                        (default: tty on a terminal, plain otherwise)
+  --preserve-on-error   on failure, leave the disk as it is instead of invalidating it
+  --system-size MIB     active.img size (default: 3072, or the source plus headroom when larger)
+  --state-dir DIR       where the journal and install log are kept (default /var/lib/hvinstall)
+  --no-reboot           do not reboot/power off after a successful automatic install
+Re-running after a crash, kill or power cut resumes the same install from its journal.
+Exit codes: 0 installed, 1 refused (disk busy, config invalid, layout does not fit), 2 usage, 3 the install failed.`;
+
+export default async function install(argv: string[]): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        config: { type: 'string' },
+        device: { type: 'string' },
+        source: { type: 'string' },
+        yes: { type: 'boolean', short: 'y' },
+        progress: { type: 'string' },
+        'preserve-on-error': { type: 'boolean' },
+        'system-size': { type: 'string' },
+        'state-dir': { type: 'string' },
+        'no-reboot': { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+    }));
+  } catch (err) {
+    throw new HvError((err as Error).message, { hint: USAGE, exitCode: ExitCode.usage });
+  }
+  if (values.help) {
+    process.stdout.write(USAGE + '\n');
+    return ExitCode.ok;
+  }
+  if (!values.config) throw new HvError('--config is required', { hint: USAGE, exitCode: ExitCode.usage });
+  const mode = (values.progress ?? (process.stdout.isTTY ? 'tty' : 'plain')) as ProgressMode;
+  if (!['tty', 'plain', 'json'].includes(mode)) throw new HvError(`--progress ${values.progress}: use tty, plain or json`, { exitCode: ExitCode.usage });
+  if (process.getuid?.() !== 0) throw new HvError('hvinstall install must run as root (it partitions and formats disks)', { exitCode: ExitCode.usage });
+
+  const prepared = await prepareInstall({
+    configPath: values.config,
+    device: values.device,
+    source: values.source,
+    requireSource: true,
+    systemSizeMiB: parseSystemSize(values['system-size']),
+  });
+  const { plan, config } = prepared;
+  const say = (s: string): void => void (mode === 'json' ? process.stderr : process.stdout).write(s);
+  for (const w of prepared.warnings) process.stderr.write(`warning: ${w}\n`);
+
+  const automatic = config.install?.automatic === true;
+  if (!values.yes && !automatic) {
+    process.stderr.write(
+      `hvinstall: refusing to install without --yes. This would destroy everything on:\n${plan.destroys.map((d) => `  - ${d}`).join('\n')}\n\n` +
+        `The plan (hvinstall plan shows it too):\n${formatPlanText(plan)}\nRun again with --yes to go ahead.\n`,
+    );
+    return ExitCode.usage;
+  }
+
+  const bus = new EventBus([sinkFor(mode, mode === 'tty' ? process.stderr : process.stdout)], prepared.redactor);
+  const stateDir = values['state-dir'] ?? '/var/lib/hvinstall';
+  const controller = new AbortController();
+  const onSignal = (sig: NodeJS.Signals): void => controller.abort(new HvError(`interrupted by ${sig}`, { exitCode: ExitCode.installFailed }));
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  const outcome = await runInstall({
+    plan,
+    config,
+    source: prepared.source!,
+    stateDir,
+    runDir: path.join('/run/hvinstall', path.basename(plan.device)),
+    bus,
+    redactor: prepared.redactor,
+    gatherFacts: () => gatherFacts(),
+    preserveOnError: values['preserve-on-error'] === true,
+    signal: controller.signal,
+    killPoint: process.env[TEST_KILL_ENV] || undefined,
+  });
+  bus.close();
+  process.off('SIGINT', onSignal);
+  process.off('SIGTERM', onSignal);
+
+  if (!outcome.ok) {
+    const err = outcome.error;
+    process.stderr.write(`hvinstall: install ${outcome.failedStep === 'guard' ? 'refused' : `failed in step ${outcome.failedStep}`}\n`);
+    process.stderr.write(prepared.redactor.redactString(describeError(err)) + '\n');
+    const state = outcome.journal?.status;
+    process.stderr.write(`  journal: ${outcome.journalFile}${state ? ` (${state})` : ''}\n  log: ${outcome.logFile}\n`);
+    if (outcome.failedStep !== 'guard') {
+      process.stderr.write(
+        state === 'invalidated'
+          ? `  the disk was invalidated so it cannot boot half-installed; fix the cause and run the same command again to resume\n`
+          : `  fix the cause and run the same command again to resume\n`,
+      );
+    }
+    const code = (err as { exitCode?: number } | undefined)?.exitCode;
+    return outcome.failedStep === 'guard' && code === ExitCode.checkFailed ? ExitCode.checkFailed : ExitCode.installFailed;
+  }
+
+  say(`installed ${plan.device}${outcome.resumed ? ' (resumed)' : ''}; journal ${outcome.journalFile}, log on COS_OEM at /oem/install/install.log\n`);
+  if (automatic && !values['no-reboot']) {
+    const action = config.install?.powerOff ? 'poweroff' : 'reboot';
+    say(`automatic install: ${action} in 5 seconds\n`);
+    await new Promise((r) => setTimeout(r, 5000));
+    await run(action, ['-f']);
+  }
+  return ExitCode.ok;
+}

@@ -1,0 +1,72 @@
+/**
+ * `hvinstall plan --config F [--device D] [--source S] [--system-size MiB] [--facts FILE] [--json]`:
+ * prints what an install would do — partition table, images, files, steps — without touching a disk.
+ */
+import { parseArgs } from 'node:util';
+import { HvError, ExitCode } from '../../lib/errors.js';
+import { formatPlanText } from '../disk/format-plan.js';
+import { findDisk, targetInUseProblems } from '../disk/plan.js';
+import { prepareInstall } from '../steps/prepare.js';
+
+const USAGE = `usage: hvinstall plan --config FILE [--device DISK] [--source DIR|SQUASHFS] [--system-size MIB] [--facts FACTS.json] [--json]
+
+Prints the partition table (start, size, label, fs, mount), the images, the files and the steps an
+install would use, and what it would refuse. Touches no disk.
+  --config FILE      the config.yaml (path, http(s) URL or -)
+  --device DISK      the install disk when the config does not name it (must match install.device when it does)
+  --source S         the OS tree or squashfs, to size active.img (default: Harvester's 3072 MiB)
+  --system-size MIB  active.img size (elemental's system.size)
+  --facts FILE       plan against machine facts captured as JSON (hvinstall preflight --json)
+  --json             the plan as JSON
+Exit codes: 0 the install could proceed, 1 it would be refused, 2 usage error.`;
+
+export default async function plan(argv: string[]): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        config: { type: 'string' },
+        device: { type: 'string' },
+        source: { type: 'string' },
+        'system-size': { type: 'string' },
+        facts: { type: 'string' },
+        json: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+    }));
+  } catch (err) {
+    throw new HvError((err as Error).message, { hint: USAGE, exitCode: ExitCode.usage });
+  }
+  if (values.help) {
+    process.stdout.write(USAGE + '\n');
+    return ExitCode.ok;
+  }
+  if (!values.config) throw new HvError('--config is required', { hint: USAGE, exitCode: ExitCode.usage });
+  const systemSizeMiB = parseSystemSize(values['system-size']);
+  const prepared = await prepareInstall({
+    configPath: values.config,
+    device: values.device,
+    source: values.source,
+    requireSource: false,
+    systemSizeMiB,
+    factsFile: values.facts,
+  });
+  const target = findDisk(prepared.facts, prepared.plan.device)!;
+  const refusals = targetInUseProblems(target);
+  if (values.json) {
+    process.stdout.write(JSON.stringify({ plan: prepared.plan, refusals, warnings: prepared.warnings }, null, 2) + '\n');
+  } else {
+    for (const w of prepared.warnings) process.stderr.write(`warning: ${w}\n`);
+    process.stdout.write(formatPlanText(prepared.plan));
+    if (refusals.length) process.stdout.write(`\nThe install would be refused now:\n${refusals.map((r) => `  - ${r}`).join('\n')}\n`);
+  }
+  return refusals.length ? ExitCode.checkFailed : ExitCode.ok;
+}
+
+export function parseSystemSize(v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  if (!/^\d+$/.test(v) || Number(v) < 64) throw new HvError(`--system-size ${v}: give whole MiB, at least 64`, { exitCode: ExitCode.usage });
+  return Number(v);
+}

@@ -1,0 +1,197 @@
+/** Steps 4–7 of the install: deploy the OS images, bootloader, /oem, persistent layout, finish. */
+import { mkdir, readdir, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { writeFileAtomic } from '../../lib/atomic-write.js';
+import { HvError, ExitCode } from '../../lib/errors.js';
+import { run } from '../../lib/exec.js';
+import { serialiseHarvesterConfig } from '../config/index.js';
+import { partitionPath } from '../disk/commands.js';
+import type { DeployResult, ImageRecord } from '../disk/contracts.js';
+import type { InstallPlan } from '../disk/types.js';
+import type { InstallContext, Step } from './context.js';
+import { withMounted } from './mounted.js';
+import { loadDeployImages, loadInstallBootloader, loadRenderer, type RenderedFileLike } from './seams.js';
+import { killIfAsked } from './test-faults.js';
+
+export const deployStep: Step = {
+  name: 'deploy',
+  async run(ctx) {
+    const deployImages = await loadDeployImages();
+    if (!deployImages) {
+      throw new HvError('OS image deploy is not part of this build (installer/deploy/index.js is missing)', { where: 'deploy', exitCode: ExitCode.installFailed });
+    }
+    const plan = ctx.plan;
+    const workDir = path.join(ctx.runDir, 'work');
+    await mkdir(workDir, { recursive: true });
+    const killBytes = /^deploy-bytes:(\d+)$/.exec(ctx.killPoint ?? '')?.[1];
+    const result: DeployResult = await withMounted(plan, ctx.runDir, ['COS_STATE', 'COS_RECOVERY'], (dirs) =>
+      deployImages({
+        stateDir: dirs.COS_STATE,
+        recoveryDir: dirs.COS_RECOVERY,
+        source: ctx.source,
+        systemSizeMiB: plan.systemSizeMiB,
+        workDir,
+        signal: ctx.signal,
+        onProgress: (done, total) => {
+          ctx.bus.bytes('deploy', done, total);
+          if (killBytes !== undefined && done >= Number(killBytes)) killIfAsked(`deploy-bytes:${killBytes}`, ctx.killPoint);
+        },
+      }),
+    );
+    for (const img of plan.images) {
+      const got = [result.active, result.passive, result.recovery].find((r) => r.label === img.label);
+      if (!got || got.file !== img.file) {
+        throw new HvError(`deploy did not produce ${img.file} labelled ${img.label}`, { where: 'deploy', exitCode: ExitCode.installFailed });
+      }
+    }
+    return { sourceDigest: result.sourceDigest, images: [result.active, result.passive, result.recovery] };
+  },
+  async check(ctx, detail) {
+    const images = (detail?.images ?? []) as ImageRecord[];
+    if (images.length !== 3) return 'the journal does not record the deployed images';
+    return withMounted(
+      ctx.plan,
+      ctx.runDir,
+      ['COS_STATE', 'COS_RECOVERY'],
+      async (dirs) => {
+        for (const img of images) {
+          const root = img.label === 'COS_SYSTEM' ? dirs.COS_RECOVERY : dirs.COS_STATE;
+          const s = await stat(path.join(root, img.file)).catch(() => undefined);
+          if (!s || s.size !== img.sizeBytes) return `${img.file} is ${s ? `${s.size} bytes` : 'missing'}, deployed ${img.sizeBytes}`;
+        }
+        return undefined;
+      },
+      { readOnly: true },
+    );
+  },
+};
+
+export const bootloaderStep: Step = {
+  name: 'bootloader',
+  async run(ctx) {
+    const installBootloader = await loadInstallBootloader();
+    if (!installBootloader) {
+      throw new HvError('the bootloader installer is not part of this build (installer/bootloader/index.js is missing)', { where: 'bootloader', exitCode: ExitCode.installFailed });
+    }
+    const plan = ctx.plan;
+    const efi = plan.partitions.find((p) => p.role === 'efi');
+    await withMounted(plan, ctx.runDir, ['COS_STATE', 'COS_OEM'], (dirs) =>
+      installBootloader({
+        firmware: plan.firmware,
+        device: plan.device,
+        ...(efi ? { espDevice: partitionPath(plan.device, efi.number) } : {}),
+        stateDir: dirs.COS_STATE,
+        oemDir: dirs.COS_OEM,
+        thirdPartyKernelArgs: ctx.config.os?.additionalKernelArguments,
+        tty: ctx.config.install?.tty,
+        signal: ctx.signal,
+      }),
+    );
+    return { firmware: plan.firmware, table: plan.table };
+  },
+};
+
+/** Where a node path lives on COS_PERSISTENT: the bind directory of the longest persistent path above it. */
+export function persistentLocation(nodePath: string, persistentPaths: string[]): string | undefined {
+  const owner = persistentPaths
+    .filter((p) => nodePath === p || nodePath.startsWith(`${p}/`))
+    .sort((a, b) => b.length - a.length)[0];
+  if (!owner) return undefined;
+  return path.posix.join('.state', bindDirName(owner), nodePath.slice(owner.length));
+}
+
+/** cos-layout's bind directory name: /var/lib/rancher → var-lib-rancher.bind. */
+export function bindDirName(p: string): string {
+  return `${p.replace(/^\/+/, '').replace(/\//g, '-')}.bind`;
+}
+
+/** Removes temp files an interrupted atomic write left behind (`.name.xxxx.tmp`). */
+async function removeStaleTemps(dir: string): Promise<void> {
+  for (const e of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory() && e.name !== 'lost+found') await removeStaleTemps(p);
+    else if (e.isFile() && /^\..+\.[0-9a-f]{12}\.tmp$/.test(e.name)) await rm(p, { force: true });
+  }
+}
+
+async function renderedFiles(ctx: InstallContext): Promise<RenderedFileLike[] | undefined> {
+  const renderer = await loadRenderer();
+  if (!renderer?.renderNodeFiles) return undefined;
+  const facts = await ctx.facts();
+  const hasDataPartition = ctx.plan.partitions.some((p) => p.role === 'data') || !!ctx.plan.dataDisk;
+  const report = (await renderer.renderNodeFiles(
+    ctx.config,
+    { cpuCount: facts.cpu.threads || facts.cpu.cores, nics: facts.nics.filter((n) => !n.loopback).map((n) => ({ name: n.name, mac: (n.mac ?? '').toLowerCase() })), hasDataPartition },
+    { seed: ctx.plan.digest },
+  )) as { files?: RenderedFileLike[] } | RenderedFileLike[];
+  return Array.isArray(report) ? report : (report.files ?? []);
+}
+
+export const oemStep: Step = {
+  name: 'oem',
+  async run(ctx) {
+    const plan = ctx.plan;
+    const text = await serialiseHarvesterConfig(ctx.config);
+    const rendered = await renderedFiles(ctx);
+    const written: string[] = [];
+    await withMounted(plan, ctx.runDir, ['COS_OEM', 'COS_PERSISTENT'], async (dirs) => {
+      await removeStaleTemps(dirs.COS_OEM);
+      await removeStaleTemps(dirs.COS_PERSISTENT);
+      await writeFileAtomic(path.join(dirs.COS_OEM, 'harvester.config'), text, { mode: 0o600 });
+      written.push('/oem/harvester.config');
+      for (const f of rendered ?? []) {
+        const mode = f.secret ? f.mode & 0o700 : f.mode;
+        if (f.path.startsWith('/oem/')) {
+          await writeFileAtomic(path.join(dirs.COS_OEM, f.path.slice('/oem/'.length)), f.content, { mode });
+        } else {
+          const rel = persistentLocation(f.path, plan.persistentStatePaths);
+          if (!rel) {
+            throw new HvError(`the renderer produced ${f.path}, which lives neither on /oem nor on a persistent path`, { where: 'oem', exitCode: ExitCode.installFailed });
+          }
+          await writeFileAtomic(path.join(dirs.COS_PERSISTENT, rel), f.content, { mode });
+        }
+        written.push(f.path);
+      }
+    });
+    return { files: written, renderer: rendered ? 'installer/render' : 'absent: harvester.config only' };
+  },
+};
+
+export async function createPersistentLayout(root: string, plan: InstallPlan): Promise<string[]> {
+  const made: string[] = [];
+  await mkdir(path.join(root, '.state'), { recursive: true, mode: 0o755 });
+  for (const p of plan.persistentStatePaths) {
+    const dir = path.join(root, '.state', bindDirName(p));
+    await mkdir(dir, { recursive: true, mode: 0o755 });
+    made.push(dir.slice(root.length));
+  }
+  return made;
+}
+
+export const persistentStep: Step = {
+  name: 'persistent',
+  async run(ctx) {
+    const made = await withMounted(ctx.plan, ctx.runDir, ['COS_PERSISTENT'], (dirs) => createPersistentLayout(dirs.COS_PERSISTENT, ctx.plan));
+    return { bindDirs: made.length };
+  },
+};
+
+/** Writes the install log and journal to COS_OEM/install (the log is redacted as it is written). */
+export async function saveInstallRecord(plan: InstallPlan, runDir: string, logText: string, journalText: string): Promise<void> {
+  await withMounted(plan, runDir, ['COS_OEM'], async (dirs) => {
+    await writeFileAtomic(path.join(dirs.COS_OEM, 'install', 'install.log'), logText, { mode: 0o600 });
+    await writeFileAtomic(path.join(dirs.COS_OEM, 'install', 'journal.json'), journalText, { mode: 0o644 });
+  });
+}
+
+export function makeFinishStep(record: () => Promise<{ log: string; journal: string }>): Step {
+  return {
+    name: 'finish',
+    async run(ctx) {
+      const { log, journal } = await record();
+      await saveInstallRecord(ctx.plan, ctx.runDir, log, journal);
+      await run('sync', [], { timeoutMs: 600_000 });
+      return { record: '/oem/install/install.log, /oem/install/journal.json' };
+    },
+  };
+}

@@ -1,0 +1,38 @@
+/** What every install step gets: the plan, the config, where to mount, how to report. */
+import type { HarvesterConfig } from '../config/types.js';
+import type { OsSource } from '../disk/contracts.js';
+import type { InstallPlan, StepName } from '../disk/types.js';
+import type { MachineFacts } from '../preflight/types.js';
+import type { Logger } from '../../lib/logger.js';
+import type { Redactor } from '../../lib/redact.js';
+import type { EventBus } from './progress.js';
+import type { JournalStep } from './journal.js';
+
+export interface InstallContext {
+  plan: InstallPlan;
+  config: HarvesterConfig;
+  source: OsSource;
+  /** Mount points and scratch space of this install (e.g. /run/hvinstall/loop3). */
+  runDir: string;
+  bus: EventBus;
+  log: Logger;
+  redactor: Redactor;
+  signal?: AbortSignal;
+  /** Fresh machine facts (re-gathered by the guard). */
+  facts: () => Promise<MachineFacts>;
+  /** The journal entry of the step running now (its detail is saved with it). */
+  current?: JournalStep;
+  /** Test-only fault injection (HVINSTALL_TEST_SIGKILL_AT), see pipeline.ts. */
+  killPoint?: string;
+}
+
+export interface Step {
+  name: StepName;
+  /** Does the work; idempotent (a re-run after a crash redoes it cleanly). Returns journal detail. */
+  run(ctx: InstallContext): Promise<Record<string, unknown> | void>;
+  /**
+   * For a step an earlier run completed: why its result no longer holds (then it and every later
+   * step run again), or undefined when it can be kept. No check: a completed step is kept.
+   */
+  check?(ctx: InstallContext, detail: Record<string, unknown> | undefined): Promise<string | undefined>;
+}

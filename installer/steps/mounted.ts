@@ -1,0 +1,41 @@
+/** Runs work with the plan's partitions mounted under the run directory; always unmounts. */
+import { run } from '../../lib/exec.js';
+import { HvError, ExitCode } from '../../lib/errors.js';
+import { partitionPath } from '../disk/commands.js';
+import type { InstallPlan } from '../disk/types.js';
+import { mount, mountDir, unmount, mountsUnder } from './mounts.js';
+
+export type MountLabel = 'COS_OEM' | 'COS_STATE' | 'COS_RECOVERY' | 'COS_PERSISTENT';
+
+export function partitionDevice(plan: InstallPlan, label: string): string {
+  const p = plan.partitions.find((x) => x.label === label);
+  if (!p) throw new HvError(`the plan has no ${label} partition`, { exitCode: ExitCode.installFailed });
+  return partitionPath(plan.device, p.number);
+}
+
+export async function withMounted<T>(
+  plan: InstallPlan,
+  runDir: string,
+  labels: MountLabel[],
+  fn: (dirs: Record<MountLabel, string>) => Promise<T>,
+  opts: { readOnly?: boolean } = {},
+): Promise<T> {
+  const dirs = {} as Record<MountLabel, string>;
+  const mounted: string[] = [];
+  try {
+    for (const label of labels) {
+      const dir = mountDir(runDir, label.toLowerCase());
+      // A mount left by a killed run of this same install is reused rather than stacked.
+      if (!(await mountsUnder(dir)).includes(dir)) {
+        await mount(partitionDevice(plan, label), dir, opts.readOnly ? ['ro'] : []);
+        mounted.push(dir);
+      }
+      dirs[label] = dir;
+    }
+    const out = await fn(dirs);
+    for (const dir of Object.values(dirs)) await run('sync', ['-f', dir], { allowFailure: true });
+    return out;
+  } finally {
+    for (const dir of mounted.reverse()) await unmount(dir).catch(() => run('umount', ['-l', dir], { allowFailure: true }));
+  }
+}

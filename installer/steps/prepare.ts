@@ -1,0 +1,70 @@
+/** What both `hvinstall plan` and `hvinstall install` do first: config, machine facts, plan. */
+import { readFile } from 'node:fs/promises';
+import { HvError, ExitCode } from '../../lib/errors.js';
+import { Host } from '../../lib/host.js';
+import { Redactor } from '../../lib/redact.js';
+import { loadConfig } from '../config/index.js';
+import type { HarvesterConfig } from '../config/types.js';
+import type { OsSource } from '../disk/contracts.js';
+import { planInstall } from '../disk/plan.js';
+import type { InstallPlan } from '../disk/types.js';
+import type { MachineFacts } from '../preflight/types.js';
+import { loadGatherMachineFacts } from './seams.js';
+import { resolveSource, sourceSizeBytes } from './source.js';
+
+export interface PrepareOptions {
+  configPath: string;
+  device?: string;
+  /** --source; when absent the live root (install) or no source at all (plan). */
+  source?: string;
+  requireSource: boolean;
+  systemSizeMiB?: number;
+  /** Plan against captured facts (JSON) instead of this machine. */
+  factsFile?: string;
+}
+
+export interface Prepared {
+  config: HarvesterConfig;
+  warnings: string[];
+  facts: MachineFacts;
+  plan: InstallPlan;
+  source?: OsSource;
+  redactor: Redactor;
+}
+
+export async function loadInstallConfig(configPath: string): Promise<{ config: HarvesterConfig; warnings: string[] }> {
+  const loaded = await loadConfig(configPath);
+  const fmt = (f: { path: string; message: string; line?: number; column?: number; source?: string }) =>
+    `${f.source ?? configPath}${f.line ? `:${f.line}${f.column ? `:${f.column}` : ''}` : ''}: ${f.path ? `${f.path}: ` : ''}${f.message}`;
+  if (!loaded.valid) {
+    throw new HvError(`the config is not valid:\n${loaded.errors.map((e) => `  - ${fmt(e)}`).join('\n')}`, {
+      where: loaded.source,
+      hint: 'run `hvinstall validate` on it and fix what it reports',
+      exitCode: ExitCode.checkFailed,
+    });
+  }
+  return { config: loaded.config, warnings: loaded.warnings.map(fmt) };
+}
+
+export async function gatherFacts(factsFile?: string): Promise<MachineFacts> {
+  if (factsFile) return JSON.parse(await readFile(factsFile, 'utf8')) as MachineFacts;
+  const gather = await loadGatherMachineFacts();
+  if (!gather) throw new HvError('machine facts are not available in this build (installer/preflight is missing)', { exitCode: ExitCode.usage });
+  return gather(new Host('/'));
+}
+
+export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
+  const loaded = await loadInstallConfig(opts.configPath);
+  const warnings = loaded.warnings;
+  // A device given only on the command line is recorded in the config, as the node will read it.
+  const config: HarvesterConfig = loaded.config.install?.device || !opts.device ? loaded.config : { ...loaded.config, install: { ...loaded.config.install, device: opts.device } };
+  const redactor = new Redactor().addFrom(config);
+  const source = opts.source || opts.requireSource ? await resolveSource(opts.source) : undefined;
+  const facts = await gatherFacts(opts.factsFile);
+  const plan = planInstall(config, facts, {
+    device: opts.device,
+    systemSizeMiB: opts.systemSizeMiB,
+    sourceSizeBytes: source ? await sourceSizeBytes(source) : undefined,
+  });
+  return { config, warnings, facts, plan, source, redactor };
+}

@@ -1,0 +1,145 @@
+/**
+ * Install progress as an event stream, and its three renderings: JSON lines (`--progress json`, for
+ * the console, PXE logs and the e2e harness), one updating line on a TTY, and plain lines every few
+ * seconds for a serial console. Every event carries the elapsed time; byte progress carries a rate.
+ */
+import type { StepName } from '../disk/types.js';
+import { formatBytes } from '../disk/sizes.js';
+import type { Redactor } from '../../lib/redact.js';
+
+export type InstallEvent =
+  | { type: 'install'; phase: 'started' | 'resumed' | 'succeeded' | 'failed'; device: string; message?: string }
+  | { type: 'step'; phase: 'started' | 'done' | 'skipped' | 'failed'; step: StepName; index: number; total: number; message?: string }
+  | { type: 'bytes'; step: StepName; done: number; total: number; rateBytesPerSec: number }
+  | { type: 'message'; level: 'info' | 'warn' | 'error'; message: string; step?: StepName };
+
+export type StampedEvent = InstallEvent & { ts: string; elapsedMs: number };
+
+export type ProgressMode = 'tty' | 'plain' | 'json';
+
+export interface EventSink {
+  emit(e: InstallEvent): void;
+  close(): void;
+}
+
+/** One rendering of the stream. */
+export interface Sink {
+  event(e: StampedEvent): void;
+  close?(): void;
+}
+
+export interface Writer {
+  write(s: string): unknown;
+}
+
+/** Stamps events with time and elapsed, redacts them, and fans them out. */
+export class EventBus implements EventSink {
+  private readonly start: number;
+  private lastBytes?: { step: StepName; at: number; done: number; rate: number };
+  constructor(
+    private readonly sinks: Sink[],
+    private readonly redactor?: Redactor,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.start = now();
+  }
+
+  addSink(s: Sink): void {
+    this.sinks.push(s);
+  }
+
+  emit(e: InstallEvent): void {
+    const t = this.now();
+    const stamped = { ...e, ts: new Date(t).toISOString(), elapsedMs: t - this.start } as StampedEvent;
+    const out = this.redactor ? this.redactor.redact(stamped) : stamped;
+    for (const s of this.sinks) s.event(out);
+  }
+
+  /** Byte progress: computes a smoothed rate from successive callbacks. */
+  bytes(step: StepName, done: number, total: number): void {
+    const t = this.now();
+    let rate = 0;
+    const last = this.lastBytes;
+    if (last && last.step === step && t > last.at) {
+      const inst = ((done - last.done) * 1000) / (t - last.at);
+      rate = last.rate ? last.rate * 0.7 + inst * 0.3 : inst;
+      if (t - last.at < 200 && done < total) {
+        // too soon for a meaningful rate sample; keep the old one and drop this event
+        return;
+      }
+    }
+    this.lastBytes = { step, at: t, done, rate };
+    this.emit({ type: 'bytes', step, done, total, rateBytesPerSec: Math.max(0, Math.round(rate)) });
+  }
+
+  close(): void {
+    for (const s of this.sinks) s.close?.();
+  }
+}
+
+export function formatElapsed(ms: number): string {
+  const s = Math.floor(ms / 1000);
+  const m = Math.floor(s / 60);
+  return `${String(m).padStart(2, '0')}:${String(s % 60).padStart(2, '0')}`;
+}
+
+export function describeEvent(e: StampedEvent): string | undefined {
+  const t = `[${formatElapsed(e.elapsedMs)}]`;
+  switch (e.type) {
+    case 'install':
+      return `${t} install ${e.phase} on ${e.device}${e.message ? `: ${e.message}` : ''}`;
+    case 'step':
+      return `${t} [${e.index}/${e.total}] ${e.step} ${e.phase}${e.message ? `: ${e.message}` : ''}`;
+    case 'bytes': {
+      const pct = e.total ? Math.floor((e.done * 100) / e.total) : 0;
+      return `${t} ${e.step} ${formatBytes(e.done)} / ${formatBytes(e.total)} (${pct}%) ${formatBytes(e.rateBytesPerSec)}/s`;
+    }
+    case 'message':
+      return e.message ? `${t} ${e.level === 'info' ? '' : `${e.level}: `}${e.message}` : undefined;
+  }
+}
+
+export function jsonSink(out: Writer): Sink {
+  return { event: (e) => void out.write(JSON.stringify(e) + '\n') };
+}
+
+/** Lines for a serial console: every step event, byte progress at most every `intervalMs`. */
+export function plainSink(out: Writer, intervalMs = 5000): Sink {
+  let lastBytesAt = -Infinity;
+  return {
+    event: (e) => {
+    if (e.type === 'bytes') {
+      if (e.elapsedMs - lastBytesAt < intervalMs && e.done < e.total) return;
+      lastBytesAt = e.elapsedMs;
+    }
+    const line = describeEvent(e);
+    if (line) out.write(line + '\n');
+    },
+  };
+}
+
+/** One line rewritten in place on a TTY; finished steps and messages scroll above it. */
+export function ttySink(out: Writer): Sink {
+  let live = false;
+  return {
+    close: () => {
+      if (live) out.write('\n');
+      live = false;
+    },
+    event: (e) => {
+    const line = describeEvent(e);
+    if (!line) return;
+    if (e.type === 'bytes' || (e.type === 'step' && e.phase === 'started')) {
+      out.write(`\r\x1b[K${line}`);
+      live = true;
+    } else {
+      out.write(`${live ? '\r\x1b[K' : ''}${line}\n`);
+      live = false;
+    }
+    },
+  };
+}
+
+export function sinkFor(mode: ProgressMode, out: Writer): Sink {
+  return mode === 'json' ? jsonSink(out) : mode === 'tty' ? ttySink(out) : plainSink(out);
+}

@@ -1,0 +1,14 @@
+/**
+ * Test-only fault injection: `HVINSTALL_TEST_SIGKILL_AT=<point>` makes the installer SIGKILL itself
+ * at that point, the way a crash, OOM kill or power cut would stop it, so integration tests can prove
+ * a re-run ends with the same disk. Points: `before:<step>` (journaled as running, nothing done),
+ * `after:<step>` (journaled as done) and `deploy-bytes:<n>` (mid image copy). Unset in production.
+ */
+export const TEST_KILL_ENV = 'HVINSTALL_TEST_SIGKILL_AT';
+
+export function killIfAsked(point: string, configured: string | undefined): void {
+  if (configured && configured === point) {
+    process.stderr.write(`hvinstall: ${TEST_KILL_ENV}=${point}: killing myself with SIGKILL\n`);
+    process.kill(process.pid, 'SIGKILL');
+  }
+}
