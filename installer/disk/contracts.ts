@@ -52,5 +52,10 @@ export interface BootloaderRequest {
   thirdPartyKernelArgs?: string;
   /** The TTY for console= (install.tty), default tty1. */
   tty?: string;
+  /**
+   * Devices among which each boot label (COS_STATE, COS_OEM, COS_RECOVERY) must be unique.
+   * Default: every block device blkid sees (production). Tests on a shared machine pass their own.
+   */
+  labelCheckDevices?: string[];
   signal?: AbortSignal;
 }

@@ -1,0 +1,143 @@
+import { cp, mkdir, mkdtemp, rename, rm, stat } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { HvError, ExitCode } from '../../lib/errors.js';
+import { run } from '../../lib/exec.js';
+import { writeFileAtomic } from '../../lib/atomic-write.js';
+import type { BootloaderRequest } from '../disk/contracts.js';
+import {
+  BIOS_CORE_MODULES,
+  EFI_IMAGE_MODULES,
+  EFI_VENDOR_DIR,
+  GRUB_CFG,
+  GRUB_DIR,
+  LABELS,
+  oemGrubenvVars,
+  renderEarlyCfg,
+  renderGrubCfg,
+  stateGrubenvVars,
+} from './grub-config.js';
+import { assertLabelsUnique } from './labels.js';
+
+export * from './grub-config.js';
+export { assertLabelsUnique, devicesWithLabel, duplicateLabels } from './labels.js';
+
+/** Where Debian's grub packages keep the platform modules. */
+export const GRUB_LIB = '/usr/lib/grub';
+
+/**
+ * Step 5 of the install: grub for x86_64-efi (removable path EFI/BOOT/BOOTX64.EFI and a vendor
+ * directory, written onto the unmounted ESP with mtools) or i386-pc (grub-install into the
+ * bios_grub gap), the grub.cfg on COS_STATE, and the grub environments on COS_OEM and COS_STATE.
+ * Idempotent: every file is rewritten whole; a re-run after a kill produces the same files.
+ */
+export async function installBootloader(req: BootloaderRequest): Promise<void> {
+  req.signal?.throwIfAborted();
+  await assertLabelsUnique([LABELS.state, LABELS.oem, LABELS.recovery], req.labelCheckDevices);
+
+  const grubDir = path.join(req.stateDir, GRUB_DIR);
+  await mkdir(grubDir, { recursive: true });
+  if (req.firmware === 'efi') {
+    if (!req.espDevice) {
+      throw new HvError('an EFI install needs the COS_GRUB (ESP) partition device', {
+        where: 'bootloader: espDevice',
+        hint: 'the partition plan must include COS_GRUB for firmware efi',
+        exitCode: ExitCode.installFailed,
+      });
+    }
+    await copyGrubModules('x86_64-efi', grubDir);
+    req.signal?.throwIfAborted();
+    await installEfiBinary(req.espDevice);
+  } else {
+    await copyGrubModules('i386-pc', grubDir);
+    req.signal?.throwIfAborted();
+    await installBiosCore(req.device, req.stateDir);
+  }
+  req.signal?.throwIfAborted();
+  await writeFileAtomic(path.join(req.stateDir, GRUB_CFG), renderGrubCfg({ tty: req.tty }));
+  await writeGrubenv(path.join(req.stateDir, 'grub_oem_env'), stateGrubenvVars());
+  await writeGrubenv(path.join(req.oemDir, 'grubenv'), oemGrubenvVars(req.thirdPartyKernelArgs ?? ''));
+  // Harvester ships an empty grubcustom: without it some firmware spends minutes searching for it.
+  await writeFileAtomic(path.join(req.oemDir, 'grubcustom'), '');
+}
+
+/** Copies grub's modules for a platform to COS_STATE/grub2/<platform>, replacing any older copy whole. */
+export async function copyGrubModules(platform: 'x86_64-efi' | 'i386-pc', grubDir: string): Promise<void> {
+  const from = path.join(GRUB_LIB, platform);
+  if (!(await stat(from).catch(() => undefined))?.isDirectory()) {
+    throw new HvError(`grub modules for ${platform} are not installed (${from} is missing)`, {
+      where: 'bootloader',
+      hint: platform === 'x86_64-efi' ? 'install the grub-efi-amd64-bin package' : 'install the grub-pc-bin package',
+      exitCode: ExitCode.usage,
+    });
+  }
+  const dest = path.join(grubDir, platform);
+  const tmp = `${dest}.partial`;
+  await rm(tmp, { recursive: true, force: true });
+  await cp(from, tmp, { recursive: true });
+  await rm(dest, { recursive: true, force: true });
+  await rename(tmp, dest);
+}
+
+/** grub-mkimage with the early config embedded, copied to both ESP paths with mtools. */
+export async function installEfiBinary(espDevice: string): Promise<void> {
+  const tmp = await mkdtemp(path.join(os.tmpdir(), 'hv-grub-efi-'));
+  try {
+    const early = path.join(tmp, 'early.cfg');
+    const efi = path.join(tmp, 'BOOTX64.EFI');
+    await writeFileAtomic(early, renderEarlyCfg());
+    await run('grub-mkimage', [
+      '-O', 'x86_64-efi',
+      '-d', path.join(GRUB_LIB, 'x86_64-efi'),
+      '-o', efi,
+      '-p', `/${GRUB_DIR}`,
+      '-c', early,
+      ...EFI_IMAGE_MODULES,
+    ]);
+    await mtoolsMkdirs(espDevice, ['::/EFI', '::/EFI/BOOT', `::/EFI/${EFI_VENDOR_DIR}`]);
+    await mtools('mcopy', ['-o', '-i', espDevice, efi, '::/EFI/BOOT/BOOTX64.EFI']);
+    await mtools('mcopy', ['-o', '-i', espDevice, efi, `::/EFI/${EFI_VENDOR_DIR}/grubx64.efi`]);
+  } finally {
+    await rm(tmp, { recursive: true, force: true });
+  }
+}
+
+async function mtoolsMkdirs(device: string, dirs: readonly string[]): Promise<void> {
+  for (const d of dirs) {
+    const exists = await mtools('mdir', ['-b', '-i', device, d], true);
+    if (exists.exitCode !== 0) await mtools('mmd', ['-i', device, d]);
+  }
+}
+
+function mtools(cmd: string, args: readonly string[], allowFailure = false) {
+  // MTOOLS_SKIP_CHECK: a partition device has no floppy geometry for mtools to check.
+  return run(cmd, args, { env: { MTOOLS_SKIP_CHECK: '1' }, allowFailure });
+}
+
+/**
+ * i386-pc: grub-install writes the MBR code and core.img (into the bios_grub partition) with
+ * the boot directory on the mounted COS_STATE; Debian names it grub/, so its grub.cfg there is
+ * the early config that moves on to grub2/grub.cfg.
+ */
+export async function installBiosCore(device: string, stateDir: string): Promise<void> {
+  await run('grub-install', [
+    '--target=i386-pc',
+    `--directory=${path.join(GRUB_LIB, 'i386-pc')}`,
+    `--boot-directory=${stateDir}`,
+    `--modules=${BIOS_CORE_MODULES.join(' ')}`,
+    '--no-floppy',
+    device,
+  ]);
+  await writeFileAtomic(path.join(stateDir, 'grub', 'grub.cfg'), renderEarlyCfg());
+}
+
+/** A grub environment block written with grub-editenv into a temp file, then renamed into place. */
+export async function writeGrubenv(file: string, vars: Record<string, string>): Promise<void> {
+  await mkdir(path.dirname(file), { recursive: true });
+  const tmp = `${file}.partial`;
+  await rm(tmp, { force: true });
+  await run('grub-editenv', [tmp, 'create']);
+  const assignments = Object.entries(vars).map(([k, v]) => `${k}=${v}`);
+  if (assignments.length > 0) await run('grub-editenv', [tmp, 'set', ...assignments]);
+  await rename(tmp, file);
+}

@@ -1,0 +1,50 @@
+import { HvError, ExitCode } from '../../lib/errors.js';
+import { run } from '../../lib/exec.js';
+
+/** Devices carrying a filesystem label, read fresh (no blkid cache), optionally among given devices only. */
+export async function devicesWithLabel(label: string, among?: readonly string[]): Promise<string[]> {
+  const args = ['-c', '/dev/null', '-o', 'device', '-t', `LABEL=${label}`, ...(among ?? [])];
+  // blkid exits 2 when nothing matches: that is an answer, not a failure.
+  const r = await run('blkid', args, { allowFailure: true, timeoutMs: 60_000 });
+  if (r.exitCode !== 0 && r.exitCode !== 2) {
+    throw new HvError(`blkid failed while looking for label ${label} (exit ${r.exitCode})`, {
+      where: r.command,
+      hint: r.stderr.trim() || 'check that util-linux is installed',
+      exitCode: ExitCode.installFailed,
+    });
+  }
+  return [...new Set(r.stdout.split('\n').map((l) => l.trim()).filter(Boolean))].sort();
+}
+
+/** Labels that appear on more than one device, with the devices. Pure: for messages and tests. */
+export function duplicateLabels(found: Record<string, readonly string[]>): Array<{ label: string; devices: readonly string[] }> {
+  return Object.entries(found)
+    .filter(([, devs]) => devs.length > 1)
+    .map(([label, devices]) => ({ label, devices }));
+}
+
+/**
+ * The installer's own check behind grub's: every boot label must resolve to exactly one device,
+ * or the firmware, grub and the initramfs may each pick a different one.
+ */
+export async function assertLabelsUnique(labels: readonly string[], among?: readonly string[]): Promise<void> {
+  const found: Record<string, string[]> = {};
+  for (const l of labels) found[l] = await devicesWithLabel(l, among);
+  const dups = duplicateLabels(found);
+  if (dups.length > 0) {
+    const what = dups.map((d) => `${d.label} on ${d.devices.join(', ')}`).join('; ');
+    throw new HvError(`duplicate filesystem labels: ${what}`, {
+      where: 'bootloader: label check (blkid)',
+      hint: 'another disk carries the same COS_* label (an old install, a USB stick, a multipath path): detach it, or clear its label (tune2fs -L "" / wipefs) and re-run',
+      exitCode: ExitCode.installFailed,
+    });
+  }
+  const missing = Object.entries(found).filter(([, d]) => d.length === 0).map(([l]) => l);
+  if (missing.length > 0) {
+    throw new HvError(`no device carries the label(s) ${missing.join(', ')}`, {
+      where: 'bootloader: label check (blkid)',
+      hint: 'the partitions were not formatted with their labels; re-run the install from the partition step',
+      exitCode: ExitCode.installFailed,
+    });
+  }
+}

@@ -1,0 +1,208 @@
+import { mkdir, readFile, rename, rm, stat, statfs } from 'node:fs/promises';
+import path from 'node:path';
+import { HvError, ExitCode } from '../../lib/errors.js';
+import { fsyncDir, writeFileAtomic } from '../../lib/atomic-write.js';
+import type { DeployRequest, DeployResult, ImageRecord } from '../disk/contracts.js';
+import { sha256File } from './checksum.js';
+import { buildExt2Image, relabelExt2Image } from './image-build.js';
+import { MiB, planImageGeometry } from './image-size.js';
+import { prepareSource, scanTree } from './source.js';
+import { copySparseAndHash } from './sparse-copy.js';
+import { parseStateYaml, renderStateYaml, STATE_FILE, type DeployState } from './state-file.js';
+
+export { planImageGeometry, DEFAULT_SYSTEM_SIZE_MIB, IMAGE_HEADROOM_MIB } from './image-size.js';
+export { renderStateYaml, parseStateYaml, STATE_FILE, type DeployState } from './state-file.js';
+export { verifyDeployment, type ImageCheck } from './verify.js';
+
+type Role = 'active' | 'passive' | 'recovery';
+
+interface Target {
+  role: Role;
+  /** Partition mount (COS_STATE or COS_RECOVERY). */
+  root: string;
+  file: string;
+  label: ImageRecord['label'];
+}
+
+/** The record kept next to each finished image, so a re-run can trust it after checking its sha256. */
+interface Sidecar {
+  sourceDigest: string;
+  sizeBytes: number;
+  label: string;
+  sha256: string;
+}
+
+const abs = (t: Target): string => path.join(t.root, t.file);
+const partialOf = (t: Target): string => path.join(t.root, 'cOS', `.${path.basename(t.file)}.partial`);
+const sidecarOf = (t: Target): string => path.join(t.root, 'cOS', `.${path.basename(t.file)}.deploy.json`);
+
+/**
+ * Step 4 of the install: builds cOS/active.img from the source, copies it to cOS/passive.img and
+ * COS_RECOVERY's cOS/recovery.img (relabelled, sparse), records all three in state.yaml on both
+ * partitions, and returns their checksums.
+ *
+ * Resumable: every image is written under a temporary name and renamed only when complete, with a
+ * sidecar holding its checksum. A re-run keeps each image whose checksum still matches the same
+ * source, and rebuilds the rest; rebuilding is reproducible (fixed UUID, hash seed and clock
+ * derived from the source), so an interrupted deploy ends byte-identical to an uninterrupted one.
+ */
+export async function deployImages(req: DeployRequest): Promise<DeployResult> {
+  const targets: Record<Role, Target> = {
+    active: { role: 'active', root: req.stateDir, file: 'cOS/active.img', label: 'COS_ACTIVE' },
+    passive: { role: 'passive', root: req.stateDir, file: 'cOS/passive.img', label: 'COS_PASSIVE' },
+    recovery: { role: 'recovery', root: req.recoveryDir, file: 'cOS/recovery.img', label: 'COS_SYSTEM' },
+  };
+  await mkdir(path.join(req.stateDir, 'cOS'), { recursive: true });
+  await mkdir(path.join(req.recoveryDir, 'cOS'), { recursive: true });
+  for (const t of Object.values(targets)) await rm(partialOf(t), { force: true });
+
+  const prepared = await prepareSource(req.source, req.workDir);
+  try {
+    req.signal?.throwIfAborted();
+    const scan = await scanTree(prepared.tree, req.signal);
+    const sourceDigest = req.source.kind === 'squashfs' ? await sha256File(req.source.path, { signal: req.signal }) : scan.digest;
+    const geometry = planImageGeometry(scan, req.systemSizeMiB);
+    const sizeBytes = geometry.sizeBytes;
+
+    // Keep what a previous run finished for this same source, if its checksum still holds.
+    const kept = new Map<Role, string>();
+    for (const t of Object.values(targets)) {
+      const sha = await trustedChecksum(t, sourceDigest, sizeBytes, req.signal);
+      if (sha) kept.set(t.role, sha);
+      else await Promise.all([rm(abs(t), { force: true }), rm(sidecarOf(t), { force: true })]);
+    }
+    const todo = Object.values(targets).filter((t) => !kept.has(t.role));
+    await checkFreeSpace(todo, sizeBytes);
+
+    const perImageData = scan.blockBytes;
+    let total = perImageData * todo.length;
+    let done = 0;
+    const report = (bytes: number): void => {
+      done += bytes;
+      total = Math.max(total, done);
+      req.onProgress?.(done, total);
+    };
+    req.onProgress?.(0, total);
+
+    const checksums = new Map<Role, string>(kept);
+    const epoch = scan.newestMtime;
+    let activeSource = abs(targets.active);
+    if (!kept.has('active')) {
+      activeSource = partialOf(targets.active);
+      let allocated = 0;
+      try {
+        await buildExt2Image(
+          { tree: prepared.tree, file: activeSource, label: 'COS_ACTIVE', sizeBytes, inodes: geometry.inodes, sourceDigest, epoch },
+          (bytes) => {
+            if (bytes > allocated) report(bytes - allocated);
+            allocated = Math.max(allocated, bytes);
+          },
+        );
+      } catch (err) {
+        await rm(activeSource, { force: true });
+        throw new HvError(`building cOS/active.img (${sizeBytes / MiB} MiB ext2) from ${req.source.path} failed: ${(err as Error).message}`, {
+          where: abs(targets.active),
+          hint: 'check free space on COS_STATE and that the source is readable; the step can be re-run',
+          exitCode: ExitCode.installFailed,
+          cause: err,
+        });
+      }
+    }
+    req.signal?.throwIfAborted();
+
+    const copies = todo.filter((t) => t.role !== 'active');
+    if (copies.length > 0 || !kept.has('active')) {
+      const sha = await copySparseAndHash(activeSource, copies.map(partialOf), { signal: req.signal, onBytes: report });
+      if (kept.has('active') && sha !== kept.get('active')) {
+        throw new HvError(`cOS/active.img changed while it was being copied (sha256 ${sha}, expected ${kept.get('active')})`, {
+          where: abs(targets.active),
+          hint: 'something else is writing to COS_STATE; stop it and re-run the install',
+          exitCode: ExitCode.installFailed,
+        });
+      }
+      checksums.set('active', sha);
+    }
+    for (const t of copies) {
+      req.signal?.throwIfAborted();
+      await relabelExt2Image(partialOf(t), t.label, epoch);
+    }
+    // The copies' checksums are taken from what is on disk after relabelling.
+    const copySums = await Promise.all(copies.map((t) => sha256File(partialOf(t), { signal: req.signal })));
+    copies.forEach((t, i) => checksums.set(t.role, copySums[i]));
+
+    for (const t of todo) {
+      const sha = checksums.get(t.role)!;
+      await writeFileAtomic(sidecarOf(t), JSON.stringify({ sourceDigest, sizeBytes, label: t.label, sha256: sha } satisfies Sidecar) + '\n');
+      await rename(partialOf(t), abs(t));
+    }
+    await fsyncDir(path.join(req.stateDir, 'cOS'));
+    await fsyncDir(path.join(req.recoveryDir, 'cOS'));
+
+    const record = (t: Target): ImageRecord => ({ file: t.file, label: t.label, fs: 'ext2', sizeBytes, sha256: checksums.get(t.role)! });
+    const result: DeployResult = {
+      active: record(targets.active),
+      passive: record(targets.passive),
+      recovery: record(targets.recovery),
+      sourceDigest,
+    };
+    await writeStateFiles(req, result);
+    req.onProgress?.(total, total);
+    return result;
+  } finally {
+    await prepared.release();
+  }
+}
+
+/** The checksum of a finished image from an earlier run, if it is for this source and still intact. */
+async function trustedChecksum(t: Target, sourceDigest: string, sizeBytes: number, signal?: AbortSignal): Promise<string | undefined> {
+  let side: Sidecar;
+  try {
+    side = JSON.parse(await readFile(sidecarOf(t), 'utf8')) as Sidecar;
+  } catch {
+    return undefined;
+  }
+  if (side.sourceDigest !== sourceDigest || side.sizeBytes !== sizeBytes || side.label !== t.label) return undefined;
+  const st = await stat(abs(t)).catch(() => undefined);
+  if (!st || st.size !== sizeBytes) return undefined;
+  const sha = await sha256File(abs(t), { signal });
+  return sha === side.sha256 ? sha : undefined;
+}
+
+/**
+ * Refuses to start when the images could not be fully allocated later: a sparse image "fits" at
+ * creation and fails with I/O errors once the system writes to it (harvester#7457).
+ */
+async function checkFreeSpace(todo: Target[], sizeBytes: number): Promise<void> {
+  const need = new Map<string, number>();
+  for (const t of todo) need.set(t.root, (need.get(t.root) ?? 0) + sizeBytes);
+  for (const [root, bytes] of need) {
+    const fs = await statfs(root);
+    const free = fs.bavail * fs.bsize;
+    if (free < bytes) {
+      throw new HvError(
+        `not enough space on ${root} for the OS images: need ${Math.ceil(bytes / MiB)} MiB, ${Math.floor(free / MiB)} MiB free`,
+        {
+          where: root,
+          hint: 'make the partition larger (COS_STATE holds active and passive, COS_RECOVERY holds recovery) or lower system.size',
+          exitCode: ExitCode.installFailed,
+        },
+      );
+    }
+  }
+}
+
+/** state.yaml on COS_STATE and COS_RECOVERY; an existing one describing the same images is kept as is. */
+async function writeStateFiles(req: DeployRequest, result: DeployResult): Promise<void> {
+  for (const root of [req.stateDir, req.recoveryDir]) {
+    const file = path.join(root, STATE_FILE);
+    const existing = parseStateYaml(await readFile(file, 'utf8').catch(() => ''));
+    const state: DeployState = { date: new Date().toISOString(), source: req.source, ...result };
+    if (existing && sameDeployment(existing, state)) continue;
+    await writeFileAtomic(file, renderStateYaml(state));
+  }
+}
+
+function sameDeployment(a: DeployState, b: DeployState): boolean {
+  const strip = (s: DeployState): string => JSON.stringify({ ...s, date: '' });
+  return strip(a) === strip(b);
+}
