@@ -1,0 +1,202 @@
+/**
+ * install.iso_url: download with resume (Range + If-Range), progress, bounded retries and stall
+ * timeouts, then sha256 verification — all before any disk is touched. `local` means the medium we
+ * booted from. Harvester: 5 curl attempts 2 s apart into COS_PERSISTENT; here the defaults are the
+ * same attempts with backoff, and a partial download is resumed rather than restarted.
+ */
+import { createHash } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { pipeline } from 'node:stream/promises';
+import { Transform } from 'node:stream';
+import { EnvHttpProxyAgent, interceptors, request, type Dispatcher } from 'undici';
+import { HvError, ExitCode } from '../../lib/errors.js';
+import type { Logger } from '../../lib/logger.js';
+import { sleep } from '../../lib/wait.js';
+import { describeNetworkError } from './net-errors.js';
+
+export interface DownloadProgress {
+  bytes: number;
+  total?: number;
+  /** Bytes per second over the last interval. */
+  rate: number;
+}
+
+export interface DownloadOptions {
+  /** Expected sha256 (hex). Without it the file is downloaded but not verified (logged as such). */
+  sha256?: string;
+  attempts?: number;
+  retryDelayMs?: number;
+  maxRetryDelayMs?: number;
+  /** No byte for this long (connect, headers or between body chunks) counts as a failure. */
+  stallTimeoutMs?: number;
+  /** Extra CA bundle (PEM file) for https. */
+  caFile?: string;
+  onProgress?: (p: DownloadProgress) => void;
+  /** Minimum ms between progress callbacks. */
+  progressIntervalMs?: number;
+  log?: Logger;
+  signal?: AbortSignal;
+}
+
+export interface DownloadResult {
+  path: string;
+  bytes: number;
+  sha256: string;
+  resumed: boolean;
+  attempts: number;
+}
+
+class FatalDownload extends HvError {}
+
+interface PartMeta {
+  url: string;
+  validator?: string;
+}
+
+async function sha256Of(file: string): Promise<string> {
+  const h = createHash('sha256');
+  for await (const c of createReadStream(file, { highWaterMark: 1 << 20 })) h.update(c as Buffer);
+  return h.digest('hex');
+}
+
+async function sizeOf(file: string): Promise<number> {
+  return stat(file).then((s) => s.size, () => 0);
+}
+
+/** Downloads `url` to `dest` (atomically: dest.part, then rename). Throws HvError; never leaves a bad `dest`. */
+export async function downloadFile(url: string, dest: string, opts: DownloadOptions = {}): Promise<DownloadResult> {
+  const attempts = opts.attempts ?? 5;
+  const stall = opts.stallTimeoutMs ?? 60_000;
+  const part = `${dest}.part`;
+  const metaFile = `${dest}.part.json`;
+  const ca = opts.caFile ? await readFile(opts.caFile, 'utf8').catch((err: Error) => {
+    throw new HvError(`cannot read CA bundle ${opts.caFile}: ${err.message}`, { exitCode: ExitCode.usage });
+  }) : undefined;
+  const agent = new EnvHttpProxyAgent({ connect: ca ? { ca } : undefined, headersTimeout: stall, bodyTimeout: stall, connectTimeout: stall });
+  const dispatcher: Dispatcher = agent.compose(interceptors.redirect({ maxRedirections: 5 }));
+  const expected = opts.sha256?.toLowerCase();
+  if (expected !== undefined && !/^[0-9a-f]{64}$/.test(expected)) throw new HvError(`expected sha256 '${opts.sha256}' is not 64 hex digits`, { exitCode: ExitCode.usage });
+
+  let meta: PartMeta | undefined = await readFile(metaFile, 'utf8').then((t) => JSON.parse(t) as PartMeta, () => undefined);
+  if (meta?.url !== url) {
+    await rm(part, { force: true });
+    meta = undefined;
+  }
+  let resumed = false;
+  let used = 0;
+  let delay = opts.retryDelayMs ?? 2_000;
+  try {
+    for (let attempt = 1; ; attempt++) {
+      used = attempt;
+      try {
+        const r = await fetchOnce(url, part, metaFile, meta, dispatcher, opts);
+        resumed ||= r.resumed;
+        break;
+      } catch (err) {
+        if (err instanceof FatalDownload || opts.signal?.aborted) throw err;
+        const why = err instanceof HvError ? err.message : describeNetworkError(err, url, stall).message;
+        if (attempt >= attempts) {
+          throw new HvError(`downloading ${url} failed after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${why}`, {
+            where: url,
+            hint: `a partial download is kept in ${part} and resumed next time`,
+            exitCode: ExitCode.installFailed,
+          });
+        }
+        opts.log?.warn('download attempt failed; retrying', { url, attempt, retryInMs: delay, error: why, have: await sizeOf(part) });
+        await sleep(delay, opts.signal);
+        delay = Math.min(delay * 2, opts.maxRetryDelayMs ?? 30_000);
+        meta = await readFile(metaFile, 'utf8').then((t) => JSON.parse(t) as PartMeta, () => undefined);
+      }
+    }
+  } finally {
+    await agent.close().catch(() => undefined);
+  }
+  const actual = await sha256Of(part);
+  if (expected && actual !== expected) {
+    await rm(part, { force: true });
+    await rm(metaFile, { force: true });
+    throw new HvError(`checksum mismatch for ${url}: expected sha256 ${expected}, got ${actual}`, {
+      where: url,
+      hint: 'the download was deleted and no disk was touched; check the ISO and the sha256 you gave',
+      exitCode: ExitCode.installFailed,
+    });
+  }
+  if (!expected) opts.log?.warn('downloaded without a sha256 to verify against', { url, sha256: actual });
+  await rename(part, dest);
+  await rm(metaFile, { force: true });
+  return { path: dest, bytes: await sizeOf(dest), sha256: actual, resumed, attempts: used };
+}
+
+async function fetchOnce(
+  url: string,
+  part: string,
+  metaFile: string,
+  meta: PartMeta | undefined,
+  dispatcher: Dispatcher,
+  opts: DownloadOptions,
+): Promise<{ resumed: boolean }> {
+  const have = await sizeOf(part);
+  const headers: Record<string, string> = {};
+  if (have > 0) {
+    headers.range = `bytes=${have}-`;
+    if (meta?.validator) headers['if-range'] = meta.validator;
+  }
+  const res = await request(url, { method: 'GET', headers, dispatcher, signal: opts.signal });
+  const status = res.statusCode;
+  if (status === 416 && have > 0) {
+    // Everything is already here when the server's total equals what we have.
+    const total = Number(/\/(\d+)$/.exec(String(res.headers['content-range'] ?? ''))?.[1]);
+    await res.body.dump();
+    if (total === have) return { resumed: true };
+    await rm(part, { force: true });
+    throw new HvError(`server refused to resume at byte ${have} (416); starting over`);
+  }
+  if (status >= 400) {
+    await res.body.dump().catch(() => undefined);
+    const msg = `${url} answered HTTP ${status}`;
+    if (status >= 500 || status === 408 || status === 429) throw new HvError(msg);
+    throw new FatalDownload(`${msg}; check the URL`, { where: url, exitCode: ExitCode.installFailed });
+  }
+  if (status !== 200 && status !== 206) {
+    await res.body.dump().catch(() => undefined);
+    throw new FatalDownload(`${url} answered HTTP ${status}, expected 200 or 206`, { where: url, exitCode: ExitCode.installFailed });
+  }
+  const resuming = status === 206 && have > 0;
+  if (status === 206 && !resuming) throw new FatalDownload(`${url} sent a partial response (206) to a full request`, { exitCode: ExitCode.installFailed });
+  if (resuming) {
+    const start = Number(/^bytes (\d+)-/.exec(String(res.headers['content-range'] ?? ''))?.[1]);
+    if (start !== have) {
+      await res.body.dump().catch(() => undefined);
+      await rm(part, { force: true });
+      throw new HvError(`server resumed at byte ${start}, not ${have}; starting over`);
+    }
+  }
+  const etag = res.headers.etag;
+  const lastModified = res.headers['last-modified'];
+  const validator = typeof etag === 'string' && !etag.startsWith('W/') ? etag : typeof lastModified === 'string' ? lastModified : undefined;
+  await writeFile(metaFile, JSON.stringify({ url, validator } satisfies PartMeta));
+  const length = Number(res.headers['content-length']);
+  const total = Number.isFinite(length) ? length + (resuming ? have : 0) : undefined;
+  let bytes = resuming ? have : 0;
+  let lastReport = 0;
+  let lastBytes = bytes;
+  const interval = opts.progressIntervalMs ?? 1_000;
+  const counter = new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      bytes += chunk.length;
+      const now = Date.now();
+      if (opts.onProgress && now - lastReport >= interval) {
+        const rate = lastReport ? ((bytes - lastBytes) * 1000) / (now - lastReport) : 0;
+        opts.onProgress({ bytes, total, rate });
+        lastReport = now;
+        lastBytes = bytes;
+      }
+      cb(null, chunk);
+    },
+  });
+  await pipeline(res.body, counter, createWriteStream(part, { flags: resuming ? 'a' : 'w' }));
+  if (total !== undefined && bytes !== total) throw new HvError(`connection closed after ${bytes} of ${total} bytes`);
+  opts.onProgress?.({ bytes, total, rate: 0 });
+  return { resumed: resuming };
+}
