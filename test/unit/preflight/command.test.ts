@@ -1,0 +1,72 @@
+// `hvinstall preflight` through the CLI dispatcher, on fixture sysroots; stdout captured in-process.
+import path from 'node:path';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { main } from '../../../installer/cli.js';
+import { HvError } from '../../../lib/errors.js';
+import { FIXTURES } from './helpers.js';
+
+let out = '';
+function captureStdout(): void {
+  out = '';
+  vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
+    out += String(chunk);
+    return true;
+  });
+}
+afterEach(() => vi.restoreAllMocks());
+
+const root = (name: string) => path.join(FIXTURES, name);
+
+describe('hvinstall preflight', () => {
+  it('prints a table and exits 0 when nothing fails', async () => {
+    captureStdout();
+    const code = await main(['preflight', '--sysroot', root('prod-nvme'), '--profile', 'production']);
+    expect(code).toBe(0);
+    expect(out).toMatch(/^CHECK\s+RESULT\s+MEASURED\s+THRESHOLD\s+WHAT TO DO$/m);
+    expect(out).toMatch(/^cpu\.cores\s+pass\s+128 logical CPUs \(64 cores\)\s+>= 16\s+-$/m);
+    expect(out).toContain('Suggested install device: /dev/nvme1n1');
+    expect(out).toContain('14 passed, 0 warnings, 0 failed');
+    expect(out).not.toContain('Findings:');
+  });
+
+  it('exits 1 on failures and lists each finding with its message', async () => {
+    captureStdout();
+    const code = await main(['preflight', '--sysroot', root('lab-vm')]);
+    expect(code).toBe(1);
+    expect(out).toMatch(/^virt\.cpu-flags\s+FAIL\s+neither vmx nor svm\s+vmx or svm\s+This is a VM \(kvm\)/m);
+    expect(out).toContain('  FAIL virt.kvm: Harvester requires hardware-assisted virtualization, but /dev/kvm does not exist.');
+    expect(out).toContain('  WARN virt.host: System is virtualized (kvm) which is not supported in production.');
+  });
+
+  it('--json prints the report and the facts', async () => {
+    captureStdout();
+    const code = await main(['preflight', '--sysroot', root('legacy-bios'), '--json', '--profile', 'production']);
+    expect(code).toBe(1);
+    const j = JSON.parse(out);
+    expect(j.profile).toBe('production');
+    expect(j.summary).toEqual({ pass: 11, warn: 0, fail: 2 });
+    expect(j.checks.find((c: { id: string }) => c.id === 'firmware.uefi')).toMatchObject({ result: 'fail', skippable: false });
+    expect(j.facts.firmware).toEqual({ uefi: false });
+    expect(j.facts.disks.map((d: { name: string }) => d.name)).toEqual(['sda', 'sdb']);
+    expect(j.gate).toBeUndefined();
+  });
+
+  it('usage errors exit 2 with a message: unknown profile, missing sysroot, unknown option', async () => {
+    captureStdout();
+    await expect(main(['preflight', '--profile', 'fast'])).rejects.toMatchObject({
+      message: "unknown profile 'fast': use testing or production",
+      exitCode: 2,
+    });
+    await expect(main(['preflight', '--sysroot', root('no-such-fixture')])).rejects.toSatisfy(
+      (e: unknown) => e instanceof HvError && e.exitCode === 2 && e.message.startsWith('sysroot is not a directory: '),
+    );
+    await expect(main(['preflight', '--frobnicate'])).rejects.toMatchObject({ exitCode: 2, message: expect.stringContaining("'--frobnicate'") });
+    expect(out).toBe('');
+  });
+
+  it('--help prints the options and exits 0', async () => {
+    captureStdout();
+    expect(await main(['preflight', '--help'])).toBe(0);
+    expect(out).toContain('usage: hvinstall preflight [--config FILE|URL|-] [--profile testing|production] [--sysroot DIR] [--json]');
+  });
+});
