@@ -136,17 +136,22 @@ export async function filesystemMismatch(p: Pick<PlannedPartition, 'fs' | 'label
  * or the initramfs's search by label.
  */
 export async function devicesByLabel(targetDisk: string): Promise<Map<string, string[]>> {
-  const r = await run('blkid', ['-c', '/dev/null', '-o', 'export'], { allowFailure: true, timeoutMs: 120_000 });
-  const target = path.basename(targetDisk);
   const out = new Map<string, string[]>();
-  for (const sig of parseBlkidExport(r.stdout)) {
-    const dev = sig.DEVNAME;
-    if (!dev || !sig.LABEL) continue;
-    const name = path.basename(dev);
-    if (name.startsWith('loop') && !(name === target || name.startsWith(`${target}p`))) continue;
-    out.set(sig.LABEL, [...(out.get(sig.LABEL) ?? []), dev]);
+  for (const sig of await bootVisibleSignatures(targetDisk)) {
+    if (!sig.LABEL) continue;
+    out.set(sig.LABEL, [...(out.get(sig.LABEL) ?? []), sig.DEVNAME!]);
   }
   return out;
+}
+
+/** The devices the installed node will see at boot: every probed device but other loop devices. */
+export async function bootVisibleSignatures(targetDisk: string): Promise<Signature[]> {
+  const r = await run('blkid', ['-c', '/dev/null', '-o', 'export'], { allowFailure: true, timeoutMs: 120_000 });
+  const target = path.basename(targetDisk);
+  return parseBlkidExport(r.stdout).filter((sig) => {
+    const name = sig.DEVNAME ? path.basename(sig.DEVNAME) : undefined;
+    return !!name && !(name.startsWith('loop') && !(name === target || name.startsWith(`${target}p`)));
+  });
 }
 
 export async function exists(p: string): Promise<boolean> {

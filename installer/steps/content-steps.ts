@@ -6,6 +6,7 @@ import { HvError, ExitCode } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
 import { serialiseHarvesterConfig } from '../config/index.js';
 import { partitionPath } from '../disk/commands.js';
+import { bootVisibleSignatures } from '../disk/block.js';
 import type { DeployResult, ImageRecord } from '../disk/contracts.js';
 import type { InstallPlan } from '../disk/types.js';
 import type { InstallContext, Step } from './context.js';
@@ -75,6 +76,7 @@ export const bootloaderStep: Step = {
     }
     const plan = ctx.plan;
     const efi = plan.partitions.find((p) => p.role === 'efi');
+    const labelCheckDevices = (await bootVisibleSignatures(plan.device)).map((s) => s.DEVNAME!);
     await withMounted(plan, ctx.runDir, ['COS_STATE', 'COS_OEM'], (dirs) =>
       installBootloader({
         firmware: plan.firmware,
@@ -84,6 +86,7 @@ export const bootloaderStep: Step = {
         oemDir: dirs.COS_OEM,
         thirdPartyKernelArgs: ctx.config.os?.additionalKernelArguments,
         tty: ctx.config.install?.tty,
+        labelCheckDevices,
         signal: ctx.signal,
       }),
     );

@@ -192,7 +192,7 @@ export async function runInstall(opts: RunInstallOptions): Promise<InstallOutcom
     await sendWebhook('SUCCEEDED');
     return { ok: true, resumed, journalFile, logFile, journal: writer.journal };
   } catch (err) {
-    const message = opts.redactor.redactString(describeError(err));
+    const message = opts.redactor.redactString(err instanceof Error ? err.message : String(err));
     log.error('install failed', { step: current, error: message });
     bus.emit({ type: 'step', phase: 'failed', step: current, index: steps.findIndex((s) => s.name === current) + 2, total, message });
     if (writer) {

@@ -35,7 +35,7 @@ export interface Writer {
 /** Stamps events with time and elapsed, redacts them, and fans them out. */
 export class EventBus implements EventSink {
   private readonly start: number;
-  private lastBytes?: { step: StepName; at: number; done: number; rate: number };
+  private lastBytes?: { step: StepName; startAt: number; emittedAt: number; done: number };
   constructor(
     private readonly sinks: Sink[],
     private readonly redactor?: Redactor,
@@ -55,21 +55,21 @@ export class EventBus implements EventSink {
     for (const s of this.sinks) s.event(out);
   }
 
-  /** Byte progress: computes a smoothed rate from successive callbacks. */
+  /** Byte progress: rate averaged since the step's first byte event; unchanged or too-frequent updates are dropped. */
   bytes(step: StepName, done: number, total: number): void {
     const t = this.now();
-    let rate = 0;
     const last = this.lastBytes;
-    if (last && last.step === step && t > last.at) {
-      const inst = ((done - last.done) * 1000) / (t - last.at);
-      rate = last.rate ? last.rate * 0.7 + inst * 0.3 : inst;
-      if (t - last.at < 200 && done < total) {
-        // too soon for a meaningful rate sample; keep the old one and drop this event
-        return;
-      }
+    if (!last || last.step !== step) {
+      this.lastBytes = { step, startAt: t, emittedAt: t, done };
+      this.emit({ type: 'bytes', step, done, total, rateBytesPerSec: 0 });
+      return;
     }
-    this.lastBytes = { step, at: t, done, rate };
-    this.emit({ type: 'bytes', step, done, total, rateBytesPerSec: Math.max(0, Math.round(rate)) });
+    if (done === last.done) return;
+    if (t - last.emittedAt < 200 && done < total) return;
+    last.emittedAt = t;
+    last.done = done;
+    const rate = t > last.startAt ? (done * 1000) / (t - last.startAt) : 0;
+    this.emit({ type: 'bytes', step, done, total, rateBytesPerSec: Math.round(rate) });
   }
 
   close(): void {
