@@ -251,7 +251,9 @@ function checkStaleLabels(input: DiskCheckInput, exclude: Set<string>, out: Pref
 }
 
 export function checkDisks(input: DiskCheckInput): DiskCheckOutput {
+  // Install-disk rows first, then data-disk rows, then the other disks.
   const out: PreflightCheck[] = [];
+  const dat: PreflightCheck[] = [];
   const install = input.config?.install;
   const witness = install?.role === 'witness';
 
@@ -310,11 +312,11 @@ export function checkDisks(input: DiskCheckInput): DiskCheckOutput {
   let data: DiskFacts | undefined;
   let separateData = false;
   if (dataName && dataName !== install?.device?.trim()) {
-    data = checkPresence('data-disk', dataName, input, out);
+    data = checkPresence('data-disk', dataName, input, dat);
     separateData = true;
     if (data && device) {
       const same = data.path === device.path;
-      out.push({
+      dat.push({
         id: 'data-disk.distinct',
         title: 'data disk differs from install disk',
         subject: dataName,
@@ -343,10 +345,11 @@ export function checkDisks(input: DiskCheckInput): DiskCheckOutput {
     checkMedia('device', device, input.profile, out);
   }
   if (data) {
-    checkUsage('data-disk', data, input, out);
-    if (!witness) out.push(sizeCheck('data-disk', data, DATA_DISK_MIN_GIB, `data disk size is too small. Minimum ${DATA_DISK_MIN_GIB}Gi is required`, 'Longhorn data disk'));
-    checkMedia('data-disk', data, input.profile, out);
+    checkUsage('data-disk', data, input, dat);
+    if (!witness) dat.push(sizeCheck('data-disk', data, DATA_DISK_MIN_GIB, `data disk size is too small. Minimum ${DATA_DISK_MIN_GIB}Gi is required`, 'Longhorn data disk'));
+    checkMedia('data-disk', data, input.profile, dat);
   }
+  out.push(...dat);
 
   checkStaleLabels(input, new Set([device?.path, data?.path].filter((p): p is string => !!p)), out);
   return {

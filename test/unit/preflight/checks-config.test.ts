@@ -103,9 +103,9 @@ describe('data disk', () => {
   it('a separate data disk lowers the install disk minimum to 180GiB and is checked for 50GiB', async () => {
     const r = await preflightOf('prod-nvme', 'production', cfg({ device: '/dev/nvme0n1', dataDisk: '/dev/nvme1n1' }));
     expect(outcomes(r).filter((o) => o.startsWith('data-disk.') || o.startsWith('device.size'))).toEqual([
+      'device.size /dev/nvme0n1: pass',
       'data-disk.exists /dev/nvme1n1: pass',
       'data-disk.distinct /dev/nvme1n1: pass',
-      'device.size /dev/nvme0n1: pass',
       'data-disk.boot-medium /dev/nvme1n1: pass',
       'data-disk.not-mounted /dev/nvme1n1: pass',
       'data-disk.holders /dev/nvme1n1: pass',

@@ -70,3 +70,81 @@ describe('hvinstall preflight', () => {
     expect(out).toContain('usage: hvinstall preflight [--config FILE|URL|-] [--profile testing|production] [--sysroot DIR] [--json]');
   });
 });
+
+describe('hvinstall preflight --config', () => {
+  const BASE = `scheme_version: 1
+token: not-a-real-token
+os:
+  hostname: lab1
+  password: lab-password
+install:
+  mode: create
+  automatic: true
+  iso_url: http://192.0.2.1/harvester.iso
+  vip: 192.0.2.10
+  vip_mode: static
+  device: /dev/disk/by-id/virtio-lab-disk-0
+  management_interface:
+    method: dhcp
+    interfaces:
+      - hwAddr: "52:54:00:12:34:56"
+`;
+  let dir = '';
+  async function writeConfig(text: string): Promise<string> {
+    const { mkdtemp, writeFile } = await import('node:fs/promises');
+    const os = await import('node:os');
+    dir = await mkdtemp(path.join(os.tmpdir(), 'hv-preflight-cmd-'));
+    const f = path.join(dir, 'config.yaml');
+    await writeFile(f, text);
+    return f;
+  }
+  afterEach(async () => {
+    const { rm } = await import('node:fs/promises');
+    if (dir) await rm(dir, { recursive: true, force: true });
+    dir = '';
+  });
+
+  it('checks the configured disk and NIC and says an automatic install would abort', async () => {
+    const f = await writeConfig(BASE);
+    captureStdout();
+    expect(await main(['preflight', '--config', f, '--sysroot', root('lab-vm')])).toBe(1);
+    expect(out).toMatch(/^device\.exists \/dev\/disk\/by-id\/virtio-lab-disk-0\s+pass\s+\/dev\/vda/m);
+    expect(out).toMatch(/^nic\.exists 52:54:00:12:34:56\s+pass\s+enp1s0 52:54:00:12:34:56/m);
+    expect(out).toContain(
+      'Install (automatic): preflight failed in automatic mode: cpu.cores, memory, virt.cpu-flags, virt.kvm; set install.skipchecks: true (or harvester.install.skipchecks=true) to install anyway',
+    );
+    expect(out).not.toContain('not-a-real-token');
+  });
+
+  it('install.skipchecks lets those failures through (still exit 1: the report is unchanged)', async () => {
+    const f = await writeConfig(BASE.replace('  automatic: true\n', '  automatic: true\n  skipchecks: true\n'));
+    captureStdout();
+    expect(await main(['preflight', '--config', f, '--sysroot', root('lab-vm'), '--json'])).toBe(1);
+    const j = JSON.parse(out);
+    expect(j.gate).toEqual({
+      proceed: true,
+      needsAcknowledgement: false,
+      message: 'preflight failures overridden by install.skipchecks: cpu.cores, memory, virt.cpu-flags, virt.kvm',
+    });
+    expect(out).not.toContain('not-a-real-token');
+  });
+
+  it('an invalid config is reported on stderr and the hardware is still checked', async () => {
+    const f = await writeConfig(BASE.replace('token: not-a-real-token\n', ''));
+    captureStdout();
+    let err = '';
+    vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
+      err += String(chunk);
+      return true;
+    });
+    expect(await main(['preflight', '--config', f, '--sysroot', root('prod-nvme')])).toBe(1);
+    expect(err).toMatch(/config\.yaml has \d+ validation error\(s\); run 'hvinstall validate .*config\.yaml' \(checking the hardware anyway\)/);
+    expect(out).toMatch(/^device\.exists \/dev\/disk\/by-id\/virtio-lab-disk-0\s+FAIL\s+not found/m);
+  });
+
+  it('a config file that does not exist is an environment error (exit 2), nothing printed on stdout', async () => {
+    captureStdout();
+    await expect(main(['preflight', '--config', '/nonexistent/hv-config.yaml', '--sysroot', root('lab-vm')])).rejects.toMatchObject({ exitCode: 2 });
+    expect(out).toBe('');
+  });
+});
