@@ -1,0 +1,125 @@
+/**
+ * `hvinstall validate [FILE|URL|-] [--cmdline STR | --cmdline-file F] [--json] [--print]`
+ * Exit 0 valid (warnings allowed), 1 invalid, 2 cannot read or usage error.
+ * Kept lean: it imports only the config pipeline (the URL fetcher is imported when a URL is given).
+ */
+import { parseArgs } from 'node:util';
+import { HvError, ExitCode } from '../../lib/errors.js';
+import { loadConfig } from '../config/load.js';
+import { redactConfig } from '../config/redact-config.js';
+import type { Finding } from '../config/types.js';
+
+const USAGE = `usage: hvinstall validate [FILE|URL|-] [options]
+
+Loads a Harvester config.yaml (scheme_version 1) from a file, an http(s) URL or standard input (-),
+merges the kernel command line over it, and reports every problem at once.
+
+options:
+  --cmdline STR        kernel command line; its harvester.* parameters override the file
+  --cmdline-file F     read the kernel command line from a file (e.g. /proc/cmdline)
+  --json               print {valid, errors, warnings} as JSON
+  --print              print the normalised, merged config (secrets redacted)
+  --already-installed  validate for the already-installed path (no iso_url or device needed)
+  --ca-file F          extra CA bundle (PEM) for https URLs
+  --sha256 HEX         expected sha256 of the fetched config
+  --timeout MS         per-attempt timeout for URLs (default 15000)
+  --attempts N         attempts for URLs (default 3)
+  -h, --help           show this help
+
+With only --cmdline/--cmdline-file, harvester.install.config_url is fetched as the file.
+Exit codes: 0 valid (warnings allowed), 1 invalid, 2 cannot read the input or usage error.`;
+
+export function formatFinding(f: Finding): string {
+  const where = [f.source ?? '', f.line ?? '', f.line !== undefined ? (f.column ?? '') : ''].filter((x) => x !== '').join(':');
+  const head = `${where ? where + ': ' : ''}${f.severity}: ${f.path ? f.path + ': ' : ''}${f.message}`;
+  return f.hint ? `${head}\n  hint: ${f.hint}` : head;
+}
+
+function jsonFinding(f: Finding): Record<string, unknown> {
+  return { path: f.path, source: f.source ?? null, line: f.line ?? null, column: f.column ?? null, message: f.message, hint: f.hint ?? null };
+}
+
+function positiveInt(name: string, v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  if (!/^\d+$/.test(v) || Number(v) < 1) throw new HvError(`--${name} must be a positive whole number (got ${JSON.stringify(v)})`, { exitCode: ExitCode.usage });
+  return Number(v);
+}
+
+export default async function validate(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        cmdline: { type: 'string' },
+        'cmdline-file': { type: 'string' },
+        json: { type: 'boolean' },
+        print: { type: 'boolean' },
+        'already-installed': { type: 'boolean' },
+        'ca-file': { type: 'string' },
+        sha256: { type: 'string' },
+        timeout: { type: 'string' },
+        attempts: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (err) {
+    process.stderr.write(`hvinstall validate: ${(err as Error).message}\n\n${USAGE}\n`);
+    return ExitCode.usage;
+  }
+  const { values, positionals } = parsed;
+  if (values.help) {
+    process.stdout.write(USAGE + '\n');
+    return ExitCode.ok;
+  }
+  if (positionals.length > 1) {
+    process.stderr.write(`hvinstall validate: one config at a time (got ${positionals.length})\n\n${USAGE}\n`);
+    return ExitCode.usage;
+  }
+  if (values.cmdline !== undefined && values['cmdline-file'] !== undefined) {
+    process.stderr.write('hvinstall validate: give --cmdline or --cmdline-file, not both\n');
+    return ExitCode.usage;
+  }
+  const source = positionals[0];
+  if (source === undefined && values.cmdline === undefined && values['cmdline-file'] === undefined) {
+    process.stderr.write(`hvinstall validate: no config given\n\n${USAGE}\n`);
+    return ExitCode.usage;
+  }
+
+  const result = await loadConfig(source, {
+    cmdline: values.cmdline,
+    cmdlineFile: values['cmdline-file'],
+    alreadyInstalled: values['already-installed'],
+    caFile: values['ca-file'],
+    sha256: values.sha256,
+    timeoutMs: positiveInt('timeout', values.timeout),
+    attempts: positiveInt('attempts', values.attempts),
+  });
+  const exit = result.valid ? ExitCode.ok : ExitCode.checkFailed;
+
+  if (values.json) {
+    const doc: Record<string, unknown> = {
+      valid: result.valid,
+      source: result.source,
+      errors: result.errors.map(jsonFinding),
+      warnings: result.warnings.map(jsonFinding),
+    };
+    if (values.print) doc.config = redactConfig(result.config);
+    process.stdout.write(JSON.stringify(doc, null, 2) + '\n');
+    return exit;
+  }
+
+  const lines = [...result.errors, ...result.warnings].map(formatFinding);
+  if (lines.length) process.stderr.write(lines.join('\n') + '\n');
+  const count = (n: number, w: string) => `${n} ${w}${n === 1 ? '' : 's'}`;
+  const summary = `${result.source}: ${result.valid ? 'valid' : 'invalid'} (${count(result.errors.length, 'error')}, ${count(result.warnings.length, 'warning')})`;
+  if (values.print) {
+    const { stringify } = await import('yaml');
+    process.stdout.write(stringify(redactConfig(result.config), { lineWidth: 0 }));
+    process.stderr.write(summary + '\n');
+  } else {
+    (result.valid ? process.stdout : process.stderr).write(summary + '\n');
+  }
+  return exit;
+}

@@ -1,0 +1,117 @@
+/**
+ * Kernel command line -> a raw config map (reference §1.1 ReadConfig): `harvester.` parameters split
+ * on `.` into nested keys, a bare key means "true", `key="quoted value"` keeps its spaces, and a
+ * repeated key becomes a list. The result goes through the same normaliser as a file, so every
+ * spelling works here too; positions are the column of each parameter.
+ */
+import { emptyPositions, escapePointer, type PositionIndex } from './parse-yaml.js';
+import type { Finding } from './types.js';
+
+export interface CmdlineToken {
+  text: string;
+  line: number;
+  column: number;
+}
+
+export interface ParsedCmdline {
+  raw: Record<string, unknown>;
+  positions: PositionIndex;
+  warnings: Finding[];
+  errors: Finding[];
+}
+
+const PREFIX = 'harvester.';
+/** `harvester.installer.*` steers the live system (e.g. disable=true), not the config. */
+const NOT_CONFIG = ['harvester.installer.'];
+
+/** Splits on whitespace outside double quotes and removes the quotes, like the kernel does. */
+export function tokenizeCmdline(text: string): CmdlineToken[] {
+  const tokens: CmdlineToken[] = [];
+  let cur = '';
+  let start: { line: number; column: number } | undefined;
+  let inQuote = false;
+  let line = 1;
+  let column = 0;
+  for (const ch of text) {
+    column++;
+    if (ch === '\n') {
+      if (!inQuote) {
+        if (start) tokens.push({ text: cur, ...start });
+        cur = '';
+        start = undefined;
+      } else cur += ' ';
+      line++;
+      column = 0;
+      continue;
+    }
+    if (ch === '"') {
+      inQuote = !inQuote;
+      start ??= { line, column };
+      continue;
+    }
+    if (!inQuote && (ch === ' ' || ch === '\t' || ch === '\r')) {
+      if (start) tokens.push({ text: cur, ...start });
+      cur = '';
+      start = undefined;
+      continue;
+    }
+    start ??= { line, column };
+    cur += ch;
+  }
+  if (start) tokens.push({ text: cur, ...start });
+  return tokens;
+}
+
+export function parseCmdline(text: string, source = '<cmdline>'): ParsedCmdline {
+  const raw: Record<string, unknown> = {};
+  const positions = emptyPositions();
+  const warnings: Finding[] = [];
+  const errors: Finding[] = [];
+  for (const tok of tokenizeCmdline(text)) {
+    if (!tok.text.startsWith(PREFIX) || NOT_CONFIG.some((p) => tok.text.startsWith(p))) continue;
+    const eq = tok.text.indexOf('=');
+    const key = (eq < 0 ? tok.text : tok.text.slice(0, eq)).slice(PREFIX.length);
+    const value = eq < 0 ? 'true' : tok.text.slice(eq + 1);
+    const parts = key.split('.');
+    const at = { line: tok.line, column: tok.column };
+    if (parts.some((p) => p === '')) {
+      warnings.push({ severity: 'warning', path: key, source, ...at, message: `kernel parameter ${JSON.stringify(tok.text)} has an empty key part and is ignored` });
+      continue;
+    }
+    let node: Record<string, unknown> = raw;
+    let ptr = '';
+    let clash = false;
+    for (const [i, part] of parts.entries()) {
+      ptr += `/${escapePointer(part)}`;
+      if (!positions.key.has(ptr)) positions.key.set(ptr, at);
+      if (i === parts.length - 1) break;
+      const next = node[part];
+      if (next === undefined) {
+        node[part] = {};
+        positions.value.set(ptr, at);
+      } else if (typeof next !== 'object' || Array.isArray(next)) {
+        clash = true;
+        break;
+      }
+      node = node[part] as Record<string, unknown>;
+    }
+    const leaf = parts[parts.length - 1];
+    const existing = node[leaf];
+    if (clash || (existing !== undefined && typeof existing === 'object' && !Array.isArray(existing))) {
+      errors.push({ severity: 'error', path: key, source, ...at, message: `kernel parameter harvester.${key} sets both a value and nested keys under the same name` });
+      continue;
+    }
+    if (existing === undefined) {
+      node[leaf] = value;
+      positions.value.set(ptr, at);
+    } else if (Array.isArray(existing)) {
+      positions.value.set(`${ptr}/${existing.length}`, at);
+      existing.push(value);
+    } else {
+      node[leaf] = [existing, value];
+      positions.value.set(`${ptr}/0`, positions.value.get(ptr) ?? at);
+      positions.value.set(`${ptr}/1`, at);
+    }
+  }
+  return { raw, positions, warnings, errors };
+}
