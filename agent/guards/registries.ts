@@ -1,0 +1,154 @@
+/**
+ * registries: renders /etc/rancher/rke2/registries.yaml from the declared source (the
+ * containerd-registry setting the installer saved in /oem/harvester.config, or the file named by the
+ * `source` setting), and in `run` mode watches it: truncated, deleted or edited, it is restored
+ * within moments and the drift is logged; a changed source (configs only, too: harvester#4530) is
+ * applied.
+ */
+import { watch as fsWatch, type FSWatcher } from 'node:fs';
+import { mkdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { HvError } from '../../lib/errors.js';
+import { sleep } from '../../lib/wait.js';
+import type { Guard, GuardContext, GuardResult } from '../guard.js';
+import { loadNodeConfig } from '../node-config.js';
+import { parseContainerdRegistry, registryCredentials } from '../../installer/render/registries.js';
+import { applyRegistries, classifyDrift, desiredRegistries, readCurrent, REGISTRIES_PATH, type DesiredRegistries } from '../registries/registries-file.js';
+
+interface Declared {
+  /** The setting's JSON text; undefined when nothing is declared. */
+  setting?: string;
+  from: string;
+}
+
+/** Reads the declared containerd-registry setting afresh (it may have changed since the agent started). */
+export async function readDeclaredSource(ctx: GuardContext): Promise<Declared> {
+  const s = ctx.settings;
+  if (typeof s.source === 'string') {
+    const text = await readFile(ctx.root(s.source), 'utf8').catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return undefined;
+      throw err;
+    });
+    return { setting: text?.trim() ? text.trim() : undefined, from: s.source };
+  }
+  const configFile = typeof s.configFile === 'string' ? s.configFile : '/oem/harvester.config';
+  const loaded = await loadNodeConfig(ctx.root, [configFile]);
+  const config = loaded.config ?? ctx.config;
+  const from = loaded.config ? `${configFile} system_settings.containerd-registry` : 'the node config the agent started with';
+  return { setting: config?.systemSettings?.['containerd-registry'] || undefined, from };
+}
+
+function target(ctx: GuardContext): string {
+  return ctx.root(typeof ctx.settings.file === 'string' ? ctx.settings.file : REGISTRIES_PATH);
+}
+
+/** Renders the declared source, registering its credentials for redaction first. */
+function render(ctx: GuardContext, setting: string): DesiredRegistries {
+  try {
+    ctx.log.redactor.add(...registryCredentials(parseContainerdRegistry(setting)));
+  } catch {
+    // renderRegistries below reports the parse error with its hint.
+  }
+  return desiredRegistries(setting);
+}
+
+interface EnforceResult {
+  changed: boolean;
+  detail: string;
+}
+
+/** The content last put in place, per file: tells a changed source from a drifted file. */
+const lastApplied = new Map<string, string>();
+
+/** One comparison and, if needed, one atomic write. */
+async function enforce(ctx: GuardContext, declared: Declared): Promise<EnforceResult> {
+  const file = target(ctx);
+  const shown = path.posix.join('/', path.relative(ctx.root('/'), file));
+  if (!declared.setting) return { changed: false, detail: `no containerd-registry declared (${declared.from}); ${shown} left alone` };
+  const desired = render(ctx, declared.setting);
+  const current = await readCurrent(file);
+  const drift = classifyDrift(current, desired);
+  const before = lastApplied.get(file);
+  const sourceChanged = before !== undefined && before !== desired.content;
+  lastApplied.set(file, desired.content);
+  if (drift !== 'none') {
+    await applyRegistries(file, desired, drift);
+    if (sourceChanged) ctx.log.info('declared containerd-registry changed; registries.yaml rewritten', { file: shown, source: declared.from });
+    else ctx.log.warn(`registries.yaml drift: ${drift}; restored`, { file: shown, drift, source: declared.from });
+  }
+  const hosts = Object.keys(parseContainerdRegistry(declared.setting).mirrors);
+  return { changed: drift !== 'none', detail: `${shown} from ${declared.from}: ${hosts.length ? `mirrors for ${hosts.join(', ')}` : 'no mirrors'}${desired.secret ? ' (credentials; mode 0600)' : ''}` };
+}
+
+async function reconcile(ctx: GuardContext): Promise<GuardResult> {
+  let declared: Declared;
+  try {
+    declared = await readDeclaredSource(ctx);
+  } catch (err) {
+    return { status: 'retry', reason: `cannot read the declared source: ${(err as Error).message}` };
+  }
+  try {
+    const r = await enforce(ctx, declared);
+    return { status: 'ok', detail: r.detail };
+  } catch (err) {
+    if (err instanceof HvError && err.where) {
+      return { status: 'fail', diagnosis: `${err.where} (${declared.from}): ${err.message}`, hint: err.hint };
+    }
+    throw err;
+  }
+}
+
+/**
+ * Resolves at the first change in the file's directory, after `intervalMs`, or on abort. A missing
+ * directory (deleted whole) is recreated so it can be watched.
+ */
+async function nextChange(dir: string, intervalMs: number, signal: AbortSignal): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  let watcher: FSWatcher | undefined;
+  try {
+    await new Promise<void>((resolve) => {
+      const done = (): void => resolve();
+      try {
+        watcher = fsWatch(dir, { persistent: false }, done);
+        watcher.on('error', done);
+      } catch {
+        // Watching failed (inotify limits): the periodic check still runs.
+      }
+      sleep(intervalMs, signal).then(done, done);
+    });
+  } finally {
+    watcher?.close();
+  }
+}
+
+async function watch(ctx: GuardContext): Promise<void> {
+  const intervalMs = typeof ctx.settings.checkIntervalMs === 'number' ? ctx.settings.checkIntervalMs : 5000;
+  const dir = path.dirname(target(ctx));
+  let lastProblem: string | undefined;
+  while (!ctx.signal.aborted) {
+    await nextChange(dir, intervalMs, ctx.signal);
+    if (ctx.signal.aborted) break;
+    // Let a burst of events (an editor's write-rename, our own atomic write) settle.
+    await sleep(50, ctx.signal).catch(() => undefined);
+    try {
+      const r = await enforce(ctx, await readDeclaredSource(ctx));
+      if (r.changed || lastProblem) ctx.progress(r.detail);
+      lastProblem = undefined;
+    } catch (err) {
+      const msg = err instanceof HvError && err.where ? `${err.where}: ${err.message}` : (err as Error).message;
+      if (msg !== lastProblem) ctx.log.error('cannot keep registries.yaml; the last good file stays', { error: msg });
+      lastProblem = msg;
+      ctx.progress(`problem: ${msg}`);
+    }
+  }
+}
+
+const guard: Guard = {
+  name: 'registries',
+  // Rendering is local: it must not wait for the network, only be in place before RKE2 starts.
+  dependsOn: [],
+  deadlineMs: 60_000,
+  reconcile,
+  watch,
+};
+export default guard;
