@@ -1,0 +1,162 @@
+/**
+ * `hvinstall render --config F --out DIR [--facts FILE] [--seeds FILE]`: writes the installed node's
+ * files under DIR exactly as they land on the node (DIR/oem/…, DIR/etc/rancher/rke2/…) with their
+ * modes, and prints what it wrote. Re-running gives byte-identical files: the seeds used are
+ * recorded in DIR/oem/hvinstall/render-seeds.json and read back on the next run.
+ */
+import { readFile, rm } from 'node:fs/promises';
+import { createHash, randomBytes } from 'node:crypto';
+import { availableParallelism } from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { writeFileAtomic } from '../../lib/atomic-write.js';
+import { ExitCode, HvError } from '../../lib/errors.js';
+import { renderNode, SEEDS_PATH } from '../render/index.js';
+import type { RenderedFile, RenderFacts, RenderSeeds } from '../render/types.js';
+
+export const MANIFEST_PATH = '/oem/hvinstall/render-manifest.json';
+
+const USAGE = `usage: hvinstall render --config FILE --out DIR [--facts FILE] [--seeds FILE]
+
+Renders the installed node's files (yip, NetworkManager, RKE2, kube-vip, Longhorn values,
+registries.yaml, harvester.config) under DIR as they land on the node, and prints a table.
+
+  --config FILE  the node's config.yaml (file, http(s) URL or -)
+  --out DIR      where to write (DIR/oem/..., DIR/etc/...); usable as hvagent --root
+  --facts FILE   JSON {cpuCount, nics:[{name,mac}], hasDataPartition?, dhcpHostname?};
+                 default: this machine's CPU count and no NIC lookup
+  --seeds FILE   JSON {seed?, hostnameSuffix?, passwordSalt?}; default: the seeds recorded
+                 in DIR by an earlier render, else fresh random ones`;
+
+export interface ManifestEntry {
+  path: string;
+  mode: string;
+  owner: string;
+  secret: boolean;
+  size: number;
+  sha256: string;
+}
+
+async function readJson(file: string, what: string): Promise<unknown> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new HvError(`cannot read ${what} ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, { where: file, exitCode: ExitCode.usage });
+  }
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new HvError(`${what} ${file} is not JSON: ${(err as Error).message}`, { where: file, exitCode: ExitCode.usage });
+  }
+}
+
+/** Checks a facts document by hand: it is small, and every mistake should name its field. */
+export function parseFacts(raw: unknown, where: string): RenderFacts {
+  const fail = (msg: string): never => {
+    throw new HvError(`facts: ${msg}`, { where, hint: 'facts are {"cpuCount": 8, "nics": [{"name": "eno1", "mac": "aa:bb:cc:dd:ee:ff"}]}', exitCode: ExitCode.usage });
+  };
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) fail('must be a JSON object');
+  const o = raw as Record<string, unknown>;
+  for (const k of Object.keys(o)) if (!['cpuCount', 'nics', 'hasDataPartition', 'dhcpHostname'].includes(k)) fail(`unknown key "${k}"`);
+  if (!Number.isInteger(o.cpuCount) || (o.cpuCount as number) < 1) fail('cpuCount must be a positive integer');
+  const nics = o.nics ?? [];
+  if (!Array.isArray(nics)) fail('nics must be a list');
+  const parsed = (nics as unknown[]).map((n, i) => {
+    const nic = n as Record<string, unknown>;
+    if (!nic || typeof nic.name !== 'string' || !nic.name) fail(`nics[${i}].name must be a non-empty string`);
+    if (nic.mac !== undefined && (typeof nic.mac !== 'string' || !/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/i.test(nic.mac))) fail(`nics[${i}].mac must be a MAC like aa:bb:cc:dd:ee:ff`);
+    return { name: nic.name as string, mac: ((nic.mac as string | undefined) ?? '').toLowerCase() };
+  });
+  if (o.hasDataPartition !== undefined && typeof o.hasDataPartition !== 'boolean') fail('hasDataPartition must be true or false');
+  if (o.dhcpHostname !== undefined && typeof o.dhcpHostname !== 'string') fail('dhcpHostname must be a string');
+  return { cpuCount: o.cpuCount as number, nics: parsed, hasDataPartition: o.hasDataPartition as boolean | undefined, dhcpHostname: o.dhcpHostname as string | undefined };
+}
+
+function parseSeeds(raw: unknown, where: string): RenderSeeds {
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw new HvError('seeds must be a JSON object', { where, exitCode: ExitCode.usage });
+  const o = raw as Record<string, unknown>;
+  const out: RenderSeeds = {};
+  for (const k of ['seed', 'hostnameSuffix', 'passwordSalt'] as const) {
+    if (o[k] === undefined) continue;
+    if (typeof o[k] !== 'string') throw new HvError(`seeds: ${k} must be a string`, { where, exitCode: ExitCode.usage });
+    out[k] = o[k] as string;
+  }
+  return out;
+}
+
+function fileBytes(f: RenderedFile): Buffer {
+  return typeof f.content === 'string' ? Buffer.from(f.content, 'utf8') : Buffer.from(f.content);
+}
+
+export function manifestOf(files: RenderedFile[]): ManifestEntry[] {
+  return files.map((f) => {
+    const b = fileBytes(f);
+    return { path: f.path, mode: `0${f.mode.toString(8)}`, owner: f.owner, secret: f.secret, size: b.length, sha256: createHash('sha256').update(b).digest('hex') };
+  });
+}
+
+export function formatTable(entries: ManifestEntry[]): string {
+  const rows = [['MODE', 'OWNER', 'SIZE', 'SECRET', 'PATH'], ...entries.map((e) => [e.mode.padStart(4, '0'), e.owner, String(e.size), e.secret ? 'yes' : 'no', e.path])];
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n');
+}
+
+/** Resolves a node path under DIR, refusing anything that would escape it. */
+function under(dir: string, nodePath: string): string {
+  const p = path.resolve(dir, `.${nodePath}`);
+  if (!p.startsWith(path.resolve(dir) + path.sep)) throw new HvError(`refusing to write ${nodePath} outside ${dir}`, { exitCode: ExitCode.installFailed });
+  return p;
+}
+
+/** Writes the file set under DIR (atomic, final modes), removing files an earlier render wrote that this one no longer does. */
+export async function writeRenderedTree(dir: string, files: RenderedFile[]): Promise<ManifestEntry[]> {
+  const manifest = manifestOf(files);
+  const previous = (await readFile(under(dir, MANIFEST_PATH), 'utf8').then((t) => JSON.parse(t) as { files?: ManifestEntry[] }, () => undefined))?.files ?? [];
+  for (const f of files) await writeFileAtomic(under(dir, f.path), f.content, { mode: f.mode });
+  const now = new Set(files.map((f) => f.path));
+  for (const old of previous) if (typeof old.path === 'string' && !now.has(old.path)) await rm(under(dir, old.path), { force: true });
+  await writeFileAtomic(under(dir, MANIFEST_PATH), JSON.stringify({ version: 1, files: manifest }, null, 2) + '\n', { mode: 0o644 });
+  return manifest;
+}
+
+export default async function render(argv: string[]): Promise<number> {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({ args: argv, options: { config: { type: 'string' }, out: { type: 'string' }, facts: { type: 'string' }, seeds: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }));
+  } catch (err) {
+    process.stderr.write(`hvinstall render: ${(err as Error).message}\n\n${USAGE}\n`);
+    return ExitCode.usage;
+  }
+  if (values.help) {
+    process.stdout.write(USAGE + '\n');
+    return ExitCode.ok;
+  }
+  if (typeof values.config !== 'string' || typeof values.out !== 'string') {
+    process.stderr.write(`hvinstall render: --config and --out are required\n\n${USAGE}\n`);
+    return ExitCode.usage;
+  }
+  const out = path.resolve(values.out);
+
+  const facts = typeof values.facts === 'string' ? parseFacts(await readJson(values.facts, 'facts file'), values.facts) : { cpuCount: availableParallelism(), nics: [] };
+  let seeds: RenderSeeds;
+  if (typeof values.seeds === 'string') seeds = parseSeeds(await readJson(values.seeds, 'seeds file'), values.seeds);
+  else {
+    const recorded = await readFile(under(out, SEEDS_PATH), 'utf8').then((t) => JSON.parse(t) as unknown, () => undefined);
+    seeds = recorded ? parseSeeds(recorded, path.join(out, SEEDS_PATH)) : { seed: randomBytes(16).toString('hex') };
+  }
+
+  const { loadConfig } = await import('../config/index.js');
+  const loaded = await loadConfig(values.config === '-' ? '-' : values.config);
+  for (const w of loaded.warnings) process.stderr.write(`warning: ${w.path}: ${w.message}\n`);
+  if (!loaded.valid) {
+    for (const e of loaded.errors) process.stderr.write(`error: ${e.source ?? loaded.source}${e.line ? `:${e.line}:${e.column ?? 0}` : ''}: ${e.path}: ${e.message}${e.hint ? `\n  hint: ${e.hint}` : ''}\n`);
+    process.stderr.write(`hvinstall render: ${loaded.source} is not a valid config; nothing was written\n`);
+    return ExitCode.checkFailed;
+  }
+  const report = renderNode(loaded.config, facts, seeds);
+  for (const w of report.warnings) process.stderr.write(`warning: ${w}\n`);
+  const manifest = await writeRenderedTree(out, report.files);
+  process.stdout.write(`${formatTable(manifest)}\n\nhostname ${report.hostname.name} (${report.hostname.source}); ${manifest.length} files under ${out}\n`);
+  return ExitCode.ok;
+}

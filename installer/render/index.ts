@@ -1,0 +1,150 @@
+/**
+ * Renders the installed node's files from a validated config: pure and deterministic (facts → file
+ * set). The install engine writes the set into /oem and COS_PERSISTENT; `hvinstall render` writes it
+ * under a directory; the agent's registries guard calls `renderRegistriesYaml`.
+ */
+import { createHash, createHmac } from 'node:crypto';
+import type { HarvesterConfig } from '../config/types.js';
+import { toHarvesterConfigYaml } from '../config/serialise.js';
+import { ExitCode, HvError } from '../../lib/errors.js';
+import { cryptSaltFrom } from './crypt.js';
+import { renderKubeVipManifest, KUBE_VIP_MANIFEST_PATH } from './kube-vip.js';
+import { defaultHasDataPartition } from './layout.js';
+import { HARVESTER_VALUES_PATH, renderHarvesterValues } from './longhorn.js';
+import { NM_CONNECTIONS_DIR, renderNetworkManagerProfiles } from './network.js';
+import { parseContainerdRegistry, registryCredentials, renderRegistriesFile } from './registries.js';
+import { renderRke2DropIns } from './rke2.js';
+import type { RenderedFile, RenderFacts, RenderReport, RenderSeeds } from './types.js';
+import { isCryptHash } from './crypt.js';
+import { renderGrubenv, renderYip, thirdPartyKernelArgs, YIP_PATH } from './yip.js';
+
+export type { RenderedFile, RenderFacts, RenderNic, RenderReport, RenderSeeds } from './types.js';
+export { renderRegistriesYaml, renderRegistriesFile, parseContainerdRegistry, registriesHoldCredentials } from './registries.js';
+export { sha512Crypt, isCryptHash } from './crypt.js';
+export { placeNodePath, persistentStatePaths, defaultHasDataPartition, bindStateDir } from './layout.js';
+export { managementInterfaceName } from './network.js';
+
+export const CANONICAL_CONFIG_PATH = '/oem/hvinstall/config.json';
+export const HARVESTER_CONFIG_PATH = '/oem/harvester.config';
+export const SEEDS_PATH = '/oem/hvinstall/render-seeds.json';
+export const REGISTRIES_PATH = '/etc/rancher/rke2/registries.yaml';
+export const SSHD_CONFIG_DIR = '/etc/ssh/sshd_config.d';
+const HOSTNAME_ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';
+const OWNER = 'root:root';
+
+/** JSON with sorted keys, so the derived seed does not depend on key order. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    return `{${Object.keys(value).sort().filter((k) => (value as Record<string, unknown>)[k] !== undefined).map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+export function resolveSeeds(config: HarvesterConfig, facts: RenderFacts, seeds: RenderSeeds = {}): RenderReport['seeds'] {
+  const seed = seeds.seed ?? createHash('sha256').update('hvinstall/render-seed\0').update(canonicalJson({ config, facts })).digest('hex');
+  const derive = (label: string) => createHmac('sha256', seed).update(label).digest();
+  let hostnameSuffix = seeds.hostnameSuffix;
+  if (hostnameSuffix === undefined) {
+    const b = derive('hostname');
+    hostnameSuffix = Array.from(b.subarray(0, 5), (x) => HOSTNAME_ALPHABET[x % HOSTNAME_ALPHABET.length]).join('');
+  } else if (!/^[a-z0-9]{5}$/.test(hostnameSuffix)) {
+    throw new HvError(`hostname suffix "${hostnameSuffix}" must be 5 lowercase letters or digits`, { where: 'seeds.hostnameSuffix', exitCode: ExitCode.usage });
+  }
+  let passwordSalt = seeds.passwordSalt;
+  if (passwordSalt === undefined) passwordSalt = cryptSaltFrom(derive('password-salt'));
+  else if (!/^[./0-9A-Za-z]{1,16}$/.test(passwordSalt)) {
+    throw new HvError(`password salt "${passwordSalt}" must be 1-16 characters of ./0-9A-Za-z`, { where: 'seeds.passwordSalt', exitCode: ExitCode.usage });
+  }
+  return { seed, hostnameSuffix, passwordSalt };
+}
+
+export function resolveHostname(config: HarvesterConfig, facts: RenderFacts, suffix: string): RenderReport['hostname'] {
+  const given = config.os?.hostname?.trim();
+  if (given) return { name: given, source: 'config' };
+  const method = String(config.install?.managementInterface?.method ?? 'dhcp').toLowerCase();
+  const dhcp = facts.dhcpHostname?.trim();
+  // The live ISO's own hostname `rancher` is what an unanswered DHCP leaves behind: it counts as none.
+  if (method === 'dhcp' && dhcp && dhcp !== 'rancher') return { name: dhcp, source: 'dhcp' };
+  return { name: `harvester-${suffix}`, source: 'generated' };
+}
+
+function sshdFiles(config: HarvesterConfig): RenderedFile[] {
+  const out: RenderedFile[] = [];
+  if (config.os?.sshd?.sftp) {
+    out.push({ path: `${SSHD_CONFIG_DIR}/sftp.conf`, mode: 0o644, owner: OWNER, secret: false, content: 'Subsystem\tsftp\t/usr/libexec/ssh/sftp-server\n' });
+  }
+  if (config.os?.sshd?.disablePasswordAuth) {
+    out.push({ path: `${SSHD_CONFIG_DIR}/99-disable-password-auth.conf`, mode: 0o644, owner: OWNER, secret: false, content: 'PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n' });
+  }
+  return out;
+}
+
+/** Every secret value the config carries (token, password, registry credentials, webhook auth), for redaction and leak checks. */
+export function configSecrets(config: HarvesterConfig): string[] {
+  const out = new Set<string>();
+  if (config.token) out.add(config.token);
+  if (config.os?.password && !isCryptHash(config.os.password)) out.add(config.os.password);
+  const reg = config.systemSettings?.['containerd-registry'];
+  if (reg) {
+    try {
+      for (const c of registryCredentials(parseContainerdRegistry(reg))) out.add(c);
+    } catch {
+      // An unparsable setting fails rendering with its own message; nothing to collect here.
+    }
+  }
+  for (const w of config.install?.webhooks ?? []) {
+    if (w.basicAuth?.password) out.add(w.basicAuth.password);
+    for (const [k, vs] of Object.entries(w.headers ?? {})) if (/^(authorization|proxy-authorization)$/i.test(k)) for (const v of vs) out.add(v);
+  }
+  return [...out].filter((s) => s.length > 0);
+}
+
+/** Renders the node's files plus what was decided (seeds, hostname, warnings). */
+export function renderNode(config: HarvesterConfig, facts: RenderFacts, seeds?: RenderSeeds): RenderReport {
+  const mode = String(config.install?.mode ?? '').toLowerCase();
+  if (mode !== 'create' && mode !== 'join') {
+    throw new HvError(`cannot render a node for install mode "${mode || '(empty)'}"`, { where: 'install.mode', hint: 'render covers create and join nodes', exitCode: ExitCode.checkFailed });
+  }
+  const warnings: string[] = [];
+  const used = resolveSeeds(config, facts, seeds);
+  const hostname = resolveHostname(config, facts, used.hostnameSuffix);
+  const hasDataPartition = facts.hasDataPartition ?? defaultHasDataPartition(config);
+  const files: RenderedFile[] = [];
+  const add = (path: string, content: string | Uint8Array, mode: number, secret: boolean) => files.push({ path, content, mode: secret ? 0o600 : mode, owner: OWNER, secret });
+
+  const yip = renderYip({ config, hostname: hostname.name, hasDataPartition, passwordSalt: used.passwordSalt, warnings });
+  add(YIP_PATH, yip, 0o600, !!config.os?.password);
+  const kargs = thirdPartyKernelArgs(config);
+  add('/oem/grubenv', renderGrubenv(kargs ? { third_party_kernel_args: kargs } : {}), 0o644, false);
+  add('/oem/grubcustom', '', 0o644, false);
+  add(HARVESTER_CONFIG_PATH, toHarvesterConfigYaml(config), 0o600, true);
+  add(CANONICAL_CONFIG_PATH, JSON.stringify(config, null, 2) + '\n', 0o600, true);
+  add(SEEDS_PATH, JSON.stringify({ ...used, hostname: hostname.name, hostnameSource: hostname.source }, null, 2) + '\n', 0o600, true);
+
+  for (const p of renderNetworkManagerProfiles(config, facts)) add(`${NM_CONNECTIONS_DIR}/${p.fileName}`, p.content, 0o600, false);
+  for (const d of renderRke2DropIns(config, facts.cpuCount)) add(d.path, d.content, d.mode, d.secret);
+
+  const registry = config.systemSettings?.['containerd-registry'];
+  if (registry && registry.trim() !== '') {
+    const r = renderRegistriesFile(registry);
+    add(REGISTRIES_PATH, r.content, r.mode, r.secret);
+  }
+  if (mode === 'create') {
+    const manifest = renderKubeVipManifest(config);
+    if (manifest) add(KUBE_VIP_MANIFEST_PATH, manifest, 0o644, false);
+    add(HARVESTER_VALUES_PATH, renderHarvesterValues(config), 0o644, false);
+  }
+  for (const f of sshdFiles(config)) files.push(f);
+
+  files.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+  for (let i = 1; i < files.length; i++) {
+    if (files[i]!.path === files[i - 1]!.path) throw new HvError(`two rendered files share the path ${files[i]!.path}`, { where: 'installer/render', exitCode: ExitCode.installFailed });
+  }
+  return { files, seeds: used, hostname, warnings };
+}
+
+/** The public contract: the node's file set, sorted by path. */
+export function renderNodeFiles(config: HarvesterConfig, facts: RenderFacts, seeds?: RenderSeeds): RenderedFile[] {
+  return renderNode(config, facts, seeds).files;
+}

@@ -1,0 +1,128 @@
+/**
+ * RKE2 configuration drop-ins (/etc/rancher/rke2/config.yaml.d/), as Harvester writes them
+ * (reference §3.4), plus what rancherd would otherwise have supplied: the token, the join server
+ * and the managed-node label. Create nodes are servers with cluster-init; join nodes start as agents.
+ */
+import { stringify } from 'yaml';
+import type { HarvesterConfig } from '../config/types.js';
+import { ExitCode, HvError } from '../../lib/errors.js';
+
+export const RKE2_CONFIG_DIR = '/etc/rancher/rke2/config.yaml.d';
+export const AUDIT_POLICY_PATH = `${RKE2_CONFIG_DIR}/92-harvester-kube-audit-policy.yaml`;
+export const DEFAULT_POD_CIDR = '10.52.0.0/16';
+export const DEFAULT_SERVICE_CIDR = '10.53.0.0/16';
+export const DEFAULT_CLUSTER_DNS = '10.53.0.10';
+export const MAX_PODS = 200;
+export const WITNESS_TAINT = 'node-role.kubernetes.io/etcd=true:NoExecute';
+export const SUPERVISOR_PORT = 9345;
+
+export interface Rke2DropIn {
+  path: string;
+  content: string;
+  mode: number;
+  secret: boolean;
+}
+
+function yamlDoc(value: unknown): string {
+  return stringify(value, { lineWidth: 0 });
+}
+
+/**
+ * Harvester's reserved CPU in milli-CPU (reference §3.4): 60 for the first core, +10 for a second,
+ * +10 beyond two, +2.5 per core beyond four, +400 because max-pods (200) exceeds 110.
+ */
+export function reservedMilliCpu(cores: number, maxPods = MAX_PODS): number {
+  let r = 0;
+  if (cores > 0) r += 60;
+  if (cores > 1) r += 10;
+  if (cores > 2) r += 10;
+  if (cores > 4) r += 2.5 * (cores - 4);
+  if (maxPods > 110) r += 400;
+  return r;
+}
+
+/** kubelet args for the reserved resources: system 0.8·R, kube 1.2·R (milli-CPU, truncated like Go's int conversion). */
+export function reservedResourcesArgs(cores: number): string[] {
+  const r = reservedMilliCpu(cores);
+  return [`system-reserved=cpu=${Math.trunc(r * 0.8)}m`, `kube-reserved=cpu=${Math.trunc(r * 1.2)}m`];
+}
+
+/** `https://<host>:9345` from server_url (`https://<vip>:443`), the RKE2 supervisor a join node registers with. */
+export function supervisorUrl(serverUrl: string): string {
+  let u: URL;
+  try {
+    u = new URL(serverUrl);
+  } catch {
+    throw new HvError(`server_url ${serverUrl} is not a URL`, { where: 'server_url', hint: 'e.g. https://192.168.1.100:443', exitCode: ExitCode.checkFailed });
+  }
+  if (!u.hostname) throw new HvError(`server_url ${serverUrl} has no host`, { where: 'server_url', exitCode: ExitCode.checkFailed });
+  return `https://${u.hostname}:${SUPERVISOR_PORT}`;
+}
+
+/** The node labels kubelet registers with: managed, role, user labels (sorted), install-cordoned. */
+export function nodeLabels(config: HarvesterConfig): string[] {
+  const labels: Record<string, string> = { 'harvesterhci.io/managed': 'true' };
+  const role = String(config.install?.role ?? 'default').toLowerCase();
+  if (role && role !== 'default') labels[`node-role.harvesterhci.io/${role}`] = 'true';
+  if (config.install?.cordoned) labels['harvesterhci.io/install-cordoned'] = 'true';
+  for (const [k, v] of Object.entries(config.os?.labels ?? {})) labels[k] = v;
+  return Object.keys(labels).sort().map((k) => `${k}=${labels[k]}`);
+}
+
+function isCreate(config: HarvesterConfig): boolean {
+  return String(config.install?.mode ?? '').toLowerCase() === 'create';
+}
+
+/** The audit policy Harvester ships: metadata for writes, nothing else. */
+export function auditPolicy(): string {
+  return yamlDoc({
+    apiVersion: 'audit.k8s.io/v1',
+    kind: 'Policy',
+    omitStages: ['RequestReceived'],
+    rules: [
+      { level: 'Metadata', verbs: ['create', 'delete', 'patch'] },
+      { level: 'None' },
+    ],
+  });
+}
+
+export function renderRke2DropIns(config: HarvesterConfig, cpuCount: number): Rke2DropIn[] {
+  const mode = String(config.install?.mode ?? '').toLowerCase();
+  if (mode !== 'create' && mode !== 'join') {
+    throw new HvError(`RKE2 configuration is rendered for create and join nodes, not mode "${mode}"`, { where: 'install.mode', exitCode: ExitCode.checkFailed });
+  }
+  if (!config.token) throw new HvError('a token is required to render the RKE2 configuration', { where: 'token', exitCode: ExitCode.checkFailed });
+  if (!Number.isInteger(cpuCount) || cpuCount < 1) throw new HvError(`CPU count ${cpuCount} is not a positive integer`, { where: 'facts.cpuCount', exitCode: ExitCode.usage });
+  const role = String(config.install?.role ?? 'default').toLowerCase();
+  const witness = role === 'witness';
+  const files: Rke2DropIn[] = [];
+
+  files.push({ path: `${RKE2_CONFIG_DIR}/10-hvinstall-token.yaml`, content: yamlDoc({ token: config.token }), mode: 0o600, secret: true });
+
+  if (isCreate(config)) {
+    const vip = config.install?.vip?.trim();
+    const tlsSan = [...(vip ? [vip] : []), ...(config.sans ?? []).filter((s) => s && s !== vip)];
+    const server: Record<string, unknown> = {
+      'cluster-init': true,
+      cni: 'multus,canal',
+      'cluster-cidr': config.install?.clusterPodCidr || DEFAULT_POD_CIDR,
+      'service-cidr': config.install?.clusterServiceCidr || DEFAULT_SERVICE_CIDR,
+      'cluster-dns': config.install?.clusterDns || DEFAULT_CLUSTER_DNS,
+    };
+    if (tlsSan.length) server['tls-san'] = tlsSan;
+    server['audit-policy-file'] = AUDIT_POLICY_PATH;
+    files.push({ path: `${RKE2_CONFIG_DIR}/90-harvester-server.yaml`, content: yamlDoc(server), mode: 0o644, secret: false });
+  } else {
+    if (!config.serverUrl) throw new HvError('server_url is required in join mode', { where: 'server_url', exitCode: ExitCode.checkFailed });
+    files.push({ path: `${RKE2_CONFIG_DIR}/90-harvester-vip.yaml`, content: yamlDoc({ server: supervisorUrl(config.serverUrl) }), mode: 0o644, secret: false });
+  }
+
+  const kubeletArgs = [`max-pods=${MAX_PODS}`, `node-labels=${nodeLabels(config).join(',')}`];
+  if (witness) kubeletArgs.push(`register-with-taints=${WITNESS_TAINT}`);
+  files.push({ path: `${RKE2_CONFIG_DIR}/90-harvester-agent.yaml`, content: yamlDoc({ 'kubelet-arg': kubeletArgs }), mode: 0o644, secret: false });
+  files.push({ path: `${RKE2_CONFIG_DIR}/91-harvester-cdi.yaml`, content: yamlDoc({ 'nonroot-devices': true }), mode: 0o644, secret: false });
+  files.push({ path: AUDIT_POLICY_PATH, content: auditPolicy(), mode: 0o644, secret: false });
+  if (witness) files.push({ path: `${RKE2_CONFIG_DIR}/99-harvester-witness.yaml`, content: yamlDoc({ 'node-taint': [WITNESS_TAINT] }), mode: 0o644, secret: false });
+  files.push({ path: `${RKE2_CONFIG_DIR}/99-z00-harvester-reserved-resources.yaml`, content: yamlDoc({ 'kubelet-arg+': reservedResourcesArgs(cpuCount) }), mode: 0o644, secret: false });
+  return files;
+}

@@ -1,0 +1,206 @@
+/**
+ * /oem/90_custom.yaml, the yip document Harvester's ConvertToCOS produces (reference §1.3, §3.2,
+ * §3.3; yip format in os-installers.md §2.8): the rootfs layout, the initramfs stage (rancher user,
+ * modules, sysctls, environment, files, multipath, hostname, timesyncd), the network stage
+ * (hostname, SSH keys incl. github:) and after-install-chroot commands.
+ */
+import { gunzipSync } from 'node:zlib';
+import { stringify } from 'yaml';
+import type { HarvesterConfig, MultipathBlacklistConfig, MultipathDevice } from '../config/types.js';
+import { ExitCode, HvError } from '../../lib/errors.js';
+import { isCryptHash, sha512Crypt } from './crypt.js';
+import { OVERLAY, RW_PATHS, persistentStatePaths, volumes } from './layout.js';
+
+export const YIP_PATH = '/oem/90_custom.yaml';
+export const LOGIN_USER = 'rancher';
+export const NOT_RECOVERY = '[ ! -f "/run/cos/recovery_mode" ]';
+export const DEFAULT_MODULES = ['kvm', 'vhost_net'];
+export const IPV6_SYSCTLS: Record<string, string> = {
+  'net.ipv6.conf.all.disable_ipv6': '0',
+  'net.ipv6.conf.default.disable_ipv6': '0',
+  'net.ipv6.conf.lo.disable_ipv6': '0',
+};
+export const LONGHORN_MULTIPATH_CONF = 'blacklist {\n    device {\n        vendor "IET"\n        product "VIRTUAL-DISK"\n    }\n}\n';
+
+/** yip's encodings (cloud-init names), mapped to how to check them at render time. */
+const ENCODINGS: Record<string, 'plain' | 'b64' | 'gz' | 'gz+b64'> = {
+  '': 'plain', 'text/plain': 'plain',
+  b64: 'b64', base64: 'b64',
+  gz: 'gz', gzip: 'gz',
+  'gz+base64': 'gz+b64', 'gzip+base64': 'gz+b64', 'gz+b64': 'gz+b64', 'gzip+b64': 'gz+b64',
+};
+
+export interface YipInputs {
+  config: HarvesterConfig;
+  hostname: string;
+  hasDataPartition: boolean;
+  passwordSalt: string;
+  warnings: string[];
+}
+
+/** os.password as yip's passwd: hashed with SHA-512 crypt when clear text, kept when already a crypt hash. */
+export function passwordHash(password: string, salt: string): string {
+  return isCryptHash(password) ? password : sha512Crypt(password, salt);
+}
+
+/** Harvester parses write_files permissions as octal; anything else becomes 0600 with a warning. */
+export function filePermissions(raw: string | undefined, where: string, warnings: string[]): number {
+  const s = (raw ?? '').trim();
+  if (s === '') return 0o600;
+  if (/^0?o?[0-7]{1,4}$/.test(s)) return parseInt(s.replace(/^0?o/, ''), 8);
+  warnings.push(`${where}: permissions "${s}" is not octal; using 0600 as Harvester does`);
+  return 0o600;
+}
+
+function checkEncoded(content: string, encoding: string, where: string): void {
+  const kind = ENCODINGS[encoding.toLowerCase()];
+  if (kind === undefined) {
+    throw new HvError(`unknown encoding "${encoding}"`, { where, hint: `use one of: ${Object.keys(ENCODINGS).filter(Boolean).join(', ')}`, exitCode: ExitCode.checkFailed });
+  }
+  if (kind === 'plain') return;
+  const compact = content.replace(/\s+/g, '');
+  if (kind !== 'gz' && (!/^[A-Za-z0-9+/]*={0,2}$/.test(compact) || compact.length % 4 !== 0)) {
+    throw new HvError('content is not valid base64', { where, hint: `encoding "${encoding}" needs base64 content`, exitCode: ExitCode.checkFailed });
+  }
+  if (kind === 'gz' || kind === 'gz+b64') {
+    const bytes = kind === 'gz' ? Buffer.from(content, 'latin1') : Buffer.from(compact, 'base64');
+    try {
+      gunzipSync(bytes);
+    } catch (err) {
+      throw new HvError(`content does not gunzip: ${(err as Error).message}`, { where, hint: kind === 'gz' ? 'gzip data in YAML is usually wanted as gz+b64' : undefined, exitCode: ExitCode.checkFailed });
+    }
+  }
+}
+
+function deviceBlock(d: MultipathDevice, negate: boolean): string {
+  const lines = ['    device {'];
+  if (d.vendor) lines.push(`        vendor "${negate ? '!' : ''}${d.vendor}"`);
+  if (d.product) lines.push(`        product "${negate ? '!' : ''}${d.product}"`);
+  lines.push('    }');
+  return lines.join('\n');
+}
+
+/** /etc/multipath.conf from externalStorageConfig.multiPathConfig (both shapes Harvester accepts). */
+export function renderMultipathConf(cfg: MultipathDevice[] | MultipathBlacklistConfig | undefined): string {
+  const blacklist: string[] = [];
+  const exceptions: string[] = [];
+  if (Array.isArray(cfg)) {
+    // Option 1: the listed devices are the ones to use, everything else is blacklisted.
+    for (const d of cfg) blacklist.push(deviceBlock(d, true));
+  } else if (cfg) {
+    for (const w of cfg.blacklistWwids ?? []) blacklist.push(`    wwid "${w}"`);
+    for (const d of cfg.blacklist ?? []) blacklist.push(deviceBlock(d, false));
+    for (const w of cfg.blacklistExceptionWwids ?? []) exceptions.push(`    wwid "${w}"`);
+    for (const d of cfg.blacklistExceptions ?? []) exceptions.push(deviceBlock(d, false));
+  }
+  const out = ['defaults {\n    user_friendly_names yes\n}\n'];
+  if (blacklist.length) out.push(`blacklist {\n${blacklist.join('\n')}\n}\n`);
+  if (exceptions.length) out.push(`blacklist_exceptions {\n${exceptions.join('\n')}\n}\n`);
+  return out.join('');
+}
+
+export function multipathEnabled(config: HarvesterConfig): boolean {
+  return config.os?.externalStorageConfig?.enabled === true;
+}
+
+function sortedRecord(r: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.keys(r).sort().map((k) => [k, String(r[k])]));
+}
+
+export function yipDocument(inp: YipInputs): Record<string, unknown> {
+  const { config, hostname, hasDataPartition, passwordSalt, warnings } = inp;
+  const os = config.os ?? {};
+
+  const rootfs = {
+    name: 'Layout configuration',
+    if: NOT_RECOVERY,
+    environment_file: '/run/cos/cos-layout.env',
+    environment: {
+      VOLUMES: volumes(hasDataPartition).join(' '),
+      OVERLAY,
+      RW_PATHS: RW_PATHS.join(' '),
+      PERSISTENT_STATE_PATHS: persistentStatePaths(config, hasDataPartition).join(' '),
+      PERSISTENT_STATE_BIND: 'true',
+    },
+  };
+
+  const modules: string[] = [];
+  for (const m of [...DEFAULT_MODULES, ...(os.modules ?? [])]) if (m && !modules.includes(m)) modules.push(m);
+  for (const m of modules) {
+    if (!/^[A-Za-z0-9_-]+$/.test(m)) throw new HvError(`module name "${m}" is not a kernel module name`, { where: 'os.modules', exitCode: ExitCode.checkFailed });
+  }
+
+  const files: Array<Record<string, unknown>> = [];
+  (os.writeFiles ?? []).forEach((f, i) => {
+    const where = `os.write_files[${i}]`;
+    if (!f.path || !f.path.startsWith('/')) throw new HvError(`path "${f.path ?? ''}" is not absolute`, { where: `${where}.path`, exitCode: ExitCode.checkFailed });
+    const encoding = (f.encoding ?? '').trim();
+    checkEncoded(f.content ?? '', encoding, `${where}.content`);
+    const file: Record<string, unknown> = { path: f.path, permissions: filePermissions(f.permissions, `${where}.permissions`, warnings), content: f.content ?? '' };
+    if (encoding && ENCODINGS[encoding.toLowerCase()] !== 'plain') file.encoding = encoding.toLowerCase();
+    if (f.owner) file.owner_string = f.owner;
+    files.push(file);
+  });
+  files.push({ path: '/etc/sysctl.d/zz-harvester-enable-ipv6.conf', permissions: 0o644, content: Object.entries(IPV6_SYSCTLS).map(([k, v]) => `${k} = ${v}`).join('\n') + '\n' });
+  files.push({ path: '/etc/multipath/conf.d/99-longhorn.conf', permissions: 0o644, content: LONGHORN_MULTIPATH_CONF });
+  const enable: string[] = [];
+  if (multipathEnabled(config)) {
+    files.push({ path: '/etc/multipath.conf', permissions: 0o644, content: renderMultipathConf(os.externalStorageConfig?.multiPathConfig) });
+    enable.push('multipathd');
+  }
+
+  const initramfs: Record<string, unknown> = { name: 'Harvester node configuration' };
+  initramfs.commands = [...modules.map((m) => `modprobe ${m}`), 'rm -f /var/lib/kubelet/cpu_manager_state'];
+  for (const [k, v] of Object.entries(os.sysctls ?? {})) {
+    if (k in IPV6_SYSCTLS && String(v) !== IPV6_SYSCTLS[k]) warnings.push(`os.sysctls.${k}: Harvester forces ${k}=${IPV6_SYSCTLS[k]}; "${v}" is ignored`);
+  }
+  initramfs.sysctl = sortedRecord({ ...(os.sysctls ?? {}), ...IPV6_SYSCTLS });
+  if (os.environment && Object.keys(os.environment).length) initramfs.environment = sortedRecord(os.environment);
+  initramfs.files = files;
+  initramfs.hostname = hostname;
+  if (os.password) initramfs.users = { [LOGIN_USER]: { passwd: passwordHash(os.password, passwordSalt) } };
+  const ntp = (os.ntpServers ?? []).filter(Boolean);
+  if (ntp.length) {
+    initramfs.timesyncd = { NTP: ntp.join(' ') };
+    enable.push('systemd-timesyncd', 'systemd-time-wait-sync');
+  }
+  if (enable.length) initramfs.systemctl = { enable };
+
+  const network: Record<string, unknown> = { name: 'Harvester network stage', hostname };
+  const keys = (os.sshAuthorizedKeys ?? []).map((k) => k.trim()).filter(Boolean);
+  if (keys.length) network.authorized_keys = { [LOGIN_USER]: keys };
+
+  const stages: Record<string, unknown[]> = { rootfs: [rootfs], initramfs: [initramfs], network: [network] };
+  const chroot = (os.afterInstallChrootCommands ?? []).filter((c) => c.trim() !== '');
+  if (chroot.length) stages['after-install-chroot'] = [{ name: 'After install chroot commands', if: NOT_RECOVERY, commands: chroot }];
+  return { name: 'Harvester Configuration', stages };
+}
+
+export function renderYip(inp: YipInputs): string {
+  return stringify(yipDocument(inp), { lineWidth: 0 });
+}
+
+/** `third_party_kernel_args` for /oem/grubenv: multipath=off unless external storage is on, then the user's extra arguments. */
+export function thirdPartyKernelArgs(config: HarvesterConfig): string {
+  const args: string[] = [];
+  // Harvester sets the variable twice so the extra arguments silently replace multipath=off; we keep both.
+  if (!multipathEnabled(config)) args.push('multipath=off');
+  const extra = (config.os?.additionalKernelArguments ?? '').trim().replace(/\s+/g, ' ');
+  if (extra) args.push(extra);
+  return args.join(' ');
+}
+
+const GRUBENV_SIZE = 1024;
+const GRUBENV_HEADER = '# GRUB Environment Block\n';
+
+/** A GRUB environment block exactly as grub2-editenv writes it: header, `key=value` lines, `#` padding to 1024 bytes. */
+export function renderGrubenv(vars: Record<string, string>): Buffer {
+  let body = GRUBENV_HEADER;
+  for (const [k, v] of Object.entries(vars)) {
+    if (/[\n\\]/.test(v)) throw new HvError(`grub environment value for ${k} contains a newline or backslash`, { where: 'os.additionalKernelArguments', exitCode: ExitCode.checkFailed });
+    body += `${k}=${v}\n`;
+  }
+  const bytes = Buffer.from(body, 'utf8');
+  if (bytes.length > GRUBENV_SIZE) throw new HvError(`grub environment is ${bytes.length} bytes, more than the ${GRUBENV_SIZE} of a GRUB environment block`, { where: 'os.additionalKernelArguments', hint: 'shorten the extra kernel arguments', exitCode: ExitCode.checkFailed });
+  return Buffer.concat([bytes, Buffer.alloc(GRUBENV_SIZE - bytes.length, '#')]);
+}
