@@ -75,7 +75,7 @@ export function parseCmdline(text: string, source = '<cmdline>'): ParsedCmdline 
     const parts = key.split('.');
     const at = { line: tok.line, column: tok.column };
     if (parts.some((p) => p === '')) {
-      warnings.push({ severity: 'warning', path: key, source, ...at, message: `kernel parameter ${JSON.stringify(tok.text)} has an empty key part and is ignored` });
+      warnings.push({ severity: 'warning', path: '', source, ...at, message: `kernel parameter ${JSON.stringify(tok.text)} has an empty key part and is ignored` });
       continue;
     }
     let node: Record<string, unknown> = raw;

@@ -26,6 +26,8 @@ export interface NormalisedSource {
   origins: Origins;
   errors: Finding[];
   warnings: Finding[];
+  /** The source is not a mapping at all: nothing else is worth checking. */
+  fatal?: boolean;
 }
 
 const TRUE_WORDS = new Set(['true', 't', 'yes', 'y']);
@@ -58,14 +60,19 @@ export function normaliseRaw(raw: unknown, src: SourceInfo): NormalisedSource {
   const ctx: Ctx = { src, origins, out };
   origins.set('', { source: src.name, path: '' });
   let config: HarvesterConfig = {};
+  let fatal = false;
   if (raw === null || raw === undefined) {
-    // An empty document: the rules report what is missing.
+    if (!src.cmdline) {
+      rawFinding(ctx, 'error', '', '', 'the config is empty', 'start from an example: scheme_version: 1, token: ..., os: {...}, install: {...}');
+      fatal = true;
+    }
   } else if (!isPlainObject(raw)) {
     rawFinding(ctx, 'error', '', '', `the config must be a mapping of keys at the top level (got ${describe(raw)})`, 'start from an example: scheme_version: 1, token: ..., os: {...}, install: {...}');
+    fatal = true;
   } else {
     config = (normStruct(fieldTree, raw, '', '', '', '', ctx) ?? {}) as HarvesterConfig;
   }
-  return { config, origins, errors: out.errors, warnings: out.warnings };
+  return { config, origins, errors: out.errors, warnings: out.warnings, fatal };
 }
 
 function position(ctx: Ctx, rawPtr: string, atKey: boolean): { line?: number; column?: number } {

@@ -49,7 +49,7 @@ export function parseYamlWithPositions(text: string, source: string): ParsedYaml
   };
   let docs: Document.Parsed[];
   try {
-    docs = parseAllDocuments(text, { lineCounter, prettyErrors: false, merge: true, uniqueKeys: true, strict: false }) as Document.Parsed[];
+    docs = parseAllDocuments(text, { lineCounter, prettyErrors: true, merge: true, uniqueKeys: true, strict: false }) as Document.Parsed[];
   } catch (err) {
     errors.push({ severity: 'error', path: '', source, message: `not YAML: ${(err as Error).message}` });
     return { value: undefined, positions, errors, warnings };
@@ -70,14 +70,12 @@ export function parseYamlWithPositions(text: string, source: string): ParsedYaml
   }
   for (const e of doc.errors) {
     const p = e.linePos?.[0];
-    errors.push({
-      severity: 'error',
-      path: '',
-      source,
-      line: p?.line,
-      column: p?.col,
-      message: `not valid YAML: ${firstLine(e.message)}`,
-    });
+    let message = `not valid YAML: ${firstLine(e.message)}`;
+    if (e.code === 'DUPLICATE_KEY') {
+      const key = /^\s*["']?([^"':\n]*)/.exec(text.slice(e.pos[0], e.pos[0] + 200))?.[1]?.trim();
+      message = `not valid YAML: duplicate key${key ? ` ${JSON.stringify(key)}` : ''} (keys must be unique)`;
+    }
+    errors.push({ severity: 'error', path: '', source, line: p?.line, column: p?.col, message });
   }
   if (errors.length > 0) return { value: undefined, positions, errors, warnings };
 
@@ -138,5 +136,8 @@ export function parseYamlWithPositions(text: string, source: string): ParsedYaml
 }
 
 function firstLine(s: string): string {
-  return s.split('\n')[0].trim();
+  return s
+    .split('\n')[0]
+    .replace(/ at line \d+, column \d+:?$/, '')
+    .trim();
 }

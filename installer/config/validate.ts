@@ -29,8 +29,18 @@ export function validateSources(sources: NormalisedSource[], opts: RuleContext =
     s.warnings.forEach((f) => out.push(f));
   }
   const config = structuredClone(merged.config);
+  if (sources.some((s) => s.fatal) || (extra.errors ?? []).length > 0 && sources.length === 0) {
+    // Not a config at all (a list, a scalar): the rules would only list everything as missing.
+    return { valid: false, errors: sortFindings(out.errors), warnings: sortFindings(out.warnings), config: {} };
+  }
   schemaFindings(config, out);
+  const earlier = out.errors.map((e) => e.path);
+  const firstRule = out.errors.length;
   checkRules(config, out, opts);
+  // A rule error about a value already reported (or about its parent/child) says the same thing twice.
+  const related = (p: string, q: string) => p === q || p.startsWith(q + '.') || p.startsWith(q + '[') || q.startsWith(p + '.') || q.startsWith(p + '[');
+  const ruleErrors = out.errors.splice(firstRule).filter((e) => !earlier.some((p) => related(e.path, p)));
+  out.errors.push(...ruleErrors);
   const errors = sortFindings(out.errors);
   const warnings = sortFindings(out.warnings);
   return { valid: errors.length === 0, errors, warnings, config: applyDefaults(config) };
