@@ -178,12 +178,12 @@ export function registryCredentials(doc: RegistriesDocument): string[] {
 /** Renders /etc/rancher/rke2/registries.yaml. Deterministic: hosts and rewrites are sorted. */
 export function renderRegistriesYaml(containerdRegistrySetting: string | object): string {
   const doc = parseContainerdRegistry(containerdRegistrySetting);
-  return stringify(doc, { lineWidth: 0, defaultStringType: 'QUOTE_DOUBLE', defaultKeyType: 'PLAIN' });
+  return stringify(doc, { lineWidth: 0, defaultStringType: 'QUOTE_DOUBLE', defaultKeyType: 'QUOTE_DOUBLE' });
 }
 
 /** registries.yaml content plus its mode: 0600 when it holds credentials, else 0644. */
 export function renderRegistriesFile(containerdRegistrySetting: string | object): { content: string; mode: number; secret: boolean } {
   const doc = parseContainerdRegistry(containerdRegistrySetting);
   const secret = registriesHoldCredentials(doc);
-  return { content: stringify(doc, { lineWidth: 0, defaultStringType: 'QUOTE_DOUBLE', defaultKeyType: 'PLAIN' }), mode: secret ? 0o600 : 0o644, secret };
+  return { content: stringify(doc, { lineWidth: 0, defaultStringType: 'QUOTE_DOUBLE', defaultKeyType: 'QUOTE_DOUBLE' }), mode: secret ? 0o600 : 0o644, secret };
 }

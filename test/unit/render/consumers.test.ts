@@ -1,0 +1,88 @@
+/**
+ * Every rendered file checked by what reads it (no root needed): yip against the yip schema, RKE2
+ * drop-ins and registries.yaml against theirs, kube-vip as a Kubernetes Pod, the password hash with
+ * openssl's crypt, harvester.config through our own loader, and secrets only in 0600 files.
+ */
+import { describe, expect, it } from 'vitest';
+import { execFileSync } from 'node:child_process';
+import { renderNode } from '../../../installer/render/index.js';
+import { validateConfig } from '../../../installer/config/index.js';
+import { CASES, PASSWORD } from './cases.js';
+import { assertKubernetesPod, assertSchema, parseYamlStrict, validateRegistries, validateRke2, validateYip } from './consumers.js';
+
+const text = (c: string | Uint8Array) => (typeof c === 'string' ? c : Buffer.from(c).toString('utf8'));
+
+describe.each(CASES)('consumers of $name', (c) => {
+  const report = renderNode(c.config, c.facts, c.seeds);
+  const byPath = new Map(report.files.map((f) => [f.path, f]));
+
+  it('90_custom.yaml is a yip document matching the yip schema', () => {
+    assertSchema(validateYip, parseYamlStrict(text(byPath.get('/oem/90_custom.yaml')!.content)), '90_custom.yaml');
+  });
+
+  it('every RKE2 drop-in parses and matches the RKE2 config schema; the audit policy is an audit Policy', () => {
+    const dropIns = report.files.filter((f) => f.path.startsWith('/etc/rancher/rke2/config.yaml.d/'));
+    expect(dropIns.length).toBeGreaterThanOrEqual(6);
+    for (const f of dropIns) {
+      const doc = parseYamlStrict(text(f.content)) as Record<string, unknown>;
+      if (f.path.endsWith('92-harvester-kube-audit-policy.yaml')) {
+        expect(doc).toMatchObject({ apiVersion: 'audit.k8s.io/v1', kind: 'Policy' });
+        expect(Array.isArray(doc.rules) && doc.rules.length > 0).toBe(true);
+        continue;
+      }
+      assertSchema(validateRke2, doc, f.path);
+    }
+  });
+
+  it('registries.yaml (when rendered) matches the registries schema', () => {
+    const f = byPath.get('/etc/rancher/rke2/registries.yaml');
+    if (!c.config.systemSettings?.['containerd-registry']) {
+      expect(f).toBeUndefined();
+      return;
+    }
+    assertSchema(validateRegistries, parseYamlStrict(text(f!.content)), 'registries.yaml');
+  });
+
+  it('the kube-vip manifest (create nodes) validates as a core/v1 Pod', async () => {
+    const f = byPath.get('/var/lib/rancher/rke2/agent/pod-manifests/kube-vip.yaml');
+    if (c.config.install?.mode !== 'create') {
+      expect(f).toBeUndefined();
+      return;
+    }
+    await assertKubernetesPod(parseYamlStrict(text(f!.content)));
+  });
+
+  it("the rancher password hash verifies with openssl's SHA-512 crypt", () => {
+    const yip = parseYamlStrict(text(byPath.get('/oem/90_custom.yaml')!.content)) as { stages: { initramfs: Array<{ users?: { rancher: { passwd: string } } }> } };
+    const hash = yip.stages.initramfs[0]!.users!.rancher.passwd;
+    if (c.config.os?.password?.startsWith('$')) {
+      expect(hash).toBe(c.config.os.password);
+      return;
+    }
+    const salt = hash.split('$')[2]!;
+    const openssl = execFileSync('openssl', ['passwd', '-6', '-salt', salt, '-stdin'], { input: PASSWORD + '\n' }).toString().trim();
+    expect(hash).toBe(openssl);
+  });
+
+  it('harvester.config loads back through installer/config to the same node', async () => {
+    const parsed = parseYamlStrict(text(byPath.get('/oem/harvester.config')!.content));
+    const back = await validateConfig(parsed, { source: '/oem/harvester.config', alreadyInstalled: true });
+    expect(back.errors).toEqual([]);
+    expect(back.config.token).toBe(c.config.token);
+    expect(back.config.install?.mode).toBe(c.config.install?.mode);
+    expect(back.config.install?.managementInterface?.interfaces).toEqual(c.config.install?.managementInterface?.interfaces);
+    // Rendering what the agent will read back gives the same node files.
+    const again = renderNode(back.config, c.facts, c.seeds).files.filter((f) => !f.path.startsWith('/oem/hvinstall/') && f.path !== '/oem/harvester.config');
+    const first = report.files.filter((f) => !f.path.startsWith('/oem/hvinstall/') && f.path !== '/oem/harvester.config');
+    expect(again.map((f) => [f.path, text(f.content)])).toEqual(first.map((f) => [f.path, text(f.content)]));
+  });
+
+  it('each secret appears only in 0600 files marked secret', () => {
+    for (const secret of c.secrets) {
+      const holders = report.files.filter((f) => text(f.content).includes(secret));
+      for (const f of holders) {
+        expect({ path: f.path, mode: f.mode.toString(8), secret: f.secret }).toEqual({ path: f.path, mode: '600', secret: true });
+      }
+    }
+  });
+});
