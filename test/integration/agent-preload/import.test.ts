@@ -141,7 +141,7 @@ describe('image-preload guard: import', () => {
     await truncate(p, 2 * MiB + 1000);
     const t = makeContext(testSettings(containerd, bundle, { attempts: 1 }));
     const r = await imagePreload.reconcile(t.ctx);
-    expect(r).toMatchObject({ status: 'fail', diagnosis: expect.stringMatching(/short\.tar: the tar ends early \(truncated archive\): ctr: .*unexpected EOF \[after 1 attempt\]/) });
+    expect(r).toMatchObject({ status: 'fail', diagnosis: expect.stringMatching(/short\.tar: the tar ends early \(truncated archive\): ctr: failed to ingest .*unexpected EOF \[after 1 attempt\]/) });
     expect(await containerd.images()).toEqual([]);
   });
 });

@@ -1,0 +1,148 @@
+/**
+ * image-preload when things go wrong underneath it: containerd killed mid-import (and restarted),
+ * an archive whose medium stops delivering bytes (the stall watchdog), and no containerd at all
+ * (the guard starts a standalone one on RKE2-style root/state and stops it again).
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdir, rename, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { execa } from 'execa';
+import imagePreload from '../../../agent/guards/image-preload.js';
+import { TestContainerd, buildBundle, makeContext, makeTempDir, removeTempDir, testSettings } from './harness.js';
+
+let dir: string;
+let containerd: TestContainerd;
+const extraProcs: ChildProcess[] = [];
+
+beforeEach(async () => {
+  dir = await makeTempDir();
+  containerd = new TestContainerd(dir);
+});
+
+afterEach(async () => {
+  for (const p of extraProcs.splice(0)) {
+    if (p.exitCode === null && p.signalCode === null && p.pid) {
+      try {
+        process.kill(-p.pid, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+  }
+  await containerd.kill();
+  await removeTempDir(dir);
+});
+
+const MiB = 1 << 20;
+
+async function waitFor(what: string, cond: () => boolean | Promise<boolean>, timeoutMs = 120_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+describe('image-preload guard: resilience', () => {
+  it('recovers when containerd is killed mid-import and comes back', async () => {
+    await containerd.start();
+    const bundle = path.join(dir, 'bundle');
+    await buildBundle(bundle, [
+      { name: 'big.tar.zst', images: [{ ref: 'docker.io/hv/big:1', size: 160 * MiB, kind: 'random' }], checksum: true },
+      { name: 'small.tar.zst', images: [{ ref: 'docker.io/hv/small:1', size: 2 * MiB }] },
+    ]);
+    const t = makeContext(testSettings(containerd, bundle, { parallelism: 1, stallTimeout: '8s', attempts: 4, retryDelay: '500ms' }));
+    const pass = imagePreload.reconcile(t.ctx);
+    // Kill containerd once the big archive is flowing (ordering puts the larger archive first).
+    await waitFor('the big archive to be flowing', () => t.progress.some((p) => /big\.tar\.zst: [1-9]\d* MiB/.test(p)));
+    await containerd.kill();
+    await new Promise((r) => setTimeout(r, 700));
+    await containerd.start();
+    const r = await pass;
+    expect(r).toMatchObject({ status: 'ok' });
+    expect(await containerd.images()).toEqual(['docker.io/hv/big:1', 'docker.io/hv/small:1']);
+    const failed = t.logLines().filter((l) => l.msg === 'import attempt failed');
+    expect(failed.length).toBeGreaterThanOrEqual(1);
+    // ctr 1.6 does not notice its containerd going away mid-stream: it hangs (the failure mode
+    // behind Harvester's hours-long preload hangs) until the watchdog kills it.
+    expect(failed[0]).toMatchObject({ archive: 'harvester/images/big.tar.zst', kind: expect.stringMatching(/import-failed|stalled/) });
+    if (failed[0]!.kind === 'stalled') expect(failed[0]!.error).toMatch(/ctr\/containerd stopped accepting data/);
+    expect(t.logLines().find((l) => l.msg === 'archive imported' && l.archive === 'harvester/images/big.tar.zst')).toMatchObject({ verified: true });
+  });
+
+  it('kills an import whose archive stops delivering bytes (stall watchdog), and imports it on the next pass', async () => {
+    await containerd.start();
+    const bundle = path.join(dir, 'bundle');
+    await buildBundle(bundle, [
+      { name: 'media.tar.zst', images: [{ ref: 'docker.io/hv/media:1', size: 8 * MiB, kind: 'random' }], checksum: true },
+      { name: 'fine.tar.zst', images: [{ ref: 'docker.io/hv/fine:1', size: MiB }] },
+    ]);
+    // The archive becomes a FIFO fed by a writer that sends half of it and then hangs (as dead
+    // virtual media does), holding the FIFO open.
+    const real = path.join(dir, 'media.tar.zst');
+    const fifo = path.join(bundle, 'harvester/images/media.tar.zst');
+    await rename(fifo, real);
+    await execa('mkfifo', [fifo]);
+    const half = Math.floor((await stat(real)).size / 2);
+    const hung = spawn('bash', ['-c', 'exec 3>"$1"; head -c "$2" "$3" >&3; exec sleep 600', 'writer', fifo, String(half), real], { detached: true, stdio: 'ignore' });
+    extraProcs.push(hung);
+
+    const t = makeContext(testSettings(containerd, bundle, { stallTimeout: '2s', attempts: 1 }));
+    const r = await imagePreload.reconcile(t.ctx);
+    expect(r.status).toBe('retry');
+    if (r.status !== 'retry') throw new Error('unreachable');
+    expect(r.reason).toMatch(/harvester\/images\/media\.tar\.zst: stalled: no bytes moved for \d+ s at [\d.]+ MiB: reading the archive stopped \(hung or very slow medium\?\) \[after 1 attempt\]/);
+    expect(r.reason).toContain('docker.io/hv/media:1 (from harvester/images/media.tar.zst)');
+    expect(await containerd.images()).toEqual(['docker.io/hv/fine:1']);
+    // The watchdog killed the import's whole process group: no cat/zstd/ctr of it is left.
+    const left = await execa('pgrep', ['-f', `cat -- ${fifo}`], { reject: false });
+    expect(left.stdout.trim()).toBe('');
+
+    // The medium recovers: the next pass (the runner's retry) imports the archive.
+    process.kill(-hung.pid!, 'SIGKILL');
+    const healthy = spawn('bash', ['-c', 'cat "$1" > "$2"', 'writer', real, fifo], { detached: true, stdio: 'ignore' });
+    extraProcs.push(healthy);
+    const again = makeContext(testSettings(containerd, bundle, { stallTimeout: '20s' }));
+    expect(await imagePreload.reconcile(again.ctx)).toMatchObject({ status: 'ok', detail: '2 archives: 1 imported (8.0 MiB), 1 skipped (images present); 2 listed images present' });
+    expect(await containerd.images()).toEqual(['docker.io/hv/fine:1', 'docker.io/hv/media:1']);
+  });
+
+  it('starts a standalone containerd on the configured root and state when none answers, and stops it afterwards', async () => {
+    const bundle = path.join(dir, 'bundle');
+    await buildBundle(bundle, [{ name: 'boot.tar.zst', images: [{ ref: 'docker.io/hv/boot:1', size: MiB }] }]);
+    // The node root: the guard's paths go through ctx.root().
+    const nodeRoot = path.join(dir, 'node');
+    await mkdir(path.join(nodeRoot, 'run'), { recursive: true });
+    const t = makeContext({
+      bundleDir: '/bundle',
+      containerdSocket: '/run/k3s/containerd/containerd.sock',
+      containerdBinary: 'containerd',
+      ctr: 'ctr',
+      retryDelay: '200ms',
+      containerdWait: '30s',
+    });
+    t.ctx.root = (p) => (p === '/bundle' ? bundle : path.join(nodeRoot, p));
+    const r = await imagePreload.reconcile(t.ctx);
+    expect(r).toMatchObject({ status: 'ok', detail: expect.stringMatching(/^1 archive: 1 imported \(.*\); 1 listed image present$/) });
+    const started = t.logLines().find((l) => l.msg === 'started a standalone containerd for the preload');
+    expect(started).toMatchObject({ config: path.join(nodeRoot, 'run/hvagent/preload-containerd.toml') });
+    expect(t.logLines().some((l) => l.msg === 'stopped the standalone containerd')).toBe(true);
+    // Stopped: nothing answers on the socket any more.
+    const sock = path.join(nodeRoot, 'run/k3s/containerd/containerd.sock');
+    expect((await execa('ctr', ['-a', sock, '--connect-timeout', '1s', 'version'], { reject: false })).exitCode).not.toBe(0);
+    expect(() => process.kill(started!.pid as number, 0)).toThrow();
+    // What "RKE2's" containerd finds later on the same root: the image.
+    const later = new TestContainerd(dir);
+    Object.assign(later, { socket: sock });
+    const { writeFile } = await import('node:fs/promises');
+    await writeFile(
+      path.join(dir, 'later.toml'),
+      `version = 2\nroot = "${nodeRoot}/var/lib/rancher/rke2/agent/containerd"\nstate = "${nodeRoot}/run/k3s/containerd"\ndisabled_plugins = ["io.containerd.grpc.v1.cri"]\n[grpc]\n  address = "${sock}"\n[ttrpc]\n  address = "${sock}.ttrpc"\n`,
+    );
+    const proc = spawn('containerd', ['--config', path.join(dir, 'later.toml')], { detached: true, stdio: 'ignore' });
+    extraProcs.push(proc);
+    await waitFor('the later containerd', async () => (await execa('ctr', ['-a', sock, 'version'], { reject: false })).exitCode === 0, 30_000);
+    expect(await later.images()).toEqual(['docker.io/hv/boot:1']);
+  });
+});
