@@ -6,7 +6,7 @@ import { ExitCode, HvError } from '../lib/errors.js';
 import { Logger } from '../lib/logger.js';
 import { Redactor } from '../lib/redact.js';
 import { GUARD_ORDER, type GuardName } from './guard.js';
-import { loadNodeConfig, registerConfigSecrets } from './node-config.js';
+import { configCandidates, loadNodeConfig, registerConfigSecrets } from './node-config.js';
 import { runGuards, statusFile } from './runner.js';
 import { loadSettings, SETTINGS_PATH } from './settings.js';
 import { formatStatusTable, isProcessAlive, readStatus } from './status.js';
@@ -59,8 +59,7 @@ async function runCommand(mode: 'run' | 'once', args: string[]): Promise<number>
 
   const redactor = new Redactor();
   const log = new Logger(undefined, redactor, level as 'info');
-  const candidates = [settings.common.configFile, settings.common.canonicalConfigFile].filter((c): c is string => typeof c === 'string');
-  const node = await loadNodeConfig(root, candidates);
+  const node = await loadNodeConfig(root, configCandidates(settings.common));
   registerConfigSecrets(redactor, node.config, log);
   for (const p of node.problems) log.warn('node config', { problem: p });
   if (node.source) log.info('node config loaded', { source: node.source });

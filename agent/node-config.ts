@@ -13,9 +13,15 @@ export interface NodeConfigResult {
   problems: string[];
 }
 
+/** The candidate config files from the agent settings, in the order they are tried. */
+export function configCandidates(settings: Record<string, unknown>): string[] {
+  return [settings.configFile, settings.canonicalConfigFile].filter((c): c is string => typeof c === 'string' && c !== '');
+}
+
 /**
- * Tries each candidate path (under root) in order and returns the first that loads; candidates are
- * the settings' `configFile` (default /oem/harvester.config, Harvester's lowercase form).
+ * Tries each candidate path (under root) in order and returns the first that loads: the settings'
+ * `configFile` (default /oem/harvester.config, Harvester's lowercase form, the file Harvester's own
+ * tools read and people edit), then `canonicalConfigFile` (the renderer's /oem/hvinstall/config.json).
  */
 export async function loadNodeConfig(root: (p: string) => string, candidates: string[]): Promise<NodeConfigResult> {
   const problems: string[] = [];

@@ -34,7 +34,10 @@ export interface AgentSettings {
 export const DEFAULT_COMMON: Record<string, unknown> = {
   containerdSocket: '/run/k3s/containerd/containerd.sock',
   rke2Binary: '/opt/rke2/bin/rke2',
+  /** What the installer wrote, in Harvester's lowercase form: read first. */
   configFile: '/oem/harvester.config',
+  /** The renderer's canonical (camelCase JSON) copy: read when harvester.config is missing or unreadable. */
+  canonicalConfigFile: '/oem/hvinstall/config.json',
 };
 
 export function defaultSettings(): AgentSettings {

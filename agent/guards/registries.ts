@@ -11,8 +11,9 @@ import path from 'node:path';
 import { HvError } from '../../lib/errors.js';
 import { sleep } from '../../lib/wait.js';
 import type { Guard, GuardContext, GuardResult } from '../guard.js';
-import { loadNodeConfig } from '../node-config.js';
-import { parseContainerdRegistry, registryCredentials } from '../../installer/render/registries.js';
+import { configCandidates, loadNodeConfig } from '../node-config.js';
+import { parseContainerdRegistry } from '../../installer/render/index.js';
+import { registryCredentials } from '../../installer/render/registries.js';
 import { applyRegistries, classifyDrift, desiredRegistries, readCurrent, REGISTRIES_PATH, type DesiredRegistries } from '../registries/registries-file.js';
 
 interface Declared {
@@ -31,10 +32,9 @@ export async function readDeclaredSource(ctx: GuardContext): Promise<Declared> {
     });
     return { setting: text?.trim() ? text.trim() : undefined, from: s.source };
   }
-  const configFile = typeof s.configFile === 'string' ? s.configFile : '/oem/harvester.config';
-  const loaded = await loadNodeConfig(ctx.root, [configFile]);
+  const loaded = await loadNodeConfig(ctx.root, configCandidates(s));
   const config = loaded.config ?? ctx.config;
-  const from = loaded.config ? `${configFile} system_settings.containerd-registry` : 'the node config the agent started with';
+  const from = loaded.config ? `${loaded.source} system_settings.containerd-registry` : 'the node config the agent started with';
   return { setting: config?.systemSettings?.['containerd-registry'] || undefined, from };
 }
 

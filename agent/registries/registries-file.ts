@@ -8,7 +8,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { readFile, stat, chmod } from 'node:fs/promises';
 import { parse as parseYaml } from 'yaml';
 import { writeFileAtomic } from '../../lib/atomic-write.js';
-import { renderRegistriesFile } from '../../installer/render/registries.js';
+import { renderRegistriesFile } from '../../installer/render/index.js';
 
 export const REGISTRIES_PATH = '/etc/rancher/rke2/registries.yaml';
 
