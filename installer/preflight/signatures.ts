@@ -101,13 +101,19 @@ export async function readSignatures(
 
   // Lazy import: fixture runs (and the <1 s preflight budget) do not pay for execa.
   const { run } = await import('../../lib/exec.js');
-  // Exit status 2 means "no signature on any device": not an error. Unreadable devices (an empty
-  // optical drive) are reported on stderr and skipped, so allowFailure and use what was printed.
-  const r = await run('blkid', ['-p', '-o', 'export', ...targets.map((t) => t.path)], {
-    allowFailure: true,
-    timeoutMs: 60_000,
-  });
-  const probed = parseBlkidExport(r.stdout);
+  // One blkid for all devices, in order. In low-level probe mode blkid stops at the first device that
+  // has no signature (status 2) or cannot be opened (an empty optical drive): that is the device after
+  // the last one it printed. Probe again from the one after it until every device has been tried.
+  const probed = new Map<string, Signature>();
+  let remaining = targets.map((t) => t.path);
+  while (remaining.length > 0) {
+    const r = await run('blkid', ['-p', '-o', 'export', ...remaining], { allowFailure: true, timeoutMs: 60_000 });
+    const found = parseBlkidExport(r.stdout);
+    for (const [dev, sig] of found) probed.set(dev, sig);
+    if (r.exitCode === 0) break;
+    const last = Math.max(-1, ...[...found.keys()].map((d) => remaining.indexOf(d)));
+    remaining = remaining.slice(last + 2);
+  }
   for (const t of targets) {
     const fromUdev = byPath.get(t.path) ?? {};
     const p = probed.get(t.path) ?? {};
