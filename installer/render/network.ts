@@ -163,7 +163,8 @@ export function renderNetworkManagerProfiles(config: HarvesterConfig, facts: Ren
     if (s.name) conn.push(['interface-name', s.name]);
     conn.push(['master', BOND_INTERFACE], ['slave-type', 'bond']);
     const eth: Array<[string, string]> = [];
-    if (s.mac) eth.push(['mac-address', s.mac]);
+    // NetworkManager stores MACs in upper case; writing them so keeps the keyfile a fixed point of nmcli.
+    if (s.mac) eth.push(['mac-address', s.mac.toUpperCase()]);
     eth.push(...mtuSection(mtu));
     profiles.push({ fileName: `${id}.nmconnection`, id, content: formatKeyfile([['connection', conn], ['ethernet', eth]]) });
   }
