@@ -68,7 +68,7 @@ function checkRelative(p: string, where: string): string {
 
 /** Parses metadata.yaml into entries, in file order. Throws HvError naming the file and key path. */
 export function parseBundleMetadata(text: string, source: string, sections?: string[]): MetadataEntry[] {
-  const doc = parseDocument(text, { prettyErrors: false });
+  const doc = parseDocument(text);
   if (doc.errors.length > 0) {
     const e = doc.errors[0]!;
     const pos = e.linePos?.[0];

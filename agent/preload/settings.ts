@@ -122,6 +122,31 @@ const DURATIONS = {
   verifyTimeout: 'verifyTimeoutMs',
 } as const;
 
+const KNOWN = [
+  'containerdSocket', 'bundleDir', 'required', 'sections', 'namespace', 'parallelism', 'attempts',
+  ...Object.keys(DURATIONS), 'ctr', 'zstd', 'unpack', 'startContainerd', 'containerdBinary', 'containerdRoot', 'containerdState',
+];
+
+/** Edit distance, for telling a misspelt key of ours from another guard's key. */
+function distance(a: string, b: string): number {
+  const row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    let prev = row[0]!;
+    row[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const cur = row[j]!;
+      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
+      prev = cur;
+    }
+  }
+  return row[b.length]!;
+}
+
+function looksLikeOurs(key: string): boolean {
+  const k = key.toLowerCase();
+  return KNOWN.some((known) => distance(known.toLowerCase(), k) <= 2);
+}
+
 /** Keys the runner or other guards own, which this guard ignores. */
 const FOREIGN = new Set(['deadline', 'rke2Binary', 'configFile']);
 
@@ -183,9 +208,10 @@ export function resolvePreloadSettings(raw: Record<string, unknown>): PreloadSet
         s.containerdState = nonEmptyString(key, value);
         break;
       default:
-        // Common settings meant for other guards pass through every guard's settings.
-        if (!FOREIGN.has(key) && /^(stall|finish|parallel|bundle|attempt)/i.test(key)) {
-          throw settingError(key, 'unknown setting', `known: containerdSocket, bundleDir, required, sections, namespace, parallelism, attempts, ${Object.keys(DURATIONS).join(', ')}, ctr, zstd, unpack, startContainerd, containerdBinary, containerdRoot, containerdState`);
+        // Common settings meant for other guards pass through every guard's settings; only a key
+        // that looks like a misspelling of one of ours is an error.
+        if (!FOREIGN.has(key) && looksLikeOurs(key)) {
+          throw settingError(key, 'unknown setting', `known: ${KNOWN.join(', ')}`);
         }
     }
   }

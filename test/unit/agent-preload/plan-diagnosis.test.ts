@@ -1,0 +1,157 @@
+import { describe, expect, it } from 'vitest';
+import type { BundleArchive } from '../../../agent/preload/bundle.js';
+import { diagnose, formatBytes, isPermanent, summarise, type PreloadOutcome } from '../../../agent/preload/diagnosis.js';
+import { findMissing, imagesToRollBack, importOrder, planImports } from '../../../agent/preload/plan.js';
+import { classifyExit, ctrImportArgs } from '../../../agent/preload/stream-import.js';
+import { StallWatchdog } from '../../../agent/preload/watchdog.js';
+
+function archive(id: string, images: string[], sizeBytes?: number): BundleArchive {
+  return { id, section: 'common', archivePath: `/b/${id}`, compression: 'zstd', images, sizeBytes };
+}
+
+describe('planImports', () => {
+  const a = archive('a.tar.zst', ['docker.io/x/a:1', 'docker.io/x/b:1'], 100);
+  const b = archive('b.tar.zst', ['docker.io/x/c:1'], 300);
+  const c = archive('c.tar.zst', [], 200);
+
+  it('skips an archive only when every listed image is present', () => {
+    const plans = planImports([a, b, c], new Set(['docker.io/x/a:1', 'docker.io/x/c:1']));
+    expect(plans.map((p) => [p.archive.id, p.action, p.reason, p.missing])).toEqual([
+      ['a.tar.zst', 'import', '1 of 2 listed images missing', ['docker.io/x/b:1']],
+      ['b.tar.zst', 'skip', 'all 1 listed images present', []],
+      ['c.tar.zst', 'import', 'no image list: cannot tell what it holds', []],
+    ]);
+  });
+
+  it('orders imports largest first, unknown sizes last', () => {
+    const d = archive('d.tar.zst', ['docker.io/x/d:1']);
+    expect(importOrder(planImports([d, a, b, c], new Set())).map((x) => x.id)).toEqual(['b.tar.zst', 'c.tar.zst', 'a.tar.zst', 'd.tar.zst']);
+  });
+
+  it('names each missing image once, with the archive that should bring it', () => {
+    const dup = archive('dup.tar.zst', ['docker.io/x/b:1']);
+    expect(findMissing([a, dup, b], new Set(['docker.io/x/a:1']))).toEqual([
+      { image: 'docker.io/x/b:1', archive: 'a.tar.zst' },
+      { image: 'docker.io/x/c:1', archive: 'b.tar.zst' },
+    ]);
+  });
+
+  it('rolls back only images the failed attempt created and nobody vouches for', () => {
+    const failed = archive('f.tar.zst', ['docker.io/x/old:1', 'docker.io/x/new:1', 'docker.io/x/shared:1', 'docker.io/x/absent:1']);
+    const before = new Set(['docker.io/x/old:1']);
+    const after = new Set(['docker.io/x/old:1', 'docker.io/x/new:1', 'docker.io/x/shared:1']);
+    expect(imagesToRollBack(failed, before, after, new Set(['docker.io/x/shared:1']))).toEqual(['docker.io/x/new:1']);
+  });
+});
+
+describe('diagnosis', () => {
+  const base: PreloadOutcome = { bundleDir: '/b', archives: [], missing: [], listedImages: 0 };
+
+  it('summarises a good pass', () => {
+    expect(
+      summarise({
+        ...base,
+        listedImages: 7,
+        archives: [
+          { id: 'a', status: 'imported', attempts: 1, bytes: 3 * 1024 ** 3, durationMs: 1 },
+          { id: 'b', status: 'skipped', attempts: 0, bytes: 0, durationMs: 0 },
+        ],
+      }),
+    ).toBe('2 archives: 1 imported (3.00 GiB), 1 skipped (images present); 7 listed images present');
+    expect(summarise({ ...base, listedImages: 1, archives: [{ id: 'a', status: 'imported', attempts: 2, bytes: 5 * 1024 ** 2, durationMs: 1 }] })).toBe(
+      '1 archive: 1 imported (5.0 MiB); 1 listed image present',
+    );
+  });
+
+  it('names failed archives with reason and attempts, then the missing images', () => {
+    const d = diagnose({
+      ...base,
+      listedImages: 30,
+      archives: [
+        { id: 'ok.tar.zst', status: 'imported', attempts: 1, bytes: 1, durationMs: 1 },
+        { id: 'bad.tar.zst', status: 'failed', attempts: 3, bytes: 1, durationMs: 1, failure: { kind: 'checksum-mismatch', message: 'checksum mismatch: …' }, rolledBack: ['docker.io/x/p:1'] },
+        { id: 'slow.tar.zst', status: 'failed', attempts: 3, bytes: 1, durationMs: 1, failure: { kind: 'stalled', message: 'stalled: no bytes moved for 120 s at 1.2 GiB' } },
+      ],
+      missing: Array.from({ length: 22 }, (_, i) => ({ image: `docker.io/x/m${i}:1`, archive: i < 2 ? 'bad.tar.zst' : 'slow.tar.zst' })),
+    });
+    expect(d.diagnosis.split('\n')).toEqual([
+      '2 of 3 archives failed to import:',
+      '  bad.tar.zst: checksum mismatch: … [after 3 attempts] (removed again, not trusted: docker.io/x/p:1)',
+      '  slow.tar.zst: stalled: no bytes moved for 120 s at 1.2 GiB [after 3 attempts]',
+      '22 of 30 listed images missing in containerd:',
+      ...Array.from({ length: 20 }, (_, i) => `  docker.io/x/m${i}:1 (from ${i < 2 ? 'bad.tar.zst' : 'slow.tar.zst'})`),
+      '  … and 2 more',
+    ]);
+    expect(d.permanent).toBe(true);
+    expect(d.hint).toMatch(/^the archive on the medium is damaged: .*; the medium stopped delivering data/);
+  });
+
+  it('treats stalls and ctr failures as worth retrying, bad bytes as needing a person', () => {
+    expect(['stalled', 'import-failed', 'finish-timeout', 'read-failed', 'containerd-unavailable'].map((k) => isPermanent(k as never))).toEqual([false, false, false, false, false]);
+    expect(['checksum-mismatch', 'corrupt', 'images-missing'].map((k) => isPermanent(k as never))).toEqual([true, true, true]);
+    const d = diagnose({ ...base, listedImages: 1, archives: [{ id: 'a', status: 'failed', attempts: 1, bytes: 0, durationMs: 0, failure: { kind: 'stalled', message: 's' } }] });
+    expect(d.permanent).toBe(false);
+  });
+
+  it('formats sizes', () => {
+    expect([formatBytes(10), formatBytes(4096), formatBytes(1.5 * 1024 ** 2), formatBytes(412 * 1024 ** 2), formatBytes(1.25 * 1024 ** 3)]).toEqual([
+      '10 B',
+      '4 KiB',
+      '1.5 MiB',
+      '412 MiB',
+      '1.25 GiB',
+    ]);
+  });
+});
+
+describe('classifyExit', () => {
+  it('maps the import script statuses to failure kinds', () => {
+    expect(classifyExit(0, null, '', true)).toBeNull();
+    expect(classifyExit(97, null, 'hvagent-preload: reading /b/a failed (cat exited 1)\n', false)).toEqual({
+      kind: 'read-failed',
+      message: 'reading the archive failed: hvagent-preload: reading /b/a failed (cat exited 1)',
+    });
+    expect(classifyExit(98, null, 'zstd: /*stdin*\\: unknown header\nhvagent-preload: zstd could not decompress a (exit 1)\n', true)?.kind).toBe('corrupt');
+    // zstd complaining about a broken pipe means ctr died first.
+    expect(classifyExit(98, null, 'zstd: error 70 : Write error : cannot write block : Broken pipe\n', false)?.kind).toBe('import-failed');
+    expect(classifyExit(1, null, 'ctr: failed to ingest "x": unexpected EOF\n', true)?.kind).toBe('corrupt');
+    expect(classifyExit(1, null, 'ctr: failed to ingest "x": unexpected EOF\n', false)?.kind).toBe('import-failed');
+    expect(classifyExit(null, 'SIGKILL', '', false)).toEqual({ kind: 'import-failed', message: 'the import was killed by SIGKILL' });
+    expect(classifyExit(1, null, 'ctr: connection refused\n', false)).toEqual({ kind: 'import-failed', message: 'ctr images import exited with status 1: ctr: connection refused' });
+  });
+
+  it('builds the ctr command line', () => {
+    const t = { ctr: '/var/lib/rancher/rke2/bin/ctr', socket: '/run/k3s/containerd/containerd.sock', namespace: 'k8s.io' };
+    expect(ctrImportArgs(t, false)).toEqual(['/var/lib/rancher/rke2/bin/ctr', '-a', '/run/k3s/containerd/containerd.sock', '-n', 'k8s.io', 'images', 'import', '--no-unpack', '-']);
+    expect(ctrImportArgs(t, true)).not.toContain('--no-unpack');
+  });
+});
+
+describe('StallWatchdog', () => {
+  it('fires only after the counter has not moved for the timeout', () => {
+    let now = 0;
+    const w = new StallWatchdog(1000, () => now);
+    w.observe(0);
+    now = 900;
+    expect(w.stalled()).toBe(false);
+    w.observe(10);
+    now = 1800;
+    expect(w.stalled()).toBe(false);
+    w.observe(10);
+    now = 1900;
+    expect(w.stalled()).toBe(true);
+    expect(w.idleMs()).toBe(1000);
+    w.reset();
+    expect(w.stalled()).toBe(false);
+  });
+
+  it('does not care how long a moving import takes', () => {
+    let now = 0;
+    const w = new StallWatchdog(1000, () => now);
+    for (let i = 1; i <= 1000; i++) {
+      now += 999;
+      w.observe(i);
+      expect(w.stalled()).toBe(false);
+    }
+  });
+});
