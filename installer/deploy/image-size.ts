@@ -20,17 +20,20 @@ export interface TreeMeasure {
   entries: number;
 }
 
+/** An explicit system.size must hold the tree plus 5% and this much; the headroom is for auto-sizing. */
+const FIT_SLACK_MIB = 8;
+
 export interface ImageGeometry {
   sizeBytes: number;
   /** Inodes to ask mke2fs for: the default ratio, or more when the tree has many small files. */
   inodes: number;
-  /** The least size that holds the tree with headroom, for messages. */
+  /** The size auto-sizing would pick for the tree (tree, metadata and headroom). */
   neededBytes: number;
 }
 
 /**
- * Size of active.img: system.size when given (refusing a size that cannot hold the tree), else
- * the larger of the 3072 MiB default and the tree plus headroom. Whole MiB, so partition and
+ * Size of active.img: system.size when given (refusing a size that cannot hold the tree with a
+ * little slack), else the larger of the 3072 MiB default and the tree plus headroom. Whole MiB, so partition and
  * image arithmetic stays exact.
  */
 export function planImageGeometry(tree: TreeMeasure, systemSizeMiB?: number): ImageGeometry {
@@ -38,6 +41,7 @@ export function planImageGeometry(tree: TreeMeasure, systemSizeMiB?: number): Im
   const treeInodes = Math.ceil(tree.entries * 1.25) + 1024;
   // ext2 metadata: inode tables, plus ~1.5% for bitmaps, group descriptors and indirect blocks.
   const metadata = treeInodes * EXT2_INODE_SIZE + Math.ceil(tree.blockBytes * 0.015);
+  const fitBytes = roundUpMiB((tree.blockBytes + metadata) * 1.05) + FIT_SLACK_MIB * MiB;
   const neededBytes = roundUpMiB(tree.blockBytes + metadata) + IMAGE_HEADROOM_MIB * MiB;
   let sizeBytes: number;
   if (systemSizeMiB !== undefined) {
@@ -48,12 +52,12 @@ export function planImageGeometry(tree: TreeMeasure, systemSizeMiB?: number): Im
       });
     }
     sizeBytes = systemSizeMiB * MiB;
-    if (sizeBytes < neededBytes) {
+    if (sizeBytes < fitBytes) {
       throw new HvError(
-        `the OS tree needs ${Math.ceil(neededBytes / MiB)} MiB in active.img but system.size is ${systemSizeMiB} MiB`,
+        `the OS tree needs ${Math.ceil(fitBytes / MiB)} MiB in active.img but system.size is ${systemSizeMiB} MiB`,
         {
           where: 'deploy: system.size',
-          hint: `raise system.size to at least ${Math.ceil(neededBytes / MiB)} MiB (COS_STATE must hold two images of that size)`,
+          hint: `raise system.size to at least ${Math.ceil(neededBytes / MiB)} MiB, which leaves the usual ${IMAGE_HEADROOM_MIB} MiB free (COS_STATE must hold two images of that size)`,
           exitCode: ExitCode.checkFailed,
         },
       );
