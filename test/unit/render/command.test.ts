@@ -1,0 +1,91 @@
+/** `hvinstall render` usage and input errors: exit code, message, and nothing written. */
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import render, { formatTable, parseFacts } from '../../../installer/commands/render.js';
+import { HvError } from '../../../lib/errors.js';
+import { CASES } from './cases.js';
+
+let dir: string;
+let out: string[];
+let err: string[];
+beforeEach(() => {
+  dir = mkdtempSync(path.join(os.tmpdir(), 'hv-render-cmd-'));
+  out = [];
+  err = [];
+  vi.spyOn(process.stdout, 'write').mockImplementation((s) => (out.push(String(s)), true));
+  vi.spyOn(process.stderr, 'write').mockImplementation((s) => (err.push(String(s)), true));
+});
+afterEach(() => {
+  vi.restoreAllMocks();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('hvinstall render', () => {
+  it('exits 2 with usage when --config or --out is missing, or an option is unknown', async () => {
+    expect(await render(['--out', dir])).toBe(2);
+    expect(err.join('')).toMatch(/--config and --out are required/);
+    expect(await render(['--config', 'x', '--out', dir, '--bogus'])).toBe(2);
+    expect(err.join('')).toMatch(/usage: hvinstall render/);
+  });
+
+  it('prints help with exit 0', async () => {
+    expect(await render(['--help'])).toBe(0);
+    expect(out.join('')).toMatch(/--facts FILE/);
+  });
+
+  it('a facts file that is not JSON is a usage error and nothing is written', async () => {
+    const cfg = path.join(dir, 'c.json');
+    writeFileSync(cfg, JSON.stringify(CASES[0]!.config));
+    const facts = path.join(dir, 'facts.json');
+    writeFileSync(facts, '{cpuCount: 8');
+    const target = path.join(dir, 'out');
+    const e = await render(['--config', cfg, '--out', target, '--facts', facts]).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(HvError);
+    expect((e as HvError).message).toMatch(/facts file .* is not JSON/);
+    expect((e as HvError).exitCode).toBe(2);
+    expect(existsSync(target)).toBe(false);
+  });
+
+  it.each([
+    [{ nics: [] }, 'cpuCount must be a positive integer'],
+    [{ cpuCount: 4, nics: [{ name: 'eno1', mac: 'nope' }] }, 'nics[0].mac must be a MAC'],
+    [{ cpuCount: 4, nic: [] }, 'unknown key "nic"'],
+    [{ cpuCount: 4, hasDataPartition: 'yes' }, 'hasDataPartition must be true or false'],
+  ])('rejects facts %j', (facts, message) => {
+    expect(() => parseFacts(facts, 'facts.json')).toThrow(message);
+  });
+
+  it('an invalid config (bad mask) exits 1 with the finding and writes nothing', async () => {
+    const c = structuredClone(CASES.find((k) => k.name === 'create-static')!.config);
+    c.install!.managementInterface!.subnetMask = '255.0.255.0';
+    const cfg = path.join(dir, 'c.json');
+    writeFileSync(cfg, JSON.stringify(c));
+    const target = path.join(dir, 'out');
+    const e = await render(['--config', cfg, '--out', target]).catch((x: unknown) => x);
+    expect(e).toBe(1);
+    expect(err.join('')).toMatch(/subnetMask: .*255\.0\.255\.0/);
+    expect(err.join('')).toMatch(/nothing was written/);
+    expect(existsSync(target)).toBe(false);
+  });
+
+  it('a render error (NIC not on this machine) surfaces as HvError and writes nothing', async () => {
+    const cfg = path.join(dir, 'c.json');
+    writeFileSync(cfg, JSON.stringify(CASES[0]!.config));
+    const facts = path.join(dir, 'facts.json');
+    writeFileSync(facts, JSON.stringify({ cpuCount: 4, nics: [{ name: 'eth9', mac: '52:54:00:00:00:09' }] }));
+    const target = path.join(dir, 'out');
+    const e = await render(['--config', cfg, '--out', target, '--facts', facts]).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(HvError);
+    expect((e as HvError).message).toBe('no interface matching name eno1 found');
+    expect((e as HvError).hint).toBe('this machine has: eth9');
+    expect(existsSync(target)).toBe(false);
+  });
+
+  it('formats the table with aligned columns', () => {
+    expect(formatTable([{ path: '/oem/a', mode: '0600', owner: 'root:root', secret: true, size: 12, sha256: '' }])).toBe(
+      'MODE  OWNER      SIZE  SECRET  PATH\n0600  root:root  12    yes     /oem/a',
+    );
+  });
+});
