@@ -33,21 +33,21 @@ export const GRUB_LIB = '/usr/lib/grub';
  */
 export async function installBootloader(req: BootloaderRequest): Promise<void> {
   req.signal?.throwIfAborted();
+  if (req.firmware === 'efi' && !req.espDevice) {
+    throw new HvError('an EFI install needs the COS_GRUB (ESP) partition device', {
+      where: 'bootloader: espDevice',
+      hint: 'the partition plan must include COS_GRUB for firmware efi',
+      exitCode: ExitCode.installFailed,
+    });
+  }
   await assertLabelsUnique([LABELS.state, LABELS.oem, LABELS.recovery], req.labelCheckDevices);
 
   const grubDir = path.join(req.stateDir, GRUB_DIR);
   await mkdir(grubDir, { recursive: true });
   if (req.firmware === 'efi') {
-    if (!req.espDevice) {
-      throw new HvError('an EFI install needs the COS_GRUB (ESP) partition device', {
-        where: 'bootloader: espDevice',
-        hint: 'the partition plan must include COS_GRUB for firmware efi',
-        exitCode: ExitCode.installFailed,
-      });
-    }
     await copyGrubModules('x86_64-efi', grubDir);
     req.signal?.throwIfAborted();
-    await installEfiBinary(req.espDevice);
+    await installEfiBinary(req.espDevice!);
   } else {
     await copyGrubModules('i386-pc', grubDir);
     req.signal?.throwIfAborted();
