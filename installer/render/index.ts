@@ -16,7 +16,7 @@ import { parseContainerdRegistry, registryCredentials, renderRegistriesFile } fr
 import { renderRke2DropIns } from './rke2.js';
 import type { RenderedFile, RenderFacts, RenderReport, RenderSeeds } from './types.js';
 import { isCryptHash } from './crypt.js';
-import { renderGrubenv, renderYip, thirdPartyKernelArgs, YIP_PATH } from './yip.js';
+import { passwordHash, renderGrubenv, renderYip, thirdPartyKernelArgs, YIP_PATH } from './yip.js';
 
 export type { RenderedFile, RenderFacts, RenderNic, RenderReport, RenderSeeds } from './types.js';
 export { renderRegistriesYaml, renderRegistriesFile, parseContainerdRegistry, registriesHoldCredentials } from './registries.js';
@@ -80,6 +80,12 @@ function sshdFiles(config: HarvesterConfig): RenderedFile[] {
   return out;
 }
 
+/** The config as it is stored on the node: os.password replaced by its SHA-512 crypt hash. */
+export function withHashedPassword(config: HarvesterConfig, salt: string): HarvesterConfig {
+  if (!config.os?.password || isCryptHash(config.os.password)) return config;
+  return { ...config, os: { ...config.os, password: passwordHash(config.os.password, salt) } };
+}
+
 /** Every secret value the config carries (token, password, registry credentials, webhook auth), for redaction and leak checks. */
 export function configSecrets(config: HarvesterConfig): string[] {
   const out = new Set<string>();
@@ -118,8 +124,10 @@ export function renderNode(config: HarvesterConfig, facts: RenderFacts, seeds?: 
   const kargs = thirdPartyKernelArgs(config);
   add('/oem/grubenv', renderGrubenv(kargs ? { third_party_kernel_args: kargs } : {}), 0o644, false);
   add('/oem/grubcustom', '', 0o644, false);
-  add(HARVESTER_CONFIG_PATH, toHarvesterConfigYaml(config), 0o600, true);
-  add(CANONICAL_CONFIG_PATH, JSON.stringify(config, null, 2) + '\n', 0o600, true);
+  // The persisted copies carry the password's crypt hash, never the clear text; re-rendering from them keeps the same hash.
+  const persisted = withHashedPassword(config, used.passwordSalt);
+  add(HARVESTER_CONFIG_PATH, toHarvesterConfigYaml(persisted), 0o600, true);
+  add(CANONICAL_CONFIG_PATH, JSON.stringify(persisted, null, 2) + '\n', 0o600, true);
   add(SEEDS_PATH, JSON.stringify({ ...used, hostname: hostname.name, hostnameSource: hostname.source }, null, 2) + '\n', 0o600, true);
 
   for (const p of renderNetworkManagerProfiles(config, facts)) add(`${NM_CONNECTIONS_DIR}/${p.fileName}`, p.content, 0o600, false);

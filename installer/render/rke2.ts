@@ -15,6 +15,7 @@ export const DEFAULT_CLUSTER_DNS = '10.53.0.10';
 export const MAX_PODS = 200;
 export const WITNESS_TAINT = 'node-role.kubernetes.io/etcd=true:NoExecute';
 export const SUPERVISOR_PORT = 9345;
+export const DISABLED_CHARTS = ['rke2-snapshot-controller', 'rke2-snapshot-controller-crd', 'rke2-snapshot-validation-webhook'];
 
 export interface Rke2DropIn {
   path: string;
@@ -111,6 +112,8 @@ export function renderRke2DropIns(config: HarvesterConfig, cpuCount: number): Rk
     };
     if (tlsSan.length) server['tls-san'] = tlsSan;
     server['audit-policy-file'] = AUDIT_POLICY_PATH;
+    // What rancherd's extraConfig passes to RKE2 on Harvester (reference §3.4); promote.sh disables the same charts.
+    server.disable = DISABLED_CHARTS;
     files.push({ path: `${RKE2_CONFIG_DIR}/90-harvester-server.yaml`, content: yamlDoc(server), mode: 0o644, secret: false });
   } else {
     if (!config.serverUrl) throw new HvError('server_url is required in join mode', { where: 'server_url', exitCode: ExitCode.checkFailed });

@@ -10,7 +10,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync
 import os from 'node:os';
 import path from 'node:path';
 import { renderNode } from '../../../installer/render/index.js';
-import { CASES } from '../../unit/render/cases.js';
+import { CASES, PASSWORD } from '../../unit/render/cases.js';
 
 const REPO = path.resolve(new URL('../../../', import.meta.url).pathname);
 const CLI = path.join(REPO, 'dist/installer/cli.js');
@@ -144,7 +144,8 @@ describe('hvinstall render (built CLI)', () => {
       expect(statSync(f).mode & 0o777).toBe(snapshot.get(f)!.mode);
     }
 
-    // The whole tree and every log line: a secret may only sit in a 0600 file.
+    // The clear-text password is nowhere; every other secret only in 0600 files; none in any log line.
+    for (const f of again) expect(readFileSync(f).includes(PASSWORD), f).toBe(false);
     for (const secret of registries.secrets) {
       expect(first.stdout + first.stderr + second.stdout + second.stderr).not.toContain(secret);
       for (const f of again) {

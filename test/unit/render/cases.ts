@@ -15,6 +15,7 @@ export const TOKEN = 'K10-golden-token::server:0123456789abcdef';
 export const PASSWORD = 'Golden-p4ss!';
 export const REGISTRY_PASSWORD = 'reg-s3cret-pw';
 export const WEBHOOK_PASSWORD = 'hook-s3cret-pw';
+export const WEBHOOK_BEARER = 'Bearer hook-bearer-s3cret';
 
 const nics = [
   { name: 'eno1', mac: '52:54:00:aa:00:01' },
@@ -184,12 +185,15 @@ export const CASES: RenderCase[] = [
       };
       c.install = {
         ...c.install,
-        webhooks: [{ event: 'SUCCEEDED', method: 'POST', url: 'https://hooks.example.com/done', basicAuth: { user: 'hook', password: WEBHOOK_PASSWORD } }],
+        webhooks: [
+          { event: 'SUCCEEDED', method: 'POST', url: 'https://hooks.example.com/done', basicAuth: { user: 'hook', password: WEBHOOK_PASSWORD } },
+          { event: 'FAILED', method: 'POST', url: 'https://hooks.example.com/failed', headers: { Authorization: [WEBHOOK_BEARER] } },
+        ],
       };
       return c;
     })(),
     facts,
     seeds,
-    secrets: [TOKEN, PASSWORD, REGISTRY_PASSWORD, WEBHOOK_PASSWORD],
+    secrets: [TOKEN, PASSWORD, REGISTRY_PASSWORD, WEBHOOK_PASSWORD, WEBHOOK_BEARER],
   },
 ];

@@ -77,6 +77,10 @@ describe.each(CASES)('consumers of $name', (c) => {
     expect(again.map((f) => [f.path, text(f.content)])).toEqual(first.map((f) => [f.path, text(f.content)]));
   });
 
+  it('the clear-text password is in no file at all: the persisted configs carry its hash', () => {
+    for (const f of report.files) expect(text(f.content).includes(PASSWORD), f.path).toBe(false);
+  });
+
   it('each secret appears only in 0600 files marked secret', () => {
     for (const secret of c.secrets) {
       const holders = report.files.filter((f) => text(f.content).includes(secret));
