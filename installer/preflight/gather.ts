@@ -2,7 +2,7 @@
 import { Host } from '../../lib/host.js';
 import type { MachineFacts } from './types.js';
 import { gatherDisks } from './disks.js';
-import { gatherCpu, gatherFirmware, gatherNics, gatherVirtualization, parseMemTotal } from './machine.js';
+import { gatherCpu, gatherFirmware, gatherNics, gatherVirtualization, parseMemTotal, readDmiMemory } from './machine.js';
 
 export interface GatherOptions {
   /**
@@ -15,9 +15,10 @@ export interface GatherOptions {
 
 export async function gatherMachineFacts(host: Host, opts: GatherOptions = {}): Promise<MachineFacts> {
   const signatures = opts.signatures ?? (host.sysroot === '/' ? 'blkid' : 'udev');
-  const [{ cpu, hypervisorFlag }, meminfo, firmware, disks, nics] = await Promise.all([
+  const [{ cpu, hypervisorFlag }, meminfo, dmiMemory, firmware, disks, nics] = await Promise.all([
     gatherCpu(host),
     host.readText('/proc/meminfo'),
+    readDmiMemory(host),
     gatherFirmware(host),
     gatherDisks(host, { signatures }),
     gatherNics(host),
@@ -25,8 +26,9 @@ export async function gatherMachineFacts(host: Host, opts: GatherOptions = {}): 
   return {
     sysroot: host.sysroot,
     cpu,
-    memoryBytes: parseMemTotal(meminfo ?? ''),
-    memorySource: 'meminfo',
+    // As Harvester: the installed RAM from DMI, MemTotal only when DMI is not readable (VMs, non-root).
+    memoryBytes: dmiMemory ?? parseMemTotal(meminfo ?? ''),
+    memorySource: dmiMemory !== undefined ? 'dmi' : 'meminfo',
     firmware,
     virtualization: await gatherVirtualization(host, hypervisorFlag),
     disks: disks.disks,

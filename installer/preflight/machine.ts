@@ -40,6 +40,37 @@ export function parseMemTotal(text: string): number {
   return m ? Number(m[1]) * 1024 : 0;
 }
 
+/**
+ * Size in bytes of one SMBIOS type-19 (Memory Array Mapped Address) structure, as read from
+ * /sys/firmware/dmi/entries/19-N/raw: start/end in KiB at offsets 4 and 8, or, when start is
+ * 0xFFFFFFFF (SMBIOS 2.7+, ranges >= 4 TiB), 64-bit byte addresses at offsets 15 and 23.
+ */
+export function parseDmiMappedRange(raw: Uint8Array): number {
+  if (raw.length < 15 || raw[0] !== 19) return 0;
+  const b = Buffer.from(raw);
+  const start = b.readUInt32LE(4);
+  const end = b.readUInt32LE(8);
+  if (start === 0xffffffff) {
+    if (raw.length < 31) return 0;
+    const xs = b.readBigUInt64LE(15);
+    const xe = b.readBigUInt64LE(23);
+    return xe >= xs ? Number(xe - xs + 1n) : 0;
+  }
+  return end >= start ? (end - start + 1) * 1024 : 0;
+}
+
+/** Installed RAM as the sum of the type-19 ranges (Harvester's dmidecode source), or undefined. */
+export async function readDmiMemory(host: Host): Promise<number | undefined> {
+  const { readFile } = await import('node:fs/promises');
+  let total = 0;
+  for (const entry of await host.list('/sys/firmware/dmi/entries')) {
+    if (!entry.startsWith('19-')) continue;
+    const raw = await readFile(host.path(`/sys/firmware/dmi/entries/${entry}/raw`)).catch(() => undefined);
+    if (raw) total += parseDmiMappedRange(raw);
+  }
+  return total > 0 ? total : undefined;
+}
+
 // DMI vendor/product strings of common hypervisors, named as systemd-detect-virt names them.
 const DMI_HYPERVISORS: Array<[RegExp, string]> = [
   [/QEMU|Standard PC \(|KVM/i, 'kvm'],

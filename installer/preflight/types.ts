@@ -77,8 +77,11 @@ export interface MachineFacts {
   sysroot: string;
   cpu: CpuFacts;
   memoryBytes: number;
-  /** Where memoryBytes came from: /proc/meminfo MemTotal (below the installed RAM). Added by #3. */
-  memorySource?: 'meminfo';
+  /**
+   * Where memoryBytes came from: the installed RAM from SMBIOS type 19 (as `dmidecode -t 19`), or
+   * /proc/meminfo MemTotal (a little below the installed RAM) when DMI is not readable. Added by #3.
+   */
+  memorySource?: 'dmi' | 'meminfo';
   firmware: { uefi: boolean; secureBoot?: boolean };
   virtualization: { isVm: boolean; hypervisor?: string };
   disks: DiskFacts[];

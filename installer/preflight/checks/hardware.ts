@@ -39,14 +39,18 @@ export function checkCpuCores(facts: MachineFacts, profile: Profile): PreflightC
 export function checkMemory(facts: MachineFacts, profile: Profile): PreflightCheck {
   const bytes = facts.memoryBytes;
   const { testing, production } = THRESHOLDS;
-  // MemTotal reads below the installed RAM, so compare against 90 % of the requirement (as Harvester's fallback).
-  const meets = (gib: number) => bytes >= gib * GiB * MEMINFO_ALLOWANCE;
+  // MemTotal reads below the installed RAM, so it is compared against 90 % of the requirement
+  // (Harvester's fallback); the DMI figure is the installed RAM and is compared as is.
+  const dmi = facts.memorySource === 'dmi';
+  const allowance = dmi ? 1 : MEMINFO_ALLOWANCE;
+  const meets = (gib: number) => bytes >= gib * GiB * allowance;
   const shown = formatGiB(bytes);
+  const need = THRESHOLDS[profile].memoryGiB;
   const base = {
     id: 'memory',
     title: 'Memory',
-    measured: `${shown} (MemTotal)`,
-    threshold: `>= ${THRESHOLDS[profile].memoryGiB}GiB (MemTotal >= ${formatGiB(THRESHOLDS[profile].memoryGiB * GiB * MEMINFO_ALLOWANCE)})`,
+    measured: `${shown} (${dmi ? 'installed, DMI' : 'MemTotal'})`,
+    threshold: dmi ? `>= ${need}GiB` : `>= ${need}GiB (MemTotal >= ${formatGiB(need * GiB * MEMINFO_ALLOWANCE)})`,
     skippable: true,
   };
   if (!meets(testing.memoryGiB)) {

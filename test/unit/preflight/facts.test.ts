@@ -9,7 +9,9 @@ describe('gatherMachineFacts on fixture sysroots', () => {
     const f = await fixtureFacts('prod-nvme');
     expect(f.cpu).toMatchObject({ threads: 128, cores: 64, vmx: true, svm: false, devKvm: true });
     expect(f.cpu.model).toContain('Xeon');
-    expect(f.memoryBytes).toBe(Math.floor((512 * 2 ** 30 * 0.97) / 1024) * 1024);
+    // Installed RAM from the two SMBIOS type-19 ranges, not MemTotal.
+    expect(f.memoryBytes).toBe(512 * 2 ** 30);
+    expect(f.memorySource).toBe('dmi');
     expect(f.firmware).toEqual({ uefi: true, secureBoot: true });
     expect(f.virtualization).toEqual({ isVm: false, hypervisor: undefined });
     expect(f.signatureSource).toBe('udev');
@@ -59,6 +61,7 @@ describe('gatherMachineFacts on fixture sysroots', () => {
     expect(f.cpu).toMatchObject({ threads: 4, cores: 4, vmx: false, svm: false, devKvm: false });
     expect(f.virtualization).toEqual({ isVm: true, hypervisor: 'kvm' });
     expect(f.firmware).toEqual({ uefi: true, secureBoot: false });
+    expect(f).toMatchObject({ memoryBytes: Math.floor((16 * 2 ** 30 * 0.97) / 1024) * 1024, memorySource: 'meminfo' });
     expect(f.disks.map((d) => d.name)).toEqual(['sr0', 'vda']);
     expect(f.disks[1]).toMatchObject({ name: 'vda', transport: 'virtio', rotational: true, serial: 'lab-disk-0', sizeBytes: 300 * 2 ** 30 });
     expect(f.disks[0]).toMatchObject({ name: 'sr0', transport: 'sata', inUse: { bootMedium: true } });
@@ -89,6 +92,8 @@ describe('gatherMachineFacts on fixture sysroots', () => {
     const f = await fixtureFacts('4kn');
     expect(f.disks[0]).toMatchObject({ name: 'sda', transport: 'sas', logicalSectorSize: 4096, physicalSectorSize: 4096, wwn: 'naa.5002538b00000001' });
     expect(f.disks[0].sizeBytes).toBe(Math.floor(1.6e12 / 512) * 512);
+    // SMBIOS 2.7 extended (64-bit) range.
+    expect(f).toMatchObject({ memoryBytes: 128 * 2 ** 30, memorySource: 'dmi' });
   });
 
   it('old install: partitions with labels, whole-disk fs label, LVM holders, mounts and swap', async () => {

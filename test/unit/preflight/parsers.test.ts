@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseMountinfo, parseProcMounts, parseSwaps } from '../../../installer/preflight/mounts.js';
 import { parseBlkidExport, parseUdevDb } from '../../../installer/preflight/signatures.js';
-import { hypervisorFromDmi, parseCpuinfo, parseMemTotal } from '../../../installer/preflight/machine.js';
+import { hypervisorFromDmi, parseCpuinfo, parseDmiMappedRange, parseMemTotal } from '../../../installer/preflight/machine.js';
 import { transportOf } from '../../../installer/preflight/disks.js';
 
 describe('mount and swap parsers', () => {
@@ -48,6 +48,25 @@ describe('machine parsers', () => {
     // No topology lines (some VMs, arm): every processor counts as a core.
     expect(parseCpuinfo('processor : 0\nflags : svm\n\nprocessor : 1\nflags : svm\n')).toMatchObject({ threads: 2, cores: 2, svm: true });
     expect(parseCpuinfo('')).toMatchObject({ threads: 0, cores: 0, vmx: false, svm: false });
+  });
+
+  it('SMBIOS type-19 ranges: KiB form, 64-bit extended form, and malformed entries', () => {
+    const t19 = (start: number, end: number, xs?: bigint, xe?: bigint) => {
+      const b = Buffer.alloc(31);
+      b[0] = 19;
+      b[1] = 31;
+      b.writeUInt32LE(start, 4);
+      b.writeUInt32LE(end, 8);
+      if (xs !== undefined && xe !== undefined) {
+        b.writeBigUInt64LE(xs, 15);
+        b.writeBigUInt64LE(xe, 23);
+      }
+      return b;
+    };
+    expect(parseDmiMappedRange(t19(0, 32 * 1024 * 1024 - 1))).toBe(32 * 2 ** 30);
+    expect(parseDmiMappedRange(t19(0xffffffff, 0xffffffff, 0n, 6n * 2n ** 40n - 1n))).toBe(6 * 2 ** 40);
+    expect(parseDmiMappedRange(Buffer.from([17, 4, 0, 0]))).toBe(0);
+    expect(parseDmiMappedRange(t19(100, 10))).toBe(0);
   });
 
   it('MemTotal and DMI hypervisor names', () => {
