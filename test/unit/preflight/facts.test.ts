@@ -142,17 +142,21 @@ describe('resolveDevice', () => {
   });
 
   it('follows a link the facts do not list, under the sysroot (not the real /dev)', async () => {
-    const { symlink, rm, mkdir } = await import('node:fs/promises');
-    const host = fixtureHost('old-install');
-    const f = await fixtureFacts('old-install');
-    // A unique link name: other test runs may read this fixture at the same time.
-    const name = `/dev/disk/by-label/test-${process.pid}-${Date.now()}`;
-    await mkdir(host.path('/dev/disk/by-label'), { recursive: true });
-    await symlink('../../sdb', host.path(name));
+    const { cp, mkdtemp, mkdir, rm, symlink } = await import('node:fs/promises');
+    const os = await import('node:os');
+    const { Host } = await import('../../../lib/host.js');
+    const { gatherMachineFacts } = await import('../../../installer/preflight/index.js');
+    // A copy of the fixture, so the committed tree is never written.
+    const root = await mkdtemp(`${os.tmpdir()}/hv-preflight-links-`);
     try {
-      expect((await resolveDevice(f, name, host))?.path).toBe('/dev/sdb');
+      await cp(fixtureHost('old-install').sysroot, root, { recursive: true, verbatimSymlinks: true });
+      const host = new Host(root);
+      await mkdir(host.path('/dev/disk/by-label'), { recursive: true });
+      await symlink('../../sdb', host.path('/dev/disk/by-label/longhorn-old'));
+      const f = await gatherMachineFacts(host);
+      expect((await resolveDevice(f, '/dev/disk/by-label/longhorn-old', host))?.path).toBe('/dev/sdb');
     } finally {
-      await rm(host.path(name), { force: true });
+      await rm(root, { recursive: true, force: true });
     }
   });
 
