@@ -120,7 +120,8 @@ export function renderNode(config: HarvesterConfig, facts: RenderFacts, seeds?: 
   const add = (path: string, content: string | Uint8Array, mode: number, secret: boolean) => files.push({ path, content, mode: secret ? 0o600 : mode, owner: OWNER, secret });
 
   const yip = renderYip({ config, hostname: hostname.name, hasDataPartition, passwordSalt: used.passwordSalt, warnings });
-  add(YIP_PATH, yip, 0o600, !!config.os?.password);
+  // Always 0600: besides the password hash it may carry proxy credentials and the user's write_files.
+  add(YIP_PATH, yip, 0o600, true);
   const kargs = thirdPartyKernelArgs(config);
   add('/oem/grubenv', renderGrubenv(kargs ? { third_party_kernel_args: kargs } : {}), 0o644, false);
   add('/oem/grubcustom', '', 0o644, false);

@@ -103,6 +103,30 @@ export function multipathEnabled(config: HarvesterConfig): boolean {
   return config.os?.externalStorageConfig?.enabled === true;
 }
 
+/**
+ * `/etc/default/rke2-*` content when os.environment sets a proxy: HTTP_PROXY, HTTPS_PROXY and NO_PROXY,
+ * with the cluster's pod and service CIDRs and in-cluster names added to NO_PROXY as RKE2's docs ask.
+ */
+export function rke2ProxyEnvironment(config: HarvesterConfig): string | undefined {
+  const env = config.os?.environment ?? {};
+  const get = (name: string) => env[name.toUpperCase()] ?? env[name.toLowerCase()];
+  const http = get('http_proxy');
+  const https = get('https_proxy');
+  if (!http && !https) return undefined;
+  const noProxy = (get('no_proxy') ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  for (const extra of ['127.0.0.1', 'localhost', config.install?.clusterPodCidr || '10.52.0.0/16', config.install?.clusterServiceCidr || '10.53.0.0/16', '.svc', '.cluster.local']) {
+    if (!noProxy.includes(extra)) noProxy.push(extra);
+  }
+  const lines: string[] = [];
+  if (http) lines.push(`HTTP_PROXY=${http}`);
+  if (https) lines.push(`HTTPS_PROXY=${https}`);
+  lines.push(`NO_PROXY=${noProxy.join(',')}`);
+  for (const l of lines) {
+    if (/[\n"'$`\\]/.test(l)) throw new HvError(`proxy setting "${l.split('=')[0]}" contains a quote, $, backslash or newline`, { where: 'os.environment', exitCode: ExitCode.checkFailed });
+  }
+  return lines.join('\n') + '\n';
+}
+
 function sortedRecord(r: Record<string, string>): Record<string, string> {
   return Object.fromEntries(Object.keys(r).sort().map((k) => [k, String(r[k])]));
 }
@@ -143,6 +167,12 @@ export function yipDocument(inp: YipInputs): Record<string, unknown> {
   });
   files.push({ path: '/etc/sysctl.d/zz-harvester-enable-ipv6.conf', permissions: 0o644, content: Object.entries(IPV6_SYSCTLS).map(([k, v]) => `${k} = ${v}`).join('\n') + '\n' });
   files.push({ path: '/etc/multipath/conf.d/99-longhorn.conf', permissions: 0o644, content: LONGHORN_MULTIPATH_CONF });
+  const proxy = rke2ProxyEnvironment(config);
+  if (proxy) {
+    // systemd services do not read /etc/environment: RKE2 (and its containerd) take the proxy from these files.
+    // 0600: a proxy URL may carry user:password.
+    for (const unit of ['rke2-server', 'rke2-agent']) files.push({ path: `/etc/default/${unit}`, permissions: 0o600, content: proxy });
+  }
   const enable: string[] = [];
   if (multipathEnabled(config)) {
     files.push({ path: '/etc/multipath.conf', permissions: 0o644, content: renderMultipathConf(os.externalStorageConfig?.multiPathConfig) });

@@ -4,7 +4,7 @@ import { gzipSync } from 'node:zlib';
 import { renderNode, renderNodeFiles, placeNodePath, persistentStatePaths, defaultHasDataPartition } from '../../../installer/render/index.js';
 import { maskToPrefix } from '../../../installer/render/network.js';
 import { reservedMilliCpu, reservedResourcesArgs, supervisorUrl } from '../../../installer/render/rke2.js';
-import { renderGrubenv, renderMultipathConf } from '../../../installer/render/yip.js';
+import { renderGrubenv, renderMultipathConf, rke2ProxyEnvironment } from '../../../installer/render/yip.js';
 import type { HarvesterConfig } from '../../../installer/config/types.js';
 import { HvError } from '../../../lib/errors.js';
 import { CASES } from './cases.js';
@@ -132,6 +132,16 @@ describe('yip decisions', () => {
     const yip = String(renderNodeFiles(c, base.facts, base.seeds).find((f) => f.path === '/oem/90_custom.yaml')!.content);
     expect(yip).toMatch(/path: \/etc\/ok\n\s+permissions: 493\n/);
     expect(yip).toMatch(/encoding: gzip\+base64/);
+  });
+
+  it('gives RKE2 the proxy (either case) with the cluster CIDRs in NO_PROXY, and refuses shell-breaking values', () => {
+    const c = clone();
+    c.os!.environment = { HTTPS_PROXY: 'http://p:3128' };
+    expect(rke2ProxyEnvironment(c)).toBe('HTTPS_PROXY=http://p:3128\nNO_PROXY=127.0.0.1,localhost,10.52.0.0/16,10.53.0.0/16,.svc,.cluster.local\n');
+    c.os!.environment = { LANG: 'C' };
+    expect(rke2ProxyEnvironment(c)).toBeUndefined();
+    c.os!.environment = { http_proxy: 'http://p:3128"; rm -rf /' };
+    expect(errorOf(() => renderNodeFiles(c, base.facts, base.seeds)).message).toMatch(/proxy setting "HTTP_PROXY" contains a quote/);
   });
 
   it('warns when a user sysctl fights the forced IPv6 enablement', () => {
