@@ -295,7 +295,13 @@ export class PxeServer {
       const check = checkRequestPath(pathname.slice('/artifacts/'.length));
       if (!check.ok) return reply(404, 'not found\n');
       const file = await openInsideRoot(state.rootReal, check.segments);
-      if (!file) return reply(404, 'not found\n');
+      if (!file) {
+        // `<artifact>.sha256` (sha256sum format) for every declared artifact, so the installer can verify an ISO.
+        const rel = check.segments.join('/');
+        const declared = rel.endsWith('.sha256') ? state.artifactsByPath.get(rel.slice(0, -'.sha256'.length)) : undefined;
+        if (declared) return reply(200, `${declared.sha256}  ${check.segments.at(-1)!.slice(0, -'.sha256'.length)}\n`, TEXT);
+        return reply(404, 'not found\n');
+      }
       const who = this.byAddress.get(req.socket.remoteAddress ?? '');
       machine = who;
       const r = await this.serveFile(req, res, file);

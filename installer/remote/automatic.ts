@@ -1,0 +1,99 @@
+/**
+ * Automatic (PXE) install from the kernel command line (reference §4.3): `harvester.install.automatic=true`
+ * plus `harvester.install.config_url=…` and any `harvester.*` keys. The remote config is fetched
+ * with Harvester's patience (30 attempts 10 s apart, 15 s per attempt; configurable), merged under
+ * the command line, and validated with the one validator. The result carries the webhooks to call
+ * (STARTED/SUCCEEDED/FAILED) and where the install media come from.
+ */
+import { HvError, ExitCode } from '../../lib/errors.js';
+import { Logger } from '../../lib/logger.js';
+import { loadConfig, type LoadedConfig } from '../config/index.js';
+import type { HarvesterConfig } from '../config/types.js';
+import { sendWebhooks, type WebhookVars } from './webhooks.js';
+
+export interface ConfigFetchOptions {
+  /** Total attempts; Harvester: 30. */
+  attempts?: number;
+  /** Delay between attempts; Harvester: 10 s. */
+  retryDelayMs?: number;
+  /** Per attempt; Harvester: 15 s. */
+  timeoutMs?: number;
+  caFile?: string;
+  /** Pin the config's sha256. */
+  sha256?: string;
+}
+
+export const HARVESTER_CONFIG_FETCH: Required<Pick<ConfigFetchOptions, 'attempts' | 'retryDelayMs' | 'timeoutMs'>> = {
+  attempts: 30,
+  retryDelayMs: 10_000,
+  timeoutMs: 15_000,
+};
+
+export type MediaSource = { kind: 'url'; url: string } | { kind: 'local' } | { kind: 'none' };
+
+export interface AutomaticInstall {
+  config: HarvesterConfig;
+  /** What was read: the config_url, or `<cmdline>` when the command line carried everything. */
+  source: string;
+  loaded: LoadedConfig;
+  media: MediaSource;
+  webhooks: {
+    send(event: 'STARTED' | 'SUCCEEDED' | 'FAILED', vars?: WebhookVars): Promise<void>;
+  };
+}
+
+/** Where the install media come from (install.iso_url; `local` is the boot medium). Pure. */
+export function mediaSource(config: HarvesterConfig): MediaSource {
+  const url = config.install?.isoUrl?.trim();
+  if (!url) return { kind: 'none' };
+  if (url === 'local') return { kind: 'local' };
+  return { kind: 'url', url };
+}
+
+/** True when the command line asks for an automatic install. Pure. */
+export function isAutomaticCmdline(cmdlineText: string): boolean {
+  return /(^|\s)harvester\.install\.automatic(=("?)(true|t|yes|y)\3)?(\s|$)/i.test(cmdlineText);
+}
+
+export async function prepareAutomaticInstall(
+  cmdlineText: string,
+  opts: { fetch?: ConfigFetchOptions; log?: Logger } = {},
+): Promise<AutomaticInstall> {
+  const log = opts.log ?? new Logger();
+  if (!isAutomaticCmdline(cmdlineText)) {
+    throw new HvError('not an automatic install: harvester.install.automatic=true is not on the kernel command line', {
+      where: '<cmdline>',
+      hint: 'boot with harvester.install.automatic=true harvester.install.config_url=<url>',
+      exitCode: ExitCode.usage,
+    });
+  }
+  const f = { ...HARVESTER_CONFIG_FETCH, ...opts.fetch };
+  let loaded: LoadedConfig;
+  try {
+    loaded = await loadConfig(undefined, { cmdline: cmdlineText, attempts: f.attempts, retryDelayMs: f.retryDelayMs, timeoutMs: f.timeoutMs, caFile: f.caFile, sha256: f.sha256 });
+  } catch (err) {
+    if (err instanceof HvError) {
+      throw new HvError(`automatic install: ${err.message}`, { where: err.where, hint: err.hint, exitCode: ExitCode.installFailed, cause: err });
+    }
+    throw err;
+  }
+  log.redactor.addFrom(loaded.config);
+  for (const w of loaded.warnings) log.warn('config warning', { path: w.path, message: w.message, source: w.source });
+  if (!loaded.valid) {
+    const lines = loaded.errors.map((e) => `  - ${e.source ? `${e.source}${e.line ? `:${e.line}` : ''}: ` : ''}${e.path ? `${e.path}: ` : ''}${e.message}`);
+    throw new HvError(`automatic install: invalid configuration (${loaded.source}):\n${lines.map((l) => log.redactor.redactString(l)).join('\n')}`, {
+      where: loaded.source,
+      hint: "check it on any machine with 'hvinstall validate <url>'",
+      exitCode: ExitCode.checkFailed,
+    });
+  }
+  const config = loaded.config;
+  log.info('automatic install config loaded', { source: loaded.source, mode: config.install?.mode, device: config.install?.device });
+  return {
+    config,
+    source: loaded.source,
+    loaded,
+    media: mediaSource(config),
+    webhooks: { send: (event, vars) => sendWebhooks(event, config, { vars, log }) },
+  };
+}
