@@ -109,9 +109,11 @@ export function configSecrets(config: HarvesterConfig): string[] {
 /** Renders the node's files plus what was decided (seeds, hostname, warnings). */
 export function renderNode(config: HarvesterConfig, facts: RenderFacts, seeds?: RenderSeeds): RenderReport {
   const mode = String(config.install?.mode ?? '').toLowerCase();
-  if (mode !== 'create' && mode !== 'join') {
-    throw new HvError(`cannot render a node for install mode "${mode || '(empty)'}"`, { where: 'install.mode', hint: 'render covers create and join nodes', exitCode: ExitCode.checkFailed });
+  if (mode !== 'create' && mode !== 'join' && mode !== 'install') {
+    throw new HvError(`cannot render a node for install mode "${mode || '(empty)'}"`, { where: 'install.mode', hint: 'render covers create, join and install (binaries only) nodes', exitCode: ExitCode.checkFailed });
   }
+  // mode install ("binaries only"): the OS part only; the network and cluster are configured when the node is set up later, as in Harvester.
+  const clusterNode = mode !== 'install';
   const warnings: string[] = [];
   const used = resolveSeeds(config, facts, seeds);
   const hostname = resolveHostname(config, facts, used.hostnameSuffix);
@@ -131,11 +133,13 @@ export function renderNode(config: HarvesterConfig, facts: RenderFacts, seeds?: 
   add(CANONICAL_CONFIG_PATH, JSON.stringify(persisted, null, 2) + '\n', 0o600, true);
   add(SEEDS_PATH, JSON.stringify({ ...used, hostname: hostname.name, hostnameSource: hostname.source }, null, 2) + '\n', 0o600, true);
 
-  for (const p of renderNetworkManagerProfiles(config, facts)) add(`${NM_CONNECTIONS_DIR}/${p.fileName}`, p.content, 0o600, false);
-  for (const d of renderRke2DropIns(config, facts.cpuCount)) add(d.path, d.content, d.mode, d.secret);
+  if (clusterNode) {
+    for (const p of renderNetworkManagerProfiles(config, facts)) add(`${NM_CONNECTIONS_DIR}/${p.fileName}`, p.content, 0o600, false);
+    for (const d of renderRke2DropIns(config, facts.cpuCount)) add(d.path, d.content, d.mode, d.secret);
+  }
 
   const registry = config.systemSettings?.['containerd-registry'];
-  if (registry && registry.trim() !== '') {
+  if (clusterNode && registry && registry.trim() !== '') {
     const r = renderRegistriesFile(registry);
     add(REGISTRIES_PATH, r.content, r.mode, r.secret);
   }

@@ -159,10 +159,20 @@ describe('yip decisions', () => {
     expect(errorOf(() => renderGrubenv({ third_party_kernel_args: 'x'.repeat(1100) })).hint).toBe('shorten the extra kernel arguments');
   });
 
-  it('refuses install-only and unknown modes', () => {
+  it('refuses unknown modes', () => {
+    const c = clone();
+    c.install!.mode = 'upgrade';
+    expect(errorOf(() => renderNodeFiles(c, base.facts, base.seeds)).message).toBe('cannot render a node for install mode "upgrade"');
+  });
+
+  it('mode install (binaries only) renders the OS part without network or cluster files, and needs no token', () => {
     const c = clone();
     c.install!.mode = 'install';
-    expect(errorOf(() => renderNodeFiles(c, base.facts, base.seeds)).message).toBe('cannot render a node for install mode "install"');
+    delete c.token;
+    c.systemSettings = { 'containerd-registry': '{"Mirrors":{}}' };
+    expect(renderNodeFiles(c, base.facts, base.seeds).map((f) => f.path)).toEqual([
+      '/oem/90_custom.yaml', '/oem/grubcustom', '/oem/grubenv', '/oem/harvester.config', '/oem/hvinstall/config.json', '/oem/hvinstall/render-seeds.json',
+    ]);
   });
 });
 
