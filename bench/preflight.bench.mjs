@@ -44,7 +44,7 @@ for (let i = 0; i < RUNS; i++) {
   report = r.stdout;
 }
 const j = JSON.parse(report);
-if (j.summary.fail !== 0 || j.facts.disks.length !== 3) {
+if (j.summary.fail !== 0 || j.disks.length !== 3) {
   console.error('preflight bench: unexpected report for the prod-nvme fixture');
   process.exit(2);
 }

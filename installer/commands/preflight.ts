@@ -24,7 +24,8 @@ Gathers this machine's hardware facts and checks them against Harvester's requir
   --config F     check the install device, data disk and management NICs the config names
   --profile P    thresholds: testing (8 CPUs, 32GiB, 1Gbps; the default) or production (16, 64GiB, 10Gbps)
   --sysroot DIR  read /proc, /sys, /dev and /run under DIR (captured trees; labels from DIR/run/udev/data)
-  --json         print the report and the facts as JSON
+  --json         print the machine facts (the MachineFacts that 'hvinstall plan --facts' reads)
+                 with the report (checks, summary, suggestedDevice, gate) alongside, as JSON
 Exit codes: 0 no failures, 1 a check failed, 2 usage or environment error.`;
 
 function usageError(message: string): HvError {
@@ -83,7 +84,10 @@ export default async function preflight(argv: string[]): Promise<number> {
     : undefined;
 
   if (values.json) {
-    process.stdout.write(JSON.stringify({ ...report, gate: gate && { proceed: gate.proceed, needsAcknowledgement: gate.needsAcknowledgement, message: gate.message }, facts }, null, 2) + '\n');
+    // One object that is both: a MachineFacts (so `preflight --json > facts.json` feeds
+    // `hvinstall plan --facts`) and the report; the two share no key but sysroot (same value).
+    const gateJson = gate && { proceed: gate.proceed, needsAcknowledgement: gate.needsAcknowledgement, message: gate.message };
+    process.stdout.write(JSON.stringify({ ...facts, ...report, gate: gateJson }, null, 2) + '\n');
   } else {
     let text = formatPreflightReport(report);
     if (gate) text += `Install (${config?.install?.automatic ? 'automatic' : 'interactive'}): ${gate.message}\n`;

@@ -116,7 +116,7 @@ describe('preflight on loop devices (root)', () => {
     }
     const j = JSON.parse(out);
     expect(code).toBe(j.summary.fail > 0 ? 1 : 0);
-    const flags = j.facts.cpu.vmx || j.facts.cpu.svm;
+    const flags = j.cpu.vmx || j.cpu.svm;
     expect(j.checks.find((c: { id: string }) => c.id === 'virt.cpu-flags').result).toBe(flags ? 'pass' : 'fail');
     expect(j.checks.find((c: { id: string }) => c.id === 'device.size').result).toBe('pass');
     expect(j.installDevice).toBe(big);

@@ -38,7 +38,7 @@ describe('hvinstall preflight', () => {
     expect(out).toContain('  WARN virt.host: System is virtualized (kvm) which is not supported in production.');
   });
 
-  it('--json prints the report and the facts', async () => {
+  it('--json prints the facts (a MachineFacts) with the report alongside', async () => {
     captureStdout();
     const code = await main(['preflight', '--sysroot', root('legacy-bios'), '--json', '--profile', 'production']);
     expect(code).toBe(1);
@@ -46,8 +46,10 @@ describe('hvinstall preflight', () => {
     expect(j.profile).toBe('production');
     expect(j.summary).toEqual({ pass: 11, warn: 0, fail: 2 });
     expect(j.checks.find((c: { id: string }) => c.id === 'firmware.uefi')).toMatchObject({ result: 'fail', skippable: false });
-    expect(j.facts.firmware).toEqual({ uefi: false });
-    expect(j.facts.disks.map((d: { name: string }) => d.name)).toEqual(['sda', 'sdb']);
+    expect(j.firmware).toEqual({ uefi: false });
+    expect(j.cpu).toMatchObject({ threads: 16, cores: 8, vmx: true });
+    expect(j.disks.map((d: { name: string }) => d.name)).toEqual(['sda', 'sdb']);
+    expect(j.sysroot).toBe(root('legacy-bios'));
     expect(j.gate).toBeUndefined();
   });
 
