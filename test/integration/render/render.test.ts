@@ -160,6 +160,14 @@ describe('hvinstall render (built CLI)', () => {
     const loaded = await loadNodeConfig((p: string) => path.join(out, p), ['/oem/harvester.config']);
     expect(loaded.problems).toEqual([]);
     expect(loaded.config?.token).toBe(registries.config.token);
+    // Without harvester.config the agent falls back to the canonical JSON copy.
+    const copy = path.join(work, 'root-canonical-only');
+    execFileSync('cp', ['-a', out, copy]);
+    rmSync(path.join(copy, 'oem/harvester.config'));
+    const fallback = await loadNodeConfig((p: string) => path.join(copy, p), ['/oem/harvester.config', '/oem/hvinstall/config.json']);
+    expect(fallback.source).toBe('/oem/hvinstall/config.json');
+    expect(fallback.problems).toEqual([]);
+    expect(fallback.config?.systemSettings).toEqual(loaded.config?.systemSettings);
     const { renderRegistriesYaml } = await import('../../../installer/render/index.js');
     expect(renderRegistriesYaml(loaded.config!.systemSettings!['containerd-registry']!)).toBe(readFileSync(path.join(out, 'etc/rancher/rke2/registries.yaml'), 'utf8'));
   });
