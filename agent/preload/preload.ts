@@ -138,7 +138,8 @@ export async function runPreload(env: PreloadEnv): Promise<PreloadRun> {
   log.info('image bundle found', { bundle: dir, archives: bundle.archives.length, fromMetadata: bundle.fromMetadata, socket: target.socket });
 
   let standalone: StandaloneContainerd | undefined;
-  if (s.startContainerd === 'auto' && (await containerdProblem(target))) {
+  const problem = await containerdProblem(target);
+  if (problem && s.startContainerd === 'auto') {
     const binary = await resolveContainerdBinary(env);
     try {
       standalone = await startStandaloneContainerd({
@@ -158,7 +159,7 @@ export async function runPreload(env: PreloadEnv): Promise<PreloadRun> {
     }
   }
   try {
-    return await importBundle(bundle, dir, target, env);
+    return await importBundle(bundle, dir, target, env, problem === null || standalone !== undefined);
   } finally {
     if (standalone) {
       await standalone.stop();
@@ -167,10 +168,12 @@ export async function runPreload(env: PreloadEnv): Promise<PreloadRun> {
   }
 }
 
-async function importBundle(bundle: LoadedBundle, dir: string, target: CtrTarget, env: PreloadEnv): Promise<PreloadRun> {
+async function importBundle(bundle: LoadedBundle, dir: string, target: CtrTarget, env: PreloadEnv, answering: boolean): Promise<PreloadRun> {
   const { settings: s, log } = env;
-  const down = await waitForContainerd(target, env);
-  if (down) return { kind: 'containerd-unavailable', reason: down };
+  if (!answering) {
+    const down = await waitForContainerd(target, env);
+    if (down) return { kind: 'containerd-unavailable', reason: down };
+  }
 
   const present = await listImages(target);
   const plans = planImports(bundle.archives, present);
@@ -190,7 +193,7 @@ async function importBundle(bundle: LoadedBundle, dir: string, target: CtrTarget
   const vouchedFor = new Set<string>([...present]);
 
   await pool(order, s.parallelism, async (archive) => {
-    outcomes.set(archive.id, await importWithRetries(archive, target, env, board, numberOf.get(archive.id)!, vouchedFor));
+    outcomes.set(archive.id, await importWithRetries(archive, target, env, board, numberOf.get(archive.id)!, present, vouchedFor));
   });
 
   // The bounded final check: poll briefly (containerd is consistent once ctr returns, but a slow
@@ -237,6 +240,7 @@ async function importWithRetries(
   env: PreloadEnv,
   board: ProgressBoard,
   n: number,
+  presentAtStart: ReadonlySet<string>,
   vouchedFor: Set<string>,
 ): Promise<ArchiveOutcome> {
   const { settings: s } = env;
@@ -254,12 +258,15 @@ async function importWithRetries(
         await sleep(delay, env.signal);
         delay = Math.min(delay * 2, s.retryMaxDelayMs);
       }
-      const down = await waitForContainerd(target, env);
-      if (down) {
-        last = { kind: 'containerd-unavailable', message: down };
-        continue;
+      // The pass checked containerd before the first attempts; a retry checks again (it may be
+      // restarting after a crash) rather than burning its attempt on a refused connection.
+      if (attempt > 1) {
+        const down = await waitForContainerd(target, env);
+        if (down) {
+          last = { kind: 'containerd-unavailable', message: down };
+          continue;
+        }
       }
-      const before = await listImages(target).catch(() => undefined);
       try {
         const r = await importArchiveOnce({
           archive,
@@ -275,16 +282,16 @@ async function importWithRetries(
         bytes = r.bytes;
         for (const i of archive.images) vouchedFor.add(i);
         const secs = Math.max(r.durationMs, 1) / 1000;
-        log.info('archive imported', { attempt, bytes: r.bytes, sha256: r.sha256, verified: !!archive.sha256, seconds: Math.round(secs * 10) / 10, mibPerSecond: Math.round(r.bytes / 1048576 / secs) });
+        log.info('archive imported', { attempt, bytes: r.bytes, sha256: r.sha256 ?? null, verified: !!archive.sha256, seconds: Math.round(secs * 10) / 10, mibPerSecond: Math.round(r.bytes / 1048576 / secs) });
         return { id: archive.id, status: 'imported', attempts: attempt, bytes, durationMs: env.now() - started, rolledBack: rolledBack.length ? rolledBack : undefined };
       } catch (err) {
         if (env.signal.aborted) throw err;
         last = err instanceof ImportAttemptError ? { kind: err.kind, message: err.message } : { kind: 'import-failed', message: (err as Error).message };
         log.warn('import attempt failed', { attempt, of: s.attempts, kind: last.kind, error: last.message });
         // Whatever this attempt created is not trusted.
-        if (before) {
+        {
           const after = await listImages(target).catch(() => undefined);
-          const undo = after ? imagesToRollBack(archive, before, after, vouchedFor) : [];
+          const undo = after ? imagesToRollBack(archive, presentAtStart, after, vouchedFor) : [];
           if (undo.length) {
             await removeImages(target, undo).then(
               () => {

@@ -63,7 +63,8 @@ export interface ImportAttemptOptions {
 
 export interface ImportAttemptResult {
   bytes: number;
-  sha256: string;
+  /** The archive's sha256, computed only when the bundle carries one to compare with. */
+  sha256?: string;
   durationMs: number;
 }
 
@@ -137,14 +138,15 @@ export function importArchiveOnce(opts: ImportAttemptOptions): Promise<ImportAtt
     child.stdout!.on('data', collect);
     child.stderr!.on('data', collect);
 
-    const hash = createHash('sha256');
+    // Hashing costs CPU on every byte: only when there is a checksum to verify.
+    const hash = expected ? createHash('sha256') : undefined;
     const held: Buffer[] = [];
     let heldBytes = 0;
     let readBytes = 0;
     let written = 0;
     let phase: 'streaming' | 'finishing' = 'streaming';
     let allDeliveredAt: number | undefined;
-    let sha256 = '';
+    let sha256: string | undefined;
     let failure: { kind: FailureKind; message: string } | undefined;
     let settled = false;
     const watchdog = new StallWatchdog(opts.stallTimeoutMs, now);
@@ -177,7 +179,7 @@ export function importArchiveOnce(opts: ImportAttemptOptions): Promise<ImportAtt
 
     source.on('data', (chunk: Buffer) => {
       if (failure) return;
-      hash.update(chunk);
+      hash?.update(chunk);
       readBytes += chunk.length;
       held.push(chunk);
       heldBytes += chunk.length;
@@ -190,7 +192,7 @@ export function importArchiveOnce(opts: ImportAttemptOptions): Promise<ImportAtt
     });
     source.on('end', () => {
       if (failure) return;
-      sha256 = hash.digest('hex');
+      sha256 = hash?.digest('hex');
       if (expected && sha256 !== expected) {
         fail('checksum-mismatch', `checksum mismatch: the bundle says sha256 ${expected}, the ${formatBytes(readBytes)} read hash to ${sha256}`);
         return;
