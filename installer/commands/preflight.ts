@@ -74,6 +74,9 @@ export default async function preflight(argv: string[]): Promise<number> {
     throw new HvError(`sysroot is not a directory: ${sysroot}`, { where: '--sysroot', hint: 'pass a captured tree with proc/, sys/ and dev/, or omit --sysroot', exitCode: ExitCode.usage });
   }
 
+  if (sysroot === '/' && process.getuid?.() !== 0) {
+    process.stderr.write('hvinstall preflight: not running as root: disk labels (blkid) and installed memory (DMI) are not readable; run as root for a complete report\n');
+  }
   const host = new Host(sysroot);
   const config = values.config !== undefined ? await readConfig(values.config) : undefined;
   const facts = await gatherMachineFacts(host);

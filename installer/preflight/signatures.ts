@@ -100,7 +100,9 @@ export async function readSignatures(
   if (mode === 'udev' || targets.length === 0) return { source: udevSeen ? 'udev' : 'none', byPath };
 
   // Lazy import: fixture runs (and the <1 s preflight budget) do not pay for execa.
-  const { run } = await import('../../lib/exec.js');
+  const { run, hasCommand } = await import('../../lib/exec.js');
+  // Without blkid (util-linux missing) the udev database is all there is.
+  if (!(await hasCommand('blkid'))) return { source: udevSeen ? 'udev' : 'none', byPath };
   // One blkid for all devices, in order. In low-level probe mode blkid stops at the first device that
   // has no signature (status 2) or cannot be opened (an empty optical drive): that is the device after
   // the last one it printed. Probe again from the one after it until every device has been tried.

@@ -57,3 +57,12 @@ describe('readSignatures with blkid', () => {
     ]);
   });
 });
+
+describe('readSignatures without blkid', () => {
+  it('falls back to the udev database instead of failing', async () => {
+    process.env.PATH = path.join(dir, 'empty-bin');
+    const { source, byPath } = await readSignatures(new Host('/'), [{ path: '/dev/fake-label1' }], 'blkid');
+    expect(source).toBe('none');
+    expect(byPath.size).toBe(0);
+  });
+});
