@@ -131,26 +131,30 @@ export async function filesystemMismatch(p: Pick<PlannedPartition, 'fs' | 'label
 }
 
 /**
- * Every device on the machine carrying a label, by label. Loop devices other than the target are
- * left out: they are image files attached by tools, absent at boot, so they cannot confuse grub's
- * or the initramfs's search by label.
+ * Every device on the machine carrying a label, by label. Loop devices other than the install's own
+ * disks are left out: they are image files attached by tools, absent at boot, so they cannot confuse
+ * grub's or the initramfs's search by label.
  */
-export async function devicesByLabel(targetDisk: string): Promise<Map<string, string[]>> {
+export async function devicesByLabel(installDisks: string[]): Promise<Map<string, string[]>> {
   const out = new Map<string, string[]>();
-  for (const sig of await bootVisibleSignatures(targetDisk)) {
+  for (const sig of await bootVisibleSignatures(installDisks)) {
     if (!sig.LABEL) continue;
     out.set(sig.LABEL, [...(out.get(sig.LABEL) ?? []), sig.DEVNAME!]);
   }
   return out;
 }
 
-/** The devices the installed node will see at boot: every probed device but other loop devices. */
-export async function bootVisibleSignatures(targetDisk: string): Promise<Signature[]> {
+/**
+ * The devices the installed node will see at boot: every probed device except loop devices that are
+ * not among the install's own disks (target, data disk).
+ */
+export async function bootVisibleSignatures(installDisks: string[]): Promise<Signature[]> {
   const r = await run('blkid', ['-c', '/dev/null', '-o', 'export'], { allowFailure: true, timeoutMs: 120_000 });
-  const target = path.basename(targetDisk);
+  const ours = installDisks.map((d) => path.basename(d));
   return parseBlkidExport(r.stdout).filter((sig) => {
     const name = sig.DEVNAME ? path.basename(sig.DEVNAME) : undefined;
-    return !!name && !(name.startsWith('loop') && !(name === target || name.startsWith(`${target}p`)));
+    if (!name) return false;
+    return !name.startsWith('loop') || ours.some((d) => name === d || name.startsWith(`${d}p`));
   });
 }
 

@@ -7,6 +7,7 @@ import { run } from '../../lib/exec.js';
 import { serialiseHarvesterConfig } from '../config/index.js';
 import { partitionPath } from '../disk/commands.js';
 import { bootVisibleSignatures } from '../disk/block.js';
+import { installDisks } from './disk-steps.js';
 import type { DeployResult, ImageRecord } from '../disk/contracts.js';
 import type { InstallPlan } from '../disk/types.js';
 import type { InstallContext, Step } from './context.js';
@@ -76,7 +77,7 @@ export const bootloaderStep: Step = {
     }
     const plan = ctx.plan;
     const efi = plan.partitions.find((p) => p.role === 'efi');
-    const labelCheckDevices = (await bootVisibleSignatures(plan.device)).map((s) => s.DEVNAME!);
+    const labelCheckDevices = (await bootVisibleSignatures(installDisks(plan))).map((s) => s.DEVNAME!);
     await withMounted(plan, ctx.runDir, ['COS_STATE', 'COS_OEM'], (dirs) =>
       installBootloader({
         firmware: plan.firmware,

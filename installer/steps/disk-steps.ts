@@ -136,9 +136,13 @@ export const formatStep: Step = {
   check: (ctx) => formatMismatch(ctx.plan),
 };
 
+export function installDisks(plan: InstallPlan): string[] {
+  return [plan.device, ...(plan.dataDisk ? [plan.dataDisk.path] : [])];
+}
+
 /** Every planned label must resolve to exactly the planned device, on the whole machine. */
 export async function labelProblems(plan: InstallPlan): Promise<string[]> {
-  const byLabel = await devicesByLabel(plan.device);
+  const byLabel = await devicesByLabel(installDisks(plan));
   const problems: string[] = [];
   const want = new Map<string, string>();
   for (const p of plan.partitions) if (p.label) want.set(p.label, partitionPath(plan.device, p.number));

@@ -1,6 +1,6 @@
 /**
  * An exclusive BSD lock on the target disk (the convention udev and util-linux use for block
- * devices), held by a `flock` child for the life of the install. The child reads our stdin pipe: if
+ * devices), waiting up to 10 s for a holder that is just exiting, held by a `flock` child for the life of the install. The child reads our stdin pipe: if
  * this process dies, even by SIGKILL, the pipe closes, the child exits and the lock is released, so
  * a re-run after a crash is never locked out.
  */
@@ -13,7 +13,7 @@ export interface DeviceLock {
 }
 
 export async function lockDevice(device: string, timeoutMs = 30_000): Promise<DeviceLock> {
-  const child: ChildProcess = spawn('flock', ['--exclusive', '--nonblock', '--conflict-exit-code', '75', device, 'sh', '-c', 'echo locked; exec cat >/dev/null'], {
+  const child: ChildProcess = spawn('flock', ['--exclusive', '--timeout', '10', '--conflict-exit-code', '75', device, 'sh', '-c', 'echo locked; exec cat >/dev/null'], {
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let stderr = '';
@@ -50,6 +50,8 @@ export async function lockDevice(device: string, timeoutMs = 30_000): Promise<De
     release: () =>
       new Promise<void>((resolve) => {
         if (child.exitCode !== null) return resolve();
+        // Keep the event loop alive until the holder has gone and the lock is really free.
+        child.ref();
         child.once('exit', () => resolve());
         child.stdin!.end();
       }),

@@ -145,6 +145,7 @@ export async function runInstall(opts: RunInstallOptions): Promise<InstallOutcom
     await writer.save();
     bus.emit({ type: 'install', phase: resumed ? 'resumed' : 'started', device: plan.device, message: resumed ? `run ${journal.runs} of install ${journal.installId}` : `install ${journal.installId}, journal ${journalFile}` });
     bus.emit({ type: 'step', phase: 'done', step: 'guard', index: 1, total });
+    killIfAsked('after:guard', opts.killPoint);
 
     // --- resume point: the first step not done, or done but no longer holding
     let redoFrom = steps.length;

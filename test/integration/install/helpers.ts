@@ -1,0 +1,239 @@
+/**
+ * Integration helpers for the install engine: sparse disks on loop devices, a small OS tree, running
+ * the real CLI (bin/hvinstall, built by `make build`), and inspecting a disk from the outside.
+ * Everything created is registered for cleanup, which runs even when a test fails.
+ */
+import { execFile, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { chmod, mkdir, mkdtemp, readdir, readFile, readlink, rm, stat, writeFile, lstat } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+const execFileP = promisify(execFile);
+export const REPO = path.resolve(import.meta.dirname, '../../..');
+export const HVINSTALL = path.join(REPO, 'bin/hvinstall');
+
+export async function sh(cmd: string, args: string[], opts: { allowFailure?: boolean; env?: NodeJS.ProcessEnv } = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const r = await execFileP(cmd, args, { maxBuffer: 64 * 1024 * 1024, env: opts.env ?? process.env });
+    return { code: 0, stdout: r.stdout, stderr: r.stderr };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    if (!opts.allowFailure) throw new Error(`${cmd} ${args.join(' ')} failed (${e.code}): ${e.stderr ?? ''}`);
+    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
+  }
+}
+
+export class Cleanup {
+  private readonly tasks: Array<() => Promise<unknown>> = [];
+  add(task: () => Promise<unknown>): void {
+    this.tasks.push(task);
+  }
+  async run(): Promise<void> {
+    while (this.tasks.length) await this.tasks.pop()!().catch(() => undefined);
+  }
+}
+
+export async function tempDir(cleanup: Cleanup, prefix = 'hvinstall-it-'): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), prefix));
+  cleanup.add(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** A sparse raw disk of `sizeGiB` on a fresh loop device; detached (and unmounted) at cleanup. */
+export async function loopDisk(cleanup: Cleanup, dir: string, name: string, sizeGiB: number, sectorSize = 512): Promise<string> {
+  const file = path.join(dir, `${name}.raw`);
+  await sh('truncate', ['-s', `${sizeGiB}G`, file]);
+  const args = ['--find', '--show', ...(sectorSize !== 512 ? ['--sector-size', String(sectorSize)] : []), file];
+  const dev = (await sh('losetup', args)).stdout.trim();
+  cleanup.add(async () => {
+    const mounts = (await readFile('/proc/self/mounts', 'utf8')).split('\n').map((l) => l.split(' ')).filter((f) => f[0]?.startsWith(dev));
+    for (const m of mounts) await sh('umount', ['-l', m[1]!], { allowFailure: true });
+    await sh('losetup', ['--detach', dev], { allowFailure: true });
+  });
+  return dev;
+}
+
+/** A small OS tree: busybox with a few applet links, an os-release, a kernel-shaped file, a symlink. */
+export async function buildSmallOsTree(dir: string): Promise<string> {
+  const root = path.join(dir, 'os');
+  for (const d of ['bin', 'sbin', 'etc', 'boot', 'usr/share/hv', 'var/log']) await mkdir(path.join(root, d), { recursive: true });
+  await writeFile(path.join(root, 'bin/busybox'), await readFile('/usr/bin/busybox'));
+  await chmod(path.join(root, 'bin/busybox'), 0o755);
+  for (const applet of ['sh', 'ls', 'mount']) await sh('ln', ['-s', 'busybox', path.join(root, 'bin', applet)]);
+  await writeFile(path.join(root, 'etc/os-release'), 'NAME="hvinstall test OS"\nID=hvtest\nVERSION_ID=1\nGRUB_ENTRY_NAME="hvtest"\n');
+  await writeFile(path.join(root, 'boot/vmlinuz'), Buffer.alloc(256 * 1024, 7));
+  await writeFile(path.join(root, 'boot/initrd'), Buffer.alloc(128 * 1024, 9));
+  await writeFile(path.join(root, 'usr/share/hv/data.bin'), createHash('sha256').update('seed').digest());
+  await writeFile(path.join(root, 'etc/secret-file'), 'mode 600\n', { mode: 0o600 });
+  await chmod(path.join(root, 'etc/secret-file'), 0o600);
+  return root;
+}
+
+export interface ConfigOptions {
+  device: string;
+  dataDisk?: string;
+  forceEfi?: boolean;
+  forceMbr?: boolean;
+  role?: string;
+  extraInstall?: string;
+}
+
+/** A create-mode config as a user writes it (YAML, snake_case). */
+export function configYaml(o: ConfigOptions): string {
+  return [
+    'scheme_version: 1',
+    'token: integration-secret-token',
+    'os:',
+    '  hostname: hv-it-node',
+    '  password: rancher-password-secret',
+    '  ntp_servers: [0.suse.pool.ntp.org]',
+    '  dns_nameservers: [10.0.2.3]',
+    'install:',
+    '  mode: create',
+    `  device: ${o.device}`,
+    '  management_interface:',
+    '    interfaces: [{name: eth0}]',
+    '    method: dhcp',
+    '  vip: 10.0.2.100',
+    '  vip_mode: static',
+    ...(o.dataDisk ? [`  data_disk: ${o.dataDisk}`] : []),
+    ...(o.forceEfi ? ['  force_efi: true'] : []),
+    ...(o.forceMbr ? ['  force_mbr: true'] : []),
+    ...(o.role ? [`  role: ${o.role}`] : []),
+    ...(o.extraInstall ? [o.extraInstall] : []),
+    '',
+  ].join('\n');
+}
+
+export const TEST_SYSTEM_SIZE_MIB = 272;
+
+export interface CliResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs bin/hvinstall with args; returns its exit code or the signal that killed it. */
+export function hvinstall(args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(HVINSTALL, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
+  });
+}
+
+export function installArgs(configFile: string, source: string, stateDir: string, extra: string[] = []): string[] {
+  return ['install', '--config', configFile, '--source', source, '--yes', '--progress', 'json', '--system-size', String(TEST_SYSTEM_SIZE_MIB), '--state-dir', stateDir, ...extra];
+}
+
+export function partitionNode(disk: string, n: number): string {
+  return /\d$/.test(disk) ? `${disk}p${n}` : `${disk}${n}`;
+}
+
+export function parseExport(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const l of text.split('\n')) {
+    const i = l.indexOf('=');
+    if (i > 0) out[l.slice(0, i)] = l.slice(i + 1);
+  }
+  return out;
+}
+
+export async function probe(dev: string): Promise<Record<string, string>> {
+  return parseExport((await sh('blkid', ['-p', '-o', 'export', dev], { allowFailure: true })).stdout);
+}
+
+async function sha256Of(file: string, size: number, normalise?: (rel: string, text: string) => string, rel = ''): Promise<string> {
+  if (normalise && size < 1024 * 1024) return createHash('sha256').update(normalise(rel, await readFile(file, 'utf8'))).digest('hex');
+  if (size < 1024 * 1024) return createHash('sha256').update(await readFile(file)).digest('hex');
+  return (await sh('sha256sum', [file])).stdout.split(' ')[0]!; // big images: streamed by a C tool
+}
+
+/** path → "mode size sha256" (or "link target", "dir mode") for every entry under root. */
+export async function treeManifest(
+  root: string,
+  exclude: (rel: string) => boolean = () => false,
+  normalise?: (rel: string, text: string) => string,
+): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  async function walk(dir: string): Promise<void> {
+    for (const name of (await readdir(dir)).sort()) {
+      const full = path.join(dir, name);
+      const rel = path.relative(root, full);
+      if (exclude(rel)) continue;
+      const s = await lstat(full);
+      const mode = (s.mode & 0o7777).toString(8);
+      if (s.isSymbolicLink()) out[rel] = `link ${await readlink(full)}`;
+      else if (s.isDirectory()) {
+        out[rel] = `dir ${mode}`;
+        await walk(full);
+      } else out[rel] = `${mode} ${s.size} ${await sha256Of(full, s.size, normalise, rel)}`;
+    }
+  }
+  await walk(root);
+  return out;
+}
+
+export async function withMount<T>(dev: string, dir: string, fn: (mnt: string) => Promise<T>, opts = 'ro'): Promise<T> {
+  const mnt = await mkdtemp(path.join(dir, 'mnt-'));
+  await sh('mount', ['-o', opts, dev, mnt]);
+  try {
+    return await fn(mnt);
+  } finally {
+    await sh('umount', [mnt], { allowFailure: true });
+    await rm(mnt, { recursive: true, force: true });
+  }
+}
+
+/**
+ * What makes two installs "identical": the partition table (table id, partition GUIDs, names, types,
+ * sectors), every filesystem's type/label/UUID, the boot code (MBR code area, bios_grub), the files
+ * on every filesystem with mode, size and sha256 (images included), the ESP's files. Not compared:
+ * timestamps — file times, the install record (/oem/install: log and journal carry times and run
+ * counts) and the `date:` line of state.yaml (when the images were deployed).
+ */
+const withoutDeployDate = (rel: string, text: string): string => (path.basename(rel) === 'state.yaml' ? text.replace(/^date:.*$/m, 'date: <not compared>') : text);
+
+export async function diskSnapshot(disk: string, dir: string): Promise<Record<string, unknown>> {
+  const table = (await sh('sfdisk', ['--dump', disk])).stdout.replace(/^device: .*$/m, '');
+  const snap: Record<string, unknown> = { table };
+  const mbr = await sh('sh', ['-c', `head -c 440 ${disk} | sha256sum`]);
+  snap.mbrCode = mbr.stdout.split(' ')[0];
+  const parts = (await readdir('/sys/class/block')).filter((n) => n.startsWith(`${path.basename(disk)}p`)).sort();
+  for (const p of parts) {
+    const dev = `/dev/${p}`;
+    const sig = await probe(dev);
+    const entry: Record<string, unknown> = { type: sig.TYPE, label: sig.LABEL, uuid: sig.UUID };
+    if (sig.TYPE === 'ext4') {
+      entry.files = await withMount(dev, dir, (m) => treeManifest(m, (rel) => rel === 'lost+found' || rel.startsWith('install'), withoutDeployDate));
+    } else if (sig.TYPE === 'vfat') {
+      const out = path.join(dir, `esp-${p}`);
+      await mkdir(out, { recursive: true });
+      await sh('mcopy', ['-s', '-n', '-i', dev, '::/*', out]);
+      entry.files = await treeManifest(out);
+      await rm(out, { recursive: true, force: true });
+    } else if (!sig.TYPE) {
+      entry.sha256 = (await sh('sh', ['-c', `sha256sum < ${dev}`])).stdout.split(' ')[0];
+    }
+    snap[p.replace(path.basename(disk), 'disk')] = entry;
+  }
+  return snap;
+}
+
+export async function fileMode(p: string): Promise<number> {
+  return (await stat(p)).mode & 0o777;
+}
+
+export function events(stdout: string): Array<Record<string, unknown>> {
+  return stdout
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+}

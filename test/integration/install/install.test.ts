@@ -1,0 +1,168 @@
+/**
+ * hvinstall install on real loop devices (root): full installs verified from the outside (EFI 512,
+ * EFI 4Kn, BIOS with a data disk), and the refusals and failures that must leave disks as they were
+ * or invalidated.
+ */
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { readFile, writeFile, chmod, mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import type { InstallPlan } from '../../../installer/disk/types.js';
+import {
+  Cleanup,
+  buildSmallOsTree,
+  configYaml,
+  diskSnapshot,
+  events,
+  hvinstall,
+  installArgs,
+  loopDisk,
+  partitionNode,
+  probe,
+  sh,
+  tempDir,
+  TEST_SYSTEM_SIZE_MIB,
+  withMount,
+  type ConfigOptions,
+} from './helpers.js';
+import { verifyInstalledDisk } from './verify.js';
+
+const cleanup = new Cleanup();
+afterEach(() => cleanup.run());
+
+let isRoot = false;
+beforeAll(() => {
+  isRoot = process.getuid?.() === 0;
+  if (!isRoot) throw new Error('integration tests need root');
+});
+
+async function setup(opts: Omit<ConfigOptions, 'device'> & { sectorSize?: number; withDataDisk?: boolean } = {}) {
+  const dir = await tempDir(cleanup);
+  const disk = await loopDisk(cleanup, dir, 'target', 260, opts.sectorSize ?? 512);
+  const dataDisk = opts.withDataDisk ? await loopDisk(cleanup, dir, 'data', 60, opts.sectorSize ?? 512) : undefined;
+  const source = await buildSmallOsTree(dir);
+  const configFile = path.join(dir, 'config.yaml');
+  await writeFile(configFile, configYaml({ ...opts, device: disk, ...(dataDisk ? { dataDisk } : {}) }));
+  const stateDir = path.join(dir, 'state');
+  return { dir, disk, dataDisk, source, configFile, stateDir };
+}
+
+async function planOf(configFile: string): Promise<InstallPlan> {
+  const r = await hvinstall(['plan', '--config', configFile, '--json', '--system-size', String(TEST_SYSTEM_SIZE_MIB)]);
+  expect(r.code, r.stderr).toBe(0);
+  return (JSON.parse(r.stdout) as { plan: InstallPlan }).plan;
+}
+
+describe('hvinstall install', () => {
+  it('EFI, 512-byte sectors: a full install, verified from the outside', async () => {
+    const t = await setup({ forceEfi: true });
+    const plan = await planOf(t.configFile);
+    expect(plan.firmware).toBe('efi');
+    const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir));
+    expect(r.code, r.stderr).toBe(0);
+    const ev = events(r.stdout);
+    expect(ev.filter((e) => e.type === 'step' && e.phase === 'done').map((e) => e.step)).toEqual(['guard', 'clear', 'partition', 'format', 'verify', 'deploy', 'bootloader', 'oem', 'persistent', 'finish']);
+    expect(ev.some((e) => e.type === 'bytes' && typeof e.rateBytesPerSec === 'number')).toBe(true);
+    expect(ev.every((e) => typeof e.elapsedMs === 'number' && typeof e.ts === 'string')).toBe(true);
+    expect(r.stdout + r.stderr).not.toContain('integration-secret-token');
+    await verifyInstalledDisk(plan, t.source, t.dir);
+    const journal = JSON.parse(await readFile(path.join(t.stateDir, `${path.basename(t.disk)}.journal.json`), 'utf8'));
+    expect(journal.status).toBe('succeeded');
+  });
+
+  it('EFI on a 4Kn loop device', async () => {
+    const t = await setup({ forceEfi: true, sectorSize: 4096 });
+    const plan = await planOf(t.configFile);
+    expect(plan.logicalSectorSize).toBe(4096);
+    const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir));
+    expect(r.code, r.stderr).toBe(0);
+    await verifyInstalledDisk(plan, t.source, t.dir);
+  });
+
+  it('BIOS with a separate data disk formatted whole', async () => {
+    const t = await setup({ withDataDisk: true });
+    // the data disk carries a stale COS_OEM from an old install: it must not survive
+    await sh('sgdisk', ['-n', '1:0:+64M', t.dataDisk!]);
+    await sh('partprobe', [t.dataDisk!]);
+    await sh('mkfs.ext4', ['-q', '-L', 'COS_OEM', partitionNode(t.dataDisk!, 1)]);
+    const plan = await planOf(t.configFile);
+    expect(plan.firmware).toBe('bios');
+    expect(plan.dataDisk?.path).toBe(t.dataDisk);
+    expect(plan.partitions.map((p) => p.label ?? p.name)).toEqual(['bios', 'COS_OEM', 'COS_RECOVERY', 'COS_STATE', 'COS_PERSISTENT']);
+    const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir));
+    expect(r.code, r.stderr).toBe(0);
+    await verifyInstalledDisk(plan, t.source, t.dir);
+    expect((await sh('sfdisk', ['--dump', t.dataDisk!], { allowFailure: true })).code).not.toBe(0); // no table left
+  });
+
+  it('refuses a mounted disk and changes nothing', async () => {
+    const t = await setup();
+    await sh('sgdisk', ['-n', '1:0:+64M', t.disk]);
+    await sh('partprobe', [t.disk]);
+    await sh('mkfs.ext4', ['-q', '-L', 'SOMEDATA', partitionNode(t.disk, 1)]);
+    const before = await diskSnapshot(t.disk, t.dir);
+    const mnt = path.join(t.dir, 'busy');
+    await mkdir(mnt);
+    await sh('mount', [partitionNode(t.disk, 1), mnt]);
+    cleanup.add(() => sh('umount', [mnt], { allowFailure: true }));
+    const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir));
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`${t.disk} is mounted (${mnt}): unmount it first`);
+    expect(r.stderr).toContain('nothing was changed');
+    await sh('umount', [mnt]);
+    expect(await diskSnapshot(t.disk, t.dir)).toEqual(before);
+  });
+
+  it('without --yes, shows what would be destroyed and refuses', async () => {
+    const t = await setup();
+    const args = installArgs(t.configFile, t.source, t.stateDir).filter((a) => a !== '--yes');
+    const r = await hvinstall(args);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('refusing to install without --yes');
+    expect(r.stderr).toContain(`${t.disk} (260 GiB)`);
+    expect((await sh('blkid', ['-p', t.disk], { allowFailure: true })).code).toBe(2); // still blank
+  });
+
+  it('refuses a --device the config does not name', async () => {
+    const t = await setup();
+    const other = await loopDisk(cleanup, t.dir, 'other', 260);
+    const r = await hvinstall([...installArgs(t.configFile, t.source, t.stateDir), '--device', other]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('is not the disk named in the config');
+    expect((await sh('blkid', ['-p', other], { allowFailure: true })).code).toBe(2);
+  });
+
+  it('a failing mkfs leaves the target invalidated and the journal readable', async () => {
+    const t = await setup({ forceEfi: true });
+    // A test double of mkfs.ext4, first on PATH: fails for COS_STATE, runs the real one otherwise.
+    const fakeBin = path.join(t.dir, 'fake-bin');
+    await mkdir(fakeBin);
+    const realMkfs = (await sh('sh', ['-c', 'command -v mkfs.ext4'])).stdout.trim();
+    await writeFile(
+      path.join(fakeBin, 'mkfs.ext4'),
+      `#!/bin/sh\ncase " $* " in *" COS_STATE "*) echo "injected mkfs failure for test" >&2; exit 1;; esac\nexec ${realMkfs} "$@"\n`,
+    );
+    await chmod(path.join(fakeBin, 'mkfs.ext4'), 0o755);
+    const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir), { PATH: `${fakeBin}:${process.env.PATH}` });
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain('install failed in step format');
+    expect(r.stderr).toContain('mkfs.ext4');
+    expect(r.stderr).toContain('injected mkfs failure for test');
+    expect(r.stderr).toContain('invalidated');
+    const journalFile = path.join(t.stateDir, `${path.basename(t.disk)}.journal.json`);
+    expect(r.stderr).toContain(journalFile);
+    const journal = JSON.parse(await readFile(journalFile, 'utf8'));
+    expect(journal.status).toBe('invalidated');
+    expect(journal.steps.find((s: { name: string }) => s.name === 'format')).toMatchObject({ status: 'failed' });
+    expect(journal.error.message).toContain('injected mkfs failure for test');
+    const ev = events(r.stdout);
+    expect(ev.some((e) => e.type === 'step' && e.step === 'format' && e.phase === 'failed')).toBe(true);
+    // nothing bootable: no ESP, no COS_STATE, no COS_RECOVERY filesystem
+    for (const n of [1, 3, 4]) expect((await probe(partitionNode(t.disk, n))).TYPE, `partition ${n}`).toBeUndefined();
+    // the record is also on COS_OEM, which was made before the failure
+    await withMount(partitionNode(t.disk, 2), t.dir, async (m) => {
+      const onDisk = JSON.parse(await readFile(path.join(m, 'install/journal.json'), 'utf8'));
+      expect(onDisk.status).toBe('invalidated');
+      expect(await readFile(path.join(m, 'install/install.log'), 'utf8')).not.toContain('integration-secret-token');
+    });
+  });
+});
