@@ -71,6 +71,48 @@ function settingDifferences(ours: string, normalised: string): string[] {
   return diffs;
 }
 
+describe('NetworkManager keyfiles for generated management networks', () => {
+  it('every generated bond/VLAN/MTU/static combination round-trips through nmcli unchanged', async () => {
+    const fc = (await import('fast-check')).default;
+    const base = CASES.find((c) => c.name === 'create-dhcp')!;
+    const nicArb = fc.subarray(base.facts.nics, { minLength: 1, maxLength: 3 }).chain((nics) =>
+      fc.tuple(...nics.map((n) => fc.constantFrom({ name: n.name }, { hwAddr: n.mac }, { name: n.name, hwAddr: n.mac.toUpperCase() }))),
+    );
+    const bondArb = fc.oneof(
+      fc.constant(undefined),
+      fc.record({ mode: fc.constant('802.3ad'), miimon: fc.constantFrom('100', '200'), lacp_rate: fc.constantFrom('fast', 'slow'), xmit_hash_policy: fc.constantFrom('layer2', 'layer2+3', 'layer3+4') }),
+      fc.record({ mode: fc.constantFrom('active-backup', 'balance-tlb', 'balance-alb', 'balance-rr', 'broadcast'), miimon: fc.constantFrom('100', '50') }),
+      fc.record({ mode: fc.constant('balance-xor'), miimon: fc.constant('100'), xmit_hash_policy: fc.constantFrom('layer2', 'layer3+4') }),
+    );
+    const octet = fc.integer({ min: 1, max: 254 });
+    const staticArb = fc.record({ a: octet, b: octet, c: octet, prefix: fc.integer({ min: 8, max: 30 }) });
+    const dnsArb = fc.array(fc.tuple(octet, octet).map(([x, y]) => `10.${x}.${y}.53`), { maxLength: 3 });
+    fc.assert(
+      fc.property(nicArb, bondArb, fc.option(staticArb, { nil: undefined }), fc.constantFrom(0, 576, 1500, 9000), fc.integer({ min: 0, max: 4094 }), dnsArb, (interfaces, bondOptions, st, mtu, vlanId, dns) => {
+        const c = structuredClone(base.config);
+        c.os!.dnsNameservers = dns;
+        const mask = st ? [24, 16, 8, 0].map((sh) => ((0xffffffff << (32 - st.prefix)) >>> sh) & 255).join('.') : undefined;
+        c.install!.managementInterface = {
+          interfaces,
+          method: st ? 'static' : 'dhcp',
+          ...(st ? { ip: `10.${st.a}.${st.b}.${st.c}`, subnetMask: mask, gateway: `10.${st.a}.${st.b}.1` } : {}),
+          ...(bondOptions ? { bondOptions } : {}),
+          mtu,
+          vlanId,
+        };
+        for (const f of renderNode(c, base.facts, base.seeds).files.filter((x) => x.path.endsWith('.nmconnection'))) {
+          const content = text(f.content);
+          const r = nmcliNormalise(content);
+          if (!r.ok) throw new Error(`${f.path}: nmcli failed: ${r.err}`);
+          const diffs = settingDifferences(content, r.out);
+          if (diffs.length) throw new Error(`${f.path}: ${diffs.join('; ')}\n${content}`);
+        }
+      }),
+      { numRuns: 25 },
+    );
+  });
+});
+
 describe('grubenv is a GRUB environment block', () => {
   let dir: string;
   beforeAll(() => {

@@ -47,3 +47,19 @@ describe('sha512Crypt', () => {
     expect(cryptSaltFrom(new Uint8Array(32).fill(200))).toMatch(/^[./0-9A-Za-z]{16}$/);
   });
 });
+
+describe('sha512Crypt against openssl on generated inputs', () => {
+  it('agrees for arbitrary passwords and salts', async () => {
+    const fc = (await import('fast-check')).default;
+    const saltChar = fc.constantFrom(...'./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'.split(''));
+    fc.assert(
+      fc.property(
+        // openssl reads the password up to the newline and refuses an empty one (prints <NULL>).
+        fc.string({ minLength: 1, maxLength: 80, unit: 'binary' }).filter((s) => !s.includes('\n') && !s.includes('\r') && !s.includes('\0')),
+        fc.array(saltChar, { minLength: 1, maxLength: 16 }).map((a) => a.join('')),
+        (password, salt) => sha512Crypt(password, salt) === opensslPasswd6(password, salt),
+      ),
+      { numRuns: 40 },
+    );
+  });
+});
