@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
+import { gunzipSync } from 'node:zlib';
 import { renderNode } from '../../../installer/render/index.js';
 import { validateConfig } from '../../../installer/config/index.js';
 import { CASES, PASSWORD } from './cases.js';
@@ -18,6 +19,22 @@ describe.each(CASES)('consumers of $name', (c) => {
 
   it('90_custom.yaml is a yip document matching the yip schema', () => {
     assertSchema(validateYip, parseYamlStrict(text(byPath.get('/oem/90_custom.yaml')!.content)), '90_custom.yaml');
+  });
+
+  it('write_files decode the way yip decodes them (base64, gzip, gzip+base64) to the intended content', () => {
+    const yip = parseYamlStrict(text(byPath.get('/oem/90_custom.yaml')!.content)) as { stages: { initramfs: Array<{ files: Array<{ path: string; content: string; encoding?: string }> }> } };
+    const files = yip.stages.initramfs[0]!.files;
+    for (const w of c.config.os?.writeFiles ?? []) {
+      const f = files.find((x) => x.path === w.path)!;
+      const enc = f.encoding ?? '';
+      const raw = enc === '' ? Buffer.from(f.content) : enc.startsWith('gz') && enc.includes('b') ? gunzipSync(Buffer.from(f.content, 'base64')) : Buffer.from(f.content, 'base64');
+      const decodedOriginal = !w.encoding ? Buffer.from(w.content ?? '') : w.encoding.startsWith('gz') ? gunzipSync(Buffer.from(w.content!, 'base64')) : Buffer.from(w.content!, 'base64');
+      expect(raw.equals(decodedOriginal), w.path).toBe(true);
+    }
+    if (c.name === 'create-static') {
+      expect(files.find((f) => f.path === '/etc/gz.txt')).toMatchObject({ encoding: 'gz+b64' });
+      expect(gunzipSync(Buffer.from(files.find((f) => f.path === '/etc/gz.txt')!.content, 'base64')).toString()).toBe('hello world');
+    }
   });
 
   it('every RKE2 drop-in parses and matches the RKE2 config schema; the audit policy is an audit Policy', () => {
