@@ -163,6 +163,8 @@ async function attemptOnce(url: URL, dispatcher: Dispatcher, opts: Required<Pick
   }
   const declared = Number(res.headers['content-length']);
   if (Number.isFinite(declared) && declared > opts.maxBytes) {
+    // Nobody reads this body any more: swallow the abort error destroying it emits.
+    res.body.on('error', () => undefined);
     res.body.destroy();
     throw new FetchError('too-large', url.href, `${url.href} is ${declared} bytes; the limit is ${opts.maxBytes}`, { status, attempts: attempt });
   }
@@ -172,6 +174,7 @@ async function attemptOnce(url: URL, dispatcher: Dispatcher, opts: Required<Pick
     for await (const chunk of res.body) {
       size += (chunk as Buffer).length;
       if (size > opts.maxBytes) {
+        res.body.on('error', () => undefined);
         res.body.destroy();
         throw new FetchError('too-large', url.href, `${url.href} is larger than the limit of ${opts.maxBytes} bytes`, { status, attempts: attempt });
       }
@@ -195,7 +198,7 @@ export async function fetchBytes(rawUrl: string, options: FetchOptions = {}): Pr
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
     throw new FetchError('bad-url', rawUrl, `only http and https URLs can be fetched (got ${url.protocol})`);
   }
-  const opts = { timeoutMs: 15_000, maxBytes: 16 * 1024 * 1024, ...options };
+  const opts = { ...options, timeoutMs: options.timeoutMs ?? 15_000, maxBytes: options.maxBytes ?? 16 * 1024 * 1024 };
   const attempts = Math.max(1, Math.floor(options.attempts ?? 3));
   const maxDelay = options.maxRetryDelayMs ?? 10_000;
   let delay = options.retryDelayMs ?? 1000;

@@ -29,6 +29,7 @@ export interface ParsedYaml {
 /** Nesting deeper than this is not a config; refusing it keeps the walkers off the stack limit. */
 export const MAX_DEPTH = 64;
 const MAX_ALIAS_COUNT = 1000;
+const DEEP_MESSAGE = `the YAML is nested more than ${MAX_DEPTH} levels deep; this is not a Harvester config`;
 
 export function escapePointer(key: string): string {
   return key.replace(/~/g, '~0').replace(/\//g, '~1');
@@ -51,7 +52,8 @@ export function parseYamlWithPositions(text: string, source: string): ParsedYaml
   try {
     docs = parseAllDocuments(text, { lineCounter, prettyErrors: true, merge: true, uniqueKeys: true, strict: false }) as Document.Parsed[];
   } catch (err) {
-    errors.push({ severity: 'error', path: '', source, message: `not YAML: ${(err as Error).message}` });
+    const msg = (err as Error).message;
+    errors.push({ severity: 'error', path: '', source, message: /call stack/i.test(msg) ? DEEP_MESSAGE : `not YAML: ${firstLine(msg)}` });
     return { value: undefined, positions, errors, warnings };
   }
   if (!Array.isArray(docs)) docs = [docs as unknown as Document.Parsed];
@@ -70,7 +72,7 @@ export function parseYamlWithPositions(text: string, source: string): ParsedYaml
   }
   for (const e of doc.errors) {
     const p = e.linePos?.[0];
-    let message = `not valid YAML: ${firstLine(e.message)}`;
+    let message = /call stack/i.test(e.message) ? DEEP_MESSAGE : `not valid YAML: ${firstLine(e.message)}`;
     if (e.code === 'DUPLICATE_KEY') {
       const key = /^\s*["']?([^"':\n]*)/.exec(text.slice(e.pos[0], e.pos[0] + 200))?.[1]?.trim();
       message = `not valid YAML: duplicate key${key ? ` ${JSON.stringify(key)}` : ''} (keys must be unique)`;
@@ -86,9 +88,8 @@ export function parseYamlWithPositions(text: string, source: string): ParsedYaml
       return;
     }
     if (isAlias(node)) {
-      const target = node.resolve(doc);
+      // Positions inside an alias are the anchor's; not descending keeps alias bombs linear.
       if (node.range) positions.value.set(ptr, at(node.range[0]));
-      if (target) walk(target, ptr, depth + 1);
       return;
     }
     if (!node || typeof node !== 'object') return;
@@ -121,7 +122,7 @@ export function parseYamlWithPositions(text: string, source: string): ParsedYaml
   };
   walk(doc.contents, '', 0);
   if (tooDeep) {
-    errors.push({ severity: 'error', path: '', source, message: `the YAML is nested more than ${MAX_DEPTH} levels deep; this is not a Harvester config` });
+    errors.push({ severity: 'error', path: '', source, message: DEEP_MESSAGE });
     return { value: undefined, positions, errors, warnings };
   }
 
@@ -129,7 +130,8 @@ export function parseYamlWithPositions(text: string, source: string): ParsedYaml
   try {
     value = doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT });
   } catch (err) {
-    errors.push({ severity: 'error', path: '', source, message: `not valid YAML: ${firstLine((err as Error).message)}` });
+    const msg = (err as Error).message;
+    errors.push({ severity: 'error', path: '', source, message: /call stack/i.test(msg) ? DEEP_MESSAGE : `not valid YAML: ${firstLine(msg)}` });
     return { value: undefined, positions, errors, warnings };
   }
   return { value, positions, errors, warnings };
