@@ -120,6 +120,18 @@ function checkUsage(role: Role, d: DiskFacts, input: DiskCheckInput, out: Prefli
         },
   );
 
+  out.push({
+    id: `${role}.writable`,
+    title: `${title} is writable`,
+    subject: d.path,
+    result: d.readOnly ? 'fail' : 'pass',
+    measured: d.readOnly ? 'read-only' : 'read-write',
+    threshold: 'read-write',
+    message: d.readOnly ? `${d.path} is read-only (write-protected or an optical drive).` : `${d.path} is writable.`,
+    whatToDo: d.readOnly ? 'Choose a writable disk, or clear the write protection (blockdev --setrw, the switch on the medium).' : '',
+    skippable: false,
+  });
+
   const uses = [...d.inUse.mountpoints.map((m) => `mounted at ${m}`), ...(d.inUse.swap ? ['active swap'] : [])];
   out.push({
     id: `${role}.not-mounted`,

@@ -14,6 +14,7 @@ describe('install device from the config', () => {
     expect(outcomes(r).filter((o) => o.startsWith('device.'))).toEqual([
       'device.exists /dev/disk/by-id/nvme-eui.3634473052b00000: pass',
       'device.boot-medium /dev/nvme0n1: pass',
+      'device.writable /dev/nvme0n1: pass',
       'device.not-mounted /dev/nvme0n1: pass',
       'device.holders /dev/nvme0n1: pass',
       'device.size /dev/nvme0n1: pass',
@@ -63,6 +64,17 @@ describe('install device from the config', () => {
     expect(check(r, 'device.not-mounted')).toMatchObject({ result: 'fail', measured: 'mounted at /run/initramfs/live' });
   });
 
+  it('a read-only device (the virtual CD holding the ISO) is refused', async () => {
+    const r = await preflightOf('prod-nvme', 'testing', cfg({ device: '/dev/sr0' }));
+    expect(check(r, 'device.writable')).toMatchObject({
+      result: 'fail',
+      measured: 'read-only',
+      message: '/dev/sr0 is read-only (write-protected or an optical drive).',
+      skippable: false,
+    });
+    expect(check(r, 'device.boot-medium').result).toBe('fail');
+  });
+
   it('a mounted disk with active swap is refused', async () => {
     const r = await preflightOf('old-install', 'testing', cfg({ device: '/dev/sdd' }));
     expect(check(r, 'device.not-mounted')).toMatchObject({
@@ -107,6 +119,7 @@ describe('data disk', () => {
       'data-disk.exists /dev/nvme1n1: pass',
       'data-disk.distinct /dev/nvme1n1: pass',
       'data-disk.boot-medium /dev/nvme1n1: pass',
+      'data-disk.writable /dev/nvme1n1: pass',
       'data-disk.not-mounted /dev/nvme1n1: pass',
       'data-disk.holders /dev/nvme1n1: pass',
       'data-disk.size /dev/nvme1n1: pass',

@@ -43,7 +43,7 @@ describe('gatherMachineFacts on fixture sysroots', () => {
       '/dev/disk/by-path/pci-0000:30:00.0-nvme-1',
     ]);
     const sr0 = f.disks[2];
-    expect(sr0).toMatchObject({ transport: 'usb', removable: true, wholeDiskFs: { fsType: 'iso9660', label: 'COS_LIVE' } });
+    expect(sr0).toMatchObject({ transport: 'usb', removable: true, readOnly: true, wholeDiskFs: { fsType: 'iso9660', label: 'COS_LIVE' } });
     expect(sr0.inUse).toMatchObject({ mountpoints: ['/run/initramfs/live'], bootMedium: true });
   });
 
