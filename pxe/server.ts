@@ -12,12 +12,12 @@ import http from 'node:http';
 import https from 'node:https';
 import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
-import { pipeline } from 'node:stream/promises';
 import type { Logger } from '../lib/logger.js';
 import { normaliseMac, normaliseUuid, matchMachine, machineByName, requestIdentifies, type Machine, type MatchQuery } from './profiles.js';
 import { renderBootScript, renderMachineScript, renderNoMatchScript, type Platform } from './ipxe.js';
 import { renderMachineConfig } from './render-config.js';
 import { checkRequestPath, openInsideRoot, type OpenedFile } from './safe-path.js';
+import type { FileHandle } from 'node:fs/promises';
 import { loadState, serialiseServedConfig, type ServedState, type Validator } from './state.js';
 
 export interface ServeOptions {
@@ -41,7 +41,7 @@ export const LIMITS = {
   headersTimeoutMs: 20_000,
   requestTimeoutMs: 60_000,
   idleSocketMs: 120_000,
-  readChunk: 1 << 20,
+  readChunk: 512 * 1024,
 };
 
 interface MachineActivity {
@@ -379,14 +379,7 @@ export class PxeServer {
         res.end();
         return { status, bytes: 0 };
       }
-      let sent = 0;
-      const stream = fh.createReadStream({ start, end, highWaterMark: LIMITS.readChunk, autoClose: false });
-      stream.on('data', (c) => (sent += (c as Buffer).length));
-      try {
-        await pipeline(stream, res);
-      } catch {
-        // the client went away mid-download; nothing to send back
-      }
+      const sent = await sendFileRange(fh, res, start, end);
       return { status, bytes: sent };
     } finally {
       await closeFh();
@@ -417,4 +410,53 @@ function readBounded(req: http.IncomingMessage, max: number): Promise<Buffer | u
     req.on('end', () => resolve(over ? undefined : Buffer.concat(chunks)));
     req.on('error', reject);
   });
+}
+
+/**
+ * Streams bytes [start, end] of a file to the response with two reused buffers: the next chunk is
+ * read while the previous one is being written, nothing is allocated per chunk (flat memory, little
+ * GC), and a slow client holds at most two chunks. Returns the bytes written.
+ */
+async function sendFileRange(fh: FileHandle, res: http.ServerResponse, start: number, end: number): Promise<number> {
+  const bufs = [Buffer.allocUnsafeSlow(LIMITS.readChunk), Buffer.allocUnsafeSlow(LIMITS.readChunk)];
+  let closed = false;
+  let onClose = (): void => undefined;
+  // A write callback may never come once the socket is gone: every wait also ends on 'close'.
+  const gone = new Promise<Error>((resolve) => {
+    onClose = (): void => {
+      closed = true;
+      resolve(new Error('client closed the connection'));
+    };
+  });
+  res.on('close', onClose);
+  let pos = start;
+  let sent = 0;
+  let which = 0;
+  // Resolves with the write error instead of rejecting, so a failure is never an unhandled rejection.
+  let pending: Promise<Error | null | undefined> | undefined;
+  try {
+    while (pos <= end && !closed) {
+      const buf = bufs[which];
+      which ^= 1;
+      const { bytesRead } = await fh.read(buf, 0, Math.min(buf.length, end - pos + 1), pos);
+      if (bytesRead === 0) break; // the file shrank under us; the client sees a short body
+      if (pending && (await Promise.race([pending, gone]))) break;
+      if (closed) break;
+      const chunk = bytesRead === buf.length ? buf : buf.subarray(0, bytesRead);
+      pending = new Promise((resolve) => {
+        res.write(chunk, resolve);
+      });
+      pos += bytesRead;
+      sent += bytesRead;
+    }
+    const failed = pending ? await Promise.race([pending, gone]) : undefined;
+    if (failed || closed || pos <= end) res.destroy();
+    else await Promise.race([new Promise<void>((resolve) => res.end(resolve)), gone]);
+  } catch {
+    // the client went away mid-download
+    res.destroy();
+  } finally {
+    res.off('close', onClose);
+  }
+  return sent;
 }
