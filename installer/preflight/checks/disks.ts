@@ -262,6 +262,34 @@ function checkStaleLabels(input: DiskCheckInput, exclude: Set<string>, out: Pref
   }
 }
 
+/**
+ * Disks that report the same WWN are one LUN seen through several paths (dual-port SAS, FC/iSCSI
+ * multipath). Harvester lists them once (lsblk de-duplicated by serial/WWN); writing through one path
+ * while another is in use corrupts the disk. Emitted only when there are such disks.
+ */
+function checkMultipath(facts: MachineFacts, out: PreflightCheck[]): void {
+  const byWwn = new Map<string, DiskFacts[]>();
+  for (const d of facts.disks) {
+    if (!d.wwn || d.transport === 'loop') continue;
+    byWwn.set(d.wwn, [...(byWwn.get(d.wwn) ?? []), d]);
+  }
+  for (const [wwn, ds] of byWwn) {
+    if (ds.length < 2) continue;
+    const paths = ds.map((d) => d.path).join(', ');
+    out.push({
+      id: 'disks.multipath',
+      title: 'one disk, several paths',
+      subject: paths,
+      result: 'warn',
+      measured: `WWN ${wwn}`,
+      threshold: 'one block device per disk',
+      message: `${paths} report the same WWN ${wwn}: they are one disk seen through ${ds.length} paths.`,
+      whatToDo: 'Install onto one path only (or the multipath device), and never list two paths of one disk as device and data_disk.',
+      skippable: true,
+    });
+  }
+}
+
 export function checkDisks(input: DiskCheckInput): DiskCheckOutput {
   // Install-disk rows first, then data-disk rows, then the other disks.
   const out: PreflightCheck[] = [];
@@ -364,6 +392,7 @@ export function checkDisks(input: DiskCheckInput): DiskCheckOutput {
   out.push(...dat);
 
   checkStaleLabels(input, new Set([device?.path, data?.path].filter((p): p is string => !!p)), out);
+  checkMultipath(input.facts, out);
   return {
     checks: out,
     installDevice: device?.path,

@@ -162,6 +162,23 @@ describe('data disk', () => {
   });
 });
 
+describe('multipath', () => {
+  it('two block devices with one WWN are reported as one disk through two paths', async () => {
+    const facts = await fixtureFacts('old-install');
+    const sdc = facts.disks.find((d) => d.name === 'sdc')!;
+    facts.disks.find((d) => d.name === 'sdd')!.wwn = sdc.wwn;
+    const r = runPreflightChecks(facts, { profile: 'testing' });
+    expect(check(r, 'disks.multipath')).toMatchObject({
+      result: 'warn',
+      subject: '/dev/sdc, /dev/sdd',
+      measured: 'WWN naa.5000c5001000002',
+      message: '/dev/sdc, /dev/sdd report the same WWN naa.5000c5001000002: they are one disk seen through 2 paths.',
+    });
+    // No fixture has such disks, so no row there.
+    expect((await preflightOf('old-install', 'testing')).checks.some((c) => c.id === 'disks.multipath')).toBe(false);
+  });
+});
+
 describe('stale labels with wipe options', () => {
   it('wipe_all_disks covers the disk with COS_OEM, not the whole-disk HARV_LH_DEFAULT one', async () => {
     const r = await preflightOf('old-install', 'testing', cfg({ device: '/dev/nvme0n1', wipeAllDisks: true }));
