@@ -4,7 +4,7 @@
  * modes, and prints what it wrote. Re-running gives byte-identical files: the seeds used are
  * recorded in DIR/oem/hvinstall/render-seeds.json and read back on the next run.
  */
-import { readFile, rm } from 'node:fs/promises';
+import { readFile, rm, stat } from 'node:fs/promises';
 import { createHash, randomBytes } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
@@ -156,7 +156,15 @@ export default async function render(argv: string[]): Promise<number> {
   }
   const report = renderNode(loaded.config, facts, seeds);
   for (const w of report.warnings) process.stderr.write(`warning: ${w}\n`);
-  const manifest = await writeRenderedTree(out, report.files);
+  // Checked before the first write so an unusable target fails with nothing half-written.
+  const target = await stat(out).catch((err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? undefined : Promise.reject(err)));
+  if (target && !target.isDirectory()) throw new HvError(`--out ${out} exists and is not a directory`, { where: out, hint: 'give a directory (it is created when missing)', exitCode: ExitCode.usage });
+  let manifest: ManifestEntry[];
+  try {
+    manifest = await writeRenderedTree(out, report.files);
+  } catch (err) {
+    throw new HvError(`cannot write the rendered files under ${out}: ${(err as Error).message}`, { where: out, hint: 'check the directory is writable and has space', exitCode: ExitCode.usage, cause: err });
+  }
   process.stdout.write(`${formatTable(manifest)}\n\nhostname ${report.hostname.name} (${report.hostname.source}); ${manifest.length} files under ${out}\n`);
   return ExitCode.ok;
 }

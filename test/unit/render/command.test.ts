@@ -1,6 +1,6 @@
 /** `hvinstall render` usage and input errors: exit code, message, and nothing written. */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import render, { formatTable, parseFacts } from '../../../installer/commands/render.js';
@@ -81,6 +81,18 @@ describe('hvinstall render', () => {
     expect((e as HvError).message).toBe('no interface matching name eno1 found');
     expect((e as HvError).hint).toBe('this machine has: eth9');
     expect(existsSync(target)).toBe(false);
+  });
+
+  it('an --out that is a file is a usage error and the file is left alone', async () => {
+    const cfg = path.join(dir, 'c.json');
+    writeFileSync(cfg, JSON.stringify(CASES[0]!.config));
+    const target = path.join(dir, 'afile');
+    writeFileSync(target, 'keep');
+    const e = await render(['--config', cfg, '--out', target]).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(HvError);
+    expect((e as HvError).message).toBe(`--out ${target} exists and is not a directory`);
+    expect((e as HvError).exitCode).toBe(2);
+    expect(readFileSync(target, 'utf8')).toBe('keep');
   });
 
   it('formats the table with aligned columns', () => {
