@@ -103,8 +103,31 @@ class ProgressBoard {
     this.flush(true);
   }
 
+  private trailing: NodeJS.Timeout | undefined;
+
+  /** No more lines after the pass (a pending trailing update is dropped). */
+  close(): void {
+    if (this.trailing) clearTimeout(this.trailing);
+    this.trailing = undefined;
+    this.closed = true;
+  }
+
+  private closed = false;
+
+  /** At most one line a second; a throttled update is emitted later, so the last figure is never lost. */
   flush(force: boolean): void {
-    if (!force && this.now() - this.lastEmit < 1000) return;
+    if (this.closed) return;
+    if (!force && this.now() - this.lastEmit < 1000) {
+      this.trailing ??= setTimeout(() => {
+        this.trailing = undefined;
+        this.flush(true);
+      }, 1000).unref();
+      return;
+    }
+    if (this.trailing) {
+      clearTimeout(this.trailing);
+      this.trailing = undefined;
+    }
     this.lastEmit = this.now();
     const parts = [...this.active.entries()].map(([id, e]) => {
       const name = id.slice(id.lastIndexOf('/') + 1);
@@ -192,9 +215,14 @@ async function importBundle(bundle: LoadedBundle, dir: string, target: CtrTarget
   // Images of archives imported in this pass: a failed archive's rollback never removes these.
   const vouchedFor = new Set<string>([...present]);
 
-  await pool(order, s.parallelism, async (archive) => {
-    outcomes.set(archive.id, await importWithRetries(archive, target, env, board, numberOf.get(archive.id)!, present, vouchedFor));
-  });
+  try {
+    await pool(order, s.parallelism, async (archive) => {
+      outcomes.set(archive.id, await importWithRetries(archive, target, env, board, numberOf.get(archive.id)!, present, vouchedFor));
+    });
+  } catch (err) {
+    board.close();
+    throw err;
+  }
 
   // The bounded final check: poll briefly (containerd is consistent once ctr returns, but a slow
   // metadata store gets a few seconds), then name whatever is still missing.
@@ -231,6 +259,7 @@ async function importBundle(bundle: LoadedBundle, dir: string, target: CtrTarget
     }
   }
   board.flush(true);
+  board.close();
   return { kind: 'done', outcome };
 }
 

@@ -108,6 +108,25 @@ describe('image-preload guard: resilience', () => {
     expect(await containerd.images()).toEqual(['docker.io/hv/fine:1', 'docker.io/hv/media:1']);
   });
 
+  it('stops cleanly when the agent is stopped mid-import: the import process group is killed', async () => {
+    await containerd.start();
+    const bundle = path.join(dir, 'bundle');
+    await buildBundle(bundle, [{ name: 'slow.tar.zst', images: [{ ref: 'docker.io/hv/slow:1', size: 4 * MiB, kind: 'random' }] }]);
+    const real = path.join(dir, 'slow.tar.zst');
+    const fifo = path.join(bundle, 'harvester/images/slow.tar.zst');
+    await rename(fifo, real);
+    await execa('mkfifo', [fifo]);
+    const writer = spawn('bash', ['-c', 'exec 3>"$1"; head -c 1000000 "$2" >&3; exec sleep 600', 'writer', fifo, real], { detached: true, stdio: 'ignore' });
+    extraProcs.push(writer);
+    const t = makeContext(testSettings(containerd, bundle, { stallTimeout: '10m' }));
+    const pass = imagePreload.reconcile(t.ctx);
+    await waitFor('bytes to flow', () => t.progress.some((p) => /slow\.tar\.zst: \d+ KiB/.test(p)));
+    t.abort.abort(new Error('SIGTERM'));
+    await expect(pass).rejects.toThrow('SIGTERM');
+    await waitFor('the import group to be gone', async () => (await execa('pgrep', ['-f', `cat -- ${fifo}`], { reject: false })).stdout.trim() === '', 10_000);
+    expect(await containerd.images()).toEqual([]);
+  });
+
   it('starts a standalone containerd on the configured root and state when none answers, and stops it afterwards', async () => {
     const bundle = path.join(dir, 'bundle');
     await buildBundle(bundle, [{ name: 'boot.tar.zst', images: [{ ref: 'docker.io/hv/boot:1', size: MiB }] }]);
