@@ -41,7 +41,9 @@ export function kernelArgs(cat: Catalog, m: Machine, serverUrl: string, platform
     `root=live:${artifactUrl(serverUrl, cat.file, profile.rootfs)}`,
     'harvester.install.automatic=true',
     `harvester.install.config_url=${configUrl(serverUrl, m)}`,
-    ...extra.filter((a) => !['root', 'harvester.install.automatic', 'harvester.install.config_url', 'initrd'].includes(key(a))),
+    // Ours, ignored by Harvester's installer: where hvinstall posts its progress events.
+    ...(profile.report_events === false ? [] : [`hvinstall.events_url=${serverUrl}/events/${m.name}`]),
+    ...extra.filter((a) => !['root', 'harvester.install.automatic', 'harvester.install.config_url', 'hvinstall.events_url', 'initrd'].includes(key(a))),
   ];
 }
 

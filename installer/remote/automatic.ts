@@ -5,6 +5,7 @@
  * the command line, and validated with the one validator. The result carries the webhooks to call
  * (STARTED/SUCCEEDED/FAILED) and where the install media come from.
  */
+import { request } from 'undici';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { Logger } from '../../lib/logger.js';
 import { loadConfig, type LoadedConfig } from '../config/index.js';
@@ -40,6 +41,33 @@ export interface AutomaticInstall {
   webhooks: {
     send(event: 'STARTED' | 'SUCCEEDED' | 'FAILED', vars?: WebhookVars): Promise<void>;
   };
+  /** Our progress events, posted to `hvinstall.events_url` (hvpxe /events/<machine>) when the command line has one. */
+  events: {
+    url?: string;
+    post(event: Record<string, unknown>): Promise<void>;
+  };
+}
+
+/** `hvinstall.events_url=…` from the command line (hvpxe adds it), if it is an http(s) URL. Pure. */
+export function eventsUrlFromCmdline(cmdlineText: string): string | undefined {
+  const m = /(?:^|\s)hvinstall\.events_url=("?)(\S+?)\1(?=\s|$)/.exec(cmdlineText);
+  return m && /^https?:\/\//i.test(m[2]) ? m[2] : undefined;
+}
+
+/**
+ * Posts one progress event as JSON; bounded (5 s), never throws, and secrets are redacted first.
+ * Progress reporting must never slow down or fail an install.
+ */
+export async function postProgressEvent(url: string | undefined, event: Record<string, unknown>, log: Logger, timeoutMs = 5_000): Promise<void> {
+  if (!url) return;
+  try {
+    const body = JSON.stringify(log.redactor.redact({ ts: new Date().toISOString(), ...event }));
+    const res = await request(url, { method: 'POST', body, headers: { 'content-type': 'application/json' }, signal: AbortSignal.timeout(timeoutMs) });
+    await res.body.dump().catch(() => undefined);
+    if (res.statusCode >= 400) log.debug('progress event refused', { url, status: res.statusCode });
+  } catch (err) {
+    log.debug('progress event not delivered', { url, error: (err as Error).message });
+  }
 }
 
 /** Where the install media come from (install.iso_url; `local` is the boot medium). Pure. */
@@ -88,6 +116,7 @@ export async function prepareAutomaticInstall(
     });
   }
   const config = loaded.config;
+  const eventsUrl = eventsUrlFromCmdline(cmdlineText);
   log.info('automatic install config loaded', { source: loaded.source, mode: config.install?.mode, device: config.install?.device });
   return {
     config,
@@ -95,5 +124,6 @@ export async function prepareAutomaticInstall(
     loaded,
     media: mediaSource(config),
     webhooks: { send: (event, vars) => sendWebhooks(event, config, { vars, log }) },
+    events: { url: eventsUrl, post: (event) => postProgressEvent(eventsUrl, event, log) },
   };
 }

@@ -55,7 +55,7 @@ describe('hvpxe serve: scripts and matching', () => {
       '#!ipxe',
       '# hvpxe: machine node-1 (group rack1, profile hv, matched by mac)',
       'echo hvpxe: installing node-1 with profile hv',
-      `kernel ${u}/artifacts/k/vmlinuz initrd=initrd.img ip=dhcp net.ifnames=1 rd.cos.disable rd.noverifyssl console=tty1 root=live:${u}/artifacts/rootfs.squashfs harvester.install.automatic=true harvester.install.config_url=${u}/config/node-1.yaml?mac=52:54:00:00:00:01 rd.net.dhcp.retry=3 || goto failed`,
+      `kernel ${u}/artifacts/k/vmlinuz initrd=initrd.img ip=dhcp net.ifnames=1 rd.cos.disable rd.noverifyssl console=tty1 root=live:${u}/artifacts/rootfs.squashfs harvester.install.automatic=true harvester.install.config_url=${u}/config/node-1.yaml?mac=52:54:00:00:00:01 hvinstall.events_url=${u}/events/node-1 rd.net.dhcp.retry=3 || goto failed`,
       `initrd ${u}/artifacts/k/initrd.img || goto failed`,
       'boot || goto failed',
       ':failed',
@@ -326,5 +326,30 @@ describe('hvpxe serve: refusing to start', () => {
     const r = await runHvpxe(['serve', '--root', tree.root, '--profiles', profiles, '--listen', '0.0.0.0:0']);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/needs a URL machines can reach/);
+  });
+});
+
+describe('hvpxe serve: clients that go away', () => {
+  it('a client dropping mid-download frees its file and the server keeps serving', async () => {
+    const fds = async (): Promise<number> => (await import('node:fs/promises')).readdir(`/proc/${hv!.proc.pid}/fd`).then((l) => l.length);
+    const before = await fds();
+    const net = await import('node:net');
+    const u = new URL(hv!.url);
+    for (let i = 0; i < 5; i++) {
+      await new Promise<void>((resolve, reject) => {
+        const sock = net.connect(Number(u.port), u.hostname, () => sock.write('GET /artifacts/harvester.iso HTTP/1.1\r\nHost: t\r\n\r\n'));
+        sock.once('data', () => {
+          sock.destroy();
+          resolve();
+        });
+        sock.on('error', reject);
+      });
+    }
+    await waitUntil(async () => ((await fds()) <= before ? { done: true as const, value: true } : { done: false as const, reason: `fds ${await fds()} > ${before}` }), {
+      what: 'file descriptors to be released',
+      timeoutMs: 30_000,
+      intervalMs: 200,
+    });
+    expect((await get('/artifacts/k/vmlinuz')).status).toBe(200);
   });
 });

@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, readdir, rm, writeFile, mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { prepareAutomaticInstall, isAutomaticCmdline, mediaSource } from '../../../installer/remote/automatic.js';
+import { prepareAutomaticInstall, isAutomaticCmdline, mediaSource, postProgressEvent } from '../../../installer/remote/automatic.js';
 import { fetchInstallIso } from '../../../installer/remote/install-media.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';
 import { makeTree, profilesYaml, REPO, sha256, startHvpxe, stopHvpxe, type Running, type Tree } from '../pxe/harness.js';
@@ -73,6 +73,24 @@ describe('prepareAutomaticInstall', () => {
     await a.webhooks.send('STARTED', { Hostname: 'node-1' });
     const m = (await (await fetch(`${hv!.url}/machines`)).json()) as { machines: Array<{ name: string; progress?: { event: string } }> };
     expect(m.machines.find((x) => x.name === 'node-1')?.progress?.event).toBe('STARTED');
+    expect(a.events.url).toBeUndefined();
+  });
+
+  it('posts our progress events to the hvinstall.events_url that hvpxe put on the kernel line, secrets redacted', async () => {
+    const script = await (await fetch(`${hv!.url}/ipxe/auto?mac=52:54:00:00:00:02`)).text();
+    const kernelLine = script.split('\n').find((l) => l.startsWith('kernel '))!;
+    const args = kernelLine.replace(/^kernel \S+ /, '').replace(/ \|\| goto failed$/, '');
+    const a = await prepareAutomaticInstall(args, { fetch: fast, log: quiet() });
+    expect(a.events.url).toBe(`${hv!.url}/events/node-2`);
+    await a.events.post({ type: 'step', step: 'partition', status: 'done', token: a.config.token });
+    const m = (await (await fetch(`${hv!.url}/machines`)).json()) as { machines: Array<{ name: string; progress?: { event: string }; events: Array<{ data: Record<string, unknown> }> }> };
+    const n2 = m.machines.find((x) => x.name === 'node-2')!;
+    expect(n2.progress?.event).toBe('step');
+    expect(n2.events.at(-1)!.data).toMatchObject({ type: 'step', step: 'partition', status: 'done', token: '<redacted>' });
+    // An unreachable events URL costs at most the timeout and never throws.
+    const sink = new MemorySink();
+    await expect(postProgressEvent(`http://127.0.0.1:${await freePort()}/events/x`, { type: 'x' }, new Logger(sink, undefined, 'debug'))).resolves.toBeUndefined();
+    expect(sink.lines.join('')).toContain('progress event not delivered');
   });
 
   it('refuses a command line without automatic=true, and recognises its spellings', async () => {

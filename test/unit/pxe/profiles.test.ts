@@ -148,7 +148,7 @@ describe('iPXE scripts', () => {
     expect(lines[0]).toBe('#!ipxe');
     expect(lines[1]).toBe('# hvpxe: machine node-2 (group rack1, profile hv, matched by mac)');
     expect(lines[3]).toBe(
-      `kernel ${URL_}/artifacts/k/vmlinuz initrd=initrd.img ip=dhcp net.ifnames=1 rd.cos.disable rd.noverifyssl root=live:${URL_}/artifacts/rootfs.squashfs harvester.install.automatic=true harvester.install.config_url=${URL_}/config/node-2.yaml?mac=52:54:00:00:00:02 rd.net.dhcp.retry=3 console=ttyS0 || goto failed`,
+      `kernel ${URL_}/artifacts/k/vmlinuz initrd=initrd.img ip=dhcp net.ifnames=1 rd.cos.disable rd.noverifyssl root=live:${URL_}/artifacts/rootfs.squashfs harvester.install.automatic=true harvester.install.config_url=${URL_}/config/node-2.yaml?mac=52:54:00:00:00:02 hvinstall.events_url=${URL_}/events/node-2 rd.net.dhcp.retry=3 console=ttyS0 || goto failed`,
     );
     expect(lines[4]).toBe(`initrd ${URL_}/artifacts/k/initrd.img || goto failed`);
     expect(lines[5]).toBe('boot || goto failed');
