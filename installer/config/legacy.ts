@@ -93,7 +93,9 @@ const REMOVED: Record<StructLocation, Record<string, LegacyKey>> = {
 };
 
 export function removedKey(location: StructLocation, key: string): LegacyKey | undefined {
-  return REMOVED[location]?.[foldKey(key)];
+  const table = Object.hasOwn(REMOVED, location) ? REMOVED[location] : undefined;
+  const folded = foldKey(key);
+  return table && Object.hasOwn(table, folded) ? table[folded] : undefined;
 }
 
 /** Fields that exist in the struct but that Harvester never acts on: a warning when set. */

@@ -51,11 +51,11 @@ function mergeValue(h: unknown, l: unknown, ptr: string, ho: Origins, lo: Origin
     const result: Record<string, unknown> = {};
     const own = ho.get(ptr) ?? lo.get(ptr);
     if (own) out.set(ptr, own);
-    const keys = [...Object.keys(h), ...Object.keys(l).filter((k) => !(k in h))];
+    const keys = [...Object.keys(h), ...Object.keys(l).filter((k) => !Object.hasOwn(h, k))];
     for (const k of keys) {
       const childPtr = `${ptr}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`;
       const v = mergeValue(h[k], l[k], childPtr, ho, lo, out);
-      if (v !== undefined) result[k] = v;
+      if (v !== undefined) Object.defineProperty(result, k, { value: v, enumerable: true, writable: true, configurable: true });
     }
     return result;
   }

@@ -49,6 +49,11 @@ function describe(v: unknown): string {
   return `${typeof v === 'number' ? 'the number' : 'the value'} ${String(v)}`;
 }
 
+/** Sets an own property even for keys like `__proto__` (user map keys are data, never prototypes). */
+export function setOwn(o: Record<string, unknown>, k: string, v: unknown): void {
+  Object.defineProperty(o, k, { value: v, enumerable: true, writable: true, configurable: true });
+}
+
 function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
@@ -157,7 +162,7 @@ function normStruct(
     const normalised = normValue(fields[canonical], v, childRaw, childCanon, childUser, ctx);
     if (normalised !== undefined) {
       result[canonical] = normalised;
-      const ignored = IGNORED_WHEN_SET[childCanon];
+      const ignored = Object.hasOwn(IGNORED_WHEN_SET, childCanon) ? IGNORED_WHEN_SET[childCanon] : undefined;
       if (ignored && normalised !== false) rawFinding(ctx, ignored.severity, childUser, childRaw, ignored.message, ignored.hint, true);
     }
   }
@@ -236,7 +241,7 @@ function normValue(node: FieldNode | undefined, v: unknown, rawPtr: string, cano
         if (node.k === 'stringMap') {
           const s = val === null || val === undefined ? '' : toStringValue(val, entryRaw, entryUser, ctx);
           if (s === undefined) continue;
-          m[k] = s;
+          setOwn(m, k, s);
         } else {
           const items = Array.isArray(val) ? val : val === null || val === undefined ? [] : [val];
           const strs: string[] = [];
@@ -244,7 +249,7 @@ function normValue(node: FieldNode | undefined, v: unknown, rawPtr: string, cano
             const s = toStringValue(item, entryRaw, entryUser, ctx);
             if (s !== undefined) strs.push(s);
           }
-          m[k] = strs;
+          setOwn(m, k, strs);
         }
         record(ctx, joinPointer(canonPtr, k), entryUser, entryRaw);
       }
@@ -309,7 +314,7 @@ function normValue(node: FieldNode | undefined, v: unknown, rawPtr: string, cano
         const s = val === null || val === undefined ? {} : normStruct(node.v!, val, entryRaw, entryCanon, entryUser, '', ctx);
         if (s === undefined) continue;
         record(ctx, entryCanon, entryUser, entryRaw);
-        m[k] = s;
+        setOwn(m, k, s);
       }
       if (Object.keys(m).length === 0) return undefined;
       record(ctx, canonPtr, userPath, rawPtr);

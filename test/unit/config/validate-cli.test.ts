@@ -1,0 +1,129 @@
+/**
+ * `hvinstall validate` end to end through the built launcher (make build runs before the tests):
+ * exit codes, compiler-style lines, --json, --print with secrets redacted, stdin, usage errors,
+ * and never a stack trace.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+
+const repo = path.resolve(__dirname, '../../..');
+const cli = path.join(repo, 'dist/installer/cli.js');
+const tmp = mkdtempSync('/tmp/hvcfg-cli-');
+const fixtures = path.join(repo, 'test/fixtures/config');
+
+beforeAll(() => {
+  if (!existsSync(cli)) throw new Error(`${cli} is missing: run make build first`);
+});
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+function hv(args: string[], input?: string) {
+  const r = spawnSync(process.execPath, [cli, 'validate', ...args], { input, encoding: 'utf8', cwd: tmp, timeout: 60_000 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+const SECRETS = `scheme_version: 1
+token: SuperSecretToken123
+os:
+  password: hunter2-password
+install:
+  mode: create
+  device: /dev/sda
+  vip: 10.0.0.5
+  vip_mode: static
+  management_interface: {interfaces: [{name: ens3}], method: dhcp}
+  webhooks:
+    - event: STARTED
+      url: http://hooks.example.com/x
+      headers: {Authorization: ["Bearer hook-secret-xyz"]}
+      basic_auth: {user: admin, password: basic-secret-pw}
+system_settings:
+  containerd-registry: '{"Configs": {"r.example.com": {"Auth": {"Username": "u", "Password": "registry-secret-pw"}}}}'
+`;
+
+describe('hvinstall validate', () => {
+  it('exit 0 for a valid file, with a summary', () => {
+    const r = hv([path.join(fixtures, 'valid/create-dhcp-snake.yaml')]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/create-dhcp-snake\.yaml: valid \(0 errors, 0 warnings\)/);
+  });
+
+  it('exit 1 with compiler-style lines and hints', () => {
+    const file = `${tmp}/config.yaml`;
+    writeFileSync(file, 'scheme_version: 1\ntoken: abc\nos:\n  password: x\ninstall:\n  mode: create\n  device: /dev/sda\n  vip: 10.0.0.5\n  vip_mode: dhpc\n  management_interface: {interfaces: [{name: ens3}], method: dhcp}\n');
+    const r = hv(['config.yaml']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('config.yaml:9:13: error: install.vip_mode: must be one of static, dhcp, none (got "dhpc")\n  hint: did you mean "dhcp"?\n');
+    expect(r.stderr).toContain('config.yaml: invalid (1 error, 0 warnings)');
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('--json prints {valid, errors, warnings} with positions', () => {
+    const r = hv(['--json', path.join(fixtures, 'invalid/mode-typo.yaml')]);
+    expect(r.code).toBe(1);
+    const doc = JSON.parse(r.stdout);
+    expect(doc.valid).toBe(false);
+    expect(doc.errors).toEqual([
+      { path: 'install.mode', source: path.join(fixtures, 'invalid/mode-typo.yaml'), line: 7, column: 9, message: 'must be one of create, join, install, upgrade (got "craete")', hint: 'did you mean "create"?' },
+    ]);
+    expect(doc.warnings).toEqual([]);
+  });
+
+  it('--print prints the normalised config with every secret redacted', () => {
+    const r = hv(['--print', '-'], SECRETS);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('schemeVersion: 1');
+    expect(r.stdout).toContain('- kvm');
+    for (const secret of ['SuperSecretToken123', 'hunter2-password', 'hook-secret-xyz', 'basic-secret-pw', 'registry-secret-pw']) {
+      expect(r.stdout).not.toContain(secret);
+      expect(r.stderr).not.toContain(secret);
+    }
+    expect(r.stdout).toContain('<redacted>');
+  });
+
+  it('--json --print includes the redacted config', () => {
+    const r = hv(['--json', '--print', '-'], SECRETS);
+    const doc = JSON.parse(r.stdout);
+    expect(doc.valid).toBe(true);
+    expect(doc.config.token).toBe('<redacted>');
+    expect(JSON.stringify(doc)).not.toContain('registry-secret-pw');
+  });
+
+  it('reads standard input with -', () => {
+    const r = hv(['-'], 'just text\n');
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('<stdin>:1:1: error: the config must be a mapping of keys at the top level (got the string "just text")');
+  });
+
+  it('merges --cmdline over the file', () => {
+    const r = hv(['--json', '--print', path.join(fixtures, 'invalid/device-missing.yaml'), '--cmdline', 'quiet harvester.install.device=/dev/vda']);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout).config.install.device).toBe('/dev/vda');
+  });
+
+  it.each([
+    [['--bogus', 'x.yaml'], "Unknown option '--bogus'"],
+    [['a.yaml', 'b.yaml'], 'one config at a time (got 2)'],
+    [[], 'no config given'],
+    [['--cmdline', 'x', '--cmdline-file', 'y'], 'give --cmdline or --cmdline-file, not both'],
+    [['--timeout', 'soon', 'x.yaml'], '--timeout must be a positive whole number (got "soon")'],
+  ])('usage error %j -> exit 2', (args, message) => {
+    const r = hv(args);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(message);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('a missing file is exit 2 with a clear message and no stack trace', () => {
+    const r = hv(['nope.yaml']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe("hvinstall: error: config file not found: nope.yaml\n  hint: check the path, or pass - to read standard input\n");
+  });
+
+  it('--help prints the usage and exits 0', () => {
+    const r = hv(['--help']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('usage: hvinstall validate [FILE|URL|-]');
+  });
+});
