@@ -29,23 +29,26 @@ function yamlDoc(value: unknown): string {
 }
 
 /**
- * Harvester's reserved CPU in milli-CPU (reference §3.4): 60 for the first core, +10 for a second,
- * +10 beyond two, +2.5 per core beyond four, +400 because max-pods (200) exceeds 110.
+ * Harvester's reserved CPU in milli-CPU (calculateCPUReservedInMilliCPU, after GKE): 6% of the first
+ * core, 1% of the second, 0.5% of the next two, 0.25% of each core above four, plus 400m because
+ * max-pods (200) exceeds 110. Summed in floating point in Harvester's order and truncated, as Go's
+ * int64() does, so the result matches Harvester's to the milli-CPU.
  */
 export function reservedMilliCpu(cores: number, maxPods = MAX_PODS): number {
-  let r = 0;
-  if (cores > 0) r += 60;
-  if (cores > 1) r += 10;
-  if (cores > 2) r += 10;
-  if (cores > 4) r += 2.5 * (cores - 4);
-  if (maxPods > 110) r += 400;
-  return r;
+  if (cores <= 0 || maxPods <= 0) return 0;
+  let reserved = 0;
+  reserved += 6 / 100;
+  if (cores > 1) reserved += 1 / 100;
+  if (cores > 2) reserved += (2 * 0.5) / 100;
+  if (cores > 4) reserved += ((cores - 4) * 0.25) / 100;
+  if (maxPods > 110) reserved += 0.4;
+  return Math.trunc(reserved * 1000);
 }
 
-/** kubelet args for the reserved resources: system 0.8·R, kube 1.2·R (milli-CPU, truncated like Go's int conversion). */
+/** kubelet args for the reserved resources, split system:kube = 2:3 of 2R with Go's integer division. */
 export function reservedResourcesArgs(cores: number): string[] {
   const r = reservedMilliCpu(cores);
-  return [`system-reserved=cpu=${Math.trunc(r * 0.8)}m`, `kube-reserved=cpu=${Math.trunc(r * 1.2)}m`];
+  return [`system-reserved=cpu=${Math.trunc((r * 2 * 2) / 5)}m`, `kube-reserved=cpu=${Math.trunc((r * 2 * 3) / 5)}m`];
 }
 
 /** `https://<host>:9345` from server_url (`https://<vip>:443`), the RKE2 supervisor a join node registers with. */
@@ -74,16 +77,13 @@ function isCreate(config: HarvesterConfig): boolean {
   return String(config.install?.mode ?? '').toLowerCase() === 'create';
 }
 
-/** The audit policy Harvester ships: metadata for writes, nothing else. */
+/** The audit policy Harvester ships: create/delete/patch at Metadata level, response stages omitted. */
 export function auditPolicy(): string {
   return yamlDoc({
     apiVersion: 'audit.k8s.io/v1',
     kind: 'Policy',
-    omitStages: ['RequestReceived'],
-    rules: [
-      { level: 'Metadata', verbs: ['create', 'delete', 'patch'] },
-      { level: 'None' },
-    ],
+    omitStages: ['ResponseStarted', 'ResponseComplete'],
+    rules: [{ level: 'Metadata', verbs: ['create', 'delete', 'patch'], omitStages: ['ResponseStarted', 'ResponseComplete'] }],
   });
 }
 

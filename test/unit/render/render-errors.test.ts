@@ -68,12 +68,15 @@ describe('network decisions', () => {
 });
 
 describe('RKE2 decisions', () => {
+  // Values as Harvester's Go code computes them (float sum, int64 truncation): odd core counts lose the half milli-CPU.
   it.each([
-    [1, 460], [2, 470], [4, 480], [8, 490], [64, 630],
+    [1, 460], [2, 470], [4, 480], [5, 482], [8, 490], [9, 492], [64, 630],
   ])('reserved milli-CPU for %d cores is %d', (cores, r) => expect(reservedMilliCpu(cores)).toBe(r));
 
-  it('splits reservations 0.8/1.2 and truncates', () => {
-    expect(reservedResourcesArgs(5)).toEqual(['system-reserved=cpu=386m', 'kube-reserved=cpu=579m']);
+  it('splits reservations 2:3 of twice R with integer division', () => {
+    expect(reservedResourcesArgs(5)).toEqual(['system-reserved=cpu=385m', 'kube-reserved=cpu=578m']);
+    expect(reservedResourcesArgs(8)).toEqual(['system-reserved=cpu=392m', 'kube-reserved=cpu=588m']);
+    expect(reservedMilliCpu(0)).toBe(0);
   });
 
   it('join nodes register with the supervisor port of the server URL host', () => {
