@@ -15,6 +15,8 @@ export const DEFAULT_CLUSTER_DNS = '10.53.0.10';
 export const MAX_PODS = 200;
 export const WITNESS_TAINT = 'node-role.kubernetes.io/etcd=true:NoExecute';
 export const SUPERVISOR_PORT = 9345;
+/** Harvester writes every RKE2 drop-in 0600 (they sit next to the token and may carry cluster details). */
+export const DROPIN_MODE = 0o600;
 export const DISABLED_CHARTS = ['rke2-snapshot-controller', 'rke2-snapshot-controller-crd', 'rke2-snapshot-validation-webhook'];
 
 export interface Rke2DropIn {
@@ -114,18 +116,18 @@ export function renderRke2DropIns(config: HarvesterConfig, cpuCount: number): Rk
     server['audit-policy-file'] = AUDIT_POLICY_PATH;
     // What rancherd's extraConfig passes to RKE2 on Harvester (reference §3.4); promote.sh disables the same charts.
     server.disable = DISABLED_CHARTS;
-    files.push({ path: `${RKE2_CONFIG_DIR}/90-harvester-server.yaml`, content: yamlDoc(server), mode: 0o644, secret: false });
+    files.push({ path: `${RKE2_CONFIG_DIR}/90-harvester-server.yaml`, content: yamlDoc(server), mode: DROPIN_MODE, secret: false });
   } else {
     if (!config.serverUrl) throw new HvError('server_url is required in join mode', { where: 'server_url', exitCode: ExitCode.checkFailed });
-    files.push({ path: `${RKE2_CONFIG_DIR}/90-harvester-vip.yaml`, content: yamlDoc({ server: supervisorUrl(config.serverUrl) }), mode: 0o644, secret: false });
+    files.push({ path: `${RKE2_CONFIG_DIR}/90-harvester-vip.yaml`, content: yamlDoc({ server: supervisorUrl(config.serverUrl) }), mode: DROPIN_MODE, secret: false });
   }
 
   const kubeletArgs = [`max-pods=${MAX_PODS}`, `node-labels=${nodeLabels(config).join(',')}`];
   if (witness) kubeletArgs.push(`register-with-taints=${WITNESS_TAINT}`);
-  files.push({ path: `${RKE2_CONFIG_DIR}/90-harvester-agent.yaml`, content: yamlDoc({ 'kubelet-arg': kubeletArgs }), mode: 0o644, secret: false });
-  files.push({ path: `${RKE2_CONFIG_DIR}/91-harvester-cdi.yaml`, content: yamlDoc({ 'nonroot-devices': true }), mode: 0o644, secret: false });
-  files.push({ path: AUDIT_POLICY_PATH, content: auditPolicy(), mode: 0o644, secret: false });
-  if (witness) files.push({ path: `${RKE2_CONFIG_DIR}/99-harvester-witness.yaml`, content: yamlDoc({ 'node-taint': [WITNESS_TAINT] }), mode: 0o644, secret: false });
-  files.push({ path: `${RKE2_CONFIG_DIR}/99-z00-harvester-reserved-resources.yaml`, content: yamlDoc({ 'kubelet-arg+': reservedResourcesArgs(cpuCount) }), mode: 0o644, secret: false });
+  files.push({ path: `${RKE2_CONFIG_DIR}/90-harvester-agent.yaml`, content: yamlDoc({ 'kubelet-arg': kubeletArgs }), mode: DROPIN_MODE, secret: false });
+  files.push({ path: `${RKE2_CONFIG_DIR}/91-harvester-cdi.yaml`, content: yamlDoc({ 'nonroot-devices': true }), mode: DROPIN_MODE, secret: false });
+  files.push({ path: AUDIT_POLICY_PATH, content: auditPolicy(), mode: DROPIN_MODE, secret: false });
+  if (witness) files.push({ path: `${RKE2_CONFIG_DIR}/99-harvester-witness.yaml`, content: yamlDoc({ 'node-taint': [WITNESS_TAINT] }), mode: DROPIN_MODE, secret: false });
+  files.push({ path: `${RKE2_CONFIG_DIR}/99-z00-harvester-reserved-resources.yaml`, content: yamlDoc({ 'kubelet-arg+': reservedResourcesArgs(cpuCount) }), mode: DROPIN_MODE, secret: false });
   return files;
 }

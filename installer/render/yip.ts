@@ -80,23 +80,18 @@ function deviceBlock(d: MultipathDevice, negate: boolean): string {
   return lines.join('\n');
 }
 
-/** /etc/multipath.conf from externalStorageConfig.multiPathConfig (both shapes Harvester accepts). */
-export function renderMultipathConf(cfg: MultipathDevice[] | MultipathBlacklistConfig | undefined): string {
-  const blacklist: string[] = [];
-  const exceptions: string[] = [];
-  if (Array.isArray(cfg)) {
-    // Option 1: the listed devices are the ones to use, everything else is blacklisted.
-    for (const d of cfg) blacklist.push(deviceBlock(d, true));
-  } else if (cfg) {
-    for (const w of cfg.blacklistWwids ?? []) blacklist.push(`    wwid "${w}"`);
-    for (const d of cfg.blacklist ?? []) blacklist.push(deviceBlock(d, false));
-    for (const w of cfg.blacklistExceptionWwids ?? []) exceptions.push(`    wwid "${w}"`);
-    for (const d of cfg.blacklistExceptions ?? []) exceptions.push(deviceBlock(d, false));
-  }
-  const out = ['defaults {\n    user_friendly_names yes\n}\n'];
-  if (blacklist.length) out.push(`blacklist {\n${blacklist.join('\n')}\n}\n`);
-  if (exceptions.length) out.push(`blacklist_exceptions {\n${exceptions.join('\n')}\n}\n`);
-  return out.join('');
+/**
+ * /etc/multipath.conf from externalStorageConfig.multiPathConfig, in Harvester's two shapes: option 1
+ * (a device list: everything else is blacklisted, written as negated entries) and option 2 (blacklist
+ * and blacklist_exceptions, both sections always present).
+ */
+export function renderMultipathConf(cfg: MultipathDevice[] | MultipathBlacklistConfig): string {
+  if (Array.isArray(cfg)) return `blacklist {\n${cfg.map((d) => deviceBlock(d, true)).join('\n')}\n}\n`;
+  const section = (name: string, wwids: string[] | undefined, devices: MultipathDevice[] | undefined) => {
+    const lines = [...(wwids ?? []).map((w) => `    wwid "${w}"`), ...(devices ?? []).map((d) => deviceBlock(d, false))];
+    return `${name} {\n${lines.map((l) => `${l}\n`).join('')}}\n`;
+  };
+  return section('blacklist', cfg.blacklistWwids, cfg.blacklist) + section('blacklist_exceptions', cfg.blacklistExceptionWwids, cfg.blacklistExceptions);
 }
 
 export function multipathEnabled(config: HarvesterConfig): boolean {
@@ -165,7 +160,7 @@ export function yipDocument(inp: YipInputs): Record<string, unknown> {
     if (f.owner) file.owner_string = f.owner;
     files.push(file);
   });
-  files.push({ path: '/etc/sysctl.d/zz-harvester-enable-ipv6.conf', permissions: 0o644, content: Object.entries(IPV6_SYSCTLS).map(([k, v]) => `${k} = ${v}`).join('\n') + '\n' });
+  files.push({ path: '/etc/sysctl.d/zz-harvester-enable-ipv6.conf', permissions: 0o644, content: '# Written by hvinstall: overrides /etc/sysctl.d/ipv6.conf\n' + Object.entries(IPV6_SYSCTLS).map(([k, v]) => `${k} = ${v}\n`).join('') });
   files.push({ path: '/etc/multipath/conf.d/99-longhorn.conf', permissions: 0o644, content: LONGHORN_MULTIPATH_CONF });
   const proxy = rke2ProxyEnvironment(config);
   if (proxy) {
@@ -175,7 +170,9 @@ export function yipDocument(inp: YipInputs): Record<string, unknown> {
   }
   const enable: string[] = [];
   if (multipathEnabled(config)) {
-    files.push({ path: '/etc/multipath.conf', permissions: 0o644, content: renderMultipathConf(os.externalStorageConfig?.multiPathConfig) });
+    // Without a multiPathConfig Harvester only enables multipathd and leaves multipath.conf alone.
+    const mp = os.externalStorageConfig?.multiPathConfig;
+    if (mp) files.push({ path: '/etc/multipath.conf', permissions: 0o644, content: renderMultipathConf(mp) });
     enable.push('multipathd');
   }
 

@@ -154,7 +154,8 @@ describe('yip decisions', () => {
   });
 
   it('renders the option-1 multipath shape as negated blacklist entries', () => {
-    expect(renderMultipathConf([{ vendor: 'DELL', product: 'MD32xx' }])).toContain('blacklist {\n    device {\n        vendor "!DELL"\n        product "!MD32xx"\n    }\n}');
+    expect(renderMultipathConf([{ vendor: 'DELL', product: 'MD32xx' }])).toBe('blacklist {\n    device {\n        vendor "!DELL"\n        product "!MD32xx"\n    }\n}\n');
+    expect(renderMultipathConf({ blacklistWwids: ['.*'] })).toBe('blacklist {\n    wwid ".*"\n}\nblacklist_exceptions {\n}\n');
   });
 
   it('refuses kernel arguments that overflow the 1024-byte grubenv', () => {
