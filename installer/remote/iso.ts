@@ -95,7 +95,9 @@ export async function downloadFile(url: string, dest: string, opts: DownloadOpti
         break;
       } catch (err) {
         if (err instanceof FatalDownload || opts.signal?.aborted) throw err;
-        const why = err instanceof HvError ? err.message : describeNetworkError(err, url, stall).message;
+        const described = err instanceof HvError ? { message: err.message, retryable: true } : describeNetworkError(err, url, stall);
+        const why = described.message;
+        if (!described.retryable) throw new HvError(`downloading ${url} failed: ${why}`, { where: url, exitCode: ExitCode.installFailed });
         if (attempt >= attempts) {
           throw new HvError(`downloading ${url} failed after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${why}`, {
             where: url,

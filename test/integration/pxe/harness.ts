@@ -90,7 +90,7 @@ export function rawGet(url: string, target: string): Promise<{ status: number; h
 
 export function curl(args: string[]): { code: number; stdout: string } {
   try {
-    return { code: 0, stdout: execFileSync('curl', ['-sS', ...args], { encoding: 'latin1', timeout: 60_000 }) };
+    return { code: 0, stdout: execFileSync('curl', ['-sS', ...args], { encoding: 'latin1', timeout: 60_000, stdio: ['ignore', 'pipe', 'pipe'] }) };
   } catch (err) {
     const e = err as { status?: number; stdout?: string };
     return { code: e.status ?? -1, stdout: e.stdout ?? '' };
