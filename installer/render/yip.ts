@@ -20,6 +20,13 @@ export const IPV6_SYSCTLS: Record<string, string> = {
   'net.ipv6.conf.default.disable_ipv6': '0',
   'net.ipv6.conf.lo.disable_ipv6': '0',
 };
+/**
+ * Harvester patches multipathd.service so the `multipath=off` it boots with does not stop a person (or a
+ * third-party CSI driver) from starting multipathd later. A drop-in does the same: an empty Condition
+ * resets the unit's conditions, then the ones worth keeping are set again.
+ */
+export const MULTIPATHD_DROPIN_PATH = '/etc/systemd/system/multipathd.service.d/90-hvinstall-allow-manual-start.conf';
+export const MULTIPATHD_DROPIN = '[Unit]\nConditionKernelCommandLine=\nConditionKernelCommandLine=!nompath\nConditionVirtualization=!container\n';
 export const LONGHORN_MULTIPATH_CONF = 'blacklist {\n    device {\n        vendor "IET"\n        product "VIRTUAL-DISK"\n    }\n}\n';
 
 /** yip's encodings (cloud-init names), mapped to how to check them at render time. */
@@ -162,6 +169,7 @@ export function yipDocument(inp: YipInputs): Record<string, unknown> {
   });
   files.push({ path: '/etc/sysctl.d/zz-harvester-enable-ipv6.conf', permissions: 0o644, content: '# Written by hvinstall: overrides /etc/sysctl.d/ipv6.conf\n' + Object.entries(IPV6_SYSCTLS).map(([k, v]) => `${k} = ${v}\n`).join('') });
   files.push({ path: '/etc/multipath/conf.d/99-longhorn.conf', permissions: 0o644, content: LONGHORN_MULTIPATH_CONF });
+  files.push({ path: MULTIPATHD_DROPIN_PATH, permissions: 0o644, content: MULTIPATHD_DROPIN });
   const proxy = rke2ProxyEnvironment(config);
   if (proxy) {
     // systemd services do not read /etc/environment: RKE2 (and its containerd) take the proxy from these files.
