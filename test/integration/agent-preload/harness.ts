@@ -6,7 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, mkdtemp, rm, writeFile, open } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile, open } from 'node:fs/promises';
 import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -154,4 +154,16 @@ export function testSettings(c: TestContainerd, bundleDir: string, extra: Record
     verifyTimeout: '5s',
     ...extra,
   };
+}
+
+/** PIDs of processes whose command line contains every one of `parts` (read from /proc). */
+export async function processesMatching(...parts: string[]): Promise<number[]> {
+  const pids: number[] = [];
+  for (const name of await readdir('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const cmdline = await readFile(`/proc/${name}/cmdline`, 'utf8').catch(() => '');
+    const args = cmdline.split('\0');
+    if (parts.every((p) => args.includes(p))) pids.push(Number(name));
+  }
+  return pids;
 }

@@ -9,7 +9,7 @@ import { mkdir, rename, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { execa } from 'execa';
 import imagePreload from '../../../agent/guards/image-preload.js';
-import { TestContainerd, buildBundle, makeContext, makeTempDir, removeTempDir, testSettings } from './harness.js';
+import { TestContainerd, buildBundle, makeContext, makeTempDir, processesMatching, removeTempDir, testSettings } from './harness.js';
 
 let dir: string;
 let containerd: TestContainerd;
@@ -96,8 +96,7 @@ describe('image-preload guard: resilience', () => {
     expect(r.reason).toContain('docker.io/hv/media:1 (from harvester/images/media.tar.zst)');
     expect(await containerd.images()).toEqual(['docker.io/hv/fine:1']);
     // The watchdog killed the import's whole process group: no cat/zstd/ctr of it is left.
-    const left = await execa('pgrep', ['-f', `cat -- ${fifo}`], { reject: false });
-    expect(left.stdout.trim()).toBe('');
+    expect(await processesMatching('cat', '--', fifo)).toEqual([]);
 
     // The medium recovers: the next pass (the runner's retry) imports the archive.
     process.kill(-hung.pid!, 'SIGKILL');
@@ -121,9 +120,11 @@ describe('image-preload guard: resilience', () => {
     const t = makeContext(testSettings(containerd, bundle, { stallTimeout: '10m' }));
     const pass = imagePreload.reconcile(t.ctx);
     await waitFor('bytes to flow', () => t.progress.some((p) => /slow\.tar\.zst: \d+ KiB/.test(p)));
+    // The reader of the import is there while the import runs…
+    expect((await processesMatching('cat', '--', fifo)).length).toBe(1);
     t.abort.abort(new Error('SIGTERM'));
     await expect(pass).rejects.toThrow('SIGTERM');
-    await waitFor('the import group to be gone', async () => (await execa('pgrep', ['-f', `cat -- ${fifo}`], { reject: false })).stdout.trim() === '', 10_000);
+    await waitFor('the import group to be gone', async () => (await processesMatching('cat', '--', fifo)).length === 0, 10_000);
     expect(await containerd.images()).toEqual([]);
   });
 
