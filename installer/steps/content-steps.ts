@@ -131,29 +131,42 @@ async function renderedFiles(ctx: InstallContext): Promise<RenderedFileLike[] | 
   return Array.isArray(report) ? report : (report.files ?? []);
 }
 
+type Placement = { partition: 'COS_OEM' | 'COS_PERSISTENT' | 'none'; relPath?: string; reason?: string };
+
+/** Where a rendered node path goes: the renderer's own placement when it exports one, else ours. */
+function placer(renderer: Awaited<ReturnType<typeof loadRenderer>>, statePaths: string[]): (p: string) => Placement {
+  const theirs = renderer?.placeNodePath as ((p: string, paths: string[]) => Placement) | undefined;
+  if (theirs) return (p) => theirs(p, statePaths);
+  return (p) => {
+    if (p.startsWith('/oem/')) return { partition: 'COS_OEM', relPath: p.slice('/oem/'.length) };
+    const rel = persistentLocation(p, statePaths);
+    return rel ? { partition: 'COS_PERSISTENT', relPath: rel } : { partition: 'none', reason: `${p} is not under /oem or a persistent state path` };
+  };
+}
+
 export const oemStep: Step = {
   name: 'oem',
   async run(ctx) {
     const plan = ctx.plan;
-    const text = await serialiseHarvesterConfig(ctx.config);
+    const renderer = await loadRenderer();
     const rendered = await renderedFiles(ctx);
+    const place = placer(renderer, plan.persistentStatePaths);
     const written: string[] = [];
     await withMounted(plan, ctx.runDir, ['COS_OEM', 'COS_PERSISTENT'], async (dirs) => {
       await removeStaleTemps(dirs.COS_OEM);
       await removeStaleTemps(dirs.COS_PERSISTENT);
-      await writeFileAtomic(path.join(dirs.COS_OEM, 'harvester.config'), text, { mode: 0o600 });
-      written.push('/oem/harvester.config');
+      // Without the renderer, the minimal set: harvester.config in Harvester's lowercase form.
+      if (!rendered?.some((f) => f.path === '/oem/harvester.config')) {
+        await writeFileAtomic(path.join(dirs.COS_OEM, 'harvester.config'), await serialiseHarvesterConfig(ctx.config), { mode: 0o600 });
+        written.push('/oem/harvester.config');
+      }
       for (const f of rendered ?? []) {
-        const mode = f.secret ? f.mode & 0o700 : f.mode;
-        if (f.path.startsWith('/oem/')) {
-          await writeFileAtomic(path.join(dirs.COS_OEM, f.path.slice('/oem/'.length)), f.content, { mode });
-        } else {
-          const rel = persistentLocation(f.path, plan.persistentStatePaths);
-          if (!rel) {
-            throw new HvError(`the renderer produced ${f.path}, which lives neither on /oem nor on a persistent path`, { where: 'oem', exitCode: ExitCode.installFailed });
-          }
-          await writeFileAtomic(path.join(dirs.COS_PERSISTENT, rel), f.content, { mode });
+        const where = place(f.path);
+        if (where.partition === 'none' || !where.relPath) {
+          throw new HvError(`the renderer produced ${f.path}, which has no place on the installed disk: ${where.reason ?? 'not on /oem or a persistent path'}`, { where: 'oem', exitCode: ExitCode.installFailed });
         }
+        const root = where.partition === 'COS_OEM' ? dirs.COS_OEM : dirs.COS_PERSISTENT;
+        await writeFileAtomic(path.join(root, where.relPath), f.content, { mode: f.secret ? f.mode & 0o700 : f.mode });
         written.push(f.path);
       }
     });

@@ -43,7 +43,7 @@ export async function loadInstallBootloader(): Promise<InstallBootloader | undef
   return (await importOptional<{ installBootloader?: InstallBootloader }>('../bootloader/index.js'))?.installBootloader;
 }
 
-export async function loadRenderer(): Promise<{ renderNodeFiles?: RenderNodeFiles; placeRenderedFile?: unknown } | undefined> {
+export async function loadRenderer(): Promise<{ renderNodeFiles?: RenderNodeFiles; placeNodePath?: unknown } | undefined> {
   return importOptional('../render/index.js');
 }
 

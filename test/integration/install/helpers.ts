@@ -9,6 +9,7 @@ import { chmod, mkdir, mkdtemp, readdir, readFile, readlink, rm, stat, writeFile
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { buildTestOsTree } from '../../../iso-build/index.js';
 
 const execFileP = promisify(execFile);
 export const REPO = path.resolve(import.meta.dirname, '../../..');
@@ -55,20 +56,12 @@ export async function loopDisk(cleanup: Cleanup, dir: string, name: string, size
   return dev;
 }
 
-/** A small OS tree: busybox with a few applet links, an os-release, a kernel-shaped file, a symlink. */
+/** The deploy engineer's small test OS (busybox-static, os-release, init), plus a 0600 file whose mode must survive. */
 export async function buildSmallOsTree(dir: string): Promise<string> {
-  const root = path.join(dir, 'os');
-  for (const d of ['bin', 'sbin', 'etc', 'boot', 'usr/share/hv', 'var/log']) await mkdir(path.join(root, d), { recursive: true });
-  await writeFile(path.join(root, 'bin/busybox'), await readFile('/usr/bin/busybox'));
-  await chmod(path.join(root, 'bin/busybox'), 0o755);
-  for (const applet of ['sh', 'ls', 'mount']) await sh('ln', ['-s', 'busybox', path.join(root, 'bin', applet)]);
-  await writeFile(path.join(root, 'etc/os-release'), 'NAME="hvinstall test OS"\nID=hvtest\nVERSION_ID=1\nGRUB_ENTRY_NAME="hvtest"\n');
-  await writeFile(path.join(root, 'boot/vmlinuz'), Buffer.alloc(256 * 1024, 7));
-  await writeFile(path.join(root, 'boot/initrd'), Buffer.alloc(128 * 1024, 9));
-  await writeFile(path.join(root, 'usr/share/hv/data.bin'), createHash('sha256').update('seed').digest());
-  await writeFile(path.join(root, 'etc/secret-file'), 'mode 600\n', { mode: 0o600 });
-  await chmod(path.join(root, 'etc/secret-file'), 0o600);
-  return root;
+  const tree = await buildTestOsTree(path.join(dir, 'os'));
+  await writeFile(path.join(tree.dir, 'etc/secret-file'), 'mode 600\n', { mode: 0o600 });
+  await chmod(path.join(tree.dir, 'etc/secret-file'), 0o600);
+  return tree.dir;
 }
 
 export interface ConfigOptions {
