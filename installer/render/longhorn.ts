@@ -24,18 +24,20 @@ export function harvesterChartValues(config: HarvesterConfig): Record<string, un
   if (replicas !== undefined) values.storageClass = { replicaCount: Math.min(replicas, 3) };
 
   const ds = h.longhorn?.defaultSettings ?? {};
-  const defaultSettings: Record<string, unknown> = { defaultDataPath: LONGHORN_DEFAULT_DISK };
+  const defaultSettings: Record<string, unknown> = { taintToleration: 'kubevirt.io/drain:NoSchedule', defaultDataPath: LONGHORN_DEFAULT_DISK };
   const cpu = positiveInt(ds.guaranteedInstanceManagerCPU);
   if (cpu !== undefined) defaultSettings.guaranteedInstanceManagerCPU = Math.min(cpu, 12);
   const reserved = positiveInt(ds.storageReservedPercentageForDefaultDisk);
-  defaultSettings.storageReservedPercentageForDefaultDisk = Math.min(reserved ?? 0, 30);
-  values.longhorn = { defaultSettings };
-  values['harvester-node-disk-manager'] = { labelFilter: NDM_LABEL_FILTER };
+  // Longhorn settings are strings; Harvester quotes this one and leaves it out at the default 0.
+  if (reserved !== undefined) defaultSettings.storageReservedPercentageForDefaultDisk = String(Math.min(reserved, 30));
+  defaultSettings.detachManuallyAttachedVolumesWhenCordoned = true;
+  defaultSettings.nodeDrainPolicy = 'allow-if-replica-is-stopped';
+  values.longhorn = { enabled: true, defaultSettings };
+  values['harvester-node-disk-manager'] = { enabled: true, labelFilter: NDM_LABEL_FILTER };
 
   const mode = vipMode(config);
-  const vip: Record<string, unknown> = { enabled: mode !== 'none', mode, ip: config.install?.vip ?? '' };
-  if (mode === 'dhcp') vip.hwAddress = (config.install?.vipHwAddr ?? '').toLowerCase();
-  values.service = { vip };
+  const vip = config.install?.vip?.trim();
+  if (vip) values.service = { vip: { enabled: true, mode, ip: vip, hwAddress: (config.install?.vipHwAddr ?? '').toLowerCase() } };
   // The static pod from kube-vip.ts announces the VIP and services; a second kube-vip from the chart would fight it over ARP.
   values['kube-vip'] = { enabled: false };
   values['kube-vip-cloud-provider'] = { enabled: true };

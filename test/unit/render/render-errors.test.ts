@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { gzipSync } from 'node:zlib';
 import { renderNode, renderNodeFiles, placeNodePath, persistentStatePaths, defaultHasDataPartition } from '../../../installer/render/index.js';
 import { maskToPrefix } from '../../../installer/render/network.js';
+import { harvesterChartValues } from '../../../installer/render/longhorn.js';
 import { reservedMilliCpu, reservedResourcesArgs, supervisorUrl } from '../../../installer/render/rke2.js';
 import { renderGrubenv, renderMultipathConf, rke2ProxyEnvironment } from '../../../installer/render/yip.js';
 import type { HarvesterConfig } from '../../../installer/config/types.js';
@@ -201,6 +202,21 @@ describe('hostname and seeds', () => {
   it('rejects malformed explicit seeds', () => {
     expect(errorOf(() => renderNode(clone(), base.facts, { hostnameSuffix: 'UPPER' })).where).toBe('seeds.hostnameSuffix');
     expect(errorOf(() => renderNode(clone(), base.facts, { passwordSalt: 'has$dollar' })).where).toBe('seeds.passwordSalt');
+  });
+});
+
+describe('Harvester chart values', () => {
+  it('clamps replicas to 3, instance-manager CPU to 12 and reserved storage to 30, and omits zeros', () => {
+    const c = clone();
+    c.install!.harvester = { storageClass: { replicaCount: 7 }, longhorn: { defaultSettings: { guaranteedInstanceManagerCPU: 40, storageReservedPercentageForDefaultDisk: 99 } } };
+    const v = harvesterChartValues(c) as { storageClass: unknown; longhorn: { defaultSettings: Record<string, unknown> } };
+    expect(v.storageClass).toEqual({ replicaCount: 3 });
+    expect(v.longhorn.defaultSettings).toMatchObject({ guaranteedInstanceManagerCPU: 12, storageReservedPercentageForDefaultDisk: '30', defaultDataPath: '/var/lib/harvester/defaultdisk' });
+    c.install!.harvester = { storageClass: { replicaCount: 0 } };
+    const z = harvesterChartValues(c) as Record<string, { defaultSettings?: Record<string, unknown> }>;
+    expect(z.storageClass).toBeUndefined();
+    expect(z.longhorn!.defaultSettings).not.toHaveProperty('storageReservedPercentageForDefaultDisk');
+    expect(z['harvester-node-disk-manager']).toEqual({ enabled: true, labelFilter: ['COS_*', 'HARV_*'] });
   });
 });
 
