@@ -171,3 +171,12 @@ ${
 `
 }`;
 }
+
+/** A port free right now on 127.0.0.1 (for servers whose URL must be known before they start). */
+export async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as net.AddressInfo).port;
+  await new Promise((r) => s.close(r));
+  return port;
+}
