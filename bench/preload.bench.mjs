@@ -68,6 +68,16 @@ async function stopContainerd(c) {
   clearTimeout(t);
 }
 
+/** CPU seconds (user + system) containerd has used so far. */
+async function cpuSeconds(pid) {
+  const f = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1].split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+}
+
+async function loadAverage() {
+  return Number((await readFile('/proc/loadavg', 'utf8')).split(' ')[0]);
+}
+
 async function images(sock) {
   return (await sh('ctr', ['-a', sock, '-n', 'k8s.io', 'images', 'ls', '-q'])).split('\n').filter((l) => l && !l.startsWith('sha256:')).sort();
 }
@@ -151,7 +161,9 @@ try {
     const base = await startContainerd(baseDir);
     running.push(base);
     await sh('sync', []);
+    const load = await loadAverage();
     const b = await baseline(bundleDir, base.sock, work);
+    const baseCpu = await cpuSeconds(base.proc.pid);
     baseImages = await images(base.sock);
     await stopContainerd(base);
     await rm(baseDir, { recursive: true, force: true });
@@ -163,11 +175,17 @@ try {
     await sh('sync', []);
     const hwmFile = path.join(work, 'hwm');
     const r = await ours(root, '/run/containerd/c.sock', hwmFile);
+    const oursCpu = await cpuSeconds(oursC.proc.pid);
     ourImages = await images(oursC.sock);
     await stopContainerd(oursC);
     await rm(oursDir, { recursive: true, force: true });
     const hwm = Number((await readFile(hwmFile, 'utf8')).trim());
-    console.log(`round ${round}: baseline ${b.toFixed(1)} s, ours ${r.secs.toFixed(1)} s, agent VmHWM ${(hwm / 1024).toFixed(1)} MB`);
+    // containerd's own CPU time shows how much of the run was containerd work, which both sides
+    // share and which parallel imports can only overlap when the machine has idle cores.
+    console.log(
+      `round ${round} (load average ${load.toFixed(1)} on ${(await import('node:os')).availableParallelism()} CPUs): ` +
+        `baseline ${b.toFixed(1)} s (containerd CPU ${baseCpu.toFixed(1)} s), ours ${r.secs.toFixed(1)} s (containerd CPU ${oursCpu.toFixed(1)} s), agent VmHWM ${(hwm / 1024).toFixed(1)} MB`,
+    );
     baseSecs = Math.min(baseSecs, b);
     oursSecs = Math.min(oursSecs, r.secs);
     hwmKb = Math.max(hwmKb, hwm);

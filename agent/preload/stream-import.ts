@@ -27,13 +27,17 @@ export const HOLD_BACK_BYTES = 1 << 20;
 const STDERR_TAIL = 4096;
 
 // $1 archive, $2 compression, $3 zstd, then the ctr command line.
+// The zstd → ctr pipe is widened to 1 MiB (F_SETPIPE_SZ = 1031, through perl when there is one):
+// ctr then reads and sends containerd bigger chunks, which costs containerd less CPU per byte.
+// Best effort: without perl the import works the same with the default 64 KiB pipe.
 const SCRIPT = `archive=$1 compression=$2 zstd=$3
 shift 3
 cat -- "$archive" >&3 &
 reader=$!
 exec 3>&-
+widen() { command -v perl >/dev/null 2>&1 && perl -e 'fcntl(STDIN, 1031, 1048576)' 2>/dev/null; return 0; }
 if [ "$compression" = zstd ]; then
-  "$zstd" -dcq | "$@"
+  "$zstd" -dcq | { widen; exec "$@"; }
   st=("\${PIPESTATUS[@]}")
   zs=\${st[0]} cs=\${st[1]}
 else
