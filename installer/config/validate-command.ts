@@ -1,13 +1,14 @@
 /**
  * `hvinstall validate [FILE|URL|-] [--cmdline STR | --cmdline-file F] [--json] [--print]`
  * Exit 0 valid (warnings allowed), 1 invalid, 2 cannot read or usage error.
- * Kept lean: it imports only the config pipeline (the URL fetcher is imported when a URL is given).
+ * Kept lean: it imports only the config pipeline (the URL fetcher is imported when a URL is given),
+ * and `make build` bundles it into one file (installer/commands/validate.ts loads that).
  */
 import { parseArgs } from 'node:util';
 import { HvError, ExitCode } from '../../lib/errors.js';
-import { loadConfig } from '../config/load.js';
-import { redactConfig } from '../config/redact-config.js';
-import type { Finding } from '../config/types.js';
+import { loadConfig } from './load.js';
+import { redactConfig } from './redact-config.js';
+import type { Finding } from './types.js';
 
 const USAGE = `usage: hvinstall validate [FILE|URL|-] [options]
 
@@ -45,7 +46,7 @@ function positiveInt(name: string, v: string | undefined): number | undefined {
   return Number(v);
 }
 
-export default async function validate(argv: string[]): Promise<number> {
+export async function runValidate(argv: string[]): Promise<number> {
   let parsed;
   try {
     parsed = parseArgs({

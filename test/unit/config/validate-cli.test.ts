@@ -127,3 +127,21 @@ describe('hvinstall validate', () => {
     expect(r.stdout).toContain('usage: hvinstall validate [FILE|URL|-]');
   });
 });
+
+describe('installer/commands/validate without the build-time bundle', () => {
+  it('falls back to the modules and runs the same command', async () => {
+    const { vi } = await import('vitest');
+    const out: string[] = [];
+    const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
+      out.push(String(chunk));
+      return true;
+    });
+    try {
+      const { default: validate } = await import('../../../installer/commands/validate.js');
+      expect(await validate(['--help'])).toBe(0);
+    } finally {
+      spy.mockRestore();
+    }
+    expect(out.join('')).toContain('usage: hvinstall validate [FILE|URL|-]');
+  });
+});
