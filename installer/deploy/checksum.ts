@@ -1,31 +1,39 @@
-import { createHash } from 'node:crypto';
 import { open } from 'node:fs/promises';
+import { sharedBuffer, WorkerSha256 } from './hash-worker.js';
 
 const CHUNK = 4 * 1024 * 1024;
+const SLOTS = 4;
 
-/** sha256 of a whole file, read in large chunks; onBytes gets each chunk's length. */
+/**
+ * sha256 of a whole file, streamed: the main thread reads ahead while a worker hashes, so several
+ * files checked at once use several cores. onBytes gets each chunk's length.
+ */
 export async function sha256File(file: string, opts: { signal?: AbortSignal; onBytes?: (n: number) => void } = {}): Promise<string> {
   const fh = await open(file, 'r');
+  const hasher = new WorkerSha256();
   try {
-    const hash = createHash('sha256');
-    // Two buffers: the next read runs while the current chunk is hashed.
-    const bufs = [Buffer.allocUnsafe(CHUNK), Buffer.allocUnsafe(CHUNK)];
+    const slots = Array.from({ length: SLOTS }, () => sharedBuffer(CHUNK));
+    const inFlight: Array<Promise<void> | undefined> = new Array(SLOTS).fill(undefined);
     let pos = 0;
-    let i = 0;
-    let pending = fh.read(bufs[0], 0, CHUNK, 0);
-    for (;;) {
-      const { bytesRead } = await pending;
-      if (bytesRead === 0) break;
+    for (let i = 0; ; i = (i + 1) % SLOTS) {
       opts.signal?.throwIfAborted();
-      const buf = bufs[i];
+      await inFlight[i];
+      const { bytesRead } = await fh.read(slots[i], 0, CHUNK, pos);
+      if (bytesRead === 0) break;
       pos += bytesRead;
-      i ^= 1;
-      pending = fh.read(bufs[i], 0, CHUNK, pos);
-      hash.update(buf.subarray(0, bytesRead));
+      inFlight[i] = settleLater(hasher.update(slots[i].subarray(0, bytesRead)));
       opts.onBytes?.(bytesRead);
     }
-    return hash.digest('hex');
+    await Promise.all(inFlight);
+    return await hasher.digest();
   } finally {
     await fh.close();
+    await hasher.close();
   }
+}
+
+/** Marks a promise as handled now (it is awaited later), so an early rejection does not crash the process. */
+export function settleLater<T>(p: Promise<T>): Promise<T> {
+  p.catch(() => undefined);
+  return p;
 }

@@ -69,12 +69,8 @@ export async function buildExt2Image(spec: Ext2ImageSpec, onAllocated?: (bytes: 
   } finally {
     if (timer) clearInterval(timer);
   }
-  const fd = await open(spec.file, 'r+');
-  try {
-    await fd.sync();
-  } finally {
-    await fd.close();
-  }
+  // No fsync here: the copy pass reads the image from the page cache while it is written back;
+  // the caller syncs it before renaming it into place.
   if (onAllocated) onAllocated((await stat(spec.file)).blocks * 512);
 }
 

@@ -1,4 +1,4 @@
-import { mkdir, readFile, rename, rm, stat, statfs } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, rm, stat, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { fsyncDir, writeFileAtomic } from '../../lib/atomic-write.js';
@@ -8,6 +8,7 @@ import { buildExt2Image, relabelExt2Image } from './image-build.js';
 import { MiB, planImageGeometry } from './image-size.js';
 import { prepareSource, scanTree } from './source.js';
 import { copySparseAndHash } from './sparse-copy.js';
+import { ext2LabelOffsets } from './ext2-label.js';
 import { parseStateYaml, renderStateYaml, STATE_FILE, type DeployState } from './state-file.js';
 
 export { planImageGeometry, DEFAULT_SYSTEM_SIZE_MIB, IMAGE_HEADROOM_MIB } from './image-size.js';
@@ -66,8 +67,9 @@ export async function deployImages(req: DeployRequest): Promise<DeployResult> {
 
     // Keep what a previous run finished for this same source, if its checksum still holds.
     const kept = new Map<Role, string>();
-    for (const t of Object.values(targets)) {
-      const sha = await trustedChecksum(t, sourceDigest, sizeBytes, req.signal);
+    const trusted = await Promise.all(Object.values(targets).map((t) => trustedChecksum(t, sourceDigest, sizeBytes, req.signal)));
+    for (const [k, t] of Object.values(targets).entries()) {
+      const sha = trusted[k];
       if (sha) kept.set(t.role, sha);
       else await Promise.all([rm(abs(t), { force: true }), rm(sidecarOf(t), { force: true })]);
     }
@@ -112,24 +114,32 @@ export async function deployImages(req: DeployRequest): Promise<DeployResult> {
 
     const copies = todo.filter((t) => t.role !== 'active');
     if (copies.length > 0 || !kept.has('active')) {
-      const sha = await copySparseAndHash(activeSource, copies.map(partialOf), { signal: req.signal, onBytes: report });
-      if (kept.has('active') && sha !== kept.get('active')) {
-        throw new HvError(`cOS/active.img changed while it was being copied (sha256 ${sha}, expected ${kept.get('active')})`, {
+      // Relabel in the stream when the superblock layout is one we know, so each copy is hashed
+      // as it is written; otherwise copy as is, then tune2fs and hash the result.
+      const offsets = ext2LabelOffsets(await readSuperblock(activeSource));
+      const copied = await copySparseAndHash(
+        activeSource,
+        copies.map((t) => ({ path: partialOf(t), relabel: offsets ? { label: t.label, offsets } : undefined })),
+        { signal: req.signal, onBytes: report },
+      );
+      if (kept.has('active') && copied.sourceSha256 !== kept.get('active')) {
+        throw new HvError(`cOS/active.img changed while it was being copied (sha256 ${copied.sourceSha256}, expected ${kept.get('active')})`, {
           where: abs(targets.active),
           hint: 'something else is writing to COS_STATE; stop it and re-run the install',
           exitCode: ExitCode.installFailed,
         });
       }
-      checksums.set('active', sha);
+      checksums.set('active', copied.sourceSha256);
+      if (offsets) {
+        copies.forEach((t, i) => checksums.set(t.role, copied.targetSha256[i]));
+      } else {
+        for (const t of copies) await relabelExt2Image(partialOf(t), t.label, epoch);
+        const sums = await Promise.all(copies.map((t) => sha256File(partialOf(t), { signal: req.signal })));
+        copies.forEach((t, i) => checksums.set(t.role, sums[i]));
+      }
     }
-    for (const t of copies) {
-      req.signal?.throwIfAborted();
-      await relabelExt2Image(partialOf(t), t.label, epoch);
-    }
-    // The copies' checksums are taken from what is on disk after relabelling.
-    const copySums = await Promise.all(copies.map((t) => sha256File(partialOf(t), { signal: req.signal })));
-    copies.forEach((t, i) => checksums.set(t.role, copySums[i]));
 
+    if (!kept.has('active')) await fsyncFile(activeSource);
     for (const t of todo) {
       const sha = checksums.get(t.role)!;
       await writeFileAtomic(sidecarOf(t), JSON.stringify({ sourceDigest, sizeBytes, label: t.label, sha256: sha } satisfies Sidecar) + '\n');
@@ -205,4 +215,24 @@ async function writeStateFiles(req: DeployRequest, result: DeployResult): Promis
 function sameDeployment(a: DeployState, b: DeployState): boolean {
   const strip = (s: DeployState): string => JSON.stringify({ ...s, date: '' });
   return strip(a) === strip(b);
+}
+
+async function readSuperblock(image: string): Promise<Buffer> {
+  const fh = await open(image, 'r');
+  try {
+    const sb = Buffer.alloc(1024);
+    await fh.read(sb, 0, 1024, 1024);
+    return sb;
+  } finally {
+    await fh.close();
+  }
+}
+
+async function fsyncFile(file: string): Promise<void> {
+  const fh = await open(file, 'r+');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
 }
