@@ -6,7 +6,7 @@
 import type { HarvesterConfig } from '../../installer/config/types.js';
 import { sleep } from '../../lib/wait.js';
 import type { Guard, GuardContext, GuardResult } from '../guard.js';
-import { assessNetwork, type NetworkAssessment, type NetworkWant } from '../network/assess.js';
+import { assessNetwork, bondLinkFailures, type NetworkAssessment, type NetworkWant } from '../network/assess.js';
 import { observeNetwork, type ObserveOptions } from '../network/observe.js';
 
 const DEFAULT_LEASE_FILES = ['/var/lib/NetworkManager/*.lease', '/var/lib/NetworkManager/*.leases', '/var/lib/dhcp/*.leases'];
@@ -50,7 +50,12 @@ function observeOptions(ctx: GuardContext, want: NetworkWant): ObserveOptions {
 }
 
 async function check(ctx: GuardContext, want: NetworkWant): Promise<NetworkAssessment> {
-  return assessNetwork(await observeNetwork(observeOptions(ctx, want)), want);
+  return (await observe(ctx, want)).assessment;
+}
+
+async function observe(ctx: GuardContext, want: NetworkWant): Promise<{ assessment: NetworkAssessment; failures: number }> {
+  const facts = await observeNetwork(observeOptions(ctx, want));
+  return { assessment: assessNetwork(facts, want), failures: bondLinkFailures(facts, want.bond) };
 }
 
 /**
@@ -63,12 +68,22 @@ async function reconcile(ctx: GuardContext): Promise<GuardResult> {
   const stableMs = num(ctx.settings.stableMs, 2000);
   const windowEnd = ctx.now() + num(ctx.settings.pollWindowMs, 10_000);
   let onlineSince: number | undefined;
+  let failuresSince = 0;
   let last: NetworkAssessment;
   let lastMissing: string | undefined;
   for (;;) {
-    last = await check(ctx, want);
+    const seen = await observe(ctx, want);
+    last = seen.assessment;
+    if (last.online && onlineSince !== undefined && seen.failures !== failuresSince) {
+      // A slave lost its link between two looks: the bond is still settling.
+      ctx.log.info('network flapped while settling', { missing: `bond ${want.bond}: a slave lost its link (link failures ${failuresSince} -> ${seen.failures})` });
+      onlineSince = undefined;
+    }
     if (last.online) {
-      onlineSince ??= ctx.now();
+      if (onlineSince === undefined) {
+        onlineSince = ctx.now();
+        failuresSince = seen.failures;
+      }
       if (ctx.now() - onlineSince >= stableMs) return { status: 'ok', detail: last.detail };
       ctx.progress(`online, holding steady (${last.detail})`);
     } else {
@@ -78,7 +93,10 @@ async function reconcile(ctx: GuardContext): Promise<GuardResult> {
       lastMissing = last.missing;
       ctx.progress(last.missing);
     }
-    if (ctx.now() >= windowEnd && !last.online) return { status: 'retry', reason: last.missing };
+    if (ctx.now() >= windowEnd) {
+      if (!last.online) return { status: 'retry', reason: last.missing };
+      if (ctx.now() >= windowEnd + stableMs) return { status: 'retry', reason: `online but not steady for ${stableMs} ms: links still flapping (${last.detail})` };
+    }
     if (ctx.signal.aborted) return { status: 'retry', reason: last.online === false ? last.missing : 'interrupted while settling' };
     await sleep(pollMs, ctx.signal).catch(() => undefined);
   }

@@ -145,6 +145,15 @@ export function assessNetwork(f: NetworkFacts, w: NetworkWant): NetworkAssessmen
   return { online: true, detail: `${w.iface} ${v4.join(' ')}, ${via}${bondDetail}${dns}` };
 }
 
+/**
+ * Total link failures the bond has counted on its slaves: it grows with every slave carrier loss,
+ * so a flap between two observations is still seen.
+ */
+export function bondLinkFailures(f: NetworkFacts, bond: string | undefined): number {
+  if (!bond) return 0;
+  return f.links.filter((l) => l.master === bond).reduce((n, l) => n + (l.linkinfo?.info_slave_data?.link_failure_count ?? 0), 0);
+}
+
 /** Parses resolv.conf nameserver lines. */
 export function parseResolvConf(text: string): string[] {
   return text.split('\n').map((l) => /^\s*nameserver\s+(\S+)/.exec(l)?.[1]).filter((s): s is string => !!s);

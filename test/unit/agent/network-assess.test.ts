@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { assessNetwork, parseDhcpLease, parseResolvConf, type IpLink, type NetworkFacts, type NetworkWant } from '../../../agent/network/assess.js';
+import { assessNetwork, bondLinkFailures, parseDhcpLease, parseResolvConf, type IpLink, type NetworkFacts, type NetworkWant } from '../../../agent/network/assess.js';
 import { networkWant } from '../../../agent/guards/network-online.js';
 
 const UP = ['BROADCAST', 'MULTICAST', 'UP', 'LOWER_UP'];
@@ -87,6 +87,16 @@ describe('assessNetwork', () => {
     expect(assessNetwork(facts({ nameservers: ['9.9.9.9'] }), { ...want, dnsServers: ['1.1.1.1'] })).toMatchObject({ missing: 'DNS: /etc/resolv.conf lists 9.9.9.9, none of the declared 1.1.1.1' });
     expect(assessNetwork(facts(), { ...want, requireDns: true })).toMatchObject({ missing: 'DNS: no nameserver in /etc/resolv.conf' });
     expect(assessNetwork(facts({ nameservers: ['1.1.1.1'] }), { ...want, dnsServers: ['1.1.1.1'] })).toMatchObject({ online: true, detail: expect.stringMatching(/dns 1\.1\.1\.1$/) });
+  });
+});
+
+describe('bondLinkFailures', () => {
+  it('sums the link failures of the bond\'s slaves', () => {
+    const f = facts();
+    f.links[2]!.linkinfo!.info_slave_data!.link_failure_count = 3;
+    f.links[3]!.linkinfo!.info_slave_data!.link_failure_count = 1;
+    expect(bondLinkFailures(f, 'mgmt-bo')).toBe(4);
+    expect(bondLinkFailures(f, undefined)).toBe(0);
   });
 });
 

@@ -2,8 +2,8 @@
  * network-online against real interfaces: two network namespaces joined by a veth pair, a real
  * bridge `mgmt-br` on the node side, dnsmasq serving DHCP on the switch side and dhclient on the
  * node side. The kernel here has no bonding driver (CONFIG_BONDING is not set, modules cannot be
- * loaded), so the bond is left out of these tests (`bond: false`); the bond judgement is covered by
- * the unit tests of assessNetwork.
+ * loaded), so these run without the bond (`bond: false`); bond-qemu.test.ts covers the bond in a
+ * QEMU guest with Debian's kernel.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
