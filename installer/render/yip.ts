@@ -164,7 +164,8 @@ export function yipDocument(inp: YipInputs): Record<string, unknown> {
     checkEncoded(f.content ?? '', encoding, `${where}.content`);
     const file: Record<string, unknown> = { path: f.path, permissions: filePermissions(f.permissions, `${where}.permissions`, warnings), content: f.content ?? '' };
     if (encoding && ENCODINGS[encoding.toLowerCase()] !== 'plain') file.encoding = encoding.toLowerCase();
-    if (f.owner) file.owner_string = f.owner;
+    // yip's File has no yaml tags, so Go's YAML decoder expects the lowercased field name `ownerstring`.
+    if (f.owner) file.ownerstring = f.owner;
     files.push(file);
   });
   files.push({ path: '/etc/sysctl.d/zz-harvester-enable-ipv6.conf', permissions: 0o644, content: '# Written by hvinstall: overrides /etc/sysctl.d/ipv6.conf\n' + Object.entries(IPV6_SYSCTLS).map(([k, v]) => `${k} = ${v}\n`).join('') });

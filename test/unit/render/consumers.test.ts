@@ -107,3 +107,16 @@ describe.each(CASES)('consumers of $name', (c) => {
     }
   });
 });
+
+describe('the yip schema', () => {
+  it("rejects keys yip would silently ignore, such as owner_string (yip's key is ownerstring)", () => {
+    const doc = { name: 'x', stages: { initramfs: [{ files: [{ path: '/etc/x', content: 'x', permissions: 420, owner_string: 'root:root' }] }] } };
+    expect(() => assertSchema(validateYip, doc, 'doc')).toThrow(/must NOT have additional properties/);
+    doc.stages.initramfs[0]!.files[0] = { path: '/etc/x', content: 'x', permissions: 420, ownerstring: 'root:root' } as never;
+    expect(() => assertSchema(validateYip, doc, 'doc')).not.toThrow();
+  });
+
+  it('rejects an unknown stage name', () => {
+    expect(() => assertSchema(validateYip, { stages: { initramfz: [] } }, 'doc')).toThrow(/stages must match pattern/);
+  });
+});
