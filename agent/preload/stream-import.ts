@@ -105,7 +105,10 @@ export function classifyExit(
 ): { kind: FailureKind; message: string } | null {
   if (code === 0) return null;
   const detail = lastLines(output);
-  if (code === 97) return { kind: 'read-failed', message: `reading the archive failed: ${detail}` };
+  if (code === 97) {
+    const cat = output.split('\n').filter((l) => l.startsWith('cat:')).slice(-2).join(' | ');
+    return { kind: 'read-failed', message: `reading the archive failed: ${cat || detail}` };
+  }
   if (code === 98) {
     // zstd reports a broken pipe when ctr died first: that is ctr's failure, not a corrupt archive.
     if (/broken pipe|write error/i.test(output)) return { kind: 'import-failed', message: `ctr stopped reading: ${detail}` };
@@ -245,7 +248,12 @@ export function importArchiveOnce(opts: ImportAttemptOptions): Promise<ImportAtt
       source.destroy();
       sink.destroy();
       if (opts.signal.aborted) return reject(opts.signal.reason ?? new Error('aborted'));
-      if (failure) return reject(new ImportAttemptError(failure.kind, failure.message, output));
+      if (failure) {
+        // A short read: cat's own complaint (EIO, EISDIR, …) says why.
+        const cat = output.split('\n').filter((l) => l.startsWith('cat:')).slice(-2).join(' | ');
+        const why = failure.kind === 'read-failed' && cat ? `: ${cat}` : '';
+        return reject(new ImportAttemptError(failure.kind, failure.message + why, output));
+      }
       const bad = classifyExit(code, sig, output, phase === 'finishing');
       if (bad) return reject(new ImportAttemptError(bad.kind, bad.message, output));
       if (phase !== 'finishing') {

@@ -4,7 +4,7 @@
  * diagnosis naming them and leave none of their images behind.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { readFile, truncate, writeFile, stat } from 'node:fs/promises';
+import { mkdir, readFile, rm, truncate, writeFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import imagePreload from '../../../agent/guards/image-preload.js';
 import { TestContainerd, buildArchive, buildBundle, makeContext, makeTempDir, removeTempDir, testSettings } from './harness.js';
@@ -142,6 +142,20 @@ describe('image-preload guard: import', () => {
     const t = makeContext(testSettings(containerd, bundle, { attempts: 1 }));
     const r = await imagePreload.reconcile(t.ctx);
     expect(r).toMatchObject({ status: 'fail', diagnosis: expect.stringMatching(/short\.tar: the tar ends early \(truncated archive\): ctr: failed to ingest .*unexpected EOF \[after 1 attempt\]/) });
+    expect(await containerd.images()).toEqual([]);
+  });
+
+  it('reports an archive that cannot be read as a read failure worth retrying, with the reader\'s complaint', async () => {
+    const bundle = path.join(dir, 'bundle');
+    await buildBundle(bundle, [{ name: 'unreadable.tar.zst', images: [{ ref: 'docker.io/hv/unreadable:1', size: MiB }] }]);
+    const p = path.join(bundle, 'harvester/images/unreadable.tar.zst');
+    // A directory where the archive should be: cat fails as on an I/O error.
+    await rm(p);
+    await mkdir(p);
+    const t = makeContext(testSettings(containerd, bundle, { attempts: 1 }));
+    const r = await imagePreload.reconcile(t.ctx);
+    expect(r.status).toBe('retry');
+    expect(r.status === 'retry' && r.reason).toMatch(/unreadable\.tar\.zst: reading the archive failed: .*Is a directory.* \[after 1 attempt\]/);
     expect(await containerd.images()).toEqual([]);
   });
 });

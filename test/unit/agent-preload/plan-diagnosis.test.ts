@@ -111,6 +111,10 @@ describe('classifyExit', () => {
       kind: 'read-failed',
       message: 'reading the archive failed: hvagent-preload: reading /b/a failed (cat exited 1)',
     });
+    expect(classifyExit(97, null, 'cat: /b/a: Input/output error\nzstd: unexpected end of file\nhvagent-preload: reading /b/a failed (cat exited 1)\n', false)).toEqual({
+      kind: 'read-failed',
+      message: 'reading the archive failed: cat: /b/a: Input/output error',
+    });
     expect(classifyExit(98, null, 'zstd: /*stdin*\\: unknown header\nhvagent-preload: zstd could not decompress a (exit 1)\n', true)?.kind).toBe('corrupt');
     // zstd complaining about a broken pipe means ctr died first.
     expect(classifyExit(98, null, 'zstd: error 70 : Write error : cannot write block : Broken pipe\n', false)?.kind).toBe('import-failed');
