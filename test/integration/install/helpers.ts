@@ -100,6 +100,28 @@ export function configYaml(o: ConfigOptions): string {
   ].join('\n');
 }
 
+/** An HTTP server on 127.0.0.1 recording webhook requests (method, path, body). */
+export async function webhookReceiver(cleanup: Cleanup): Promise<{ url: string; received: Array<{ method: string; path: string; body: string }> }> {
+  const { createServer } = await import('node:http');
+  const received: Array<{ method: string; path: string; body: string }> = [];
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (d: Buffer) => (body += d.toString()));
+    req.on('end', () => {
+      received.push({ method: req.method ?? '', path: req.url ?? '', body });
+      res.end('ok');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  cleanup.add(() => new Promise((r) => server.close(() => r(undefined))));
+  const port = (server.address() as { port: number }).port;
+  return { url: `http://127.0.0.1:${port}`, received };
+}
+
+export function webhooksYaml(url: string): string {
+  return ['  webhooks:', ...['STARTED', 'SUCCEEDED', 'FAILED'].flatMap((e) => [`    - event: ${e}`, '      method: POST', `      url: ${url}/${e.toLowerCase()}`, `      payload: '{"event": "${e}"}'`])].join('\n');
+}
+
 export const TEST_SYSTEM_SIZE_MIB = 272;
 
 export interface CliResult {

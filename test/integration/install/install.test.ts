@@ -23,6 +23,8 @@ import {
   TEST_SYSTEM_SIZE_MIB,
   withMount,
   type ConfigOptions,
+  webhookReceiver,
+  webhooksYaml,
 } from './helpers.js';
 import { verifyInstalledDisk } from './verify.js';
 
@@ -53,8 +55,9 @@ async function planOf(configFile: string): Promise<InstallPlan> {
 }
 
 describe('hvinstall install', () => {
-  it('EFI, 512-byte sectors: a full install, verified from the outside', async () => {
-    const t = await setup({ forceEfi: true });
+  it('EFI, 512-byte sectors: a full install, verified from the outside; webhooks STARTED and SUCCEEDED', async () => {
+    const hooks = await webhookReceiver(cleanup);
+    const t = await setup({ forceEfi: true, extraInstall: webhooksYaml(hooks.url) });
     const plan = await planOf(t.configFile);
     expect(plan.firmware).toBe('efi');
     const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir));
@@ -67,6 +70,7 @@ describe('hvinstall install', () => {
     await verifyInstalledDisk(plan, t.source, t.dir);
     const journal = JSON.parse(await readFile(path.join(t.stateDir, `${path.basename(t.disk)}.journal.json`), 'utf8'));
     expect(journal.status).toBe('succeeded');
+    expect(hooks.received.map((h) => h.path)).toEqual(['/started', '/succeeded']);
   });
 
   it('EFI on a 4Kn loop device', async () => {
@@ -131,8 +135,9 @@ describe('hvinstall install', () => {
     expect((await sh('blkid', ['-p', other], { allowFailure: true })).code).toBe(2);
   });
 
-  it('a failing mkfs leaves the target invalidated and the journal readable', async () => {
-    const t = await setup({ forceEfi: true });
+  it('a failing mkfs leaves the target invalidated and the journal readable; webhook FAILED', async () => {
+    const hooks = await webhookReceiver(cleanup);
+    const t = await setup({ forceEfi: true, extraInstall: webhooksYaml(hooks.url) });
     // A test double of mkfs.ext4, first on PATH: fails for COS_STATE, runs the real one otherwise.
     const fakeBin = path.join(t.dir, 'fake-bin');
     await mkdir(fakeBin);
@@ -156,6 +161,8 @@ describe('hvinstall install', () => {
     expect(journal.error.message).toContain('injected mkfs failure for test');
     const ev = events(r.stdout);
     expect(ev.some((e) => e.type === 'step' && e.step === 'format' && e.phase === 'failed')).toBe(true);
+    expect(hooks.received.map((h) => h.path)).toEqual(['/started', '/failed']);
+    expect(hooks.received[1]!.body).toBe('{"event": "FAILED"}');
     // nothing bootable: no ESP, no COS_STATE, no COS_RECOVERY filesystem
     for (const n of [1, 3, 4]) expect((await probe(partitionNode(t.disk, n))).TYPE, `partition ${n}`).toBeUndefined();
     // the record is also on COS_OEM, which was made before the failure
