@@ -38,6 +38,8 @@ export const LIMITS = {
   maxUrlLength: 4096,
   maxEventBody: 64 * 1024,
   eventsKept: 50,
+  machinesTracked: 1000,
+  addressesTracked: 4096,
   headersTimeoutMs: 20_000,
   requestTimeoutMs: 60_000,
   idleSocketMs: 120_000,
@@ -189,6 +191,11 @@ export class PxeServer {
     let a = this.activity.get(m.name);
     if (!a) {
       a = { name: m.name, group: m.group, profile: m.profile, mac: m.mac, uuid: m.uuid, hostname: m.hostname, fetched: { artifacts: {} }, events: [] };
+      // Default-group machines are made up from any MAC a client sends: keep only the newest.
+      if (m.viaDefault && this.activity.size >= LIMITS.machinesTracked) {
+        const oldest = [...this.activity.values()].find((x) => x.name !== m.name && !this.state?.catalog.byName.has(x.name));
+        if (oldest) this.activity.delete(oldest.name);
+      }
       this.activity.set(m.name, a);
     }
     return a;
@@ -198,7 +205,11 @@ export class PxeServer {
     const a = this.activityOf(m);
     a.lastSeen = new Date().toISOString();
     a.lastAddress = req.socket.remoteAddress;
-    if (req.socket.remoteAddress) this.byAddress.set(req.socket.remoteAddress, m.name);
+    if (req.socket.remoteAddress) {
+      this.byAddress.delete(req.socket.remoteAddress);
+      this.byAddress.set(req.socket.remoteAddress, m.name);
+      if (this.byAddress.size > LIMITS.addressesTracked) this.byAddress.delete(this.byAddress.keys().next().value!);
+    }
     return a;
   }
 
