@@ -1,0 +1,91 @@
+/**
+ * PID 1 of the live installer. It brings up what hvinstall needs (proc, sys, devtmpfs, modules, the
+ * network by DHCP), then, as Harvester's live system does for `harvester.install.automatic=true`,
+ * fetches `harvester.install.config_url` (merged with the command line's harvester.* keys and
+ * validated: `hvinstall fetch config`) and runs `hvinstall install` with it. On success hvinstall
+ * itself powers off or reboots (install.power_off). Lines starting with `HV-LIVE` are for people
+ * and for the e2e harness reading the serial console.
+ *
+ * Live-only kernel parameters:
+ *   hvlive.system_size=MIB     --system-size for active.img (default: hvinstall's)
+ *   hvlive.on_failure=poweroff power off after a failed install (default: keep a shell on the console)
+ *   hvlive.device=/dev/X       --device when the config names none
+ */
+export const LIVE_INIT = `#!/usr/bin/busybox sh
+/usr/bin/busybox mount -t proc proc /proc
+/usr/bin/busybox mount -t sysfs sysfs /sys
+/usr/bin/busybox mount -t devtmpfs devtmpfs /dev
+/usr/bin/busybox --install -s /bb
+export PATH=/usr/sbin:/usr/bin:/bb HOME=/root TERM=dumb
+mkdir -p /dev/pts /dev/shm /run/hvinstall /var/lib/hvinstall
+mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+[ -d /sys/firmware/efi/efivars ] && mount -t efivarfs efivarfs /sys/firmware/efi/efivars 2>/dev/null
+echo "HV-LIVE: kernel $(uname -r) up, $(grep MemTotal /proc/meminfo | tr -s ' ')"
+for m in $(cat /etc/hv-live/modules); do modprobe "$m" 2>/dev/null || echo "HV-LIVE: module $m not loaded"; done
+[ -d /sys/firmware/efi ] && echo "HV-LIVE: firmware UEFI" || echo "HV-LIVE: firmware BIOS"
+
+arg() { for a in $(cat /proc/cmdline); do case "$a" in "$1"=*) echo "\${a#*=}"; return 0 ;; esac; done; return 1; }
+
+finish() {
+  echo "HV-LIVE-RESULT $1"
+  sync
+  if [ "$(arg hvlive.on_failure)" = poweroff ] || [ "$2" = ok ]; then
+    echo "HV-LIVE: powering off"
+    poweroff -f
+  fi
+  echo "HV-LIVE: the install did not complete; a shell follows (the journal and log are under /var/lib/hvinstall)"
+  exec sh
+}
+
+ip link set lo up
+nic=
+for n in /sys/class/net/*; do n=\${n##*/}; [ "$n" = lo ] || { nic=$n; break; }; done
+if [ -n "$nic" ]; then
+  ip link set "$nic" up
+  udhcpc -i "$nic" -n -q -t 10 -T 2 -s /etc/hv-live/udhcpc.script >/dev/null 2>&1 || echo "HV-LIVE: DHCP on $nic got no lease"
+  echo "HV-LIVE: network $nic $(ip -4 -o addr show dev "$nic" | awk '{print $4}')"
+fi
+
+# NVMe and virtio disks appear asynchronously after their modules load.
+i=0
+while [ $i -lt 20 ] && ! grep -qE ' (nvme[0-9]+n[0-9]+|vd[a-z]+|sd[a-z]+)$' /proc/partitions; do sleep 1; i=$((i + 1)); done
+echo "HV-LIVE: disks $(awk '$4 ~ /^(nvme[0-9]+n[0-9]+|vd[a-z]+|sd[a-z]+)$/ {printf "%s(%d MiB) ", $4, $3/1024}' /proc/partitions)"
+
+if ! grep -qE '(^| )harvester\\.install\\.automatic(=(true|t|yes|y))?( |$)' /proc/cmdline; then
+  echo "HV-LIVE: no harvester.install.automatic=true on the kernel command line; run hvinstall by hand"
+  exec sh
+fi
+
+echo "HV-LIVE: automatic install: fetching $(arg harvester.install.config_url || echo '(no config_url: the command line only)')"
+hvinstall fetch config --cmdline-file /proc/cmdline --output /run/hvinstall/config.yaml --attempts 10 --retry-delay 3000
+rc=$?
+[ $rc -eq 0 ] || finish "config-fetch-failed exit=$rc" fail
+
+set -- --config /run/hvinstall/config.yaml --source /run/live/os.squashfs --progress plain
+size=$(arg hvlive.system_size) && set -- "$@" --system-size "$size"
+dev=$(arg hvlive.device) && set -- "$@" --device "$dev"
+echo "HV-LIVE: hvinstall install $*"
+start=$(cut -d. -f1 /proc/uptime)
+hvinstall install "$@"
+rc=$?
+took=$(( $(cut -d. -f1 /proc/uptime) - start ))
+# A successful automatic install powers off (or reboots) from inside hvinstall; reaching here means
+# it did not, or that it failed.
+[ $rc -eq 0 ] && finish "install-ok exit=0 seconds=$took" ok
+finish "install-failed exit=$rc seconds=$took" fail
+`;
+
+/** busybox udhcpc's hook: configure the lease (slirp's 10.0.2.0/24 in QEMU). */
+export const UDHCPC_SCRIPT = `#!/bin/sh
+case "$1" in
+  deconfig) ip -4 addr flush dev "$interface"; ip link set "$interface" up ;;
+  bound|renew)
+    ip -4 addr flush dev "$interface"
+    ip addr add "$ip/\${mask:-24}" dev "$interface"
+    [ -n "$router" ] && ip route replace default via "\${router%% *}" dev "$interface"
+    : > /etc/resolv.conf
+    for d in $dns; do echo "nameserver $d" >> /etc/resolv.conf; done
+    ;;
+esac
+exit 0
+`;

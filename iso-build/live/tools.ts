@@ -1,0 +1,46 @@
+/**
+ * What the live installer system carries besides hvinstall itself: the kernel modules it loads and
+ * the host tools the install engine runs (each copied with its shared libraries).
+ */
+
+/** Loaded (with their dependencies) by the live init, in this order. */
+export const LIVE_MODULES = [
+  'nvme',
+  'virtio_pci',
+  'virtio_blk',
+  'virtio_net',
+  'virtio_scsi',
+  'sd_mod',
+  'ahci',
+  'loop',
+  'squashfs',
+  'overlay',
+  'ext4',
+  'vfat',
+  'nls_cp437',
+  'nls_iso8859_1',
+  'efivarfs',
+] as const;
+
+/**
+ * Tools the install engine runs (installer/disk, steps, deploy, bootloader), looked up on the
+ * build host's PATH. Busybox provides everything else (sh, ip, udhcpc, poweroff, …) under /bb,
+ * which comes last on the live PATH so these real tools always win.
+ */
+export const LIVE_TOOLS = [
+  // partitioning and block devices
+  'sgdisk', 'sfdisk', 'wipefs', 'partprobe', 'blockdev', 'lsblk', 'blkid', 'findfs', 'losetup', 'dmsetup', 'mdadm',
+  // filesystems
+  'mke2fs', 'mkfs.ext4', 'mkfs.ext2', 'tune2fs', 'e2fsck', 'e2label', 'debugfs', 'mkfs.vfat', 'mkdosfs', 'fsck.vfat',
+  'mount', 'umount', 'unsquashfs', 'mksquashfs',
+  // ESP and grub
+  'mtools', 'mcopy', 'mmd', 'mdir', 'mtype', 'grub-mkimage', 'grub-editenv', 'grub-install', 'grub-probe',
+  // coreutils and friends the engine calls with GNU options
+  'du', 'sync', 'cat', 'dd', 'cp', 'sha256sum', 'stat', 'truncate', 'flock', 'fallocate', 'zstd', 'xorriso',
+] as const;
+
+/** Tools that may be absent on the build host (their callers tolerate absence). */
+export const OPTIONAL_TOOLS: ReadonlySet<string> = new Set(['dmsetup', 'mdadm', 'xorriso', 'grub-probe', 'grub-install', 'debugfs', 'mksquashfs']);
+
+/** Directories copied whole (grub's module directory, read by grub-mkimage and copied to COS_STATE). */
+export const LIVE_DATA_DIRS = ['/usr/lib/grub/x86_64-efi', '/usr/share/grub'] as const;
