@@ -113,6 +113,32 @@ describe('NetworkManager keyfiles for generated management networks', () => {
   });
 });
 
+describe("the agent's RKE2 guard accepts the rendered drop-ins", () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'hv-render-rke2-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it.each(CASES)('$name', async (c) => {
+    const { writeRenderedTree } = await import('../../../installer/commands/render.js');
+    const { readMergedDropIns, checkDropIns } = await import('../../../agent/rke2/dropins.js');
+    const { desiredRole } = await import('../../../agent/rke2/role.js');
+    const root = path.join(dir, c.name);
+    await writeRenderedTree(root, renderNode(c.config, c.facts, c.seeds).files);
+    const { merged, errors, files } = await readMergedDropIns(path.join(root, 'etc/rancher/rke2/config.yaml.d'));
+    expect(errors).toEqual([]);
+    expect(files.length).toBeGreaterThanOrEqual(6);
+    const joining = c.config.install?.mode === 'join';
+    const check = checkDropIns(desiredRole(c.config, false)!, merged, c.config, joining);
+    expect(check).toEqual({ missing: [], toWrite: {} });
+    expect(merged.token).toBe(c.config.token);
+    // kubelet-arg+ from the reserved-resources drop-in lands after the agent drop-in's args.
+    expect((merged['kubelet-arg'] as string[]).slice(0, 1)).toEqual(['max-pods=200']);
+    expect((merged['kubelet-arg'] as string[]).some((a) => a.startsWith('system-reserved=cpu='))).toBe(true);
+  });
+});
+
 describe('grubenv is a GRUB environment block', () => {
   let dir: string;
   beforeAll(() => {
