@@ -5,6 +5,8 @@
  */
 export type * from './types.js';
 import type { HarvesterConfig, ValidationResult } from './types.js';
+/** Prints a finding compiler style (`file:line:col: error: path: message` and a hint line); pure. */
+export { formatFinding } from './format.js';
 
 export interface LoadOptions {
   /** Kernel command line text (`harvester.*` parameters merged over the file). */

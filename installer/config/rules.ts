@@ -196,6 +196,8 @@ function checkVip(cfg: HarvesterConfig, out: FindingList): void {
 /** getFormattedServerURL (§2.6): trims, adds https://, requires an IPv4 or DNS host, no path, port 443. */
 export function formatServerUrl(raw: string): { url?: string; error?: string } {
   let s = raw.trim();
+  // Harvester would prepend https:// and then trip over the path; say what is actually wrong.
+  if (/^http:\/\//i.test(s)) return { error: 'server url invalid: http:// is not supported, the management address is https://<vip>:443' };
   if (!s.startsWith('https://')) s = 'https://' + s;
   let u: URL;
   try {

@@ -8,6 +8,7 @@ import { parseArgs } from 'node:util';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { loadConfig } from './load.js';
 import { redactConfig } from './redact-config.js';
+import { formatFinding } from './format.js';
 import type { Finding } from './types.js';
 
 const USAGE = `usage: hvinstall validate [FILE|URL|-] [options]
@@ -30,11 +31,6 @@ options:
 With only --cmdline/--cmdline-file, harvester.install.config_url is fetched as the file.
 Exit codes: 0 valid (warnings allowed), 1 invalid, 2 cannot read the input or usage error.`;
 
-export function formatFinding(f: Finding): string {
-  const where = [f.source ?? '', f.line ?? '', f.line !== undefined ? (f.column ?? '') : ''].filter((x) => x !== '').join(':');
-  const head = `${where ? where + ': ' : ''}${f.severity}: ${f.path ? f.path + ': ' : ''}${f.message}`;
-  return f.hint ? `${head}\n  hint: ${f.hint}` : head;
-}
 
 function jsonFinding(f: Finding): Record<string, unknown> {
   return { path: f.path, source: f.source ?? null, line: f.line ?? null, column: f.column ?? null, message: f.message, hint: f.hint ?? null };
