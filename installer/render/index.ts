@@ -23,6 +23,7 @@ export type { RegistriesDocument } from './registries.js';
 export { sha512Crypt, isCryptHash } from './crypt.js';
 export { placeNodePath, persistentStatePaths, defaultHasDataPartition, bindStateDir } from './layout.js';
 export { managementInterfaceName } from './network.js';
+export { renderKubeVipManifest, KUBE_VIP_MANIFEST_PATH } from './kube-vip.js';
 
 export const CANONICAL_CONFIG_PATH = '/oem/hvinstall/config.json';
 export const HARVESTER_CONFIG_PATH = '/oem/harvester.config';

@@ -22,11 +22,14 @@ export function vipMode(config: HarvesterConfig): 'static' | 'dhcp' | 'none' {
   return m;
 }
 
-/** The kube-vip Pod object for a create node, or undefined when vip_mode is none. */
-export function kubeVipPod(config: HarvesterConfig): Record<string, unknown> | undefined {
+/**
+ * The kube-vip Pod object for a control-plane node, or undefined when vip_mode is none. A create node
+ * uses install.vip; a promoted join node passes the VIP (its server_url host) as `vip`.
+ */
+export function kubeVipPod(config: HarvesterConfig, opts: { vip?: string } = {}): Record<string, unknown> | undefined {
   const mode = vipMode(config);
   if (mode === 'none') return undefined;
-  const vip = config.install?.vip?.trim() ?? '';
+  const vip = (opts.vip ?? config.install?.vip ?? '').trim();
   if (!IPV4.test(vip)) {
     throw new HvError(mode === 'dhcp' && !vip ? 'vip_mode dhcp: the VIP obtained by DHCP must be in install.vip before rendering' : `${vip || '(empty)'} is not a valid IP address`, {
       where: 'install.vip',
@@ -86,7 +89,7 @@ export function kubeVipPod(config: HarvesterConfig): Record<string, unknown> | u
   };
 }
 
-export function renderKubeVipManifest(config: HarvesterConfig): string | undefined {
-  const pod = kubeVipPod(config);
+export function renderKubeVipManifest(config: HarvesterConfig, opts: { vip?: string } = {}): string | undefined {
+  const pod = kubeVipPod(config, opts);
   return pod ? stringify(pod, { lineWidth: 0 }) : undefined;
 }

@@ -114,6 +114,13 @@ describe('kube-vip decisions', () => {
     expect(errorOf(() => renderNodeFiles(dhcp, base.facts, base.seeds)).where).toBe('install.vip_hw_addr');
   });
 
+  it('renders the manifest for a promoted join node from the VIP it is given', async () => {
+    const join = CASES.find((c) => c.name === 'join')!;
+    const { renderKubeVipManifest } = await import('../../../installer/render/index.js');
+    expect(() => renderKubeVipManifest(join.config)).toThrow(/is not a valid IP address/);
+    expect(renderKubeVipManifest(join.config, { vip: '192.168.122.100' })).toMatch(/name: address\n\s+value: 192\.168\.122\.100/);
+  });
+
   it('binds the VIP to the VLAN interface when the management network is tagged', () => {
     const vlan = CASES.find((c) => c.name === 'create-vlan-bond-mtu')!;
     const manifest = String(renderNodeFiles(vlan.config, vlan.facts, vlan.seeds).find((f) => f.path.endsWith('kube-vip.yaml'))!.content);
