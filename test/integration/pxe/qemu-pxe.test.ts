@@ -2,17 +2,17 @@
  * End to end: a QEMU machine network-boots its NIC's real iPXE ROM, which runs hvpxe's boot.ipxe
  * (TFTP from slirp), chains to hvpxe over HTTP (guestfwd → socat → 127.0.0.1), is matched by its
  * MAC, downloads the kernel and initrd hvpxe serves, and boots them with hvpxe's kernel line. The
- * guest (Debian's kernel, a busybox initramfs) then fetches its config_url from hvpxe like the
- * installer does and prints it on the serial console.
+ * guest (Debian's kernel, a busybox + node initramfs) fetches its config_url, then runs the
+ * installer's prepareAutomaticInstall on its real /proc/cmdline and reports STARTED back to hvpxe.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chmod, copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { run } from '../../../lib/exec.js';
 import { fetchDebianKernel } from '../../../iso-build/boot-chain.js';
-import { freePort, sha256, startHvpxe, stopHvpxe, type Running } from './harness.js';
+import { freePort, REPO, sha256, startHvpxe, stopHvpxe, type Running } from './harness.js';
 
 const KERNEL_CACHE = process.env.HV_KERNEL_CACHE ?? '/var/cache/hvinstall/debian-kernel';
 let dir: string;
@@ -21,6 +21,7 @@ let port = 0;
 
 const INIT = `#!/bin/busybox sh
 /bin/busybox --install -s /bin
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 echo "HVPXE-CMDLINE: $(cat /proc/cmdline)"
 modprobe virtio_pci 2>/dev/null; modprobe virtio_net
@@ -30,6 +31,17 @@ url=$(sed -n 's/.*harvester\\.install\\.config_url=\\([^ ]*\\).*/\\1/p' /proc/cm
 echo HVPXE-CONFIG-BEGIN
 wget -q -O - "$url"
 echo HVPXE-CONFIG-END
+echo HVPXE-AUTO-BEGIN
+cd /hv && node --input-type=module -e '
+import { readFileSync } from "node:fs";
+import { prepareAutomaticInstall } from "/hv/dist/installer/remote/automatic.js";
+import { Logger, MemorySink } from "/hv/dist/lib/logger.js";
+const a = await prepareAutomaticInstall(readFileSync("/proc/cmdline", "utf8"), { fetch: { attempts: 3, retryDelayMs: 1000 }, log: new Logger(new MemorySink()) });
+console.log(JSON.stringify({ source: a.source, mode: a.config.install.mode, automatic: a.config.install.automatic, events: a.events.url }));
+await a.webhooks.send("STARTED");
+await a.events.post({ type: "step", step: "fetch-config", status: "done" });
+' 2>&1
+echo HVPXE-AUTO-END
 poweroff -f
 `;
 
@@ -39,6 +51,21 @@ ip addr add "$ip/$mask" dev "$interface"
 [ -n "$router" ] && ip route add default via "$router"
 exit 0
 `;
+
+async function copyWithLibs(bin: string, root: string): Promise<void> {
+  const dest = path.join(root, bin);
+  await mkdir(path.dirname(dest), { recursive: true });
+  await copyFile(bin, dest);
+  await chmod(dest, 0o755);
+  const ldd = await run('ldd', [bin], { allowFailure: true });
+  for (const line of ldd.stdout.split('\n')) {
+    const lib = /=>\s*(\/\S+)/.exec(line)?.[1] ?? /^\s*(\/\S+)\s+\(/.exec(line)?.[1];
+    if (!lib) continue;
+    const to = path.join(root, lib);
+    await mkdir(path.dirname(to), { recursive: true });
+    await copyFile(lib, to);
+  }
+}
 
 async function buildInitrd(work: string): Promise<{ vmlinuz: string; initrd: string }> {
   const kernel = await fetchDebianKernel(KERNEL_CACHE);
@@ -60,10 +87,16 @@ async function buildInitrd(work: string): Promise<{ vmlinuz: string; initrd: str
   }
   await mkdir(path.join(root, 'lib/modules', kernel.version), { recursive: true });
   await run('depmod', ['-b', root, kernel.version]);
+  // Node and the built installer, to run its automatic-mode preparation inside the PXE-booted guest.
+  await copyWithLibs('/usr/bin/node', root);
+  await cp(path.join(REPO, 'dist'), path.join(root, 'hv/dist'), { recursive: true });
+  await writeFile(path.join(root, 'hv/package.json'), '{"type":"module"}\n');
+  const deps = (await run('npm', ['ls', '--omit=dev', '--parseable', '--all'], { cwd: REPO, allowFailure: true })).stdout.split('\n').slice(1).filter(Boolean);
+  for (const d of deps) await cp(d, path.join(root, 'hv', path.relative(REPO, d)), { recursive: true });
   await writeFile(path.join(root, 'init'), INIT, { mode: 0o755 });
   await writeFile(path.join(root, 'udhcpc.sh'), UDHCPC, { mode: 0o755 });
-  const initrd = path.join(work, 'initrd.gz');
-  await run('sh', ['-c', `cd '${root}' && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -1 > '${initrd}'`]);
+  const initrd = path.join(work, 'initrd.zst');
+  await run('sh', ['-c', `cd '${root}' && find . | LC_ALL=C sort | cpio -o -H newc --quiet | zstd -q -3 -T0 > '${initrd}'`], { timeoutMs: 10 * 60_000 });
   return { vmlinuz: kernel.vmlinuz, initrd };
 }
 
@@ -73,7 +106,7 @@ beforeAll(async () => {
   const root = path.join(dir, 'root');
   await mkdir(root);
   await copyFile(img.vmlinuz, path.join(root, 'vmlinuz'));
-  await copyFile(img.initrd, path.join(root, 'initrd.gz'));
+  await copyFile(img.initrd, path.join(root, 'initrd.zst'));
   await writeFile(path.join(root, 'rootfs.squashfs'), 'not used by this guest');
   const s = async (f: string): Promise<string> => sha256(await readFile(path.join(root, f)));
   await writeFile(
@@ -81,7 +114,7 @@ beforeAll(async () => {
     `server_url: http://10.0.2.100
 artifacts:
   kernel: { path: vmlinuz, sha256: "${await s('vmlinuz')}" }
-  initrd: { path: initrd.gz, sha256: "${await s('initrd.gz')}" }
+  initrd: { path: initrd.zst, sha256: "${await s('initrd.zst')}" }
   rootfs: { path: rootfs.squashfs, sha256: "${await s('rootfs.squashfs')}" }
 profiles:
   hv:
@@ -119,7 +152,7 @@ describe('PXE boot through hvpxe in QEMU', () => {
     const r = await run(
       'qemu-system-x86_64',
       [
-        '-machine', 'q35', '-accel', 'tcg', '-cpu', 'max', '-m', '768', '-smp', '1', '-nographic', '-no-reboot', '-boot', 'n',
+        '-machine', 'q35', '-accel', 'tcg', '-cpu', 'max', '-m', '2048', '-smp', '1', '-nographic', '-no-reboot', '-boot', 'n',
         '-netdev', `user,id=n0,restrict=on,tftp=${tftp},bootfile=boot.ipxe,guestfwd=tcp:10.0.2.100:80-cmd:socat - TCP:127.0.0.1:${port}`,
         '-device', 'virtio-net-pci,netdev=n0,mac=52:54:00:12:34:61',
       ],
@@ -140,6 +173,17 @@ describe('PXE boot through hvpxe in QEMU', () => {
     expect(node.fetched.ipxe).toBeTruthy();
     expect(node.fetched.config).toBeTruthy();
     expect(node.fetched.artifacts.vmlinuz.status).toBe(200);
-    expect(node.fetched.artifacts['initrd.gz'].status).toBe(200);
+    expect(node.fetched.artifacts['initrd.zst'].status).toBe(200);
+    // The installer's automatic mode ran in the guest: config from hvpxe, STARTED webhook with the guest's own NIC values, our progress event.
+    const auto = /HVPXE-AUTO-BEGIN\r?\n([\s\S]*?)HVPXE-AUTO-END/.exec(out)?.[1]?.trim();
+    expect(JSON.parse(auto!.split('\n')[0])).toEqual({
+      source: 'http://10.0.2.100/config/pxe-node-1.yaml?mac=52:54:00:12:34:61',
+      mode: 'create',
+      automatic: true,
+      events: 'http://10.0.2.100/events/pxe-node-1',
+    });
+    const started = node.events.find((e: { event: string }) => e.event === 'STARTED');
+    expect(started.data).toEqual({ event: 'STARTED', hostname: 'pxe-node-1', mac: '52:54:00:12:34:61', ipv4: '10.0.2.15', ipv6: expect.any(String) });
+    expect(node.progress.event).toBe('step');
   });
 });
