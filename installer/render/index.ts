@@ -87,6 +87,10 @@ export function withHashedPassword(config: HarvesterConfig, salt: string): Harve
   return { ...config, os: { ...config.os, password: passwordHash(config.os.password, salt) } };
 }
 
+function withHostname(config: HarvesterConfig, name: string): HarvesterConfig {
+  return config.os?.hostname === name ? config : { ...config, os: { ...config.os, hostname: name } };
+}
+
 /** Every secret value the config carries (token, password, registry credentials, webhook auth), for redaction and leak checks. */
 export function configSecrets(config: HarvesterConfig): string[] {
   const out = new Set<string>();
@@ -128,8 +132,9 @@ export function renderNode(config: HarvesterConfig, facts: RenderFacts, seeds?: 
   const kargs = thirdPartyKernelArgs(config);
   add('/oem/grubenv', renderGrubenv(kargs ? { third_party_kernel_args: kargs } : {}), 0o644, false);
   add('/oem/grubcustom', '', 0o644, false);
-  // The persisted copies carry the password's crypt hash, never the clear text; re-rendering from them keeps the same hash.
-  const persisted = withHashedPassword(config, used.passwordSalt);
+  // The persisted copies carry the password's crypt hash, never the clear text, and the hostname the node got
+  // (Harvester saves the DHCP or generated name too), so re-rendering from them gives the same files.
+  const persisted = withHostname(withHashedPassword(config, used.passwordSalt), hostname.name);
   add(HARVESTER_CONFIG_PATH, toHarvesterConfigYaml(persisted), 0o600, true);
   add(CANONICAL_CONFIG_PATH, JSON.stringify(persisted, null, 2) + '\n', 0o600, true);
   add(SEEDS_PATH, JSON.stringify({ ...used, hostname: hostname.name, hostnameSource: hostname.source }, null, 2) + '\n', 0o600, true);

@@ -88,6 +88,8 @@ describe.each(CASES)('consumers of $name', (c) => {
     expect(back.config.token).toBe(c.config.token);
     expect(back.config.install?.mode).toBe(c.config.install?.mode);
     expect(back.config.install?.managementInterface?.interfaces).toEqual(c.config.install?.managementInterface?.interfaces);
+    // The node's hostname (given, DHCP or generated) is saved, as Harvester saves it.
+    expect(back.config.os?.hostname).toBe(report.hostname.name);
     // Rendering what the agent will read back gives the same node files.
     const again = renderNode(back.config, c.facts, c.seeds).files.filter((f) => !f.path.startsWith('/oem/hvinstall/') && f.path !== '/oem/harvester.config');
     const first = report.files.filter((f) => !f.path.startsWith('/oem/hvinstall/') && f.path !== '/oem/harvester.config');
