@@ -225,8 +225,11 @@ export function matchMachine(cat: Catalog, q: MatchQuery): MatchResult {
   const uuid = normaliseUuid(q.uuid);
   if (mac && cat.byMac.has(mac)) return { machine: cat.byMac.get(mac)!, by: 'mac' };
   if (uuid && cat.byUuid.has(uuid)) return { machine: cat.byUuid.get(uuid)!, by: 'uuid' };
+  // Only machines declared by hostname alone match by hostname: anyone can claim a DHCP hostname,
+  // and a hostname must not hand out the script (and so the config URL) of a MAC- or UUID-bound machine.
   const host = q.hostname?.trim().toLowerCase();
-  if (host && cat.byHostname.has(host)) return { machine: cat.byHostname.get(host)!, by: 'hostname' };
+  const byHost = host ? cat.byHostname.get(host) : undefined;
+  if (byHost && !byHost.mac && !byHost.uuid) return { machine: byHost, by: 'hostname' };
   if (cat.defaultGroup && mac) return { machine: defaultMachine(cat.defaultGroup, mac), by: 'default' };
   return undefined;
 }
@@ -248,11 +251,13 @@ export function machineByName(cat: Catalog, name: string): Machine | undefined {
 }
 
 /**
- * Whether a request proves it comes from `m`: its MAC or SMBIOS UUID must be the machine's.
- * A machine's config (token, password) is only served to a request that names it this way.
+ * Whether a request proves it comes from `m`: its MAC or SMBIOS UUID must be the machine's (for a
+ * machine declared by hostname alone, its DHCP hostname). A machine's config (token, password) is
+ * only served to a request that names it this way.
  */
 export function requestIdentifies(m: Machine, q: MatchQuery): boolean {
   const mac = normaliseMac(q.mac);
   const uuid = normaliseUuid(q.uuid);
+  if (!m.mac && !m.uuid) return !!m.hostname && q.hostname?.trim().toLowerCase() === m.hostname;
   return (mac !== undefined && mac === m.mac) || (uuid !== undefined && uuid === m.uuid);
 }

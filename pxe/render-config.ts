@@ -91,10 +91,11 @@ export function artifactUrl(serverUrl: string, file: ProfilesFile, name: string)
   return `${serverUrl}/artifacts/${a.path.split('/').map(encodeURIComponent).join('/')}`;
 }
 
-/** The per-machine query that identifies the machine to hvpxe (its MAC, else its UUID). */
+/** The per-machine query that identifies the machine to hvpxe (its MAC, else its UUID, else its hostname). */
 export function identityQuery(m: Machine): string {
   if (m.mac) return `mac=${m.mac}`;
   if (m.uuid) return `uuid=${m.uuid}`;
+  if (m.hostname) return `hostname=${encodeURIComponent(m.hostname)}`;
   return '';
 }
 

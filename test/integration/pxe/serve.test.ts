@@ -123,6 +123,10 @@ describe('hvpxe serve: configs', () => {
     }
     expect((await get('/config/nobody.yaml?mac=52:54:00:00:00:01')).status).toBe(404);
     expect((await get('/ipxe/node-1')).status).toBe(404);
+    // Claiming node-1's DHCP hostname does not get its script (which carries its config URL).
+    const claimed = (await get('/ipxe/auto?hostname=node-1')).text;
+    expect(claimed).toContain('no profile matches this machine');
+    expect(claimed).not.toContain('52:54:00:00:00:01');
     expect((await get('/ipxe/node-1?mac=52:54:00:00:00:01')).status).toBe(200);
   });
 

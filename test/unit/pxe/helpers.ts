@@ -48,6 +48,11 @@ groups:
       - { hostname: node-1, mac: "52:54:00:00:00:01", role: management }
       - { hostname: node-2, mac: "52-54-00-00-00-02", uuid: "4C4C4544-0000-1111-2222-333344445555" }
       - { hostname: node-3, uuid: "11111111-2222-3333-4444-555555555555", ip: 10.0.0.13/24, gateway: 10.0.0.1, dns: [10.0.0.1, 1.1.1.1], values: { disk: sda } }
+  - name: named
+    profile: hv
+    values: { cluster: alpha, disk: sdb }
+    machines:
+      - { hostname: node-4 }
   - name: spare
     profile: hv
     default: true

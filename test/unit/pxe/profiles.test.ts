@@ -49,9 +49,19 @@ describe('matchMachine', () => {
     expect(matchMachine(cat, { mac: '52-54-00-00-00-02' })).toMatchObject({ by: 'mac', machine: { name: 'node-2' } });
     expect(matchMachine(cat, { mac: 'aa:aa:aa:aa:aa:aa', uuid: '11111111-2222-3333-4444-555555555555' })).toMatchObject({ by: 'uuid', machine: { name: 'node-3' } });
     expect(matchMachine(cat, { uuid: '4c4c4544-0000-1111-2222-333344445555' })).toMatchObject({ by: 'uuid', machine: { name: 'node-2' } });
-    expect(matchMachine(cat, { hostname: 'NODE-3' })).toMatchObject({ by: 'hostname', machine: { name: 'node-3' } });
+    expect(matchMachine(cat, { hostname: 'NODE-4' })).toMatchObject({ by: 'hostname', machine: { name: 'node-4' } });
     expect(matchMachine(cat, { mac: 'AA:BB:CC:DD:EE:FF' })).toMatchObject({ by: 'default', machine: { name: 'spare-aabbccddeeff', viaDefault: true } });
   });
+  it("a DHCP hostname never matches a MAC- or UUID-bound machine (it would hand out that machine's config URL)", async () => {
+    const cat = await catalog();
+    expect(matchMachine(cat, { hostname: 'node-3' })).toBeUndefined();
+    expect(matchMachine(cat, { hostname: 'node-1', mac: 'aa:bb:cc:00:00:01' })).toMatchObject({ by: 'default', machine: { name: 'spare-aabbcc000001' } });
+    const n4 = machineByName(cat, 'node-4')!;
+    expect(requestIdentifies(n4, { hostname: 'node-4' })).toBe(true);
+    expect(requestIdentifies(n4, { mac: '52:54:00:00:00:01' })).toBe(false);
+    expect(requestIdentifies(machineByName(cat, 'node-1')!, { hostname: 'node-1' })).toBe(false);
+  });
+
   it('matches nothing without a default group, and never on the all-zero UUID or garbage', async () => {
     const noDefault = buildCatalog(await parseProfiles(profilesText().replace('    default: true\n', '')));
     expect(matchMachine(noDefault, { mac: 'aa:bb:cc:dd:ee:ff' })).toBeUndefined();
@@ -121,7 +131,7 @@ describe('renderMachineConfig', () => {
     const cat = buildCatalog(await parseProfiles(profilesText().replace('server_url: https://10.0.0.100:443, ', '')));
     const r = await renderAndValidateConfigs(cat, URL_, validatorDouble);
     expect(r.errors).toEqual(["default group spare (rendered for sample MAC 02:00:00:00:00:01): server_url: ServerURL can't empty in join mode"]);
-    expect([...r.configs.keys()]).toEqual(['node-1', 'node-2', 'node-3']);
+    expect([...r.configs.keys()]).toEqual(['node-1', 'node-2', 'node-3', 'node-4']);
     expect(r.redactor.redactString('x tok-alpha pw-secret')).toBe('x <redacted> <redacted>');
     expect(asInstallSees({ install: { mode: 'join' } })).toEqual({ install: { mode: 'join', automatic: true } });
   });
