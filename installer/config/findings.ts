@@ -15,6 +15,8 @@ export interface Origin {
   /** Where the key was written (findings about a missing child point here). */
   keyLine?: number;
   keyColumn?: number;
+  /** Set from a kernel command line (rather than a file, URL or object). */
+  cmdline?: boolean;
 }
 
 /** Canonical JSON pointer (json-tag names, e.g. `/install/managementInterface/interfaces/0`) -> origin. */
@@ -94,6 +96,11 @@ export class FindingList {
       }
     }
     return { source: this.defaultSource ?? '', path: snakePathOf(ptr) };
+  }
+
+  /** The origin recorded for exactly this pointer, if any. */
+  originOf(ptr: string): Origin | undefined {
+    return this.origins.get(ptr);
   }
 
   add(severity: 'error' | 'warning', ptr: string, message: string, hint?: string): void {

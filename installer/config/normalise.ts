@@ -91,7 +91,14 @@ function rawFinding(ctx: Ctx, severity: 'error' | 'warning', path: string, rawPt
 
 function record(ctx: Ctx, canonPtr: string, userPath: string, rawPtr: string): void {
   const key = ctx.src.positions?.key.get(rawPtr);
-  ctx.origins.set(canonPtr, { source: ctx.src.name, path: userPath, ...position(ctx, rawPtr, false), keyLine: key?.line, keyColumn: key?.column });
+  ctx.origins.set(canonPtr, {
+    source: ctx.src.name,
+    path: userPath,
+    ...position(ctx, rawPtr, false),
+    keyLine: key?.line,
+    keyColumn: key?.column,
+    ...(ctx.src.cmdline ? { cmdline: true } : {}),
+  });
 }
 
 /** Every field name of every struct in the tree, with its canonical location, for "belongs under" hints. */

@@ -61,6 +61,13 @@ export function checkRules(cfg: HarvesterConfig, out: FindingList, ctx: RuleCont
     }
   }
   checkPersistentStatePaths(os.persistentStatePaths, out);
+  if (install.automatic && !ctx.alreadyInstalled && out.originOf('/install/automatic')?.cmdline !== true) {
+    out.warn(
+      '/install/automatic',
+      'install.automatic in a config file does not start an automatic install: Harvester reads it only from the kernel command line',
+      'boot with harvester.install.automatic=true (the PXE/iPXE kernel line); keep this key or remove it',
+    );
+  }
 
   // Validate (§2.3)
   if (!install.device && !ctx.alreadyInstalled && mode !== 'upgrade') {
