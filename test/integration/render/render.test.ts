@@ -240,6 +240,19 @@ describe('hvinstall render (built CLI)', () => {
     expect(renderRegistriesYaml(loaded.config!.systemSettings!['containerd-registry']!)).toBe(readFileSync(path.join(out, 'etc/rancher/rke2/registries.yaml'), 'utf8'));
   });
 
+  it('the built hvagent, run once on the rendered tree, keeps registries.yaml byte for byte and logs no secret', () => {
+    const out = path.join(work, 'root');
+    const file = path.join(out, 'etc/rancher/rke2/registries.yaml');
+    const before = readFileSync(file);
+    const agentCli = path.join(REPO, 'dist/agent/cli.js');
+    const r = spawnSync(process.execPath, [agentCli, 'once', '--guard', 'registries', '--root', out], { encoding: 'utf8', timeout: 120_000 });
+    expect(r.stderr + r.stdout).toMatch(/guard succeeded/);
+    expect(r.status).toBe(0);
+    expect(readFileSync(file).equals(before)).toBe(true);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    for (const secret of registries.secrets) expect(r.stdout + r.stderr).not.toContain(secret);
+  });
+
   it('removes files an earlier render wrote that the new config no longer needs', () => {
     const out = path.join(work, 'shrink');
     const vlan = CASES.find((c) => c.name === 'create-vlan-bond-mtu')!;
