@@ -172,7 +172,8 @@ function walk(dir: string): string[] {
 describe('hvinstall render (built CLI)', () => {
   let work: string;
   beforeAll(() => {
-    if (!existsSync(CLI)) execFileSync('npx', ['tsc', '-p', 'tsconfig.json'], { cwd: REPO, stdio: 'ignore' });
+    // make test builds first; a lone run of this file builds dist/ itself.
+    if (!existsSync(CLI) || !existsSync(path.join(REPO, 'dist/agent/cli.js'))) execFileSync('npx', ['tsc', '-p', 'tsconfig.json'], { cwd: REPO, stdio: 'ignore' });
     work = mkdtempSync(path.join(os.tmpdir(), 'hv-render-cli-'));
   });
   afterAll(() => rmSync(work, { recursive: true, force: true }));
