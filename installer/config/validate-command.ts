@@ -84,15 +84,24 @@ export async function runValidate(argv: string[]): Promise<number> {
     return ExitCode.usage;
   }
 
-  const result = await loadConfig(source, {
-    cmdline: values.cmdline,
-    cmdlineFile: values['cmdline-file'],
-    alreadyInstalled: values['already-installed'],
-    caFile: values['ca-file'],
-    sha256: values.sha256,
-    timeoutMs: positiveInt('timeout', values.timeout),
-    attempts: positiveInt('attempts', values.attempts),
-  });
+  let result;
+  try {
+    result = await loadConfig(source, {
+      cmdline: values.cmdline,
+      cmdlineFile: values['cmdline-file'],
+      alreadyInstalled: values['already-installed'],
+      caFile: values['ca-file'],
+      sha256: values.sha256,
+      timeoutMs: positiveInt('timeout', values.timeout),
+      attempts: positiveInt('attempts', values.attempts),
+    });
+  } catch (err) {
+    // A --json caller gets JSON for "cannot read" too; everyone else gets the CLI's error lines.
+    if (!values.json || !(err instanceof HvError)) throw err;
+    const finding: Finding = { severity: 'error', path: '', source: err.where ?? source ?? '', message: err.message, hint: err.hint };
+    process.stdout.write(JSON.stringify({ valid: false, source: finding.source, errors: [jsonFinding(finding)], warnings: [] }, null, 2) + '\n');
+    return err.exitCode;
+  }
   const exit = result.valid ? ExitCode.ok : ExitCode.checkFailed;
 
   if (values.json) {

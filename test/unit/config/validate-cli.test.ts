@@ -121,6 +121,17 @@ describe('hvinstall validate', () => {
     expect(r.stderr).toBe("hvinstall: error: config file not found: nope.yaml\n  hint: check the path, or pass - to read standard input\n");
   });
 
+  it('--json reports an unreadable input as JSON too, exit 2', () => {
+    const r = hv(['--json', 'nope.yaml']);
+    expect(r.code).toBe(2);
+    expect(JSON.parse(r.stdout)).toEqual({
+      valid: false,
+      source: 'nope.yaml',
+      errors: [{ path: '', source: 'nope.yaml', line: null, column: null, message: 'config file not found: nope.yaml', hint: 'check the path, or pass - to read standard input' }],
+      warnings: [],
+    });
+  });
+
   it('--help prints the usage and exits 0', () => {
     const r = hv(['--help']);
     expect(r.code).toBe(0);
