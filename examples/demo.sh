@@ -68,7 +68,11 @@ show() { # label partition
   mkdir -p "$MNT/$1"
   mount -o ro "$2" "$MNT/$1"
   echo "-- $1 ($2)"
-  (cd "$MNT/$1" && find . -path ./lost+found -prune -o -type f -printf '%m %8s  %p\n' | sort -k3 | sed 's#  \./#  /#')
+  # grub's platform module directories are summarised, not listed file by file
+  (cd "$MNT/$1" && find . \( -path ./lost+found -o -name i386-pc -o -name x86_64-efi -o -name fonts -o -name locale \) -prune \
+      -o -type f -printf '%m %8s  %p\n' | sort -k3 | sed 's#  \./#  /#')
+  (cd "$MNT/$1" && find . -type d \( -name i386-pc -o -name x86_64-efi \) -printf '%p\n' | while read -r d; do
+      echo "         $(find "$d" -type f | wc -l) files  ${d#.}/"; done)
   umount "$MNT/$1"
 }
 part() { for p in "$LOOP"p*; do [ "$(blkid -p -s LABEL -o value "$p")" = "$1" ] && echo "$p"; done; }

@@ -9,7 +9,9 @@ import { partitionPath } from '../disk/commands.js';
 import { bootVisibleSignatures } from '../disk/block.js';
 import { installDisks } from './disk-steps.js';
 import type { DeployResult, ImageRecord } from '../disk/contracts.js';
-import type { InstallPlan } from '../disk/types.js';
+import type { InstallPlan, PlannedFile } from '../disk/types.js';
+import type { HarvesterConfig } from '../config/types.js';
+import type { MachineFacts } from '../preflight/types.js';
 import type { InstallContext, Step } from './context.js';
 import { withMounted } from './mounted.js';
 import { loadDeployImages, loadInstallBootloader, loadRenderer, type RenderedFileLike } from './seams.js';
@@ -118,17 +120,39 @@ async function removeStaleTemps(dir: string): Promise<void> {
   }
 }
 
-async function renderedFiles(ctx: InstallContext): Promise<RenderedFileLike[] | undefined> {
+/** The renderer's files for this node, or undefined when the renderer is not part of the build. */
+export async function renderFiles(config: HarvesterConfig, facts: MachineFacts, plan: InstallPlan): Promise<RenderedFileLike[] | undefined> {
   const renderer = await loadRenderer();
   if (!renderer?.renderNodeFiles) return undefined;
-  const facts = await ctx.facts();
-  const hasDataPartition = ctx.plan.partitions.some((p) => p.role === 'data') || !!ctx.plan.dataDisk;
+  const hasDataPartition = plan.partitions.some((p) => p.role === 'data') || !!plan.dataDisk;
   const report = (await renderer.renderNodeFiles(
-    ctx.config,
+    config,
     { cpuCount: facts.cpu.threads || facts.cpu.cores, nics: facts.nics.filter((n) => !n.loopback).map((n) => ({ name: n.name, mac: (n.mac ?? '').toLowerCase() })), hasDataPartition },
-    { seed: ctx.plan.digest },
+    // Seeded by the plan, so a re-run renders byte-identical files (hostname suffix, password salt).
+    { seed: plan.digest },
   )) as { files?: RenderedFileLike[] } | RenderedFileLike[];
   return Array.isArray(report) ? report : (report.files ?? []);
+}
+
+async function renderedFiles(ctx: InstallContext): Promise<RenderedFileLike[] | undefined> {
+  return renderFiles(ctx.config, await ctx.facts(), ctx.plan);
+}
+
+/** The plan's file list with the renderer's files (when present) in place of the minimal set. */
+export async function withRenderedFileList(config: HarvesterConfig, facts: MachineFacts, plan: InstallPlan): Promise<InstallPlan> {
+  const rendered = await renderFiles(config, facts, plan);
+  if (!rendered) return plan;
+  const place = placer(await loadRenderer(), plan.persistentStatePaths);
+  const files: PlannedFile[] = rendered.map((f) => {
+    const where = place(f.path);
+    return {
+      on: where.partition === 'COS_PERSISTENT' ? 'COS_PERSISTENT' : 'COS_OEM',
+      path: where.relPath ?? f.path,
+      mode: f.mode,
+      what: `${f.path}${f.secret ? ' (secret)' : ''}`,
+    };
+  });
+  return { ...plan, files: [...files, ...plan.files.filter((f) => f.path.startsWith('install/'))] };
 }
 
 type Placement = { partition: 'COS_OEM' | 'COS_PERSISTENT' | 'none'; relPath?: string; reason?: string };

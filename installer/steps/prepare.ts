@@ -11,6 +11,7 @@ import type { InstallPlan } from '../disk/types.js';
 import type { MachineFacts } from '../preflight/types.js';
 import { loadGatherMachineFacts } from './seams.js';
 import { resolveSource, sourceSizeBytes } from './source.js';
+import { withRenderedFileList } from './content-steps.js';
 
 export interface PrepareOptions {
   configPath: string;
@@ -61,10 +62,14 @@ export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
   const redactor = new Redactor().addFrom(config);
   const source = opts.source || opts.requireSource ? await resolveSource(opts.source) : undefined;
   const facts = await gatherFacts(opts.factsFile);
-  const plan = planInstall(config, facts, {
-    device: opts.device,
-    systemSizeMiB: opts.systemSizeMiB,
-    sourceSizeBytes: source ? await sourceSizeBytes(source) : undefined,
-  });
+  const plan = await withRenderedFileList(
+    config,
+    facts,
+    planInstall(config, facts, {
+      device: opts.device,
+      systemSizeMiB: opts.systemSizeMiB,
+      sourceSizeBytes: source ? await sourceSizeBytes(source) : undefined,
+    }),
+  );
   return { config, warnings, facts, plan, source, redactor };
 }
