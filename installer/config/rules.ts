@@ -147,6 +147,7 @@ function checkNetworks(mi: ManagementInterface, cfg: HarvesterConfig, out: Findi
   const seen = new Set<string>();
   mi.interfaces.forEach((nic, i) => {
     if (!nic.name && !nic.hwAddr) out.error(`${base}/interfaces/${i}`, 'no interface specified', 'give the NIC by name (name: ens3) or by MAC (hwAddr: 52:54:00:12:34:56)');
+    if (nic.name === 'lo') out.error(`${base}/interfaces/${i}/name`, 'interface is a loopback interface: lo', 'name the physical NIC(s) of the management network');
     const id = (nic.hwAddr ?? nic.name ?? '').toLowerCase();
     if (id && seen.has(id)) out.warn(`${base}/interfaces/${i}`, `interface ${nic.hwAddr ?? nic.name} is listed twice`);
     seen.add(id);
