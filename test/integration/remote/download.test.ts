@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import http from 'node:http';
+import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, stat, writeFile, mkdir, readdir } from 'node:fs/promises';
@@ -161,6 +162,47 @@ describe('downloadFile', () => {
     const dest = path.join(dir, 'short.iso');
     await expect(downloadFile(s.url, dest, { attempts: 2, retryDelayMs: 10, stallTimeoutMs: 500 })).rejects.toThrow(/downloading .* failed after 2 attempts/);
     expect((await stat(`${dest}.part`)).size).toBeGreaterThan(0);
+  });
+});
+
+describe('downloadFile through a proxy', () => {
+  it('honours HTTP_PROXY (the host behind it need not resolve here)', async () => {
+    // A proxy test double: it tunnels every CONNECT (what undici's proxy agent sends) to a local
+    // server holding the ISO, and answers absolute-URI requests itself.
+    const origin = await server();
+    const originPort = Number(new URL(origin.url).port);
+    const seen: string[] = [];
+    const proxy = http.createServer((req, res) => {
+      seen.push(`${req.method} ${req.url}`);
+      serveBody(req, res);
+    });
+    proxy.on('connect', (req: http.IncomingMessage, client: import('node:net').Socket, head: Buffer) => {
+      seen.push(`CONNECT ${req.url}`);
+      const upstream = net.connect(originPort, '127.0.0.1', () => {
+        client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+        upstream.write(head);
+        upstream.pipe(client);
+        client.pipe(upstream);
+      });
+      upstream.on('error', () => client.destroy());
+      client.on('error', () => upstream.destroy());
+    });
+    servers.push(proxy);
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    const saved = { http_proxy: process.env.http_proxy, HTTP_PROXY: process.env.HTTP_PROXY, no_proxy: process.env.no_proxy, NO_PROXY: process.env.NO_PROXY };
+    process.env.http_proxy = process.env.HTTP_PROXY = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+    delete process.env.no_proxy;
+    delete process.env.NO_PROXY;
+    try {
+      const r = await downloadFile('http://pxe.example.invalid/harvester.iso', path.join(dir, 'proxied.iso'), { sha256: SHA, attempts: 1, stallTimeoutMs: 10_000 });
+      expect(r.sha256).toBe(SHA);
+      expect(seen[0]).toMatch(/^(CONNECT pxe\.example\.invalid:80|GET http:\/\/pxe\.example\.invalid\/harvester\.iso)$/);
+    } finally {
+      for (const [k, v] of Object.entries(saved)) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+    }
   });
 });
 
