@@ -13,6 +13,7 @@ import { loadServerTls, probeUrl } from '../rke2/health.js';
 import { loadKubeCredentials } from '../kube/kubeconfig.js';
 import { KubeClient } from '../kube/client.js';
 import { findKubeVipManifest, vipHolder } from '../vip/holder.js';
+import { vipFromServerUrl } from '../promote/server-dropin.js';
 
 const guard: Guard = {
   name: 'vip',
@@ -25,7 +26,8 @@ const guard: Guard = {
     if (desiredRole(config, await isPromoted(ctx)) !== 'server') {
       return { status: 'skip', reason: 'not a control-plane node (kube-vip runs on control-plane nodes only)' };
     }
-    const vip = config.install?.vip;
+    // A promoted join node knows the VIP from server_url.
+    const vip = config.install?.vip || vipFromServerUrl(config.serverUrl);
     const mode = (config.install?.vipMode ?? '').toLowerCase();
     if (mode === 'none' || !vip) return { status: 'skip', reason: mode === 'none' ? 'vip_mode is none' : 'no VIP configured on this node' };
 

@@ -14,7 +14,8 @@ import { bringUp } from '../rke2/bringup.js';
 import { isWitness, PROMOTED_MARKER } from '../rke2/role.js';
 import { loadKubeCredentials } from '../kube/kubeconfig.js';
 import { KubeClient } from '../kube/client.js';
-import { renderPromotionServerDropIn, SERVER_DROPIN, AUDIT_POLICY, PROMOTE_STATUS } from './server-dropin.js';
+import { renderPromotionServerDropIn, SERVER_DROPIN, AUDIT_POLICY, PROMOTE_STATUS, vipFromServerUrl } from './server-dropin.js';
+import { renderKubeVipManifest, KUBE_VIP_MANIFEST_PATH } from '../../installer/render/index.js';
 
 export interface PromotionResult {
   ok: boolean;
@@ -43,6 +44,7 @@ export async function promoteNode(ctx: GuardContext, config: HarvesterConfig, s:
   }
 
   if (ready) {
+    if (!witness) await ensureKubeVip(ctx, config);
     await mkdir(path.dirname(ctx.root(PROMOTED_MARKER)), { recursive: true });
     await writeFileAtomic(ctx.root(PROMOTED_MARKER), `${new Date(ctx.now()).toISOString()}\n`);
     await recordStatus(ctx, s.adminKubeconfig, nodeName, 'complete');
@@ -70,5 +72,25 @@ async function recordStatus(ctx: GuardContext, kubeconfig: string, nodeName: str
     }
   } catch (err) {
     ctx.log.warn('cannot record promotion status on the Node', { node: nodeName, status, error: (err as Error).message });
+  }
+}
+
+/**
+ * A promoted control-plane node runs kube-vip too, so the VIP survives the loss of the first node.
+ * Same manifest the installer renders for create nodes, with the VIP from server_url.
+ */
+async function ensureKubeVip(ctx: GuardContext, config: HarvesterConfig): Promise<void> {
+  const target = ctx.root(KUBE_VIP_MANIFEST_PATH);
+  if (await access(target).then(() => true, () => false)) return;
+  const vip = config.install?.vip || vipFromServerUrl(config.serverUrl);
+  if (!vip || !/^\d{1,3}(\.\d{1,3}){3}$/.test(vip)) {
+    ctx.log.warn('no IPv4 VIP known on this node: kube-vip not added', { serverUrl: config.serverUrl });
+    return;
+  }
+  try {
+    const manifest = renderKubeVipManifest(config, { vip });
+    if (manifest) await writeFileAtomic(target, manifest, { mode: 0o644 });
+  } catch (err) {
+    ctx.log.warn('cannot render the kube-vip manifest', { error: (err as Error).message });
   }
 }

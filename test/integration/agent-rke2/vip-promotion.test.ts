@@ -106,6 +106,10 @@ describe('promotion guard', () => {
     expect(dropIn).toContain('audit-policy-file: /etc/rancher/rke2/config.yaml.d/92-harvester-kube-audit-policy.yaml');
     expect(() => process.kill(agentPid, 0)).toThrow(); // the agent was stopped
     await access(node.root('/var/lib/hvagent/promoted'));
+    // It now runs kube-vip for the VIP from server_url, like the first control-plane node.
+    const kv = await readFile(node.root('/var/lib/rancher/rke2/agent/pod-manifests/kube-vip.yaml'), 'utf8');
+    expect(kv).toContain('kube-vip');
+    expect(kv).toContain('10.0.0.5');
     // After promotion this node runs the server role; the vip guard now applies to it.
     expect(await promotion.reconcile(node.ctx(joinConfig))).toEqual({ status: 'ok', detail: 'already promoted to control-plane' });
   });
