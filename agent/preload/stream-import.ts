@@ -30,8 +30,12 @@ const STDERR_TAIL = 4096;
 // The zstd → ctr pipe is widened to 1 MiB (F_SETPIPE_SZ = 1031, through perl when there is one):
 // ctr then reads and sends containerd bigger chunks, which costs containerd less CPU per byte.
 // Best effort: without perl the import works the same with the default 64 KiB pipe.
+// If the agent itself dies (SIGKILL), the group must not live on: a watcher kills it once the
+// parent is gone (its stdio is /dev/null so it never holds the agent's pipes open).
 const SCRIPT = `archive=$1 compression=$2 zstd=$3
 shift 3
+( while kill -0 "$PPID" 2>/dev/null; do sleep 2; done; kill -KILL 0 ) </dev/null >/dev/null 2>&1 3>&- &
+watcher=$!
 cat -- "$archive" >&3 &
 reader=$!
 exec 3>&-
@@ -46,6 +50,7 @@ else
 fi
 wait "$reader"
 rs=$?
+kill "$watcher" 2>/dev/null
 if [ "$rs" -ne 0 ]; then echo "hvagent-preload: reading $archive failed (cat exited $rs)" >&2; exit 97; fi
 if [ "$zs" -ne 0 ] && [ "$zs" -ne 141 ]; then echo "hvagent-preload: zstd could not decompress $archive (exit $zs)" >&2; exit 98; fi
 exit "$cs"

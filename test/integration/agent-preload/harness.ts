@@ -156,14 +156,14 @@ export function testSettings(c: TestContainerd, bundleDir: string, extra: Record
   };
 }
 
-/** PIDs of processes whose command line contains every one of `parts` (read from /proc). */
-export async function processesMatching(...parts: string[]): Promise<number[]> {
+/** PIDs of processes running `program` (argv[0]) with every one of `parts` among their arguments (read from /proc). */
+export async function processesMatching(program: string, ...parts: string[]): Promise<number[]> {
   const pids: number[] = [];
   for (const name of await readdir('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     const cmdline = await readFile(`/proc/${name}/cmdline`, 'utf8').catch(() => '');
     const args = cmdline.split('\0');
-    if (parts.every((p) => args.includes(p))) pids.push(Number(name));
+    if (args[0] === program && parts.every((p) => args.includes(p))) pids.push(Number(name));
   }
   return pids;
 }

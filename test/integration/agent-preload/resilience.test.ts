@@ -14,6 +14,13 @@ import { TestContainerd, buildBundle, makeContext, makeTempDir, processesMatchin
 let dir: string;
 let containerd: TestContainerd;
 const extraProcs: ChildProcess[] = [];
+// Passes still running when a test fails are stopped in afterEach, so no import outlives its test.
+const pending: Array<{ abort: AbortController; pass: Promise<unknown> }> = [];
+
+function track<T>(t: { abort: AbortController }, pass: Promise<T>): Promise<T> {
+  pending.push({ abort: t.abort, pass });
+  return pass;
+}
 
 beforeEach(async () => {
   dir = await makeTempDir();
@@ -21,6 +28,10 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
+  for (const p of pending.splice(0)) {
+    p.abort.abort(new Error('test cleanup'));
+    await p.pass.catch(() => undefined);
+  }
   for (const p of extraProcs.splice(0)) {
     if (p.exitCode === null && p.signalCode === null && p.pid) {
       try {
@@ -53,7 +64,7 @@ describe('image-preload guard: resilience', () => {
       { name: 'small.tar.zst', images: [{ ref: 'docker.io/hv/small:1', size: 2 * MiB }] },
     ]);
     const t = makeContext(testSettings(containerd, bundle, { parallelism: 1, stallTimeout: '8s', attempts: 4, retryDelay: '500ms' }));
-    const pass = imagePreload.reconcile(t.ctx);
+    const pass = track(t, imagePreload.reconcile(t.ctx));
     // Kill containerd once the big archive is flowing (ordering puts the larger archive first).
     await waitFor('the big archive to be flowing', () => t.progress.some((p) => /big\.tar\.zst: [1-9]\d* MiB/.test(p)));
     await containerd.kill();
@@ -118,13 +129,38 @@ describe('image-preload guard: resilience', () => {
     const writer = spawn('bash', ['-c', 'exec 3>"$1"; head -c 1000000 "$2" >&3; exec sleep 600', 'writer', fifo, real], { detached: true, stdio: 'ignore' });
     extraProcs.push(writer);
     const t = makeContext(testSettings(containerd, bundle, { stallTimeout: '10m' }));
-    const pass = imagePreload.reconcile(t.ctx);
+    const pass = track(t, imagePreload.reconcile(t.ctx));
     await waitFor('bytes to flow', () => t.progress.some((p) => /slow\.tar\.zst: \d+ KiB/.test(p)));
     // The reader of the import is there while the import runs…
     expect((await processesMatching('cat', '--', fifo)).length).toBe(1);
     t.abort.abort(new Error('SIGTERM'));
     await expect(pass).rejects.toThrow('SIGTERM');
     await waitFor('the import group to be gone', async () => (await processesMatching('cat', '--', fifo)).length === 0, 10_000);
+    expect(await containerd.images()).toEqual([]);
+  });
+
+  it('leaves no import behind when the agent process itself is SIGKILLed mid-import', async () => {
+    await containerd.start();
+    const bundle = path.join(dir, 'bundle');
+    await buildBundle(bundle, [{ name: 'orphan.tar.zst', images: [{ ref: 'docker.io/hv/orphan:1', size: 4 * MiB, kind: 'random' }] }]);
+    const real = path.join(dir, 'orphan.tar.zst');
+    const fifo = path.join(bundle, 'harvester/images/orphan.tar.zst');
+    await rename(fifo, real);
+    await execa('mkfifo', [fifo]);
+    const writer = spawn('bash', ['-c', 'exec 3>"$1"; head -c 1000000 "$2" >&3; exec sleep 600', 'writer', fifo, real], { detached: true, stdio: 'ignore' });
+    extraProcs.push(writer);
+    // The real CLI (built code): `hvagent once --guard image-preload` with everything under --root.
+    const { writeFile } = await import('node:fs/promises');
+    const settings = path.join(dir, 'hvagent.yaml');
+    await writeFile(settings, 'guards:\n  image-preload:\n    bundleDir: /bundle\n    containerdSocket: /c.sock\n    startContainerd: never\n    ctr: ctr\n    stallTimeout: 10m\n');
+    const agent = spawn(path.resolve('bin/hvagent'), ['once', '--guard', 'image-preload', '--root', dir, '--settings', settings], { detached: true, stdio: 'ignore' });
+    extraProcs.push(agent);
+    await waitFor('the import to run', async () => (await processesMatching('cat', '--', fifo)).length === 1, 60_000);
+    const group = await processesMatching('ctr', '-a', containerd.socket, 'import');
+    expect(group.length).toBe(1);
+    process.kill(agent.pid!, 'SIGKILL');
+    // The import group notices its parent is gone and ends itself (it checks every 2 s).
+    await waitFor('the orphaned import group to end', async () => (await processesMatching('cat', '--', fifo)).length === 0 && (await processesMatching('ctr', '-a', containerd.socket, 'import')).length === 0, 30_000);
     expect(await containerd.images()).toEqual([]);
   });
 
