@@ -6,7 +6,7 @@
  * applied.
  */
 import { watch as fsWatch, type FSWatcher } from 'node:fs';
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir, open, readFile, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { HvError } from '../../lib/errors.js';
 import { sleep } from '../../lib/wait.js';
@@ -99,47 +99,97 @@ async function reconcile(ctx: GuardContext): Promise<GuardResult> {
 }
 
 /**
- * Resolves at the first change in the file's directory, after `intervalMs`, or on abort. A missing
- * directory (deleted whole) is recreated so it can be watched.
+ * Watches the file's directory for the whole watch, so that no event is lost between two checks
+ * (an event during a check marks the next check due at once). A directory deleted whole is
+ * recreated and watched again (its inode changes).
  */
-async function nextChange(dir: string, intervalMs: number, signal: AbortSignal): Promise<void> {
-  await mkdir(dir, { recursive: true });
-  let watcher: FSWatcher | undefined;
-  try {
-    await new Promise<void>((resolve) => {
-      const done = (): void => resolve();
-      try {
-        watcher = fsWatch(dir, { persistent: false }, done);
-        watcher.on('error', done);
-      } catch {
-        // Watching failed (inotify limits): the periodic check still runs.
-      }
-      sleep(intervalMs, signal).then(done, done);
-    });
-  } finally {
-    watcher?.close();
+class DirectoryWatch {
+  private watcher: FSWatcher | undefined;
+  /** Held open so the watched directory's inode is not reused while we watch it. */
+  private dirHandle: FileHandle | undefined;
+  private due = false;
+  private wake: (() => void) | undefined;
+
+  constructor(private readonly dir: string) {}
+
+  private poke = (): void => {
+    this.due = true;
+    this.wake?.();
+  };
+
+  /** True while the watcher is on the directory that is at the path now (not a deleted one). */
+  private async current(): Promise<boolean> {
+    if (!this.watcher || !this.dirHandle) return false;
+    const [held, now] = await Promise.all([this.dirHandle.stat(), stat(this.dir).catch(() => undefined)]);
+    return held.nlink > 0 && now !== undefined && now.ino === held.ino && now.dev === held.dev;
+  }
+
+  private async ensure(): Promise<void> {
+    if (await this.current()) return;
+    // A new directory (deleted and recreated, maybe by our own write): changes made before this
+    // watcher existed were not seen, so check once more.
+    if (this.dirHandle) this.due = true;
+    await this.close();
+    await mkdir(this.dir, { recursive: true });
+    this.dirHandle = await open(this.dir, 'r');
+    try {
+      this.watcher = fsWatch(this.dir, { persistent: false }, this.poke);
+      this.watcher.on('error', () => {
+        this.watcher?.close();
+        this.watcher = undefined;
+        this.poke();
+      });
+    } catch {
+      // Watching failed (inotify limits): the periodic check still runs.
+    }
+  }
+
+  /** Resolves when something changed since the last call, after intervalMs, or on abort. */
+  async next(intervalMs: number, signal: AbortSignal): Promise<void> {
+    await this.ensure();
+    if (!this.due) {
+      const woken = new AbortController();
+      this.wake = () => woken.abort();
+      await sleep(intervalMs, AbortSignal.any([signal, woken.signal])).catch(() => undefined);
+    }
+    this.wake = undefined;
+    this.due = false;
+  }
+
+  async close(): Promise<void> {
+    this.watcher?.close();
+    this.watcher = undefined;
+    await this.dirHandle?.close().catch(() => undefined);
+    this.dirHandle = undefined;
   }
 }
 
 async function watch(ctx: GuardContext): Promise<void> {
   const intervalMs = typeof ctx.settings.checkIntervalMs === 'number' ? ctx.settings.checkIntervalMs : 5000;
-  const dir = path.dirname(target(ctx));
+  const dirWatch = new DirectoryWatch(path.dirname(target(ctx)));
   let lastProblem: string | undefined;
-  while (!ctx.signal.aborted) {
-    await nextChange(dir, intervalMs, ctx.signal);
-    if (ctx.signal.aborted) break;
-    // Let a burst of events (an editor's write-rename, our own atomic write) settle.
-    await sleep(50, ctx.signal).catch(() => undefined);
-    try {
-      const r = await enforce(ctx, await readDeclaredSource(ctx));
-      if (r.changed || lastProblem) ctx.progress(r.detail);
-      lastProblem = undefined;
-    } catch (err) {
-      const msg = err instanceof HvError && err.where ? `${err.where}: ${err.message}` : (err as Error).message;
-      if (msg !== lastProblem) ctx.log.error('cannot keep registries.yaml; the last good file stays', { error: msg });
-      lastProblem = msg;
-      ctx.progress(`problem: ${msg}`);
+  try {
+    while (!ctx.signal.aborted) {
+      await dirWatch.next(intervalMs, ctx.signal);
+      if (ctx.signal.aborted) break;
+      lastProblem = await check(ctx, lastProblem);
     }
+  } finally {
+    await dirWatch.close();
+  }
+}
+
+/** One watch check; returns the current problem (undefined when the file is as declared). */
+async function check(ctx: GuardContext, lastProblem: string | undefined): Promise<string | undefined> {
+  try {
+    const r = await enforce(ctx, await readDeclaredSource(ctx));
+    if (r.changed || lastProblem) ctx.progress(r.detail);
+    return undefined;
+  } catch (err) {
+    const msg = err instanceof HvError && err.where ? `${err.where}: ${err.message}` : (err as Error).message;
+    if (msg !== lastProblem) ctx.log.error('cannot keep registries.yaml; the last good file stays', { error: msg });
+    ctx.progress(`problem: ${msg}`);
+    return msg;
   }
 }
 

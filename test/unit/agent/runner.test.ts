@@ -294,3 +294,25 @@ describe('runGuards status document, watch and stop', () => {
     expect(sink.lines.join('')).not.toContain('s3cr3t-token-value');
   });
 });
+
+describe('runGuards stop during a reconcile pass', () => {
+  it('aborts the pass signal and marks the guard stopped', async () => {
+    const stop = new AbortController();
+    let started = false;
+    const g = testDoubleGuard('network-online', {
+      reconcile: (ctx) => new Promise((resolve) => {
+        started = true;
+        ctx.signal.addEventListener('abort', () => resolve({ status: 'retry', reason: 'interrupted' }));
+      }),
+    });
+    const dependent = testDoubleGuard('registries', { dependsOn: ['network-online'] });
+    const running = runGuards({ mode: 'run', rootDir: dir, settings, log, signal: stop.signal, names: ['network-online', 'registries'], loadGuard: loaderOf([g, dependent]) });
+    for (let i = 0; i < 200 && !started; i++) await new Promise((r) => setTimeout(r, 5));
+    stop.abort();
+    const r = await running;
+    expect(r.stopped).toBe(true);
+    expect(r.ok).toBe(false);
+    expect(r.status.guards.map((x) => [x.name, x.phase])).toEqual([['network-online', 'stopped'], ['registries', 'stopped']]);
+    expect(r.status.state).toBe('stopped');
+  });
+});

@@ -114,6 +114,31 @@ describe('longhorn-disk on loop devices', () => {
     expect(r.g.lastError).toMatch(/^not reached within 2 s \(\d+ attempts?\): no device labelled HARV_LH_DEFAULT \(blkid -t LABEL=HARV_LH_DEFAULT found none\)$/);
   });
 
+  it('in run mode mounts the disk again when it is unmounted behind the agent', async () => {
+    const dev = await loopWith(['mkfs.ext4', '-q', '-F', '-L', 'HARV_LH_DEFAULT']);
+    const s = defaultSettings();
+    s.guards['longhorn-disk'] = { devices: [...loops], watchIntervalMs: 200 };
+    const sink = new MemorySink();
+    const stop = new AbortController();
+    const running = runGuards({ mode: 'run', rootDir: dir, settings: s, log: new Logger(sink, new Redactor()), signal: stop.signal, only: ['longhorn-disk'] });
+    try {
+      const until = async (what: string, ok: () => Promise<boolean>) => {
+        for (let i = 0; i < 600; i++) {
+          if (await ok()) return;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        throw new Error(`timed out: ${what}`);
+      };
+      await until('mounted', async () => (await mountedAt(MNT())) === dev);
+      await run('umount', [MNT()]);
+      await until('mounted again', async () => (await mountedAt(MNT())) === dev);
+      expect(sink.lines.filter((l) => l.includes('mounting the Longhorn default disk')).length).toBe(2);
+    } finally {
+      stop.abort();
+      await running;
+    }
+  });
+
   it('is skipped on a witness node', async () => {
     const r = await runGuard('2s', { install: { role: 'witness' } });
     expect(r.g).toMatchObject({ phase: 'skipped', detail: 'witness nodes have no Longhorn default disk' });

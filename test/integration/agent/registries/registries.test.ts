@@ -7,7 +7,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdir, mkdtemp, readFile, rm, stat, truncate, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rename, rm, stat, truncate, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
@@ -94,8 +94,23 @@ describe('registries guard keeps registries.yaml', () => {
       await unlink(path.join(dir, REG));
       await waitFor('restored after delete', async () => ((await fileContent()) === want ? true : undefined), 2000);
 
-      await writeFile(path.join(dir, REG), want.replace('mirror.example:5000"', 'evil.example"'));
+      // Edited the way an editor saves: a new file renamed over the old one.
+      await writeFile(path.join(dir, REG + '.new'), want.replace('mirror.example:5000"', 'evil.example"'));
+      await rename(path.join(dir, REG + '.new'), path.join(dir, REG));
       await waitFor('restored after edit', async () => ((await fileContent()) === want ? true : undefined), 2000);
+
+      // The whole directory removed (moved away at once, then deleted): recreated, watched again.
+      await rename(path.join(dir, 'etc/rancher/rke2'), path.join(dir, 'rke2.gone'));
+      await rm(path.join(dir, 'rke2.gone'), { recursive: true });
+      await waitFor('restored after the directory was removed', async () => ((await fileContent()) === want ? true : undefined), 2000);
+
+      // Back-to-back damage, each right after the previous restore: no change may slip between checks.
+      for (let i = 0; i < 5; i++) {
+        await truncate(path.join(dir, REG), 0);
+        await waitFor(`restored after truncate #${i}`, async () => ((await fileContent()) === want ? true : undefined), 2000);
+        await unlink(path.join(dir, REG));
+        await waitFor(`restored after delete #${i}`, async () => ((await fileContent()) === want ? true : undefined), 2000);
+      }
 
       const drift = agent.sink.lines.map((l) => JSON.parse(l) as { msg: string; drift?: string }).filter((l) => l.msg.startsWith('registries.yaml drift'));
       expect(drift.map((d) => d.drift)).toEqual(expect.arrayContaining(['truncated', 'deleted', 'edited']));
@@ -118,7 +133,8 @@ describe('registries guard keeps registries.yaml', () => {
       await writeNodeConfig(changed);
       const want = renderRegistriesYaml(changed);
       await waitFor('new source applied', async () => ((await fileContent()) === want ? true : undefined), 30_000);
-      expect(agent.sink.lines.some((l) => l.includes('declared containerd-registry changed'))).toBe(true);
+      // The log line follows the write: wait for it too.
+      await waitFor('source change logged', async () => (agent.sink.lines.some((l) => l.includes('declared containerd-registry changed')) ? true : undefined), 10_000);
       expect(agent.sink.lines.join('')).not.toContain('n3w-p4ss-secret');
     } finally {
       agent.stop.abort();
