@@ -7,6 +7,7 @@ import { HvError, ExitCode } from '../../lib/errors.js';
 import { formatPlanText } from '../disk/format-plan.js';
 import { findDisk, targetInUseProblems } from '../disk/plan.js';
 import { prepareInstall } from '../steps/prepare.js';
+import { busyHolders } from '../steps/holders.js';
 
 const USAGE = `usage: hvinstall plan --config FILE [--device DISK] [--source DIR|SQUASHFS] [--system-size MIB] [--facts FACTS.json] [--json]
 
@@ -54,7 +55,8 @@ export default async function plan(argv: string[]): Promise<number> {
     factsFile: values.facts,
   });
   const target = findDisk(prepared.facts, prepared.plan.device)!;
-  const refusals = targetInUseProblems(target);
+  // Idle LVM/MD/dm holders are deactivated by the install; only busy ones refuse it (on this machine).
+  const refusals = targetInUseProblems(target, values.facts ? {} : { busyHolders: await busyHolders(target.inUse.holders) });
   if (values.json) {
     process.stdout.write(JSON.stringify({ plan: prepared.plan, refusals, warnings: prepared.warnings }, null, 2) + '\n');
   } else {

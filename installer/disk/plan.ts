@@ -364,15 +364,20 @@ export function planInstall(config: HarvesterConfig, facts: MachineFacts, opts: 
 }
 
 /** The refusals that depend on what the machine is doing right now (not on the layout). */
-export function targetInUseProblems(disk: DiskFacts, opts: { ownMountPrefix?: string } = {}): string[] {
+export function targetInUseProblems(
+  disk: DiskFacts,
+  opts: { ownMountPrefix?: string; busyHolders?: Array<{ holder: string; why: string }> } = {},
+): string[] {
   const problems: string[] = [];
   const ownMount = (m: string): boolean => opts.ownMountPrefix !== undefined && m.startsWith(opts.ownMountPrefix);
   const mounts = [...disk.inUse.mountpoints, ...disk.partitions.flatMap((p) => p.mountpoints)].filter((m) => !ownMount(m));
   if (disk.inUse.bootMedium) problems.push(`${disk.path} holds the running live system (the boot medium): choose another disk`);
   if (mounts.length) problems.push(`${disk.path} is mounted (${[...new Set(mounts)].join(', ')}): unmount it first`);
   if (disk.inUse.swap) problems.push(`${disk.path} has active swap: run swapoff on it first`);
-  if (disk.inUse.holders.length) {
-    problems.push(`${disk.path} is held by ${disk.inUse.holders.join(', ')} (LVM, MD or device-mapper): deactivate them (e.g. vgchange -an, mdadm --stop) first`);
+  // Without a finer view every holder counts; with one, only busy holders do (idle ones are deactivated by the clear step).
+  const held = opts.busyHolders ? opts.busyHolders.map((b) => `${b.holder} (${b.why})`) : disk.inUse.holders;
+  if (held.length) {
+    problems.push(`${disk.path} is held by ${held.join(', ')} (LVM, MD or device-mapper in use): unmount and deactivate them (e.g. vgchange -an, mdadm --stop) first`);
   }
   if (disk.readOnly) problems.push(`${disk.path} is read-only`);
   return problems;

@@ -24,6 +24,7 @@ import { bootloaderStep, deployStep, makeFinishStep, oemStep, persistentStep, sa
 import { newJournal, readJournal, JournalWriter, type Journal } from './journal.js';
 import { lockDevice, type DeviceLock } from './lock.js';
 import { releaseStaleMounts } from './mounts.js';
+import { busyHolders } from './holders.js';
 import type { EventBus } from './progress.js';
 import { loadSendWebhooks } from './seams.js';
 import { killIfAsked } from './test-faults.js';
@@ -134,7 +135,7 @@ export async function runInstall(opts: RunInstallOptions): Promise<InstallOutcom
     const stale = await releaseStaleMounts(opts.runDir);
     if (stale.length) log.warn('released mounts left by an earlier run', { stale });
     const facts = await opts.gatherFacts();
-    guardProblems(plan, facts, opts.runDir);
+    await guardProblems(plan, facts, opts.runDir);
     const previous = await readJournal(journalFile);
     resumed = !!previous && previous.planDigest === plan.digest && previous.device === plan.device && previous.status !== 'succeeded';
     const journal = resumed ? { ...previous!, status: 'running' as const, runs: previous!.runs + 1, error: undefined, invalidation: undefined } : newJournal(plan.digest, plan.device, ['guard', ...steps.map((s) => s.name)]);
@@ -224,7 +225,7 @@ export async function runInstall(opts: RunInstallOptions): Promise<InstallOutcom
   }
 }
 
-function guardProblems(plan: InstallPlan, facts: MachineFacts, runDir: string): void {
+async function guardProblems(plan: InstallPlan, facts: MachineFacts, runDir: string): Promise<void> {
   const problems: string[] = [];
   const target = findDisk(facts, plan.device);
   if (!target) {
@@ -233,12 +234,12 @@ function guardProblems(plan: InstallPlan, facts: MachineFacts, runDir: string): 
     if (target.sizeBytes !== plan.deviceSizeBytes || target.logicalSectorSize !== plan.logicalSectorSize) {
       problems.push(`${plan.device} changed since it was planned (${target.sizeBytes} bytes, ${target.logicalSectorSize}-byte sectors; planned ${plan.deviceSizeBytes}, ${plan.logicalSectorSize})`);
     }
-    problems.push(...targetInUseProblems(target, { ownMountPrefix: `${runDir}/` }));
+    problems.push(...targetInUseProblems(target, { ownMountPrefix: `${runDir}/`, busyHolders: await busyHolders(target.inUse.holders) }));
   }
   for (const other of [plan.dataDisk?.path, ...plan.wipeDisks]) {
     if (!other) continue;
     const d = findDisk(facts, other);
-    if (d) problems.push(...targetInUseProblems(d, { ownMountPrefix: `${runDir}/` }));
+    if (d) problems.push(...targetInUseProblems(d, { ownMountPrefix: `${runDir}/`, busyHolders: await busyHolders(d.inUse.holders) }));
   }
   if (problems.length) {
     throw new HvError(problems.length === 1 ? `refusing to install: ${problems[0]}` : `refusing to install:\n${problems.map((p) => `  - ${p}`).join('\n')}`, {

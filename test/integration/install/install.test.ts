@@ -82,8 +82,13 @@ describe('hvinstall install', () => {
     await verifyInstalledDisk(plan, t.source, t.dir);
   });
 
-  it('BIOS with a separate data disk formatted whole', async () => {
-    const t = await setup({ withDataDisk: true });
+  it('BIOS with a separate data disk formatted whole, and an old install on a disk in wipe_disks_list', async () => {
+    const t = await setup({ withDataDisk: true, extraInstall: '  wipe_disks_list: [__OLD__]' });
+    const old = await loopDisk(cleanup, t.dir, 'old', 2);
+    await writeFile(t.configFile, (await readFile(t.configFile, 'utf8')).replace('__OLD__', old));
+    await sh('sgdisk', ['-n', '1:0:+64M', old]);
+    await sh('partprobe', [old]);
+    await sh('mkfs.ext4', ['-q', '-L', 'COS_OEM', partitionNode(old, 1)]);
     // the data disk carries a stale COS_OEM from an old install: it must not survive
     await sh('sgdisk', ['-n', '1:0:+64M', t.dataDisk!]);
     await sh('partprobe', [t.dataDisk!]);
@@ -96,6 +101,21 @@ describe('hvinstall install', () => {
     expect(r.code, r.stderr).toBe(0);
     await verifyInstalledDisk(plan, t.source, t.dir);
     expect((await sh('sfdisk', ['--dump', t.dataDisk!], { allowFailure: true })).code).not.toBe(0); // no table left
+    expect(plan.wipeDisks).toEqual([old]);
+    expect((await sh('sfdisk', ['--dump', old], { allowFailure: true })).code).not.toBe(0);
+    expect((await probe(partitionNode(old, 1))).LABEL).toBeUndefined();
+  });
+
+  it('msdos (force_mbr) on legacy BIOS', async () => {
+    // (No device-mapper in this machine's kernel: holders are covered by unit tests on a fixture sysroot.)
+    const t = await setup({ forceMbr: true });
+    const plan = await planOf(t.configFile);
+    expect(plan.table).toBe('msdos');
+    const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir));
+    expect(r.code, r.stderr).toBe(0);
+    await verifyInstalledDisk(plan, t.source, t.dir);
+    const table = JSON.parse((await sh('sfdisk', ['--json', t.disk])).stdout).partitiontable;
+    expect(table.partitions.map((p: { bootable?: boolean }) => p.bootable === true)).toEqual([false, false, true, false]);
   });
 
   it('refuses a mounted disk and changes nothing', async () => {
@@ -171,5 +191,20 @@ describe('hvinstall install', () => {
       expect(onDisk.status).toBe('invalidated');
       expect(await readFile(path.join(m, 'install/install.log'), 'utf8')).not.toContain('integration-secret-token');
     });
+  });
+
+  it('--preserve-on-error leaves a failed install as it is (not invalidated)', async () => {
+    const t = await setup({ forceEfi: true });
+    const fakeBin = path.join(t.dir, 'fake-bin');
+    await mkdir(fakeBin);
+    // A test double of mkfs.ext4 that always fails.
+    await writeFile(path.join(fakeBin, 'mkfs.ext4'), '#!/bin/sh\necho "injected mkfs failure for test" >&2\nexit 1\n');
+    await chmod(path.join(fakeBin, 'mkfs.ext4'), 0o755);
+    const r = await hvinstall([...installArgs(t.configFile, t.source, t.stateDir), '--preserve-on-error'], { PATH: `${fakeBin}:${process.env.PATH}` });
+    expect(r.code).toBe(3);
+    expect(r.stderr).not.toContain('invalidated so it cannot boot');
+    const journal = JSON.parse(await readFile(path.join(t.stateDir, `${path.basename(t.disk)}.journal.json`), 'utf8'));
+    expect(journal.status).toBe('failed');
+    expect((await probe(partitionNode(t.disk, 1))).TYPE).toBe('vfat'); // the ESP made before the failure is still there
   });
 });
