@@ -4,7 +4,7 @@
  * over file, reference §1.1) and validate. Input that cannot be read at all is an HvError (exit 2);
  * input that was read but is not a usable config (binary, too large, not YAML) becomes findings.
  */
-import { readFile, stat } from 'node:fs/promises';
+import { closeSync, openSync, readFileSync, readSync, statSync, type Stats } from 'node:fs';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { parseYamlWithPositions } from './parse-yaml.js';
 import { parseCmdline } from './cmdline.js';
@@ -39,10 +39,11 @@ async function readStdin(): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
+/** Synchronous on purpose: one small file, and the cold start of `hvinstall validate` matters (bench). */
 async function readPath(file: string): Promise<Buffer> {
-  let st;
+  let st: Stats;
   try {
-    st = await stat(file);
+    st = statSync(file);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     throw new HvError(code === 'ENOENT' ? `config file not found: ${file}` : `cannot read ${file}: ${(err as Error).message}`, {
@@ -51,19 +52,18 @@ async function readPath(file: string): Promise<Buffer> {
     });
   }
   if (st.isDirectory()) throw new HvError(`${file} is a directory, not a config file`, { exitCode: ExitCode.usage });
-  if (st.size > MAX_CONFIG_BYTES) {
-    // Read only enough to say so; the finding below reports the size.
-    const fh = await import('node:fs/promises').then((m) => m.open(file, 'r'));
-    try {
-      const buf = Buffer.alloc(MAX_CONFIG_BYTES + 1);
-      const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
-      return buf.subarray(0, bytesRead);
-    } finally {
-      await fh.close();
-    }
-  }
   try {
-    return await readFile(file);
+    if (st.size > MAX_CONFIG_BYTES) {
+      // Read only enough to say so; decodeConfigText reports the size.
+      const fd = openSync(file, 'r');
+      try {
+        const buf = Buffer.alloc(MAX_CONFIG_BYTES + 1);
+        return buf.subarray(0, readSync(fd, buf, 0, buf.length, 0));
+      } finally {
+        closeSync(fd);
+      }
+    }
+    return readFileSync(file);
   } catch (err) {
     throw new HvError(`cannot read ${file}: ${(err as Error).message}`, { exitCode: ExitCode.usage });
   }
@@ -131,7 +131,7 @@ async function readCmdline(opts: LoadOptions): Promise<{ text: string; name: str
   if (opts.cmdline !== undefined) return { text: opts.cmdline, name: CMDLINE_SOURCE };
   if (opts.cmdlineFile !== undefined) {
     try {
-      return { text: await readFile(opts.cmdlineFile, 'utf8'), name: opts.cmdlineFile };
+      return { text: readFileSync(opts.cmdlineFile, 'utf8'), name: opts.cmdlineFile };
     } catch (err) {
       throw new HvError(`cannot read the kernel command line from ${opts.cmdlineFile}: ${(err as Error).message}`, { exitCode: ExitCode.usage });
     }

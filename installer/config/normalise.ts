@@ -75,7 +75,7 @@ export function normaliseRaw(raw: unknown, src: SourceInfo): NormalisedSource {
     rawFinding(ctx, 'error', '', '', `the config must be a mapping of keys at the top level (got ${describe(raw)})`, 'start from an example: scheme_version: 1, token: ..., os: {...}, install: {...}');
     fatal = true;
   } else {
-    config = (normStruct(fieldTree, raw, '', '', '', '', ctx) ?? {}) as HarvesterConfig;
+    config = (normStruct(fieldTree, raw, '', '', '', ctx) ?? {}) as HarvesterConfig;
   }
   return { config, origins, errors: out.errors, warnings: out.warnings, fatal };
 }
@@ -139,7 +139,6 @@ function normStruct(
   rawPtr: string,
   canonPtr: string,
   userPath: string,
-  displayLocation: string,
   ctx: Ctx,
 ): Record<string, unknown> | undefined {
   if (value === null || value === undefined) return undefined;
@@ -173,7 +172,6 @@ function normStruct(
       if (ignored && normalised !== false) rawFinding(ctx, ignored.severity, childUser, childRaw, ignored.message, ignored.hint, true);
     }
   }
-  void displayLocation;
   return result;
 }
 
@@ -265,7 +263,7 @@ function normValue(node: FieldNode | undefined, v: unknown, rawPtr: string, cano
       return m;
     }
     case 'struct': {
-      const s = normStruct(node, v, rawPtr, canonPtr, userPath, '', ctx);
+      const s = normStruct(node, v, rawPtr, canonPtr, userPath, ctx);
       if (s === undefined || Object.keys(s).length === 0) return undefined;
       record(ctx, canonPtr, userPath, rawPtr);
       return s;
@@ -299,7 +297,7 @@ function normValue(node: FieldNode | undefined, v: unknown, rawPtr: string, cano
           rawFinding(ctx, 'warning', itemUser, itemRaw, 'empty list entry ignored');
           return;
         }
-        const s = normStruct(node.i!, item, itemRaw, itemCanon, itemUser, '', ctx);
+        const s = normStruct(node.i!, item, itemRaw, itemCanon, itemUser, ctx);
         if (s === undefined) return;
         record(ctx, itemCanon, itemUser, itemRaw);
         outList.push(s);
@@ -318,7 +316,7 @@ function normValue(node: FieldNode | undefined, v: unknown, rawPtr: string, cano
         const entryRaw = `${rawPtr}/${escapePointer(k)}`;
         const entryUser = joinPath(userPath, k);
         const entryCanon = joinPointer(canonPtr, k);
-        const s = val === null || val === undefined ? {} : normStruct(node.v!, val, entryRaw, entryCanon, entryUser, '', ctx);
+        const s = val === null || val === undefined ? {} : normStruct(node.v!, val, entryRaw, entryCanon, entryUser, ctx);
         if (s === undefined) continue;
         record(ctx, entryCanon, entryUser, entryRaw);
         setOwn(m, k, s);
