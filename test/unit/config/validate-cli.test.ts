@@ -139,6 +139,17 @@ describe('hvinstall validate', () => {
   });
 });
 
+describe('the build-time bundle stays lean', () => {
+  it('loads undici only through the lazily imported URL fetcher, and shares lib/errors', async () => {
+    const { readFileSync } = await import('node:fs');
+    const bundle = readFileSync(path.join(repo, 'dist/installer/commands/validate.bundle.js'), 'utf8');
+    expect(bundle).not.toMatch(/from\s*"undici"|require\("undici"\)/);
+    expect(bundle).toContain('import("../../lib/http-fetch.js")');
+    expect(bundle).toMatch(/from\s*"\.\.\/\.\.\/lib\/errors\.js"/);
+    expect(bundle).not.toMatch(/from\s*"ajv|require\("ajv/);
+  });
+});
+
 describe('installer/commands/validate without the build-time bundle', () => {
   it('falls back to the modules and runs the same command', async () => {
     const { vi } = await import('vitest');
