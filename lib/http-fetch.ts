@@ -202,7 +202,13 @@ export async function fetchBytes(rawUrl: string, options: FetchOptions = {}): Pr
   const attempts = Math.max(1, Math.floor(options.attempts ?? 3));
   const maxDelay = options.maxRetryDelayMs ?? 10_000;
   let delay = options.retryDelayMs ?? 1000;
-  const dispatcher = await buildDispatcher(opts);
+  let dispatcher: Dispatcher;
+  try {
+    dispatcher = await buildDispatcher(opts);
+  } catch (err) {
+    if (err instanceof FetchError) throw new FetchError(err.kind, url.href, err.message, { hint: err.hint, attempts: 0 });
+    throw err;
+  }
   try {
     for (let attempt = 1; ; attempt++) {
       try {

@@ -228,7 +228,10 @@ describe('fetchBytes', () => {
       const bad = `${tmp}/not-a-ca.pem`;
       writeFileSync(bad, 'hello');
       expect((await failure(fetchBytes(url, { caFile: bad }))).message).toBe(`CA file ${bad} holds no PEM certificate`);
-      expect((await failure(fetchBytes(url, { caFile: `${tmp}/absent.pem` }))).kind).toBe('ca-file');
+      const absent = await failure(fetchBytes(url, { caFile: `${tmp}/absent.pem` }));
+      expect(absent.kind).toBe('ca-file');
+      expect(absent.url).toBe(url);
+      expect(absent.message).toMatch(new RegExp(`^cannot read CA file ${tmp}/absent.pem: ENOENT`));
     } finally {
       tlsServer.closeAllConnections();
       await new Promise<void>((r) => tlsServer.close(() => r()));
