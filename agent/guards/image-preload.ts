@@ -4,6 +4,7 @@
  * check (agent/preload/). Harvester's own preload has no timeout anywhere (#2651, #8606, #4728).
  */
 import { HvError } from '../../lib/errors.js';
+import { CommandError } from '../../lib/exec.js';
 import type { Guard, GuardContext, GuardResult } from '../guard.js';
 import { diagnose, summarise } from '../preload/diagnosis.js';
 import { runPreload } from '../preload/preload.js';
@@ -22,6 +23,8 @@ async function reconcile(ctx: GuardContext): Promise<GuardResult> {
     result = await runPreload({ settings, root: ctx.root, log: ctx.log.child({ guard: 'image-preload' }), progress: ctx.progress, signal: ctx.signal, now: ctx.now });
   } catch (err) {
     if (ctx.signal.aborted) throw err;
+    // A ctr call failed (containerd went away between checks): a later pass may succeed.
+    if (err instanceof CommandError) return { status: 'retry', reason: err.message };
     if (err instanceof HvError) {
       // A malformed or incomplete bundle: no retry fixes it.
       return { status: 'fail', diagnosis: `${err.message}${err.where ? ` (${err.where})` : ''}`, hint: err.hint };

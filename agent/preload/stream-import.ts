@@ -204,13 +204,14 @@ export function importArchiveOnce(opts: ImportAttemptOptions): Promise<ImportAtt
     });
     source.on('end', () => {
       if (failure) return;
+      // A short read is the medium's fault (worth a retry), not the archive's: check it first.
+      if (archive.sizeBytes !== undefined && readBytes !== archive.sizeBytes) {
+        fail('read-failed', `read ${readBytes} bytes but the file has ${archive.sizeBytes}: the medium returned a short read`);
+        return;
+      }
       sha256 = hash?.digest('hex');
       if (expected && sha256 !== expected) {
         fail('checksum-mismatch', `checksum mismatch: the bundle says sha256 ${expected}, the ${formatBytes(readBytes)} read hash to ${sha256}`);
-        return;
-      }
-      if (archive.sizeBytes !== undefined && readBytes !== archive.sizeBytes && !expected) {
-        fail('read-failed', `read ${readBytes} bytes but the file has ${archive.sizeBytes}: the medium returned a short read`);
         return;
       }
       phase = 'finishing';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { HvError } from '../../../lib/errors.js';
@@ -117,6 +117,38 @@ describe('image-preload guard (no containerd needed)', () => {
         diagnosis: `archive x.zip is neither .tar.zst nor .tar (${root}/b/metadata.yaml: images.common[0].archive)`,
         hint: 'image archives are `docker save` tars, optionally zstd-compressed',
       });
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it('returns retry, with the reason, when containerd never answers', async () => {
+    const root = await mkdtemp(path.join(tmpdir(), 'hvpl-unit-'));
+    try {
+      await mkdir(path.join(root, 'b'), { recursive: true });
+      await writeFile(path.join(root, 'b/metadata.yaml'), 'images: {}\n');
+      const r = await imagePreload.reconcile(ctxWith({ bundleDir: '/b', startContainerd: 'never', containerdSocket: '/none.sock', containerdWait: '300ms', ctr: 'false' }, root));
+      expect(r.status).toBe('retry');
+      expect(r.status === 'retry' && r.reason).toMatch(new RegExp(`^waiting for containerd: gave up after \\d+ s: containerd at ${root}/none\\.sock does not answer`));
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it('returns retry when a ctr call fails mid-pass (containerd went away)', async () => {
+    const root = await mkdtemp(path.join(tmpdir(), 'hvpl-unit-'));
+    try {
+      await mkdir(path.join(root, 'b'), { recursive: true });
+      await writeFile(path.join(root, 'b/a.tar'), 'x');
+      await writeFile(path.join(root, 'b/metadata.yaml'), 'images:\n  common:\n    - {archive: a.tar}\n');
+      // Test double for ctr: `version` answers, `images ls` fails as when containerd just died.
+      const fakeCtr = path.join(root, 'fake-ctr-test-double');
+      await writeFile(fakeCtr, '#!/bin/sh\ncase "$*" in *version*) exit 0;; *) echo "ctr: connection refused" >&2; exit 1;; esac\n');
+      await chmod(fakeCtr, 0o755);
+      // An absolute ctr path is a node path: under the root.
+      const r = await imagePreload.reconcile(ctxWith({ bundleDir: '/b', startContainerd: 'never', containerdSocket: '/c.sock', containerdWait: '2s', ctr: '/fake-ctr-test-double' }, root));
+      expect(r.status).toBe('retry');
+      expect(r.status === 'retry' && r.reason).toMatch(/^exited with status 1: .*fake-ctr-test-double .* images ls -q\n\s+ctr: connection refused$/);
     } finally {
       await rm(root, { recursive: true, force: true });
     }
