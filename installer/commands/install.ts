@@ -111,6 +111,10 @@ export default async function install(argv: string[]): Promise<number> {
     process.stderr.write(prepared.redactor.redactString(describeError(err)) + '\n');
     const state = outcome.journal?.status;
     process.stderr.write(`  journal: ${outcome.journalFile}${state ? ` (${state})` : ''}\n  log: ${outcome.logFile}\n`);
+    if (outcome.journal) {
+      process.stderr.write(`  steps: ${outcome.journal.steps.map((s) => `${s.name} ${s.status === 'failed' ? 'FAILED' : s.status}`).join(', ')}\n`);
+      if (outcome.journal.invalidation?.length) process.stderr.write(`  invalidated: ${outcome.journal.invalidation.join(', ')}\n`);
+    }
     if (outcome.failedStep !== 'guard') {
       process.stderr.write(
         state === 'invalidated'

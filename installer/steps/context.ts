@@ -6,7 +6,6 @@ import type { MachineFacts } from '../preflight/types.js';
 import type { Logger } from '../../lib/logger.js';
 import type { Redactor } from '../../lib/redact.js';
 import type { EventBus } from './progress.js';
-import type { JournalStep } from './journal.js';
 
 export interface InstallContext {
   plan: InstallPlan;
@@ -20,8 +19,6 @@ export interface InstallContext {
   signal?: AbortSignal;
   /** Fresh machine facts (re-gathered by the guard). */
   facts: () => Promise<MachineFacts>;
-  /** The journal entry of the step running now (its detail is saved with it). */
-  current?: JournalStep;
   /** Test-only fault injection (HVINSTALL_TEST_SIGKILL_AT), see pipeline.ts. */
   killPoint?: string;
 }

@@ -178,7 +178,6 @@ export async function runInstall(opts: RunInstallOptions): Promise<InstallOutcom
       bus.emit({ type: 'step', phase: 'started', step: step.name, index: i + 2, total });
       killIfAsked(`before:${step.name}`, opts.killPoint);
       const t0 = Date.now();
-      ctx.current = js;
       const detail = await step.run(ctx);
       opts.signal?.throwIfAborted();
       Object.assign(js, { status: 'done', endedAt: new Date().toISOString(), durationMs: Date.now() - t0, ...(detail ? { detail } : {}) });

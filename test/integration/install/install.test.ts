@@ -175,6 +175,7 @@ describe('hvinstall install', () => {
     expect(r.stderr).toContain('invalidated');
     const journalFile = path.join(t.stateDir, `${path.basename(t.disk)}.journal.json`);
     expect(r.stderr).toContain(journalFile);
+    expect(r.stderr).toContain('steps: guard done, clear done, partition done, format FAILED, verify pending');
     const journal = JSON.parse(await readFile(journalFile, 'utf8'));
     expect(journal.status).toBe('invalidated');
     expect(journal.steps.find((s: { name: string }) => s.name === 'format')).toMatchObject({ status: 'failed' });
