@@ -57,7 +57,7 @@ interface MachineActivity {
   lastSeen?: string;
   lastAddress?: string;
   fetched: { ipxe?: string; config?: string; artifacts: Record<string, { at: string; bytes: number; status: number }> };
-  progress?: { event: string; at: string };
+  progress?: { event: string; at: string; summary?: string };
   events: Array<{ at: string; event: string; data: unknown }>;
 }
 
@@ -336,11 +336,16 @@ export class PxeServer {
     const obj = data && typeof data === 'object' && !Array.isArray(data) ? (data as Record<string, unknown>) : undefined;
     const named = typeof obj?.event === 'string' ? obj.event : typeof obj?.type === 'string' ? obj.type : 'event';
     const event = named.slice(0, 64);
+    const summary = obj ? summariseEvent(obj)?.slice(0, 200) : undefined;
     const a = this.seen(m, req);
     const at = new Date().toISOString();
+    // Byte progress replaces the previous byte progress of the same step instead of filling the history.
+    const last = a.events.at(-1);
+    const lastData = last?.data as Record<string, unknown> | undefined;
+    if (event === 'bytes' && last?.event === 'bytes' && lastData?.step === obj?.step) a.events.pop();
     a.events.push({ at, event, data });
     if (a.events.length > LIMITS.eventsKept) a.events.splice(0, a.events.length - LIMITS.eventsKept);
-    a.progress = { event, at };
+    a.progress = { event, at, ...(summary ? { summary } : {}) };
   }
 
   private async serveFile(req: http.IncomingMessage, res: http.ServerResponse, file: OpenedFile): Promise<{ status: number; bytes: number }> {
@@ -395,6 +400,26 @@ export class PxeServer {
     } finally {
       await closeFh();
     }
+  }
+}
+
+/** One line for /machines from an installer event (ours or a Harvester webhook payload). */
+export function summariseEvent(e: Record<string, unknown>): string | undefined {
+  const s = (v: unknown): string => (typeof v === 'string' || typeof v === 'number' ? String(v) : '');
+  switch (e.type) {
+    case 'install':
+      return `install ${s(e.phase)}${e.device ? ` on ${s(e.device)}` : ''}${e.message ? `: ${s(e.message)}` : ''}`;
+    case 'step':
+      return `step ${s(e.index)}/${s(e.total)} ${s(e.step)} ${s(e.phase)}${e.message ? `: ${s(e.message)}` : ''}`;
+    case 'bytes': {
+      const done = Number(e.done);
+      const total = Number(e.total);
+      return `${s(e.step)}: ${total > 0 ? Math.floor((done * 100) / total) : 0}% of ${Math.round(total / 1048576)} MiB`;
+    }
+    case 'message':
+      return `${s(e.level)}: ${s(e.message)}`;
+    default:
+      return typeof e.event === 'string' ? `webhook ${e.event}` : undefined;
   }
 }
 

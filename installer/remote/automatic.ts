@@ -5,12 +5,14 @@
  * the command line, and validated with the one validator. The result carries the webhooks to call
  * (STARTED/SUCCEEDED/FAILED) and where the install media come from.
  */
-import { request } from 'undici';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { Logger } from '../../lib/logger.js';
 import { loadConfig, type LoadedConfig } from '../config/index.js';
 import type { HarvesterConfig } from '../config/types.js';
 import { sendWebhooks, type WebhookVars } from './webhooks.js';
+import { HvpxeEventsSink, postProgressEvent } from './events-sink.js';
+
+export { postProgressEvent };
 
 export interface ConfigFetchOptions {
   /** Total attempts; Harvester: 30. */
@@ -45,6 +47,8 @@ export interface AutomaticInstall {
   events: {
     url?: string;
     post(event: Record<string, unknown>): Promise<void>;
+    /** A progress-bus sink (EventBus.addSink) forwarding install events in the background. */
+    sink: HvpxeEventsSink;
   };
 }
 
@@ -52,22 +56,6 @@ export interface AutomaticInstall {
 export function eventsUrlFromCmdline(cmdlineText: string): string | undefined {
   const m = /(?:^|\s)hvinstall\.events_url=("?)(\S+?)\1(?=\s|$)/.exec(cmdlineText);
   return m && /^https?:\/\//i.test(m[2]) ? m[2] : undefined;
-}
-
-/**
- * Posts one progress event as JSON; bounded (5 s), never throws, and secrets are redacted first.
- * Progress reporting must never slow down or fail an install.
- */
-export async function postProgressEvent(url: string | undefined, event: Record<string, unknown>, log: Logger, timeoutMs = 5_000): Promise<void> {
-  if (!url) return;
-  try {
-    const body = JSON.stringify(log.redactor.redact({ ts: new Date().toISOString(), ...event }));
-    const res = await request(url, { method: 'POST', body, headers: { 'content-type': 'application/json' }, signal: AbortSignal.timeout(timeoutMs) });
-    await res.body.dump().catch(() => undefined);
-    if (res.statusCode >= 400) log.debug('progress event refused', { url, status: res.statusCode });
-  } catch (err) {
-    log.debug('progress event not delivered', { url, error: (err as Error).message });
-  }
 }
 
 /** Where the install media come from (install.iso_url; `local` is the boot medium). Pure. */
@@ -124,6 +112,6 @@ export async function prepareAutomaticInstall(
     loaded,
     media: mediaSource(config),
     webhooks: { send: (event, vars) => sendWebhooks(event, config, { vars, log }) },
-    events: { url: eventsUrl, post: (event) => postProgressEvent(eventsUrl, event, log) },
+    events: { url: eventsUrl, post: (event) => postProgressEvent(eventsUrl, event, log), sink: new HvpxeEventsSink(eventsUrl, log) },
   };
 }

@@ -87,3 +87,14 @@ describe('parseListen', () => {
     expect(() => parseListen('h:99999')).toThrow(/--listen/);
   });
 });
+
+describe('summariseEvent', () => {
+  it('says in one line how far an install got', async () => {
+    const { summariseEvent } = await import('../../../pxe/server.js');
+    expect(summariseEvent({ type: 'step', phase: 'done', step: 'deploy', index: 4, total: 9 })).toBe('step 4/9 deploy done');
+    expect(summariseEvent({ type: 'bytes', step: 'deploy', done: 512 * 1048576, total: 1024 * 1048576 })).toBe('deploy: 50% of 1024 MiB');
+    expect(summariseEvent({ type: 'install', phase: 'failed', device: '/dev/sda', message: 'disk busy' })).toBe('install failed on /dev/sda: disk busy');
+    expect(summariseEvent({ event: 'SUCCEEDED', hostname: 'n1' })).toBe('webhook SUCCEEDED');
+    expect(summariseEvent({ other: 1 })).toBeUndefined();
+  });
+});
