@@ -47,8 +47,9 @@ export interface PreloadSettings {
 
 /** Where the bundle is looked for, in order (node paths). */
 export const DEFAULT_BUNDLE_DIRS = [
-  // Where the installer copies the ISO's bundle/ for the agent.
-  '/var/lib/hvagent/bundle',
+  // Where the installer copies the ISO's bundle/ for the agent: under /var/lib/rancher, which
+  // cOS keeps on COS_PERSISTENT (PERSISTENT_STATE_PATHS), so it survives reboots until imported.
+  '/var/lib/rancher/hvagent/bundle',
   // The live ISO itself, when the node still runs from it (dracut dmsquash-live mounts it here).
   '/run/initramfs/live/bundle',
 ];

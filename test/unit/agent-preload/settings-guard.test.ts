@@ -26,7 +26,7 @@ describe('resolvePreloadSettings', () => {
     expect(s).toEqual(defaultPreloadSettings());
     expect(s).toMatchObject({
       containerdSocket: '/run/k3s/containerd/containerd.sock',
-      bundleDirs: ['/var/lib/hvagent/bundle', '/run/initramfs/live/bundle'],
+      bundleDirs: ['/var/lib/rancher/hvagent/bundle', '/run/initramfs/live/bundle'],
       namespace: 'k8s.io',
       parallelism: 2,
       stallTimeoutMs: 120_000,
@@ -86,7 +86,7 @@ describe('image-preload guard (no containerd needed)', () => {
     try {
       expect(await imagePreload.reconcile(ctxWith({}, root))).toEqual({
         status: 'skip',
-        reason: `no image bundle at ${root}/var/lib/hvagent/bundle or ${root}/run/initramfs/live/bundle: RKE2 will pull or import images itself`,
+        reason: `no image bundle at ${root}/var/lib/rancher/hvagent/bundle or ${root}/run/initramfs/live/bundle: RKE2 will pull or import images itself`,
       });
       expect(await imagePreload.reconcile(ctxWith({ required: true, bundleDir: '/iso/bundle' }, root))).toEqual({
         status: 'fail',
