@@ -12,7 +12,8 @@ import path from 'node:path';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
 import { fetchDebianKernel } from '../boot-chain.js';
-import { buildTestOsTree, BUSYBOX } from '../test-os-tree.js';
+import { BUSYBOX } from '../test-os-tree.js';
+import { buildOsImage } from './os-image.js';
 import { LIVE_INIT, UDHCPC_SCRIPT } from './init-script.js';
 import { LIVE_DATA_DIRS, LIVE_MODULES, LIVE_TOOLS, OPTIONAL_TOOLS } from './tools.js';
 
@@ -60,6 +61,8 @@ export async function buildLiveInstaller(opts: LiveBuildOptions): Promise<LiveBu
     await copyFile(BUSYBOX, busybox);
     await chmod(busybox, 0o755);
     await symlink('busybox', path.join(root, 'usr/bin/sh'));
+    // The kernel runs /sbin/modprobe for module requests (a filesystem type, crc32c for ext4).
+    await symlink('/usr/bin/busybox', path.join(root, 'usr/sbin/modprobe'));
 
     const missingOptionalTools: string[] = [];
     const binaries: string[] = [process.execPath];
@@ -79,7 +82,7 @@ export async function buildLiveInstaller(opts: LiveBuildOptions): Promise<LiveBu
     await writeFile(path.join(root, 'usr/bin/hvinstall'), `#!/bin/sh\nexec node ${LIVE_APP_DIR}/dist/installer/cli.js "$@"\n`, { mode: 0o755 });
 
     const osSquashfs = path.join(outDir, 'os.squashfs');
-    await buildOsImage(work, opts.cacheDir, opts.kernelPackage, osSquashfs);
+    await buildOsImage({ workDir: work, cacheDir: opts.cacheDir, kernelPackage: opts.kernelPackage, out: osSquashfs });
     await copyFile(osSquashfs, path.join(root, LIVE_OS_IMAGE.slice(1)));
 
     await writeFile(path.join(root, 'init'), LIVE_INIT, { mode: 0o755 });
@@ -193,13 +196,6 @@ export function productionPackages(lock: PackageLock): string[] {
     .filter(([p, meta]) => p.startsWith('node_modules/') && !meta.dev && !meta.devOptional && !meta.link)
     .map(([p]) => p)
     .sort();
-}
-
-/** The OS the live system installs: the test OS tree with Debian's kernel and the cos-img initramfs, as squashfs. */
-async function buildOsImage(work: string, cacheDir: string, kernelPackage: string | undefined, out: string): Promise<void> {
-  const tree = await buildTestOsTree(path.join(work, 'os-tree'), { kernel: { cacheDir: path.join(cacheDir, 'kernel'), kernelPackage } });
-  await rm(out, { force: true });
-  await run('mksquashfs', [tree.dir, out, '-noappend', '-comp', 'zstd', '-no-progress', '-quiet', '-all-root'], { timeoutMs: 10 * 60_000 });
 }
 
 export async function sha256File(file: string): Promise<string> {

@@ -12,6 +12,9 @@ export const LIVE_MODULES = [
   'virtio_scsi',
   'sd_mod',
   'ahci',
+  // ext4's crc32c is a soft dependency, which busybox modprobe does not follow: load it first.
+  'crc32c_intel',
+  'crc32c_generic',
   'loop',
   'squashfs',
   'overlay',
@@ -42,5 +45,9 @@ export const LIVE_TOOLS = [
 /** Tools that may be absent on the build host (their callers tolerate absence). */
 export const OPTIONAL_TOOLS: ReadonlySet<string> = new Set(['dmsetup', 'mdadm', 'xorriso', 'grub-probe', 'grub-install', 'debugfs', 'mksquashfs']);
 
-/** Directories copied whole (grub's module directory, read by grub-mkimage and copied to COS_STATE). */
-export const LIVE_DATA_DIRS = ['/usr/lib/grub/x86_64-efi', '/usr/share/grub'] as const;
+/**
+ * Directories copied whole: grub's modules (read by grub-mkimage and copied to COS_STATE), and
+ * glibc's iconv modules, without which mtools cannot set the FAT code page (850) and every
+ * mcopy/mmd onto the ESP fails with "Error setting code page".
+ */
+export const LIVE_DATA_DIRS = ['/usr/lib/grub/x86_64-efi', '/usr/share/grub', '/usr/lib/x86_64-linux-gnu/gconv'] as const;

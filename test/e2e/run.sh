@@ -40,9 +40,11 @@ fi
 
 # --- every process we start is tracked and ended on exit
 PIDS=()
+LOOP=
 cleanup() {
   local rc=$?
   set +e
+  [ -n "$LOOP" ] && losetup --detach "$LOOP"
   for pid in "${PIDS[@]}"; do
     if kill -0 "$pid" 2>/dev/null; then kill "$pid" 2>/dev/null; sleep 1; kill -9 "$pid" 2>/dev/null; fi
     wait "$pid" 2>/dev/null
@@ -138,8 +140,15 @@ if console install | grep -aq 'HV-LIVE-RESULT install-failed'; then die "install
 say "   guest: $(console install | grep -aE '^installed ' | head -n 1)"
 sgdisk --print "$OUT/disk.raw" | sed -n '/^Number/,$p' > "$OUT/partitions.txt"
 sed 's/^/   /' "$OUT/partitions.txt"
+# Filesystem labels from the outside, through a read-only loop device (detached on exit).
+LOOP=$(losetup --find --show --read-only --partscan "$OUT/disk.raw")
+for _ in $(seq 20); do [ -e "${LOOP}p6" ] && break; partprobe "$LOOP" 2>/dev/null; sleep 0.5; done
+: > "$OUT/labels.txt"
+for p in "$LOOP"p*; do echo "${p#"$LOOP"} $(blkid -p -s TYPE -s LABEL -o export "$p" | tr '\n' ' ')" >> "$OUT/labels.txt"; done
+losetup --detach "$LOOP"; LOOP=
+sed 's/^/   /' "$OUT/labels.txt"
 for label in COS_GRUB COS_OEM COS_RECOVERY COS_STATE COS_PERSISTENT HARV_LH_DEFAULT; do
-  grep -q " $label\$" "$OUT/partitions.txt" || die "install: no partition named $label on the disk"
+  grep -q "LABEL=$label " "$OUT/labels.txt" || die "install: no filesystem labelled $label on the disk"
 done
 say "   disk: $(du -h --apparent-size "$OUT/disk.raw" | cut -f1) apparent, $(du -h "$OUT/disk.raw" | cut -f1) allocated"
 
