@@ -1,4 +1,4 @@
-import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
@@ -14,7 +14,9 @@ export interface BootChainOptions {
 }
 
 /** Modules the initramfs loads (with their dependencies) to reach COS_STATE and the image. */
-export const INITRD_MODULES = ['nvme', 'virtio_blk', 'virtio_pci', 'loop', 'ext4'] as const;
+// crc32c first: ext4 asks the crypto API for it at mount time, which needs a modprobe the
+// kernel can call, so it is loaded up front instead.
+export const INITRD_MODULES = ['nvme', 'virtio_blk', 'virtio_pci', 'loop', 'crc32c_generic', 'ext4'] as const;
 
 /**
  * Adds boot/vmlinuz (Debian's kernel) and boot/initrd to an OS tree. The initrd is the test
@@ -28,6 +30,7 @@ export async function addBootChain(tree: string, opts: BootChainOptions): Promis
   try {
     const root = path.join(work, 'root');
     for (const d of ['bin', 'proc', 'sys', 'dev', 'state', 'newroot', 'lib/modules']) await mkdir(path.join(root, d), { recursive: true });
+    await symlink('bin', path.join(root, 'sbin')); // the kernel calls /sbin/modprobe for module requests
     await copyFile(BUSYBOX, path.join(root, 'bin/busybox'));
     await chmod(path.join(root, 'bin/busybox'), 0o755);
     const loaded: string[] = [];

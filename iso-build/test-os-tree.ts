@@ -87,8 +87,10 @@ export async function buildTestOsTree(dir: string, opts: TestOsTreeOptions = {})
 
 /** The installed test system's init: says which image it booted, then powers off (for e2e tests). */
 const INIT_SCRIPT = `#!/bin/sh
-mount -t proc proc /proc 2>/dev/null
-mount -t sysfs sys /sys 2>/dev/null
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+mount -t devtmpfs dev /dev
+mount -t proc proc /proc
+mount -t sysfs sys /sys
 img=$(sed -n 's/.*cos-img\\/filename=\\([^ ]*\\).*/\\1/p' /proc/cmdline)
 . /etc/os-release
 echo "HVTEST-BOOTED image=$img os=$NAME"

@@ -83,15 +83,15 @@ export function bootEntries(opts: GrubConfigOptions = {}): BootEntry[] {
 /**
  * A grub function that finds the one device carrying a filesystem label, and fails loudly when
  * there are several: grub's own `search --label` silently takes the first, which boots a stale
- * install or the wrong multipath path. It walks every device (`(*)` needs the regexp module) and
- * probes its label; when grub cannot enumerate devices it falls back to `search`.
+ * install or the wrong multipath path. It walks every partition (`(*,*)` needs the regexp module)
+ * and probes its label; when grub cannot enumerate devices it falls back to `search`.
  * Usage: hv_find_label LABEL VAR — sets VAR to the device name (without parentheses).
  */
 export function renderFindLabelFunction(): string {
   return `function hv_find_label {
   set hv_found=""
   set hv_more=""
-  for hv_d in (*); do
+  for hv_d in (*,*); do
     if probe --set=hv_l --label "$hv_d"; then
       if [ "$hv_l" = "$1" ]; then
         if [ -z "$hv_found" ]; then set hv_found="$hv_d"; else set hv_more="$hv_more $hv_d"; fi
@@ -114,9 +114,20 @@ export function renderFindLabelFunction(): string {
 }`;
 }
 
+/** Name of the early config inside the EFI binary's memdisk. */
+export const MEMDISK_EARLY_CFG = 'hv-early.cfg';
+
 /**
- * Embedded in the EFI binary (grub-mkimage -c) and used as the BIOS core's grub.cfg: find
- * COS_STATE by label (refusing duplicates), then hand over to COS_STATE/grub2/grub.cfg.
+ * The config grub-mkimage embeds (-c). Grub runs it with its minimal rescue parser (no functions,
+ * no loops), so it only hands over to the full early config kept in the binary's memdisk.
+ */
+export function renderEmbeddedCfg(): string {
+  return `configfile (memdisk)/${MEMDISK_EARLY_CFG}\n`;
+}
+
+/**
+ * The early config (in the EFI binary's memdisk; the BIOS core's grub.cfg): find COS_STATE by
+ * label (refusing duplicates), then hand over to COS_STATE/grub2/grub.cfg.
  */
 export function renderEarlyCfg(): string {
   return `# hvinstall early boot: find COS_STATE by label and load its grub.cfg.
@@ -237,7 +248,7 @@ export function stateGrubenvVars(): Record<string, string> {
 export const EFI_IMAGE_MODULES = [
   'part_gpt', 'part_msdos', 'fat', 'ext2', 'normal', 'configfile', 'search', 'search_label',
   'search_fs_uuid', 'regexp', 'probe', 'test', 'echo', 'sleep', 'serial', 'terminal', 'loadenv',
-  'loopback', 'linux', 'gzio', 'boot', 'efi_gop', 'all_video',
+  'loopback', 'linux', 'gzio', 'boot', 'efi_gop', 'all_video', 'memdisk', 'tar',
 ] as const;
 
 /** Modules grub-install builds into the BIOS core (the rest load from COS_STATE). */

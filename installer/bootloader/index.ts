@@ -12,8 +12,10 @@ import {
   GRUB_CFG,
   GRUB_DIR,
   LABELS,
+  MEMDISK_EARLY_CFG,
   oemGrubenvVars,
   renderEarlyCfg,
+  renderEmbeddedCfg,
   renderGrubCfg,
   stateGrubenvVars,
 } from './grub-config.js';
@@ -79,19 +81,27 @@ export async function copyGrubModules(platform: 'x86_64-efi' | 'i386-pc', grubDi
   await rename(tmp, dest);
 }
 
-/** grub-mkimage with the early config embedded, copied to both ESP paths with mtools. */
+/**
+ * grub-mkimage with the early config in a memdisk (the config grub runs first only points there),
+ * copied to both ESP paths with mtools.
+ */
 export async function installEfiBinary(espDevice: string): Promise<void> {
   const tmp = await mkdtemp(path.join(os.tmpdir(), 'hv-grub-efi-'));
   try {
-    const early = path.join(tmp, 'early.cfg');
+    const embedded = path.join(tmp, 'embedded.cfg');
+    const memdiskDir = path.join(tmp, 'memdisk');
+    const memdisk = path.join(tmp, 'memdisk.tar');
     const efi = path.join(tmp, 'BOOTX64.EFI');
-    await writeFileAtomic(early, renderEarlyCfg());
+    await writeFileAtomic(embedded, renderEmbeddedCfg());
+    await writeFileAtomic(path.join(memdiskDir, MEMDISK_EARLY_CFG), renderEarlyCfg());
+    await run('tar', ['-C', memdiskDir, '--format=ustar', '-cf', memdisk, MEMDISK_EARLY_CFG]);
     await run('grub-mkimage', [
       '-O', 'x86_64-efi',
       '-d', path.join(GRUB_LIB, 'x86_64-efi'),
       '-o', efi,
       '-p', `/${GRUB_DIR}`,
-      '-c', early,
+      '-c', embedded,
+      '-m', memdisk,
       ...EFI_IMAGE_MODULES,
     ]);
     await mtoolsMkdirs(espDevice, ['::/EFI', '::/EFI/BOOT', `::/EFI/${EFI_VENDOR_DIR}`]);

@@ -84,7 +84,7 @@ describe('grub.cfg', () => {
     expect(cfg).toContain('hv_find_label COS_STATE hv_dev_state');
     expect(cfg).toContain('hv_find_label COS_OEM hv_dev_oem');
     expect(cfg).toContain('hv_find_label COS_RECOVERY hv_dev_recovery');
-    expect(cfg).toContain('for hv_d in (*); do');
+    expect(cfg).toContain('for hv_d in (*,*); do');
     expect(cfg).toContain('probe --set=hv_l --label "$hv_d"');
     expect(cfg).toMatch(/the filesystem label \$1 is on more than one device/);
     expect(cfg).toMatch(/if \[ -n "\$hv_label_error" \]; then\s+#[^\n]*\n\s+set timeout=-1/);
