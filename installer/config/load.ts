@@ -10,6 +10,7 @@ import { parseYamlWithPositions } from './parse-yaml.js';
 import { parseCmdline } from './cmdline.js';
 import { normaliseRaw, type NormalisedSource } from './normalise.js';
 import { validateSources } from './validate.js';
+import { sortFindings } from './findings.js';
 import type { LoadOptions, LoadedConfig } from './index.js';
 import type { Finding } from './types.js';
 
@@ -173,8 +174,10 @@ export async function loadConfig(source: string | undefined, opts: LoadOptions =
     }
   }
   if (errors.length > 0 && sources.length < (cmd ? 1 : 0) + (fileSource !== undefined ? 1 : 0)) {
-    // The file could not be read as a config: report that alone rather than every rule it "fails".
-    return { source: name, valid: false, errors, warnings, config: {} };
+    // The file could not be read as a config: report that (and the command line's own findings)
+    // rather than every rule the missing file "fails".
+    const all = (sev: 'errors' | 'warnings') => sortFindings([...(sev === 'errors' ? errors : warnings), ...sources.flatMap((s) => s[sev])]);
+    return { source: name, valid: false, errors: all('errors'), warnings: all('warnings'), config: {} };
   }
   const result = validateSources(sources, { alreadyInstalled: opts.alreadyInstalled }, { errors, warnings });
   return { source: name, ...result };

@@ -118,3 +118,14 @@ describe('loadConfig: URLs', () => {
     await expect(loadConfig(undefined)).rejects.toMatchObject({ exitCode: 2, message: 'no config given' });
   });
 });
+
+describe('loadConfig: a broken file with a command line', () => {
+  it('reports the file problem and the command line findings, not every rule', async () => {
+    const r = await loadConfig(file('broken.yaml', 'a: [\n'), { cmdline: 'harvester.install.bogus=1' });
+    expect(r.valid).toBe(false);
+    expect(r.errors.map((e) => [e.source, e.path, e.message.split(':')[0]])).toEqual([
+      [`${tmp}/broken.yaml`, '', 'not valid YAML'],
+      ['<cmdline>', 'install.bogus', 'unknown key "bogus"'],
+    ]);
+  });
+});
