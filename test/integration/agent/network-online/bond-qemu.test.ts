@@ -35,21 +35,27 @@ hv() {
   grep -o '"missing":"[^"]*"' /tmp/$1.log | sort -u | sed "s/^/HVTEST-MISSING $1 /"
   rm -f /agent/run/hvagent/status.json
 }
-# Node starts slowly under TCG: act only once the agent has written its status document.
-agent_running() { while [ ! -f /agent/run/hvagent/status.json ]; do sleep 0.2; done; }
+# Node starts slowly under TCG: act only once the agent has seen both slaves down (bounded).
+agent_saw_down() { i=0; while ! grep -q '"missing":"bond mgmt-bo: 0 of 2' /tmp/$1.log 2>/dev/null && [ $i -lt 900 ]; do sleep 0.2; i=$((i+1)); done; }
 # 1. both switch ports down: no slave has carrier
 hv down 4s
 # 2. one port comes up late
-(agent_running; sleep 3; /usr/sbin/ip link set peer3 up || echo "HVTEST-ERROR peer3 up") &
+(agent_saw_down late; sleep 1; /usr/sbin/ip link set peer3 up || echo "HVTEST-ERROR peer3 up") &
 hv late 40s
 wait
 /usr/sbin/ip -br link | sed 's/^/HVTEST-LINK /'
 /usr/sbin/ip -d link show ens3 | sed 's/^/HVTEST-LINK /'
 # 3. the port flaps while the agent waits, then settles
 /usr/sbin/ip link set peer3 down; sleep 1
-(agent_running; for i in 1 2 3 4 5 6; do /usr/sbin/ip link set peer3 up; sleep 0.4; /usr/sbin/ip link set peer3 down; sleep 0.4; done; /usr/sbin/ip link set peer3 up; /usr/sbin/ip link set peer4 up) &
+(agent_saw_down flap; i=0
+ while [ $i -lt 60 ]; do
+  /usr/sbin/ip link set peer3 up; sleep 0.4; /usr/sbin/ip link set peer3 down; sleep 0.4; i=$((i+1))
+  [ $i -ge 3 ] && grep -q 'flapped while settling' /tmp/flap.log && break
+ done
+ /usr/sbin/ip link set peer3 up; /usr/sbin/ip link set peer4 up) &
 hv flap 40s
 wait
+echo "HVTEST-FLAPPED flap $(grep -c 'flapped while settling' /tmp/flap.log)"
 sed 's/^/HVTEST-LOG flap /' /tmp/flap.log
 echo HVTEST-DONE
 poweroff -f
@@ -98,7 +104,9 @@ describe('network-online with a real bond (QEMU guest)', () => {
     expect(exitOf('flap')).toBe('0');
     expect(status('flap').guards[0]).toMatchObject({ phase: 'succeeded' });
     expect(status('flap').guards[0]!.detail).toMatch(/^mgmt-br 10\.0\.0\.5\/24, default via 10\.0\.0\.1, bond mgmt-bo 1\/2 slaves active$/);
-    // Seen either while a slave was down, or from the bond's link failure count between two looks.
-    expect(missingOf('flap').some((m) => /^bond mgmt-bo: (0 of 2 slaves active|a slave lost its link \(link failures \d+ -> \d+\))/.test(m))).toBe(true);
+    // The agent saw the link come and go while settling (a slave down at a look, or the bond's link
+    // failure count grown between two looks) and did not report online until it held steady.
+    expect(Number(/HVTEST-FLAPPED flap (\d+)/.exec(console_)?.[1])).toBeGreaterThan(0);
+    expect(missingOf('flap').every((m) => /^bond mgmt-bo: (0 of 2 slaves active|a slave lost its link \(link failures \d+ -> \d+\))/.test(m))).toBe(true);
   });
 });

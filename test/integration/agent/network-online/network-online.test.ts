@@ -99,6 +99,11 @@ async function runOnce(deadline: string, extra: Record<string, unknown> = {}) {
   return runGuards({ mode: 'once', rootDir: dir, settings: settingsFor(deadline, extra), log, signal: new AbortController().signal, only: ['network-online'] });
 }
 
+async function until(what: string, ok: () => boolean): Promise<void> {
+  for (let i = 0; i < 1200 && !ok(); i++) await new Promise((r) => setTimeout(r, 50));
+  if (!ok()) throw new Error(`timed out waiting until ${what}`);
+}
+
 function reasons(): string[] {
   return sink.lines.map((l) => JSON.parse(l) as { reason?: string; missing?: string }).flatMap((l) => [l.reason, l.missing]).filter((x): x is string => !!x);
 }
@@ -107,29 +112,31 @@ describe('network-online in network namespaces', () => {
   it('waits for carrier raised late, then reports online with address and default route', async () => {
     await ip('-n', node, 'addr', 'add', '10.77.0.10/24', 'dev', 'mgmt-br');
     await ip('-n', node, 'route', 'add', 'default', 'via', '10.77.0.1');
-    // The switch port is down: no carrier on ens3, so none on mgmt-br. It comes up a few seconds in.
-    const late = setTimeout(() => void ip('-n', sw, 'link', 'set', 'swp1', 'up'), 3000);
-    try {
-      const r = await runOnce('90s', { method: 'static' });
-      expect(r.status.guards[0]!.lastError).toBeUndefined();
-      expect(r.ok).toBe(true);
-      expect(r.status.guards[0]!.detail).toBe('mgmt-br 10.77.0.10/24, default via 10.77.0.1');
-      expect(reasons()).toContain('mgmt-br has no carrier');
-    } finally {
-      clearTimeout(late);
-    }
+    // The switch port is down: no carrier on ens3, so none on mgmt-br. It comes up once the agent
+    // has seen it missing.
+    const running = runOnce('90s', { method: 'static' });
+    await until('the agent saw no carrier', () => reasons().includes('mgmt-br has no carrier'));
+    await ip('-n', sw, 'link', 'set', 'swp1', 'up');
+    const r = await running;
+    expect(r.status.guards[0]!.lastError).toBeUndefined();
+    expect(r.ok).toBe(true);
+    expect(r.status.guards[0]!.detail).toBe('mgmt-br 10.77.0.10/24, default via 10.77.0.1');
   });
 
   it('waits out a port flapping, and gives a diagnosis when carrier never comes', async () => {
     await ip('-n', node, 'addr', 'add', '10.77.0.10/24', 'dev', 'mgmt-br');
     await ip('-n', node, 'route', 'add', 'default', 'via', '10.77.0.1');
     await ip('-n', sw, 'link', 'set', 'swp1', 'up');
-    let flaps = 0;
+    // Flap the port (down 400 ms, up 400 ms) until the agent has seen the carrier go, a few more
+    // times after that, then leave it up.
+    let seenAt: number | undefined;
     const flapper = (async () => {
-      for (; flaps < 8; flaps++) {
-        await ip('-n', sw, 'link', 'set', 'swp1', flaps % 2 === 0 ? 'down' : 'up');
+      for (let i = 0; i < 200 && (seenAt === undefined || i < seenAt + 6); i++) {
+        await ip('-n', sw, 'link', 'set', 'swp1', i % 2 === 0 ? 'down' : 'up');
         await new Promise((r) => setTimeout(r, 400));
+        if (seenAt === undefined && reasons().includes('mgmt-br has no carrier')) seenAt = i;
       }
+      await ip('-n', sw, 'link', 'set', 'swp1', 'up');
     })();
     const r = await runOnce('90s', { method: 'static' });
     await flapper;
