@@ -219,8 +219,22 @@ export class PxeServer {
     let status = 0;
     let bytes = 0;
     let machine: string | undefined;
-    res.on('finish', () => {
-      this.opts.log.info('request', { method: req.method, path: rawUrl.split('?')[0].slice(0, 200), status, bytes, ms: Date.now() - started, machine, client: req.socket.remoteAddress });
+    // Set by serveFile before it writes the head (headers given to writeHead are not readable back).
+    const fileReply = { status: 0, length: 0 };
+    // 'close' comes for every response, finished or cut off; artifact bytes are known only afterwards.
+    res.on('close', () => {
+      const complete = res.writableFinished;
+      const length = fileReply.length;
+      this.opts.log.info('request', {
+        method: req.method,
+        path: rawUrl.split('?')[0].slice(0, 200),
+        status: status || fileReply.status || res.statusCode,
+        bytes: bytes || (complete && req.method !== 'HEAD' ? length : undefined),
+        ...(complete ? {} : { aborted: true }),
+        ms: Date.now() - started,
+        machine,
+        client: req.socket.remoteAddress,
+      });
     });
     const reply = (code: number, body: string, type?: string, extra?: Record<string, string>): void => {
       status = code;
@@ -315,7 +329,7 @@ export class PxeServer {
       }
       const who = this.byAddress.get(req.socket.remoteAddress ?? '');
       machine = who;
-      const r = await this.serveFile(req, res, file);
+      const r = await this.serveFile(req, res, file, fileReply);
       status = r.status;
       bytes = r.bytes;
       const m = who ? machineByName(state.catalog, who) : undefined;
@@ -348,7 +362,7 @@ export class PxeServer {
     a.progress = { event, at, ...(summary ? { summary } : {}) };
   }
 
-  private async serveFile(req: http.IncomingMessage, res: http.ServerResponse, file: OpenedFile): Promise<{ status: number; bytes: number }> {
+  private async serveFile(req: http.IncomingMessage, res: http.ServerResponse, file: OpenedFile, reply: { status: number; length: number }): Promise<{ status: number; bytes: number }> {
     const { fh, stat } = file;
     let closed = false;
     const closeFh = async (): Promise<void> => {
@@ -390,6 +404,8 @@ export class PxeServer {
       }
       const length = stat.size === 0 ? 0 : end - start + 1;
       headers['Content-Length'] = String(length);
+      reply.status = status;
+      reply.length = length;
       res.writeHead(status, headers);
       if (req.method === 'HEAD' || length === 0) {
         res.end();

@@ -355,5 +355,7 @@ describe('hvpxe serve: clients that go away', () => {
       intervalMs: 200,
     });
     expect((await get('/artifacts/k/vmlinuz')).status).toBe(200);
+    const lines = hv!.stderr.join('').split('\n').filter((l) => l.includes('"msg":"request"')).map((l) => JSON.parse(l));
+    expect(lines.some((l) => l.path === '/artifacts/harvester.iso' && l.status === 206 && l.bytes === 1000)).toBe(true);
   });
 });
