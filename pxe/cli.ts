@@ -71,6 +71,7 @@ async function serve(argv: string[]): Promise<number> {
   let serverUrl = values['server-url'] ?? (await readProfiles(profilesPath)).server_url;
   const wildcard = host === '0.0.0.0' || host === '::' || host === '';
   if (!serverUrl && wildcard) throw usageError(`listening on ${host} needs a URL machines can reach: pass --server-url or set server_url in profiles.yaml`);
+  if (serverUrl && !/^https?:\/\/[^/\s?#]+\/?$/.test(serverUrl)) throw usageError(`server URL must look like http://HOST[:PORT], got '${serverUrl}'`);
   serverUrl = serverUrl?.replace(/\/+$/, '');
   const log = new Logger();
   const server = new PxeServer({
