@@ -122,7 +122,8 @@ async function ours(root, sockRel, hwmFile) {
   const settings = path.join(root, 'hvagent.yaml');
   await writeFile(
     settings,
-    `guards:\n  image-preload:\n    bundleDir: /bundle\n    containerdSocket: ${sockRel}\n    startContainerd: never\n    ctr: ctr\n`,
+    `guards:\n  image-preload:\n    bundleDir: /bundle\n    containerdSocket: ${sockRel}\n    startContainerd: never\n    ctr: ctr\n` +
+      (process.env.PRELOAD_PARALLELISM ? `    parallelism: ${Number(process.env.PRELOAD_PARALLELISM)}\n` : ''),
   );
   // Records the agent's own peak RSS (VmHWM) as it exits.
   const reporter = path.join(root, 'hwm.mjs');
