@@ -34,7 +34,7 @@ describe('image-preload guard: import', () => {
       { name: 'rke2-images.linux-amd64.tar.zst', images: [{ ref: 'docker.io/rancher/rke2-runtime:v1.31', size: 2 * MiB }], section: 'rke2', checksum: true },
       { name: 'plain.tar', images: [{ ref: 'registry.example.com/ns/plain:2', size: 512 * 1024 }] },
     ]);
-    const t = makeContext(testSettings(containerd, bundle, { parallelism: 3 }));
+    const t = makeContext(testSettings(containerd, bundle, { parallelism: 2 }));
     const r = await imagePreload.reconcile(t.ctx);
     expect(r).toEqual({ status: 'ok', detail: expect.stringMatching(/^4 archives: 4 imported \(.*\); 5 listed images present$/) });
     expect(await containerd.images()).toEqual([
@@ -46,6 +46,8 @@ describe('image-preload guard: import', () => {
     ]);
     // Progress per archive reached `hvagent status`, and each import was logged with its checksum state.
     expect(t.progress.some((p) => /archive \d\/4 rancher-images\.tar\.zst: .* of /.test(p))).toBe(true);
+    // Never more imports at once than `parallelism` (each running import is one "archive n/4" entry).
+    expect(Math.max(...t.progress.map((p) => (p.match(/archive \d\/4 /g) ?? []).length))).toBeLessThanOrEqual(2);
     const imported = t.logLines().filter((l) => l.msg === 'archive imported');
     expect(imported.map((l) => l.archive).sort()).toEqual([
       'harvester/images/harvester-images.tar.zst',
