@@ -159,6 +159,8 @@ export async function deployImages(req: DeployRequest): Promise<DeployResult> {
     req.onProgress?.(total, total);
     return result;
   } finally {
+    // After a failure or an abort nothing half-written stays behind (after success these are gone).
+    await Promise.all(Object.values(targets).map((t) => rm(partialOf(t), { force: true })));
     await prepared.release();
   }
 }

@@ -217,6 +217,25 @@ describe('deployImages refusals leave nothing half-written', () => {
     await expectNoImages(d);
   });
 
+  it('stops when aborted in the middle of the copy, removing its partial images', async () => {
+    const d = await disk();
+    const ac = new AbortController();
+    const err = await deployImages(
+      request(d, {
+        signal: ac.signal,
+        onProgress: (done, total) => {
+          if (done > total * 0.4) ac.abort(new Error('operator cancelled'));
+        },
+      }),
+    ).catch((e: unknown) => e);
+    expect((err as Error).message).toBe('operator cancelled');
+    await expectNoImages(d);
+    for (const label of ['COS_STATE', 'COS_RECOVERY']) {
+      expect((await readdir(path.join(d.byLabel(label).mountpoint!, 'cOS'))).filter((f) => f.endsWith('.partial'))).toEqual([]);
+    }
+    expect(await mountsUnder(path.join(d.dir, 'work'))).toEqual([]);
+  });
+
   it('refuses when COS_STATE cannot hold two fully allocated images', async () => {
     const d = await disk({ stateMiB: 100 });
     const err = await deployImages(request(d)).catch((e: unknown) => e);
