@@ -216,6 +216,20 @@ export async function withMount<T>(dev: string, dir: string, fn: (mnt: string) =
  */
 const withoutDeployDate = (rel: string, text: string): string => (path.basename(rel) === 'state.yaml' ? text.replace(/^date:.*$/m, 'date: <not compared>') : text);
 
+/**
+ * sha256 of a grub EFI binary with the mtime (and so the checksum) of the ustar headers of its
+ * embedded memdisk zeroed: installer/bootloader tars the early config with the install time as its
+ * mtime. Every other byte is compared.
+ */
+async function efiBinarySha256(file: string): Promise<string> {
+  const buf = Buffer.from(await readFile(file));
+  for (let i = buf.indexOf('ustar\0'); i >= 257; i = buf.indexOf('ustar\0', i + 1)) {
+    const header = i - 257;
+    buf.fill(0, header + 136, header + 156); // mtime[12] + chksum[8]
+  }
+  return createHash('sha256').update(buf).digest('hex');
+}
+
 export async function diskSnapshot(disk: string, dir: string): Promise<Record<string, unknown>> {
   const table = (await sh('sfdisk', ['--dump', disk])).stdout.replace(/^device: .*$/m, '');
   const snap: Record<string, unknown> = { table };
@@ -233,6 +247,9 @@ export async function diskSnapshot(disk: string, dir: string): Promise<Record<st
       await mkdir(out, { recursive: true });
       await sh('mcopy', ['-s', '-n', '-i', dev, '::/*', out]);
       entry.files = await treeManifest(out);
+      for (const rel of Object.keys(entry.files as Record<string, string>).filter((r) => /\.efi$/i.test(r))) {
+        (entry.files as Record<string, string>)[rel] = `efi ${(await stat(path.join(out, rel))).size} ${await efiBinarySha256(path.join(out, rel))}`;
+      }
       await rm(out, { recursive: true, force: true });
     } else if (!sig.TYPE) {
       entry.sha256 = (await sh('sh', ['-c', `sha256sum < ${dev}`])).stdout.split(' ')[0];
