@@ -34,7 +34,11 @@ export async function readDeclaredSource(ctx: GuardContext): Promise<Declared> {
   }
   const loaded = await loadNodeConfig(ctx.root, configCandidates(s));
   const config = loaded.config ?? ctx.config;
-  const from = loaded.config ? `${loaded.source} system_settings.containerd-registry` : 'the node config the agent started with';
+  const from = loaded.config
+    ? `${loaded.source} system_settings.containerd-registry`
+    : ctx.config
+      ? 'the node config the agent started with'
+      : `no node config: ${loaded.problems.join('; ')}`;
   return { setting: config?.systemSettings?.['containerd-registry'] || undefined, from };
 }
 
