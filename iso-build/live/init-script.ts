@@ -61,7 +61,23 @@ hvinstall fetch config --cmdline-file /proc/cmdline --output /run/hvinstall/conf
 rc=$?
 [ $rc -eq 0 ] || finish "config-fetch-failed exit=$rc" fail
 
-set -- --config /run/hvinstall/config.yaml --source /run/live/os.squashfs --progress plain
+# root=live:URL (PXE, as hvpxe writes it): the OS image comes over HTTP, checked against the
+# URL.sha256 the server publishes; otherwise the image inside this initramfs is installed.
+source=/run/live/os.squashfs
+live=$(arg root) && case "$live" in live:http://*|live:https://*)
+  url=\${live#live:}
+  echo "HV-LIVE: fetching the OS image $url"
+  wget -q -O /run/live/rootfs.squashfs "$url" || finish "rootfs-fetch-failed $url" fail
+  if wget -q -O /run/live/rootfs.sha256 "$url.sha256"; then
+    want=$(cut -d' ' -f1 /run/live/rootfs.sha256); got=$(sha256sum /run/live/rootfs.squashfs | cut -d' ' -f1)
+    [ "$want" = "$got" ] || finish "rootfs-checksum-mismatch want=$want got=$got" fail
+    echo "HV-LIVE: OS image sha256 $got verified"
+  else
+    echo "HV-LIVE: warning: no $url.sha256 published; the OS image is unverified"
+  fi
+  source=/run/live/rootfs.squashfs ;;
+esac
+set -- --config /run/hvinstall/config.yaml --source "$source" --progress plain
 size=$(arg hvlive.system_size) && set -- "$@" --system-size "$size"
 dev=$(arg hvlive.device) && set -- "$@" --device "$dev"
 echo "HV-LIVE: hvinstall install $*"

@@ -37,17 +37,18 @@ export const LIVE_TOOLS = [
   'mke2fs', 'mkfs.ext4', 'mkfs.ext2', 'tune2fs', 'e2fsck', 'e2label', 'debugfs', 'mkfs.vfat', 'mkdosfs', 'fsck.vfat',
   'mount', 'umount', 'unsquashfs', 'mksquashfs',
   // ESP and grub
-  'mtools', 'mcopy', 'mmd', 'mdir', 'mtype', 'grub-mkimage', 'grub-editenv', 'grub-install', 'grub-probe',
+  'mtools', 'mcopy', 'mmd', 'mdir', 'mtype', 'grub-mkimage', 'grub-editenv', 'grub-install', 'grub-probe', 'grub-bios-setup',
   // coreutils and friends the engine calls with GNU options
-  'du', 'sync', 'cat', 'dd', 'cp', 'sha256sum', 'stat', 'truncate', 'flock', 'fallocate', 'zstd', 'xorriso',
+  'du', 'sync', 'cat', 'dd', 'cp', 'sha256sum', 'stat', 'truncate', 'tar', 'gzip', 'flock', 'fallocate', 'zstd', 'xorriso',
 ] as const;
 
 /** Tools that may be absent on the build host (their callers tolerate absence). */
-export const OPTIONAL_TOOLS: ReadonlySet<string> = new Set(['dmsetup', 'mdadm', 'xorriso', 'grub-probe', 'grub-install', 'debugfs', 'mksquashfs']);
+export const OPTIONAL_TOOLS: ReadonlySet<string> = new Set(['dmsetup', 'mdadm', 'xorriso', 'grub-probe', 'grub-install', 'grub-bios-setup', 'debugfs', 'mksquashfs']);
 
 /**
- * Directories copied whole: grub's modules (read by grub-mkimage and copied to COS_STATE), and
+ * Directories copied whole: grub's modules for UEFI and BIOS (read by grub-mkimage/grub-install and
+ * copied to COS_STATE), and
  * glibc's iconv modules, without which mtools cannot set the FAT code page (850) and every
  * mcopy/mmd onto the ESP fails with "Error setting code page".
  */
-export const LIVE_DATA_DIRS = ['/usr/lib/grub/x86_64-efi', '/usr/share/grub', '/usr/lib/x86_64-linux-gnu/gconv'] as const;
+export const LIVE_DATA_DIRS = ['/usr/lib/grub/x86_64-efi', '/usr/lib/grub/i386-pc', '/usr/share/grub', '/usr/lib/x86_64-linux-gnu/gconv'] as const;

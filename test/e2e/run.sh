@@ -5,8 +5,10 @@
 # 260 GiB) and powers off. Then the installed disk alone boots under OVMF (grub -> cos-img
 # initramfs -> active.img) and its init must report the image it booted. Then a negative case: a
 # config naming a missing disk must fail on the console, power off, and leave its disk untouched.
+# Then the PXE path under legacy BIOS: iPXE -> hvpxe serve -> the same live system -> BIOS install -> boot.
 # Details: docs/e2e.md. Knobs: HV_E2E_OUT, HV_E2E_CACHE, HV_E2E_INSTALL_TIMEOUT, HV_E2E_BOOT_TIMEOUT,
-# HV_E2E_SYSTEM_SIZE, HV_E2E_MEM, HV_E2E_NEGATIVE=0 (skip the negative case).
+# HV_E2E_SYSTEM_SIZE, HV_E2E_MEM, HV_E2E_NEGATIVE=0 (skip the negative case), HV_E2E_PXE=0 (skip the
+# PXE-under-BIOS case through hvpxe serve, test/e2e/install-pxe.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
@@ -87,11 +89,13 @@ write_config node-missing-disk.yaml /dev/nvme9n1
 run_qemu() {
   local name=$1 timeout=$2; shift 2
   local log="$OUT/console-$name.log"
-  cp "$OVMF_VARS" "$OUT/vars-$name.fd"
+  local firmware=()
+  if [ "${FIRMWARE:-uefi}" = uefi ]; then
+    cp "$OVMF_VARS" "$OUT/vars-$name.fd"
+    firmware=(-drive if=pflash,format=raw,readonly=on,file="$OVMF_CODE" -drive if=pflash,format=raw,file="$OUT/vars-$name.fd")
+  fi
   qemu-system-x86_64 -machine q35 -accel tcg -cpu max -m "$MEM" -smp 2 -nographic -no-reboot \
-    -drive if=pflash,format=raw,readonly=on,file="$OVMF_CODE" \
-    -drive if=pflash,format=raw,file="$OUT/vars-$name.fd" \
-    "$@" < /dev/null > "$log" 2>&1 &
+    "${firmware[@]}" "$@" < /dev/null > "$log" 2>&1 &
   local pid=$!
   PIDS+=("$pid")
   local deadline=$(($(date +%s) + timeout)) last=0
@@ -113,8 +117,10 @@ run_qemu() {
   return $rc
 }
 console() { tr -d '\r' < "$OUT/console-$1.log"; }
+# grep without -q: with pipefail, an early exit of grep -q would fail the pipeline (SIGPIPE to tr).
+has_line() { console "$1" | grep -aE "$2" > /dev/null; }
 expect_line() { # name regex what
-  console "$1" | grep -aqE "$2" || { console "$1" | tail -n 40 >&2; die "$1: $3 (no line matching /$2/ in $OUT/console-$1.log)"; }
+  has_line "$1" "$2" || { console "$1" | tail -n 40 >&2; die "$1: $3 (no line matching /$2/ in $OUT/console-$1.log)"; }
 }
 
 netdev() { echo "user,id=n0,restrict=on,guestfwd=tcp:$GUEST_SERVER:80-cmd:socat - TCP:127.0.0.1:$PORT"; }
@@ -136,7 +142,7 @@ expect_line install '^HV-LIVE: kernel' "the live system did not start"
 grep -q 'GET /node-1.yaml 200' "$OUT/config-server.log" || { console install | tail -n 40 >&2; die "install: the guest never fetched its config_url (see $OUT/config-server.log)"; }
 expect_line install '^installed /dev/nvme0n1' "the installer did not report a completed install"
 expect_line install '^automatic install: poweroff' "the automatic install did not power off by itself"
-if console install | grep -aq 'HV-LIVE-RESULT install-failed'; then die "install: the live system reported a failed install"; fi
+if has_line install 'HV-LIVE-RESULT install-failed'; then die "install: the live system reported a failed install"; fi
 say "   guest: $(console install | grep -aE '^installed ' | head -n 1)"
 sgdisk --print "$OUT/disk.raw" | sed -n '/^Number/,$p' > "$OUT/partitions.txt"
 sed 's/^/   /' "$OUT/partitions.txt"
@@ -175,7 +181,7 @@ if [ "${HV_E2E_NEGATIVE:-1}" != 0 ]; then
   stage_end negative-missing-disk
   expect_line negative 'HV-LIVE-RESULT install-failed exit=1 ' "the live system did not report the refused install (exit 1)"
   expect_line negative '/dev/nvme9n1' "the error does not name the missing disk"
-  if console negative | grep -aq '^installed '; then die "negative: an install was reported on a missing disk"; fi
+  if has_line negative '^installed '; then die "negative: an install was reported on a missing disk"; fi
   used=$(stat -c %b "$OUT/disk-neg.raw")
   [ "$used" = 0 ] || die "negative: the disk that was not named got written ($used blocks allocated)"
   say "   guest: $(console negative | grep -aE 'nvme9n1' | head -n 1 | cut -c1-160)"
@@ -183,9 +189,18 @@ if [ "${HV_E2E_NEGATIVE:-1}" != 0 ]; then
   rm -f "$OUT/disk-neg.raw"
 fi
 
+# --- 6. PXE under legacy BIOS through hvpxe serve (test/e2e/install-pxe.sh)
+if [ "${HV_E2E_PXE:-1}" != 0 ]; then
+  # shellcheck source=install-pxe.sh
+  . "$REPO/test/e2e/install-pxe.sh"
+  stage_start pxe-bios
+  pxe_stage
+  stage_end pxe-bios
+fi
+
 TIMES[total]=$(($(date +%s) - T0))
 {
   echo "e2e passed $(date -u +%FT%TZ)"
-  for k in build-live install boot-installed negative-missing-disk total; do [ -n "${TIMES[$k]:-}" ] && echo "$k: ${TIMES[$k]} s"; done
+  for k in build-live install boot-installed negative-missing-disk pxe-bios total; do [ -n "${TIMES[$k]:-}" ] && echo "$k: ${TIMES[$k]} s"; done
 } | tee "$OUT/summary.txt"
 say "PASS (disk image left at $OUT/disk.raw; consoles in $OUT/console-*.log)"
