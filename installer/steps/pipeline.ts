@@ -6,6 +6,7 @@
  * preserveOnError), keep the journal and the log on the host and, when possible, on COS_OEM.
  */
 import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { HvError, ExitCode, describeError } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
@@ -23,7 +24,7 @@ import { clearStep, formatStep, partitionStep, verifyStep } from './disk-steps.j
 import { bootloaderStep, deployStep, makeFinishStep, oemStep, persistentStep, saveInstallRecord } from './content-steps.js';
 import { newJournal, readJournal, JournalWriter, type Journal } from './journal.js';
 import { lockDevice, type DeviceLock } from './lock.js';
-import { releaseStaleMounts } from './mounts.js';
+import { mountsUnder, releaseStaleMounts } from './mounts.js';
 import { busyHolders } from './holders.js';
 import type { EventBus } from './progress.js';
 import { loadSendWebhooks } from './seams.js';
@@ -190,6 +191,8 @@ export async function runInstall(opts: RunInstallOptions): Promise<InstallOutcom
     bus.emit({ type: 'install', phase: 'succeeded', device: plan.device });
     await lock.release();
     lock = undefined;
+    // The run directory only held mount points and scratch; never remove it with anything mounted.
+    if ((await mountsUnder(opts.runDir)).length === 0) await rm(opts.runDir, { recursive: true, force: true }).catch(() => undefined);
     await sendWebhook('SUCCEEDED');
     return { ok: true, resumed, journalFile, logFile, journal: writer.journal };
   } catch (err) {
