@@ -160,4 +160,15 @@ describe('image-preload guard: import', () => {
     expect(r.status === 'retry' && r.reason).toMatch(/unreadable\.tar\.zst: reading the archive failed: .*Is a directory.* \[after 1 attempt\]/);
     expect(await containerd.images()).toEqual([]);
   });
+
+  it('unpacks into the snapshotter during the import when asked (unpack: true)', async () => {
+    const bundle = path.join(dir, 'bundle');
+    await buildBundle(bundle, [{ name: 'unpacked.tar.zst', images: [{ ref: 'docker.io/hv/unpacked:1', size: MiB }], checksum: true }]);
+    const t = makeContext(testSettings(containerd, bundle, { unpack: true }));
+    expect(await imagePreload.reconcile(t.ctx)).toMatchObject({ status: 'ok' });
+    expect(await containerd.images()).toEqual(['docker.io/hv/unpacked:1']);
+    const { execa } = await import('execa');
+    const snapshots = await execa('ctr', ['-a', containerd.socket, '-n', 'k8s.io', 'snapshots', 'ls']);
+    expect(snapshots.stdout.trim().split('\n').length).toBeGreaterThan(1);
+  });
 });
