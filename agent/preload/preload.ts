@@ -13,7 +13,7 @@ import { formatBytes, type ArchiveOutcome, type FailureKind, type PreloadOutcome
 import { findMissing, imagesToRollBack, importOrder, planImports } from './plan.js';
 import { ImportAttemptError, importArchiveOnce } from './stream-import.js';
 import { RKE2_CONTAINERD, RKE2_CTR, type PreloadSettings } from './settings.js';
-import { startStandaloneContainerd, type StandaloneContainerd } from './standalone-containerd.js';
+import { adoptLeftoverContainerd, startStandaloneContainerd, type StandaloneContainerd } from './standalone-containerd.js';
 
 export interface PreloadEnv {
   settings: PreloadSettings;
@@ -61,9 +61,7 @@ async function waitForContainerd(target: CtrTarget, env: PreloadEnv): Promise<st
   try {
     await waitUntil(
       async () => {
-        // Listing the images doubles as the "is containerd there" probe (one ctr call fewer per pass).
-  const listed = await listImages(target).catch(() => undefined);
-  const problem = listed ? null : await containerdProblem(target);
+        const problem = await containerdProblem(target);
         return problem ? { done: false, reason: problem } : { done: true, value: null };
       },
       { what: 'waiting for containerd', timeoutMs: env.settings.containerdWaitMs, intervalMs: 500, backoff: 1.5, maxIntervalMs: 5000, signal: env.signal, now: env.now },
@@ -162,10 +160,16 @@ export async function runPreload(env: PreloadEnv): Promise<PreloadRun> {
   const target: CtrTarget = { ctr: await resolveCtr(env), socket: env.root(s.containerdSocket), namespace: s.namespace };
   log.info('image bundle found', { bundle: dir, archives: bundle.archives.length, fromMetadata: bundle.fromMetadata, socket: target.socket });
 
-  let standalone: StandaloneContainerd | undefined;
+  let standalone: StandaloneContainerd | undefined = await adoptLeftoverContainerd(env.root('/run/hvagent'));
+  if (standalone) log.warn('adopted a standalone containerd left running by an earlier pass; it is stopped at the end of this one', { pid: standalone.pid });
   // Listing the images doubles as the "is containerd there" probe (one ctr call fewer per pass).
   const listed = await listImages(target).catch(() => undefined);
-  const problem = listed ? null : await containerdProblem(target);
+  let problem = listed ? null : await containerdProblem(target);
+  if (problem && standalone) {
+    // The leftover is alive but does not answer: replace it.
+    await standalone.stop();
+    standalone = undefined;
+  }
   if (problem && s.startContainerd === 'auto') {
     const binary = await resolveContainerdBinary(env);
     try {
@@ -180,13 +184,14 @@ export async function runPreload(env: PreloadEnv): Promise<PreloadRun> {
         signal: env.signal,
       });
       log.info('started a standalone containerd for the preload', { pid: standalone.pid, binary, config: standalone.config, log: standalone.log });
+      problem = null;
     } catch (err) {
       if (env.signal.aborted) throw err;
       return { kind: 'containerd-unavailable', reason: `nothing answers on ${target.socket} and a standalone containerd did not start: ${(err as Error).message}` };
     }
   }
   try {
-    return await importBundle(bundle, dir, target, env, problem === null || standalone !== undefined, listed);
+    return await importBundle(bundle, dir, target, env, problem === null, listed);
   } finally {
     if (standalone) {
       await standalone.stop();

@@ -6,7 +6,8 @@
  * import needs only the content and image services.
  */
 import { spawn } from 'node:child_process';
-import { open } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { open, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { writeFileAtomic } from '../../lib/atomic-write.js';
 import { sleep, waitUntil } from '../../lib/wait.js';
@@ -52,18 +53,58 @@ export function renderStandaloneConfig(o: Pick<StandaloneContainerdOptions, 'roo
   ].join('\n');
 }
 
+/** Gone, or a zombie nobody has reaped yet (an adopted orphan's parent is init). */
 function exited(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return false;
+  } catch {
+    return true;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
   } catch {
     return true;
   }
 }
 
+const files = (workDir: string): { config: string; log: string; pidFile: string } => ({
+  config: path.join(workDir, 'preload-containerd.toml'),
+  log: path.join(workDir, 'preload-containerd.log'),
+  pidFile: path.join(workDir, 'preload-containerd.pid'),
+});
+
+function stopper(pid: number, pidFile: string, exitedYet: () => boolean): () => Promise<void> {
+  return async () => {
+    if (!exited(pid) && !exitedYet()) {
+      process.kill(pid, 'SIGTERM');
+      for (let i = 0; i < 100 && !exited(pid) && !exitedYet(); i++) await sleep(100);
+      if (!exited(pid) && !exitedYet()) process.kill(pid, 'SIGKILL');
+    }
+    await rm(pidFile, { force: true });
+  };
+}
+
+/**
+ * A standalone containerd left running by an earlier pass whose agent died (its PID file names a
+ * live containerd started with our config): adopted, so this pass stops it before RKE2 needs the
+ * socket. A stale PID file is removed.
+ */
+export async function adoptLeftoverContainerd(workDir: string): Promise<StandaloneContainerd | undefined> {
+  const { config, log, pidFile } = files(workDir);
+  const text = await readFile(pidFile, 'utf8').catch(() => undefined);
+  if (text === undefined) return undefined;
+  const pid = Number(text.trim());
+  const cmdline = Number.isInteger(pid) && pid > 0 ? await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '') : '';
+  if (!cmdline.split('\0').includes(config)) {
+    await rm(pidFile, { force: true });
+    return undefined;
+  }
+  return { pid, config, log, stop: stopper(pid, pidFile, () => false) };
+}
+
 export async function startStandaloneContainerd(o: StandaloneContainerdOptions): Promise<StandaloneContainerd> {
-  const config = path.join(o.workDir, 'preload-containerd.toml');
-  const log = path.join(o.workDir, 'preload-containerd.log');
+  const { config, log, pidFile } = files(o.workDir);
   await writeFileAtomic(config, renderStandaloneConfig(o));
   const logFile = await open(log, 'a');
   const child = spawn(o.binary, ['--config', config], { detached: true, stdio: ['ignore', logFile.fd, logFile.fd] });
@@ -80,12 +121,7 @@ export async function startStandaloneContainerd(o: StandaloneContainerdOptions):
   child.once('error', (e) => {
     exitStatus = e.message;
   });
-  const stop = async (): Promise<void> => {
-    if (exited(pid)) return;
-    process.kill(pid, 'SIGTERM');
-    for (let i = 0; i < 100 && !exited(pid) && exitStatus === undefined; i++) await sleep(100);
-    if (!exited(pid) && exitStatus === undefined) process.kill(pid, 'SIGKILL');
-  };
+  const stop = stopper(pid, pidFile, () => exitStatus !== undefined);
   const target: CtrTarget = { ctr: o.ctr, socket: o.socket, namespace: 'k8s.io' };
   try {
     const died = await waitUntil<string | null>(
@@ -101,6 +137,7 @@ export async function startStandaloneContainerd(o: StandaloneContainerdOptions):
     await stop();
     throw err;
   }
+  await writeFile(pidFile, `${pid}\n`);
   child.unref();
   return { pid, config, log, stop };
 }

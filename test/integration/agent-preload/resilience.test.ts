@@ -201,4 +201,40 @@ describe('image-preload guard: resilience', () => {
     await waitFor('the later containerd', async () => (await execa('ctr', ['-a', sock, 'version'], { reject: false })).exitCode === 0, 30_000);
     expect(await later.images()).toEqual(['docker.io/hv/boot:1']);
   });
+
+  it('adopts and stops a standalone containerd left running by a pass whose agent died', async () => {
+    const bundle = path.join(dir, 'bundle');
+    await buildBundle(bundle, [{ name: 'left.tar.zst', images: [{ ref: 'docker.io/hv/left:1', size: MiB }] }]);
+    const nodeRoot = path.join(dir, 'node');
+    await mkdir(path.join(nodeRoot, 'run'), { recursive: true });
+    const { startStandaloneContainerd } = await import('../../../agent/preload/standalone-containerd.js');
+    // What an earlier pass leaves behind when the agent is SIGKILLed between start and stop.
+    const leftover = await startStandaloneContainerd({
+      binary: 'containerd',
+      root: path.join(nodeRoot, 'var/lib/rancher/rke2/agent/containerd'),
+      state: path.join(nodeRoot, 'run/k3s/containerd'),
+      socket: path.join(nodeRoot, 'run/k3s/containerd/containerd.sock'),
+      workDir: path.join(nodeRoot, 'run/hvagent'),
+      readyTimeoutMs: 30_000,
+      ctr: 'ctr',
+    });
+    try {
+      const t = makeContext({ bundleDir: '/bundle', containerdBinary: 'containerd', ctr: 'ctr', retryDelay: '200ms' });
+      t.ctx.root = (p) => (p === '/bundle' ? bundle : path.join(nodeRoot, p));
+      expect(await imagePreload.reconcile(t.ctx)).toMatchObject({ status: 'ok' });
+      expect(t.logLines().find((l) => /^adopted a standalone containerd/.test(String(l.msg)))).toMatchObject({ pid: leftover.pid });
+      expect(t.logLines().some((l) => l.msg === 'started a standalone containerd for the preload')).toBe(false);
+      await waitFor('the leftover containerd to be stopped', () => {
+        try {
+          process.kill(leftover.pid, 0);
+          return false;
+        } catch {
+          return true;
+        }
+      }, 30_000);
+      await expect(stat(path.join(nodeRoot, 'run/hvagent/preload-containerd.pid'))).rejects.toThrow();
+    } finally {
+      await leftover.stop();
+    }
+  });
 });
