@@ -94,7 +94,8 @@ export async function installEfiBinary(espDevice: string): Promise<void> {
     const efi = path.join(tmp, 'BOOTX64.EFI');
     await writeFileAtomic(embedded, renderEmbeddedCfg());
     await writeFileAtomic(path.join(memdiskDir, MEMDISK_EARLY_CFG), renderEarlyCfg());
-    await run('tar', ['-C', memdiskDir, '--format=ustar', '-cf', memdisk, MEMDISK_EARLY_CFG]);
+    // Fixed metadata in the tar, so the same config gives the same EFI binary on every run.
+    await run('tar', ['-C', memdiskDir, '--format=ustar', '--mtime=@0', '--owner=0', '--group=0', '--numeric-owner', '--mode=0644', '-cf', memdisk, MEMDISK_EARLY_CFG]);
     await run('grub-mkimage', [
       '-O', 'x86_64-efi',
       '-d', path.join(GRUB_LIB, 'x86_64-efi'),

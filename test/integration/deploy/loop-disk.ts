@@ -22,7 +22,11 @@ export interface LoopDisk {
   dir: string;
   device: string;
   parts: Array<PartSpec & { device: string; mountpoint?: string }>;
+  /** The raw disk file (kept by release(), removed by cleanup()). */
+  file: string;
   byLabel(label: string): { device: string; mountpoint?: string };
+  /** Unmounts everything and detaches the loop device, keeping the raw file. */
+  release(): Promise<void>;
   cleanup(): Promise<void>;
 }
 
@@ -39,11 +43,15 @@ export async function makeLoopDisk(parts: PartSpec[], opts: { extraMiB?: number;
   await sh('truncate', ['-s', `${total}M`, img]);
   let device = '';
   const mounted: string[] = [];
-  const cleanup = async (): Promise<void> => {
+  const release = async (): Promise<void> => {
     // Anything still mounted below the fixture (a killed deploy's source bind mount) goes first.
     for (const m of (await mountsUnder(dir)).reverse()) await execa('umount', ['-l', m], { reject: false });
-    for (const m of mounted.reverse()) await execa('umount', [m], { reject: false });
+    for (const m of mounted.splice(0).reverse()) await execa('umount', [m], { reject: false });
     if (device) await execa('losetup', ['-d', device], { reject: false });
+    device = '';
+  };
+  const cleanup = async (): Promise<void> => {
+    await release();
     await rm(dir, { recursive: true, force: true });
   };
   try {
@@ -73,12 +81,14 @@ export async function makeLoopDisk(parts: PartSpec[], opts: { extraMiB?: number;
     return {
       dir,
       device,
+      file: img,
       parts: out,
       byLabel(label) {
         const p = out.find((x) => x.label === label);
         if (!p) throw new Error(`no partition ${label}`);
         return p;
       },
+      release,
       cleanup,
     };
   } catch (err) {
