@@ -79,8 +79,9 @@ part() { for p in "$LOOP"p*; do [ "$(blkid -p -s LABEL -o value "$p")" = "$1" ] 
 show COS_OEM "$(part COS_OEM)"
 show COS_STATE "$(part COS_STATE)"
 show COS_RECOVERY "$(part COS_RECOVERY)"
+show COS_PERSISTENT "$(part COS_PERSISTENT)"
 mkdir -p "$MNT/persistent"; mount -o ro "$(part COS_PERSISTENT)" "$MNT/persistent"
-echo "-- COS_PERSISTENT: $(find "$MNT/persistent/.state" -mindepth 1 -maxdepth 1 -type d | wc -l) bind directories under /.state, $(find "$MNT/persistent" -type f | wc -l) files"
+echo "         $(find "$MNT/persistent/.state" -mindepth 1 -maxdepth 1 -type d | wc -l) bind directories under /.state"
 umount "$MNT/persistent"
 ESP=$(part COS_GRUB || true)
 if [ -n "$ESP" ]; then echo "-- COS_GRUB ($ESP)"; mdir -/ -b -i "$ESP" ::/EFI; fi
