@@ -178,6 +178,9 @@ export function planInstall(config: HarvesterConfig, facts: MachineFacts, opts: 
   const stateMiB = stateSizeMiB(systemSizeMiB);
   const recoveryMiB = recoverySizeMiB(systemSizeMiB);
   const notes: string[] = [];
+  if (firmware === 'bios' && sector === 4096) {
+    notes.push(`${target.path} has 4096-byte sectors: most legacy BIOS firmware cannot boot from such a disk; prefer UEFI (install.force_efi)`);
+  }
   if (stateMiB > STATE_MIB) {
     notes.push(`COS_STATE grown from ${STATE_MIB} to ${stateMiB} MiB to hold active, passive and an upgrade's transition image of ${systemSizeMiB} MiB each (harvester#7457)`);
   }

@@ -133,8 +133,11 @@ describe('planInstall layout matrix', () => {
     expect(plan.partitions[0]!.startSector).toBe(2048);
   });
 
-  it('4Kn sectors: sector numbers are in 4096-byte units', () => {
+  it('4Kn sectors: sector numbers are in 4096-byte units; legacy BIOS on 4Kn gets a warning note', () => {
+    const bios = planInstall(cfg(), machine([disk('vda', 300, { logicalSectorSize: 4096 })], false));
+    expect(bios.notes.join('\n')).toContain('most legacy BIOS firmware cannot boot');
     const plan = planInstall(cfg(), machine([disk('vda', 300, { logicalSectorSize: 4096 })]));
+    expect(plan.notes.join('\n')).not.toContain('legacy BIOS');
     expect(plan.partitions[0]!.startSector).toBe(256);
     expect(plan.partitions[0]!.endSector).toBe(256 + 64 * 256 - 1);
   });
