@@ -136,6 +136,18 @@ describe('hvinstall install', () => {
     expect(await diskSnapshot(t.disk, t.dir)).toEqual(before);
   });
 
+  it('refuses a disk another process holds locked (flock), after waiting briefly, and changes nothing', async () => {
+    const t = await setup();
+    const { spawn } = await import('node:child_process');
+    const holder = spawn('flock', ['--exclusive', t.disk, 'sleep', '120'], { stdio: 'ignore' });
+    cleanup.add(async () => holder.kill('SIGKILL'));
+    await new Promise((r) => setTimeout(r, 500));
+    const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir));
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`${t.disk} is locked by another process`);
+    expect((await sh('blkid', ['-p', t.disk], { allowFailure: true })).code).toBe(2); // still blank
+  });
+
   it('without --yes, shows what would be destroyed and refuses', async () => {
     const t = await setup();
     const args = installArgs(t.configFile, t.source, t.stateDir).filter((a) => a !== '--yes');
