@@ -222,6 +222,7 @@ export async function runInstall(opts: RunInstallOptions): Promise<InstallOutcom
     }
     bus.emit({ type: 'install', phase: 'failed', device: plan.device, message: `journal ${journalFile}, log ${logFile}` });
     await lock?.release().catch(() => undefined);
+    if ((await mountsUnder(opts.runDir).catch(() => ['?'])).length === 0) await rm(opts.runDir, { recursive: true, force: true }).catch(() => undefined);
     await sendWebhook('FAILED');
     return { ok: false, resumed, journalFile, logFile, journal: writer?.journal, error: err, failedStep: current };
   }

@@ -139,8 +139,9 @@ describe('hvinstall install', () => {
   it('refuses a disk another process holds locked (flock), after waiting briefly, and changes nothing', async () => {
     const t = await setup();
     const { spawn } = await import('node:child_process');
-    const holder = spawn('flock', ['--exclusive', t.disk, 'sleep', '120'], { stdio: 'ignore' });
-    cleanup.add(async () => holder.kill('SIGKILL'));
+    // its own process group, so cleanup ends flock and the sleep that inherits the device fd
+    const holder = spawn('flock', ['--exclusive', t.disk, 'sleep', '120'], { stdio: 'ignore', detached: true });
+    cleanup.add(async () => process.kill(-holder.pid!, 'SIGKILL'));
     await new Promise((r) => setTimeout(r, 500));
     const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir));
     expect(r.code).toBe(1);
