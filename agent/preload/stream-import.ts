@@ -16,6 +16,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import type { Readable, Writable } from 'node:stream';
 import type { BundleArchive } from './bundle.js';
 import type { CtrTarget } from './containerd.js';
@@ -55,6 +56,38 @@ if [ "$rs" -ne 0 ]; then echo "hvagent-preload: reading $archive failed (cat exi
 if [ "$zs" -ne 0 ] && [ "$zs" -ne 141 ]; then echo "hvagent-preload: zstd could not decompress $archive (exit $zs)" >&2; exit 98; fi
 exit "$cs"
 `;
+
+// Without a checksum to verify, the agent stays out of the data path: zstd (or ctr, for a plain
+// tar) reads the archive itself, in large reads, and the agent follows the reader's progress in
+// /proc/<pid>/io (rchar) instead of relaying every 64 KiB chunk. fd 3 carries only the reader's PID.
+const DIRECT_SCRIPT = `archive=$1 compression=$2 zstd=$3
+shift 3
+( while kill -0 "$PPID" 2>/dev/null; do sleep 2; done; kill -KILL 0 ) </dev/null >/dev/null 2>&1 3>&- &
+watcher=$!
+widen() { command -v perl >/dev/null 2>&1 && perl -e 'fcntl(STDIN, 1031, 1048576)' 2>/dev/null; return 0; }
+if [ "$compression" = zstd ]; then
+  { echo "$BASHPID" >&3; exec 3>&-; exec "$zstd" -dcq < "$archive"; } | { exec 3>&-; widen; exec "$@"; }
+  st=("\${PIPESTATUS[@]}")
+  zs=\${st[0]} cs=\${st[1]}
+else
+  ( echo "$BASHPID" >&3; exec 3>&-; exec "$@" < "$archive" )
+  cs=$? zs=0
+fi
+exec 3>&-
+kill "$watcher" 2>/dev/null
+if [ "$zs" -ne 0 ] && [ "$zs" -ne 141 ]; then echo "hvagent-preload: zstd could not decompress $archive (exit $zs)" >&2; exit 98; fi
+exit "$cs"
+`;
+
+/** Bytes a process has read so far (/proc/<pid>/io rchar); undefined once it is gone. */
+async function bytesReadBy(pid: number): Promise<number | undefined> {
+  try {
+    const m = /^rchar:\s+(\d+)$/m.exec(await readFile(`/proc/${pid}/io`, 'utf8'));
+    return m ? Number(m[1]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 export interface ImportAttemptOptions {
   archive: BundleArchive;
@@ -117,6 +150,10 @@ export function classifyExit(
   if (code === 98) {
     // zstd reports a broken pipe when ctr died first: that is ctr's failure, not a corrupt archive.
     if (/broken pipe|write error/i.test(output)) return { kind: 'import-failed', message: `ctr stopped reading: ${detail}` };
+    // zstd reading the archive itself: a truncated file ends "prematurely", an I/O error is a read error.
+    if (/read error/i.test(output) && !/premature end|unexpected end/i.test(output)) {
+      return { kind: 'read-failed', message: `reading the archive failed: ${detail}` };
+    }
     return { kind: 'corrupt', message: `cannot decompress (corrupt or truncated): ${detail}` };
   }
   if (signal) return { kind: 'import-failed', message: `the import was killed by ${signal}` };
@@ -127,7 +164,121 @@ export function classifyExit(
   return { kind: 'import-failed', message: `ctr images import exited with status ${code}: ${detail || 'no output'}` };
 }
 
+/**
+ * One attempt. With a checksum the agent relays the bytes (to hash them and hold back the tail);
+ * without one the import reads the archive directly and the agent only watches its progress.
+ */
 export function importArchiveOnce(opts: ImportAttemptOptions): Promise<ImportAttemptResult> {
+  return opts.archive.sha256 ? importRelayed(opts) : importDirect(opts);
+}
+
+function importDirect(opts: ImportAttemptOptions): Promise<ImportAttemptResult> {
+  const now = opts.now ?? Date.now;
+  const started = now();
+  const { archive } = opts;
+  return new Promise<ImportAttemptResult>((resolve, reject) => {
+    if (opts.signal.aborted) return reject(opts.signal.reason ?? new Error('aborted'));
+    const child = spawn(
+      'bash',
+      ['-c', DIRECT_SCRIPT, 'hvagent-preload', archive.archivePath, archive.compression, opts.zstd, ...ctrImportArgs(opts.target, opts.unpack)],
+      { detached: true, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] },
+    );
+    let output = '';
+    const collect = (b: Buffer): void => {
+      output = tail(output + b.toString('utf8'));
+    };
+    child.stdout!.on('data', collect);
+    child.stderr!.on('data', collect);
+    let pidText = '';
+    let readerPid: number | undefined;
+    const pidPipe = child.stdio[3] as Readable;
+    pidPipe.on('data', (b: Buffer) => {
+      pidText += b.toString('utf8');
+      const m = /^(\d+)\n/.exec(pidText);
+      if (m) readerPid = Number(m[1]);
+    });
+    pidPipe.on('error', () => undefined);
+
+    let readBytes = 0;
+    let readingDone = false;
+    let finishingSince: number | undefined;
+    let failure: { kind: FailureKind; message: string } | undefined;
+    let settled = false;
+    let polling = false;
+    const watchdog = new StallWatchdog(opts.stallTimeoutMs, now);
+    const killGroup = (): void => {
+      try {
+        if (child.pid) process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        // Already gone.
+      }
+    };
+    const fail = (kind: FailureKind, message: string): void => {
+      if (failure) return;
+      failure = { kind, message };
+      killGroup();
+    };
+
+    const tick = setInterval(() => {
+      if (failure || settled || polling || readerPid === undefined) return;
+      polling = true;
+      void bytesReadBy(readerPid).then((n) => {
+        polling = false;
+        if (failure || settled) return;
+        if (n === undefined) readingDone = true;
+        else readBytes = archive.sizeBytes !== undefined ? Math.min(n, archive.sizeBytes) : n;
+        if (archive.sizeBytes !== undefined && readBytes >= archive.sizeBytes) readingDone = true;
+        opts.onBytes?.(readBytes);
+        if (!readingDone) {
+          watchdog.observe(readBytes);
+          if (watchdog.stalled()) {
+            fail('stalled', `stalled: no bytes moved for ${Math.round(watchdog.idleMs() / 1000)} s at ${formatBytes(readBytes)}${archive.sizeBytes ? ` of ${formatBytes(archive.sizeBytes)}` : ''}: the import stopped reading the archive (hung or very slow medium, or containerd stopped accepting data)`);
+          }
+          return;
+        }
+        finishingSince ??= now();
+        if (now() - finishingSince >= opts.finishTimeoutMs) {
+          fail('finish-timeout', `every byte was read but ctr did not finish within ${Math.round(opts.finishTimeoutMs / 1000)} s`);
+        }
+      });
+    }, Math.max(50, Math.min(1000, Math.floor(opts.stallTimeoutMs / 4))));
+
+    const onAbort = (): void => fail('import-failed', 'stopped: the agent is shutting down');
+    opts.signal.addEventListener('abort', onAbort, { once: true });
+
+    const finish = (code: number | null, sig: NodeJS.Signals | null): void => {
+      if (settled) return;
+      settled = true;
+      clearInterval(tick);
+      opts.signal.removeEventListener('abort', onAbort);
+      killGroup();
+      pidPipe.destroy();
+      if (opts.signal.aborted) return reject(opts.signal.reason ?? new Error('aborted'));
+      if (failure) return reject(new ImportAttemptError(failure.kind, failure.message, output));
+      const bad = classifyExit(code, sig, output, true);
+      if (bad) return reject(new ImportAttemptError(bad.kind, bad.message, output));
+      const bytes = archive.sizeBytes ?? readBytes;
+      opts.onBytes?.(bytes);
+      resolve({ bytes, durationMs: now() - started });
+    };
+    child.on('error', (err) => {
+      fail('import-failed', `cannot start the import: ${err.message}`);
+      finish(null, null);
+    });
+    child.on('exit', (code, sig) => {
+      let done = false;
+      const settle = (): void => {
+        if (done) return;
+        done = true;
+        finish(code, sig);
+      };
+      child.once('close', settle);
+      setTimeout(settle, 2000).unref();
+    });
+  });
+}
+
+function importRelayed(opts: ImportAttemptOptions): Promise<ImportAttemptResult> {
   const now = opts.now ?? Date.now;
   const started = now();
   const holdBack = opts.holdBackBytes ?? HOLD_BACK_BYTES;

@@ -131,11 +131,11 @@ describe('image-preload guard: resilience', () => {
     const t = makeContext(testSettings(containerd, bundle, { stallTimeout: '10m' }));
     const pass = track(t, imagePreload.reconcile(t.ctx));
     await waitFor('bytes to flow', () => t.progress.some((p) => /slow\.tar\.zst: \d+ KiB/.test(p)));
-    // The reader of the import is there while the import runs…
-    expect((await processesMatching('cat', '--', fifo)).length).toBe(1);
+    // The import's ctr is there while the import runs…
+    expect((await processesMatching('ctr', '-a', containerd.socket, 'import')).length).toBe(1);
     t.abort.abort(new Error('SIGTERM'));
     await expect(pass).rejects.toThrow('SIGTERM');
-    await waitFor('the import group to be gone', async () => (await processesMatching('cat', '--', fifo)).length === 0, 10_000);
+    await waitFor('the import group to be gone', async () => (await processesMatching('ctr', '-a', containerd.socket, 'import')).length === 0, 10_000);
     expect(await containerd.images()).toEqual([]);
   });
 
@@ -155,12 +155,10 @@ describe('image-preload guard: resilience', () => {
     await writeFile(settings, 'guards:\n  image-preload:\n    bundleDir: /bundle\n    containerdSocket: /c.sock\n    startContainerd: never\n    ctr: ctr\n    stallTimeout: 10m\n');
     const agent = spawn(path.resolve('bin/hvagent'), ['once', '--guard', 'image-preload', '--root', dir, '--settings', settings], { detached: true, stdio: 'ignore' });
     extraProcs.push(agent);
-    await waitFor('the import to run', async () => (await processesMatching('cat', '--', fifo)).length === 1, 60_000);
-    const group = await processesMatching('ctr', '-a', containerd.socket, 'import');
-    expect(group.length).toBe(1);
+    await waitFor('the import to run', async () => (await processesMatching('ctr', '-a', containerd.socket, 'import')).length === 1, 60_000);
     process.kill(agent.pid!, 'SIGKILL');
     // The import group notices its parent is gone and ends itself (it checks every 2 s).
-    await waitFor('the orphaned import group to end', async () => (await processesMatching('cat', '--', fifo)).length === 0 && (await processesMatching('ctr', '-a', containerd.socket, 'import')).length === 0, 30_000);
+    await waitFor('the orphaned import group to end', async () => (await processesMatching('ctr', '-a', containerd.socket, 'import')).length === 0, 30_000);
     expect(await containerd.images()).toEqual([]);
   });
 
@@ -236,5 +234,24 @@ describe('image-preload guard: resilience', () => {
     } finally {
       await leftover.stop();
     }
+  });
+
+  it('detects a stall when the import reads the archive itself (no checksum: the agent follows /proc/<pid>/io)', async () => {
+    await containerd.start();
+    const bundle = path.join(dir, 'bundle');
+    await buildBundle(bundle, [{ name: 'direct.tar.zst', images: [{ ref: 'docker.io/hv/direct:1', size: 8 * MiB, kind: 'random' }] }]);
+    const real = path.join(dir, 'direct.tar.zst');
+    const fifo = path.join(bundle, 'harvester/images/direct.tar.zst');
+    await rename(fifo, real);
+    await execa('mkfifo', [fifo]);
+    const half = Math.floor((await stat(real)).size / 2);
+    const hung = spawn('bash', ['-c', 'exec 3>"$1"; head -c "$2" "$3" >&3; exec sleep 600', 'writer', fifo, String(half), real], { detached: true, stdio: 'ignore' });
+    extraProcs.push(hung);
+    const t = makeContext(testSettings(containerd, bundle, { stallTimeout: '2s', attempts: 1 }));
+    const r = await track(t, imagePreload.reconcile(t.ctx));
+    expect(r.status).toBe('retry');
+    expect(r.status === 'retry' && r.reason).toMatch(/direct\.tar\.zst: stalled: no bytes moved for \d+ s at [\d.]+ MiB: the import stopped reading the archive .* \[after 1 attempt\]/);
+    expect(await processesMatching('ctr', '-a', containerd.socket, 'import')).toEqual([]);
+    expect(await containerd.images()).toEqual([]);
   });
 });

@@ -119,6 +119,9 @@ describe('classifyExit', () => {
     // zstd complaining about a broken pipe means ctr died first.
     expect(classifyExit(98, null, 'zstd: error 70 : Write error : cannot write block : Broken pipe\n', false)?.kind).toBe('import-failed');
     expect(classifyExit(1, null, 'ctr: failed to ingest "x": unexpected EOF\n', true)?.kind).toBe('corrupt');
+    // zstd reading the archive itself: truncated file vs I/O error.
+    expect(classifyExit(98, null, 'zstd: /*stdin*\\: Read error (39) : premature end \n', true)?.kind).toBe('corrupt');
+    expect(classifyExit(98, null, 'zstd: error 37 : Read error \n', true)?.kind).toBe('read-failed');
     expect(classifyExit(1, null, 'ctr: failed to ingest "x": unexpected EOF\n', false)?.kind).toBe('import-failed');
     expect(classifyExit(null, 'SIGKILL', '', false)).toEqual({ kind: 'import-failed', message: 'the import was killed by SIGKILL' });
     expect(classifyExit(1, null, 'ctr: connection refused\n', false)).toEqual({ kind: 'import-failed', message: 'ctr images import exited with status 1: ctr: connection refused' });
