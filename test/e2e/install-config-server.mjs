@@ -34,4 +34,7 @@ const server = http.createServer(async (req, res) => {
 server.listen(0, '127.0.0.1', async () => {
   await writeFile(values['port-file'], String(server.address().port));
 });
-process.on('SIGTERM', () => server.close(() => process.exit(0)));
+process.on('SIGTERM', () => {
+  server.close(() => process.exit(0));
+  server.closeAllConnections();
+});

@@ -65,7 +65,11 @@ EOF
   expect_line pxe-install '^installed /dev/nvme0n1' "the installer did not report a completed install"
   expect_line pxe-install '^automatic install: poweroff' "the automatic install did not power off by itself"
   curl -fsS "http://127.0.0.1:$port/machines" > "$OUT/pxe-machines.json" || die "pxe: GET /machines failed"
-  say "   hvpxe /machines: $(head -c 300 "$OUT/pxe-machines.json")"
+  # report_events: hvpxe added webhooks to the served config; the install posts them back.
+  local events
+  events=$(node -e 'const m=JSON.parse(require("fs").readFileSync(process.argv[1],"utf8")).machines.find(x=>x.name==="hv-e2e-pxe"); console.log((m?.events??[]).map(e=>e.event).join(","))' "$OUT/pxe-machines.json")
+  say "   hvpxe /machines: hv-e2e-pxe fetched ipxe, kernel, initrd, config, rootfs; events: $events"
+  case ",$events," in *,STARTED,*SUCCEEDED,*) ;; *) die "pxe: hvpxe did not receive the STARTED and SUCCEEDED webhooks (got: $events)" ;; esac
 
   FIRMWARE=bios run_qemu pxe-boot "$BOOT_TIMEOUT" \
     -drive file="$OUT/disk-pxe.raw",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2E0003,drive=d0,bootindex=0 \

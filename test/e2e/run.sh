@@ -62,6 +62,7 @@ declare -A TIMES
 stage_start() { STAGE_T=$(date +%s); say "== $1"; }
 stage_end() { TIMES[$1]=$(($(date +%s) - STAGE_T)); say "   $1 took ${TIMES[$1]} s"; }
 
+case "$(realpath -m "$OUT")" in /|"$REPO"|"$HOME") die "HV_E2E_OUT=$OUT would remove too much; point it at a directory of its own" ;; esac
 rm -rf "$OUT"
 mkdir -p "$OUT/www" "$CACHE/kernel"
 
