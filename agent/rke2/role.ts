@@ -4,7 +4,8 @@ import type { HarvesterConfig } from '../../installer/config/types.js';
 export type Rke2Role = 'server' | 'agent';
 
 /** Marker written once a join node has been promoted, so restarts keep the server role. */
-export const PROMOTED_MARKER = '/var/lib/hvagent/promoted';
+// Under /var/lib/rancher: one of cOS's PERSISTENT_STATE_PATHS, so it survives a reboot of the A/B image.
+export const PROMOTED_MARKER = '/var/lib/rancher/hvagent/promoted';
 
 /**
  * Create nodes are servers (cluster-init); join nodes start as agents until promoted

@@ -105,7 +105,7 @@ describe('promotion guard', () => {
     expect(dropIn).toContain('cni: multus,canal\ncluster-cidr: 10.52.0.0/16\nservice-cidr: 10.53.0.0/16\ncluster-dns: 10.53.0.10\ntls-san:\n  - 10.0.0.5\n');
     expect(dropIn).toContain('audit-policy-file: /etc/rancher/rke2/config.yaml.d/92-harvester-kube-audit-policy.yaml');
     expect(() => process.kill(agentPid, 0)).toThrow(); // the agent was stopped
-    await access(node.root('/var/lib/hvagent/promoted'));
+    await access(node.root('/var/lib/rancher/hvagent/promoted'));
     // It now runs kube-vip for the VIP from server_url, like the first control-plane node.
     const kv = await readFile(node.root('/var/lib/rancher/rke2/agent/pod-manifests/kube-vip.yaml'), 'utf8');
     expect(kv).toContain('kube-vip');
@@ -127,7 +127,7 @@ describe('promotion guard', () => {
     expect(d).toContain('rolled back: rke2-agent is running again');
     expect(api.patches.at(-1)).toEqual({ node: 'node-2', body: { metadata: { annotations: { 'harvesterhci.io/promote-status': 'failed' } } } });
     await expect(access(node.root('/etc/rancher/rke2/config.yaml.d/90-harvester-server.yaml'))).rejects.toThrow();
-    await expect(access(node.root('/var/lib/hvagent/promoted'))).rejects.toThrow();
+    await expect(access(node.root('/var/lib/rancher/hvagent/promoted'))).rejects.toThrow();
   });
 
   it('says why it cannot watch when the API is unreachable', async () => {
