@@ -3,7 +3,9 @@
  *  [--preserve-on-error]`: installs onto a disk through the journaled step pipeline.
  */
 import path from 'node:path';
+import { readFile, mkdir } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
+import { Logger } from '../../lib/logger.js';
 import { HvError, ExitCode, describeError } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
 import { formatPlanText } from '../disk/format-plan.js';
@@ -13,12 +15,17 @@ import { gatherFacts, prepareInstall } from '../steps/prepare.js';
 import { TEST_KILL_ENV } from '../steps/test-faults.js';
 import { parseSystemSize } from './plan.js';
 
-const USAGE = `usage: hvinstall install --config FILE [--device DISK] [--source DIR|SQUASHFS] [--yes]
+const USAGE = `usage: hvinstall install (--config FILE | --cmdline-file /proc/cmdline) [--device DISK] [--source DIR|SQUASHFS] [--yes]
                          [--progress tty|plain|json] [--preserve-on-error] [--system-size MIB]
                          [--state-dir DIR] [--no-reboot]
 
 Installs onto DISK, destroying everything on it (and on install.data_disk and the disks to wipe).
   --config FILE         the config.yaml (path, http(s) URL or -)
+  --cmdline-file F      automatic mode as Harvester's (F is usually /proc/cmdline): with
+                        harvester.install.automatic=true, the config comes from harvester.install.config_url
+                        merged under the harvester.* parameters, the OS from install.iso_url (downloaded,
+                        checked and opened before any disk is touched) unless --source is given, and progress
+                        goes to hvinstall.events_url (hvpxe) as well as the webhooks
   --device DISK         the install disk when the config does not name it (must match install.device when it does)
   --source S            the OS: a directory tree or a squashfs file (default: the live root /run/rootfsbase)
   --yes                 confirm the destruction (not needed with install.automatic: true)
@@ -38,6 +45,7 @@ export default async function install(argv: string[]): Promise<number> {
       args: argv,
       options: {
         config: { type: 'string' },
+        'cmdline-file': { type: 'string' },
         device: { type: 'string' },
         source: { type: 'string' },
         yes: { type: 'boolean', short: 'y' },
@@ -57,15 +65,17 @@ export default async function install(argv: string[]): Promise<number> {
     process.stdout.write(USAGE + '\n');
     return ExitCode.ok;
   }
-  if (!values.config) throw new HvError('--config is required', { hint: USAGE, exitCode: ExitCode.usage });
+  if (!values.config && !values['cmdline-file']) throw new HvError('--config or --cmdline-file is required', { hint: USAGE, exitCode: ExitCode.usage });
   const mode = (values.progress ?? (process.stdout.isTTY ? 'tty' : 'plain')) as ProgressMode;
   if (!['tty', 'plain', 'json'].includes(mode)) throw new HvError(`--progress ${values.progress}: use tty, plain or json`, { exitCode: ExitCode.usage });
   if (process.getuid?.() !== 0) throw new HvError('hvinstall install must run as root (it partitions and formats disks)', { exitCode: ExitCode.usage });
 
+  const auto = values['cmdline-file'] && !values.config ? await prepareAutomatic(values['cmdline-file'], values.source, values.device) : undefined;
   const prepared = await prepareInstall({
-    configPath: values.config,
+    configPath: values.config ?? auto!.configSource,
+    loaded: auto?.loaded,
     device: values.device,
-    source: values.source,
+    source: values.source ?? auto?.source,
     requireSource: true,
     systemSizeMiB: parseSystemSize(values['system-size']),
   });
@@ -83,6 +93,7 @@ export default async function install(argv: string[]): Promise<number> {
   }
 
   const bus = new EventBus([sinkFor(mode, mode === 'tty' ? process.stderr : process.stdout)], prepared.redactor);
+  if (auto?.eventsSink) bus.addSink(auto.eventsSink);
   const stateDir = values['state-dir'] ?? '/var/lib/hvinstall';
   const controller = new AbortController();
   const onSignal = (sig: NodeJS.Signals): void => controller.abort(new HvError(`interrupted by ${sig}`, { exitCode: ExitCode.installFailed }));
@@ -102,6 +113,7 @@ export default async function install(argv: string[]): Promise<number> {
     killPoint: process.env[TEST_KILL_ENV] || undefined,
   });
   bus.close();
+  await auto?.close();
   process.off('SIGINT', onSignal);
   process.off('SIGTERM', onSignal);
 
@@ -134,4 +146,62 @@ export default async function install(argv: string[]): Promise<number> {
     await run(action, ['-f']);
   }
   return ExitCode.ok;
+}
+
+interface AutomaticSetup {
+  configSource: string;
+  loaded: { config: import('../config/types.js').HarvesterConfig; warnings: string[] };
+  source?: string;
+  eventsSink?: import('../steps/progress.js').Sink;
+  close(): Promise<void>;
+}
+
+/**
+ * Automatic mode (Harvester's harvester.install.automatic=true): the config from the command line
+ * and its config_url, the OS from the ISO at install.iso_url. Everything that can fail over the
+ * network fails here, before the pipeline touches a disk.
+ */
+async function prepareAutomatic(cmdlineFile: string, source: string | undefined, device: string | undefined): Promise<AutomaticSetup> {
+  const { prepareAutomaticInstall, isAutomaticCmdline } = await import('../remote/automatic.js');
+  let text: string;
+  try {
+    text = await readFile(cmdlineFile, 'utf8');
+  } catch (err) {
+    throw new HvError(`cannot read ${cmdlineFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, { exitCode: ExitCode.usage });
+  }
+  if (!isAutomaticCmdline(text)) {
+    throw new HvError(`${cmdlineFile} does not ask for an automatic install (no harvester.install.automatic=true)`, {
+      hint: 'boot with harvester.install.automatic=true harvester.install.config_url=<url>, or use --config FILE --yes',
+      exitCode: ExitCode.usage,
+    });
+  }
+  const log = new Logger();
+  const auto = await prepareAutomaticInstall(text, { log });
+  const fmt = (f: { path: string; message: string; source?: string }) => `${f.source ?? auto.source}: ${f.path ? `${f.path}: ` : ''}${f.message}`;
+  const config = device && !auto.config.install?.device ? { ...auto.config, install: { ...auto.config.install, device } } : auto.config;
+  const closers: Array<() => Promise<void>> = [() => auto.events.sink.close()];
+  let osSource = source;
+  if (!osSource && auto.media.kind !== 'none') {
+    const { fetchInstallIso } = await import('../remote/install-media.js');
+    const { openIsoMedia } = await import('../remote/media.js');
+    const workDir = '/run/hvinstall/media';
+    await mkdir(workDir, { recursive: true });
+    const iso = await fetchInstallIso(auto.media, workDir, { log });
+    const media = await openIsoMedia(iso.path, workDir, { log });
+    closers.unshift(() => media.close());
+    if (!media.found.includes('/rootfs.squashfs')) {
+      await media.close();
+      throw new HvError(`the ISO ${iso.source} has no /rootfs.squashfs`, { where: 'install.iso_url', hint: 'point iso_url at a Harvester (or hvinstall) ISO', exitCode: ExitCode.checkFailed });
+    }
+    osSource = path.join(media.root, 'rootfs.squashfs');
+  }
+  return {
+    configSource: auto.source,
+    loaded: { config, warnings: auto.loaded.warnings.map(fmt) },
+    source: osSource,
+    eventsSink: auto.events.url ? auto.events.sink : undefined,
+    close: async () => {
+      for (const c of closers) await c().catch(() => undefined);
+    },
+  };
 }

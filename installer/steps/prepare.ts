@@ -15,6 +15,8 @@ import { withRenderedFileList } from './content-steps.js';
 
 export interface PrepareOptions {
   configPath: string;
+  /** An already loaded and validated config (automatic mode fetched it); configPath then only names it. */
+  loaded?: { config: HarvesterConfig; warnings: string[] };
   device?: string;
   /** --source; when absent the live root (install) or no source at all (plan). */
   source?: string;
@@ -55,7 +57,7 @@ export async function gatherFacts(factsFile?: string): Promise<MachineFacts> {
 }
 
 export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
-  const loaded = await loadInstallConfig(opts.configPath);
+  const loaded = opts.loaded ?? (await loadInstallConfig(opts.configPath));
   const warnings = loaded.warnings;
   // A device given only on the command line is recorded in the config, as the node will read it.
   const config: HarvesterConfig = loaded.config.install?.device || !opts.device ? loaded.config : { ...loaded.config, install: { ...loaded.config.install, device: opts.device } };
