@@ -1,4 +1,4 @@
-import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
@@ -78,25 +78,36 @@ export async function fetchDebianKernel(cacheDir: string, pkg?: string): Promise
   const name = pkg ?? (await defaultKernelPackage());
   const unpacked = path.join(cacheDir, name);
   if (!(await stat(path.join(unpacked, 'boot')).catch(() => undefined))) {
-    let deb = (await readdir(cacheDir)).find((f) => f.startsWith(`${name}_`) && f.endsWith('.deb'));
-    if (!deb) {
-      await run('apt-get', ['download', name], { cwd: cacheDir, timeoutMs: 20 * 60_000 }).catch((err: unknown) => {
-        throw new HvError(`cannot download the kernel package ${name}`, {
-          where: 'iso-build: apt-get download',
-          hint: 'run apt-get update, and check that Debian mirrors are reachable',
-          exitCode: ExitCode.usage,
-          cause: err,
+    // Several tests (and make e2e) may fetch at once: each works in its own directory and publishes
+    // with an atomic rename, so no one ever sees a half-written .deb or a half-unpacked tree.
+    const work = await mkdtemp(path.join(cacheDir, `.${name}.`));
+    try {
+      let deb = (await readdir(cacheDir)).find((f) => f.startsWith(`${name}_`) && f.endsWith('.deb'));
+      if (!deb) {
+        await run('apt-get', ['download', name], { cwd: work, timeoutMs: 20 * 60_000 }).catch((err: unknown) => {
+          throw new HvError(`cannot download the kernel package ${name}`, {
+            where: 'iso-build: apt-get download',
+            hint: 'run apt-get update, and check that Debian mirrors are reachable',
+            exitCode: ExitCode.usage,
+            cause: err,
+          });
         });
+        deb = (await readdir(work)).find((f) => f.startsWith(`${name}_`) && f.endsWith('.deb'));
+        if (!deb) throw new HvError(`apt-get download ${name} left no .deb in ${work}`, { where: 'iso-build', exitCode: ExitCode.usage });
+        await rename(path.join(work, deb), path.join(cacheDir, deb));
+      }
+      const tmp = path.join(work, 'unpacked');
+      await run('dpkg-deb', ['-x', path.join(cacheDir, deb), tmp], { timeoutMs: 20 * 60_000 });
+      await run('depmod', ['-b', tmp, (await readdir(path.join(tmp, 'lib/modules')))[0]]);
+      // A leftover without boot/ (an old interrupted unpack) is replaced; a complete one from a
+      // concurrent fetch makes our rename fail, which is fine.
+      if (!(await stat(path.join(unpacked, 'boot')).catch(() => undefined))) await rm(unpacked, { recursive: true, force: true });
+      await rename(tmp, unpacked).catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== 'ENOTEMPTY' && err.code !== 'EEXIST') throw err;
       });
-      deb = (await readdir(cacheDir)).find((f) => f.startsWith(`${name}_`) && f.endsWith('.deb'));
+    } finally {
+      await rm(work, { recursive: true, force: true });
     }
-    if (!deb) throw new HvError(`apt-get download ${name} left no .deb in ${cacheDir}`, { where: 'iso-build', exitCode: ExitCode.usage });
-    const tmp = `${unpacked}.partial`;
-    await rm(tmp, { recursive: true, force: true });
-    await run('dpkg-deb', ['-x', path.join(cacheDir, deb), tmp], { timeoutMs: 20 * 60_000 });
-    await run('depmod', ['-b', tmp, (await readdir(path.join(tmp, 'lib/modules')))[0]]);
-    await rm(unpacked, { recursive: true, force: true });
-    await run('mv', [tmp, unpacked]);
   }
   const version = (await readdir(path.join(unpacked, 'lib/modules')))[0];
   return { version, vmlinuz: path.join(unpacked, 'boot', `vmlinuz-${version}`), modulesRoot: unpacked };
