@@ -25,7 +25,7 @@ let diskImage: string;
 
 beforeAll(async () => {
   work = await mkdtemp(path.join(os.tmpdir(), 'hv-boot-'));
-  const tree = await buildTestOsTree(path.join(work, 'tree'), { kernel: { cacheDir: path.join(os.tmpdir(), 'hv-kernel-cache') } });
+  const tree = await buildTestOsTree(path.join(work, 'tree'), { kernel: { cacheDir: process.env.HV_KERNEL_CACHE ?? '/var/cache/hvinstall/debian-kernel' } });
   const d = await makeLoopDisk(harvesterParts({ firmware: 'efi', stateMiB: 400, recoveryMiB: 200 }));
   disks.push(d);
   await deployImages({
