@@ -1,8 +1,8 @@
 /**
  * PID 1 of the live installer. It brings up what hvinstall needs (proc, sys, devtmpfs, modules, the
  * network by DHCP), then, as Harvester's live system does for `harvester.install.automatic=true`,
- * fetches `harvester.install.config_url` (merged with the command line's harvester.* keys and
- * validated: `hvinstall fetch config`) and runs `hvinstall install` with it. On success hvinstall
+ * runs `hvinstall install --cmdline-file /proc/cmdline` (automatic mode: it fetches
+ * `harvester.install.config_url`, merges the command line's harvester.* keys and validates). On success hvinstall
  * itself powers off or reboots (install.power_off). Lines starting with `HV-LIVE` are for people
  * and for the e2e harness reading the serial console.
  *
@@ -56,10 +56,7 @@ if ! grep -qE '(^| )harvester\\.install\\.automatic(=(true|t|yes|y))?( |$)' /pro
   exec sh
 fi
 
-echo "HV-LIVE: automatic install: fetching $(arg harvester.install.config_url || echo '(no config_url: the command line only)')"
-hvinstall fetch config --cmdline-file /proc/cmdline --output /run/hvinstall/config.yaml --attempts 10 --retry-delay 3000
-rc=$?
-[ $rc -eq 0 ] || finish "config-fetch-failed exit=$rc" fail
+echo "HV-LIVE: automatic install: the config comes from $(arg harvester.install.config_url || echo '(no config_url: the command line only)')"
 
 # root=live:URL (PXE, as hvpxe writes it): the OS image comes over HTTP, checked against the
 # URL.sha256 the server publishes; otherwise the image inside this initramfs is installed.
@@ -77,7 +74,9 @@ live=$(arg root) && case "$live" in live:http://*|live:https://*)
   fi
   source=/run/live/rootfs.squashfs ;;
 esac
-set -- --config /run/hvinstall/config.yaml --source "$source" --progress plain
+# hvinstall's automatic mode reads the command line itself: config_url (with Harvester's retries)
+# merged under the harvester.* keys, webhooks, and progress to hvinstall.events_url when present.
+set -- --cmdline-file /proc/cmdline --source "$source" --progress plain
 size=$(arg hvlive.system_size) && set -- "$@" --system-size "$size"
 dev=$(arg hvlive.device) && set -- "$@" --device "$dev"
 echo "HV-LIVE: hvinstall install $*"
