@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { run } from '../../../lib/exec.js';
+import { copyWithLibs } from '../guest-initrd.js';
 import { fetchDebianKernel } from '../../../iso-build/boot-chain.js';
 import { freePort, REPO, sha256, startHvpxe, stopHvpxe, type Running } from './harness.js';
 
@@ -51,21 +52,6 @@ ip addr add "$ip/$mask" dev "$interface"
 [ -n "$router" ] && ip route add default via "$router"
 exit 0
 `;
-
-async function copyWithLibs(bin: string, root: string): Promise<void> {
-  const dest = path.join(root, bin);
-  await mkdir(path.dirname(dest), { recursive: true });
-  await copyFile(bin, dest);
-  await chmod(dest, 0o755);
-  const ldd = await run('ldd', [bin], { allowFailure: true });
-  for (const line of ldd.stdout.split('\n')) {
-    const lib = /=>\s*(\/\S+)/.exec(line)?.[1] ?? /^\s*(\/\S+)\s+\(/.exec(line)?.[1];
-    if (!lib) continue;
-    const to = path.join(root, lib);
-    await mkdir(path.dirname(to), { recursive: true });
-    await copyFile(lib, to);
-  }
-}
 
 async function buildInitrd(work: string): Promise<{ vmlinuz: string; initrd: string }> {
   const kernel = await fetchDebianKernel(KERNEL_CACHE);

@@ -9,26 +9,12 @@
 import { chmod, copyFile, cp, mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { run } from '../../../../lib/exec.js';
+import { copyWithLibs } from '../../guest-initrd.js';
 import { fetchDebianKernel } from '../../../../iso-build/boot-chain.js';
 
 export const KERNEL_CACHE = process.env.HV_KERNEL_CACHE ?? '/var/cache/hvinstall/debian-kernel';
 const MODULES = ['bonding', 'veth', 'bridge'];
 const BUSYBOX = '/bin/busybox';
-
-async function copyWithLibs(bin: string, root: string): Promise<void> {
-  const dest = path.join(root, bin);
-  await mkdir(path.dirname(dest), { recursive: true });
-  await copyFile(bin, dest);
-  await chmod(dest, 0o755);
-  const ldd = await run('ldd', [bin], { allowFailure: true });
-  for (const line of ldd.stdout.split('\n')) {
-    const lib = /=>\s*(\/\S+)/.exec(line)?.[1] ?? /^\s*(\/\S+)\s+\(/.exec(line)?.[1];
-    if (!lib) continue;
-    const to = path.join(root, lib);
-    await mkdir(path.dirname(to), { recursive: true });
-    await copyFile(lib, to);
-  }
-}
 
 export interface GuestImage {
   vmlinuz: string;
