@@ -5,6 +5,7 @@
  */
 import { stringify } from 'yaml';
 import type { HarvesterConfig } from '../../installer/config/types.js';
+import { serverUrlHost } from '../rke2/role.js';
 
 export const SERVER_DROPIN = '90-harvester-server.yaml';
 export const AUDIT_POLICY = '/etc/rancher/rke2/config.yaml.d/92-harvester-kube-audit-policy.yaml';
@@ -30,14 +31,7 @@ export function renderPromotionServerDropIn(config: HarvesterConfig, opts: { wit
 }
 
 /** The VIP of a join node's server_url (https://<vip>:443). */
-export function vipFromServerUrl(serverUrl: string | undefined): string | undefined {
-  if (!serverUrl) return undefined;
-  try {
-    return new URL(/^https?:\/\//.test(serverUrl) ? serverUrl : `https://${serverUrl}`).hostname;
-  } catch {
-    return undefined;
-  }
-}
+export const vipFromServerUrl = serverUrlHost;
 
 /** Harvester's promotion request: the controller sets this annotation to `running` on the chosen node. */
 export const PROMOTE_STATUS = 'harvesterhci.io/promote-status';

@@ -27,9 +27,16 @@ export function isWitness(config: HarvesterConfig): boolean {
  * https://<vip>:443 (Rancher); RKE2's supervisor listens on 9345 (harv-update-rke2-server-url).
  */
 export function supervisorUrl(serverUrl: string): string | undefined {
+  const host = serverUrlHost(serverUrl);
+  return host ? `https://${host}:9345` : undefined;
+}
+
+/** The host (the VIP) of Harvester's server_url, with or without its scheme. */
+export function serverUrlHost(serverUrl: string | undefined): string | undefined {
+  if (!serverUrl) return undefined;
+  const s = serverUrl.trim();
   try {
-    const u = new URL(/^https?:\/\//.test(serverUrl.trim()) ? serverUrl.trim() : `https://${serverUrl.trim()}`);
-    return `https://${u.hostname}:9345`;
+    return new URL(/^https?:\/\//.test(s) ? s : `https://${s}`).hostname;
   } catch {
     return undefined;
   }
