@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { open, rm, stat } from 'node:fs/promises';
 import { run } from '../../lib/exec.js';
 import type { ImageRecord } from '../disk/contracts.js';
+import { flushWhileWriting } from './flush-behind.js';
 
 export interface Ext2ImageSpec {
   tree: string;
@@ -65,12 +66,12 @@ export async function buildExt2Image(spec: Ext2ImageSpec, onAllocated?: (bytes: 
       }, 500)
     : undefined;
   try {
-    await run('mke2fs', mkfsExt2Args(spec), { env: e2fsprogsEnv(spec.epoch), timeoutMs: 60 * 60_000 });
+    // Flushed while mke2fs writes, so the disk works while mke2fs and then the copy use the CPU;
+    // the caller still fsyncs the image before renaming it into place.
+    await flushWhileWriting(spec.file, run('mke2fs', mkfsExt2Args(spec), { env: e2fsprogsEnv(spec.epoch), timeoutMs: 60 * 60_000 }));
   } finally {
     if (timer) clearInterval(timer);
   }
-  // No fsync here: the copy pass reads the image from the page cache while it is written back;
-  // the caller syncs it before renaming it into place.
   if (onAllocated) onAllocated((await stat(spec.file)).blocks * 512);
 }
 

@@ -7,7 +7,8 @@ import { sha256File } from './checksum.js';
 import { buildExt2Image, relabelExt2Image } from './image-build.js';
 import { MiB, planImageGeometry } from './image-size.js';
 import { prepareSource, scanTree } from './source.js';
-import { copySparseAndHash } from './sparse-copy.js';
+import { copyImage, imageDigest } from './sparse-copy.js';
+import { Sha256Pool } from './hash-pool.js';
 import { ext2LabelOffsets } from './ext2-label.js';
 import { parseStateYaml, renderStateYaml, STATE_FILE, type DeployState } from './state-file.js';
 
@@ -25,12 +26,12 @@ interface Target {
   label: ImageRecord['label'];
 }
 
-/** The record kept next to each finished image, so a re-run can trust it after checking its sha256. */
+/** The record kept next to each finished image, so a re-run can trust it after checking its digest. */
 interface Sidecar {
   sourceDigest: string;
   sizeBytes: number;
   label: string;
-  sha256: string;
+  digest: string;
 }
 
 const abs = (t: Target): string => path.join(t.root, t.file);
@@ -40,10 +41,10 @@ const sidecarOf = (t: Target): string => path.join(t.root, 'cOS', `.${path.basen
 /**
  * Step 4 of the install: builds cOS/active.img from the source, copies it to cOS/passive.img and
  * COS_RECOVERY's cOS/recovery.img (relabelled, sparse), records all three in state.yaml on both
- * partitions, and returns their checksums.
+ * partitions, and returns their digests (chunk-digest.ts).
  *
  * Resumable: every image is written under a temporary name and renamed only when complete, with a
- * sidecar holding its checksum. A re-run keeps each image whose checksum still matches the same
+ * sidecar holding its digest. A re-run keeps each image whose digest still matches the same
  * source, and rebuilds the rest; rebuilding is reproducible (fixed UUID, hash seed and clock
  * derived from the source), so an interrupted deploy ends byte-identical to an uninterrupted one.
  */
@@ -58,6 +59,7 @@ export async function deployImages(req: DeployRequest): Promise<DeployResult> {
   for (const t of Object.values(targets)) await rm(partialOf(t), { force: true });
 
   const prepared = await prepareSource(req.source, req.workDir);
+  const pool = new Sha256Pool();
   try {
     req.signal?.throwIfAborted();
     const scan = await scanTree(prepared.tree, req.signal);
@@ -65,9 +67,9 @@ export async function deployImages(req: DeployRequest): Promise<DeployResult> {
     const geometry = planImageGeometry(scan, req.systemSizeMiB);
     const sizeBytes = geometry.sizeBytes;
 
-    // Keep what a previous run finished for this same source, if its checksum still holds.
+    // Keep what a previous run finished for this same source, if its digest still holds.
     const kept = new Map<Role, string>();
-    const trusted = await Promise.all(Object.values(targets).map((t) => trustedChecksum(t, sourceDigest, sizeBytes, req.signal)));
+    const trusted = await Promise.all(Object.values(targets).map((t) => trustedDigest(t, sourceDigest, sizeBytes, pool, req.signal)));
     for (const [k, t] of Object.values(targets).entries()) {
       const sha = trusted[k];
       if (sha) kept.set(t.role, sha);
@@ -86,7 +88,7 @@ export async function deployImages(req: DeployRequest): Promise<DeployResult> {
     };
     req.onProgress?.(0, total);
 
-    const checksums = new Map<Role, string>(kept);
+    const digests = new Map<Role, string>(kept);
     const epoch = scan.newestMtime;
     let activeSource = abs(targets.active);
     if (!kept.has('active')) {
@@ -114,41 +116,41 @@ export async function deployImages(req: DeployRequest): Promise<DeployResult> {
 
     const copies = todo.filter((t) => t.role !== 'active');
     if (copies.length > 0 || !kept.has('active')) {
-      // Relabel in the stream when the superblock layout is one we know, so each copy is hashed
-      // as it is written; otherwise copy as is, then tune2fs and hash the result.
+      // Relabel in the stream when the superblock layout is one we know, so each copy is digested
+      // as it is written; otherwise copy as is, then tune2fs and digest the result.
       const offsets = ext2LabelOffsets(await readSuperblock(activeSource));
-      const copied = await copySparseAndHash(
+      const copied = await copyImage(
         activeSource,
         copies.map((t) => ({ path: partialOf(t), relabel: offsets ? { label: t.label, offsets } : undefined })),
-        { signal: req.signal, onBytes: report },
+        { signal: req.signal, onBytes: report, pool },
       );
-      if (kept.has('active') && copied.sourceSha256 !== kept.get('active')) {
-        throw new HvError(`cOS/active.img changed while it was being copied (sha256 ${copied.sourceSha256}, expected ${kept.get('active')})`, {
+      if (kept.has('active') && copied.sourceDigest !== kept.get('active')) {
+        throw new HvError(`cOS/active.img changed while it was being copied (digest ${copied.sourceDigest}, expected ${kept.get('active')})`, {
           where: abs(targets.active),
           hint: 'something else is writing to COS_STATE; stop it and re-run the install',
           exitCode: ExitCode.installFailed,
         });
       }
-      checksums.set('active', copied.sourceSha256);
+      digests.set('active', copied.sourceDigest);
       if (offsets) {
-        copies.forEach((t, i) => checksums.set(t.role, copied.targetSha256[i]));
+        copies.forEach((t, i) => digests.set(t.role, copied.targetDigests[i]));
       } else {
         for (const t of copies) await relabelExt2Image(partialOf(t), t.label, epoch);
-        const sums = await Promise.all(copies.map((t) => sha256File(partialOf(t), { signal: req.signal })));
-        copies.forEach((t, i) => checksums.set(t.role, sums[i]));
+        const sums = await Promise.all(copies.map((t) => imageDigest(partialOf(t), { signal: req.signal, pool })));
+        copies.forEach((t, i) => digests.set(t.role, sums[i]));
       }
     }
 
     if (!kept.has('active')) await fsyncFile(activeSource);
     for (const t of todo) {
-      const sha = checksums.get(t.role)!;
-      await writeFileAtomic(sidecarOf(t), JSON.stringify({ sourceDigest, sizeBytes, label: t.label, sha256: sha } satisfies Sidecar) + '\n');
+      const digest = digests.get(t.role)!;
+      await writeFileAtomic(sidecarOf(t), JSON.stringify({ sourceDigest, sizeBytes, label: t.label, digest } satisfies Sidecar) + '\n');
       await rename(partialOf(t), abs(t));
     }
     await fsyncDir(path.join(req.stateDir, 'cOS'));
     await fsyncDir(path.join(req.recoveryDir, 'cOS'));
 
-    const record = (t: Target): ImageRecord => ({ file: t.file, label: t.label, fs: 'ext2', sizeBytes, sha256: checksums.get(t.role)! });
+    const record = (t: Target): ImageRecord => ({ file: t.file, label: t.label, fs: 'ext2', sizeBytes, digest: digests.get(t.role)! });
     const result: DeployResult = {
       active: record(targets.active),
       passive: record(targets.passive),
@@ -161,12 +163,13 @@ export async function deployImages(req: DeployRequest): Promise<DeployResult> {
   } finally {
     // After a failure or an abort nothing half-written stays behind (after success these are gone).
     await Promise.all(Object.values(targets).map((t) => rm(partialOf(t), { force: true })));
+    await pool.close();
     await prepared.release();
   }
 }
 
-/** The checksum of a finished image from an earlier run, if it is for this source and still intact. */
-async function trustedChecksum(t: Target, sourceDigest: string, sizeBytes: number, signal?: AbortSignal): Promise<string | undefined> {
+/** The digest of a finished image from an earlier run, if it is for this source and still intact. */
+async function trustedDigest(t: Target, sourceDigest: string, sizeBytes: number, pool: Sha256Pool, signal?: AbortSignal): Promise<string | undefined> {
   let side: Sidecar;
   try {
     side = JSON.parse(await readFile(sidecarOf(t), 'utf8')) as Sidecar;
@@ -176,8 +179,8 @@ async function trustedChecksum(t: Target, sourceDigest: string, sizeBytes: numbe
   if (side.sourceDigest !== sourceDigest || side.sizeBytes !== sizeBytes || side.label !== t.label) return undefined;
   const st = await stat(abs(t)).catch(() => undefined);
   if (!st || st.size !== sizeBytes) return undefined;
-  const sha = await sha256File(abs(t), { signal });
-  return sha === side.sha256 ? sha : undefined;
+  const digest = await imageDigest(abs(t), { signal, pool });
+  return digest === side.digest ? digest : undefined;
 }
 
 /**

@@ -1,9 +1,12 @@
-import { open, type FileHandle } from 'node:fs/promises';
+import { constants, open, type FileHandle } from 'node:fs/promises';
+import { alignedSharedBuffer, DIRECT_IO_ALIGN } from './aligned-buffer.js';
 import { settleLater } from './checksum.js';
+import { chunkCount, chunkRange, combineChunkSha256s, DIGEST_CHUNK, zeroChunkSha256 } from './chunk-digest.js';
 import { encodeExt2Label, EXT2_LABEL_LENGTH } from './ext2-label.js';
-import { sharedBuffer, WorkerSha256 } from './hash-worker.js';
+import { chunksWithData, readDataExtents } from './extents.js';
+import { FlushBehind } from './flush-behind.js';
+import { Sha256Pool } from './hash-pool.js';
 
-const CHUNK = 4 * 1024 * 1024;
 /** Chunks in flight: reading runs ahead of hashing and writing by this much. */
 const SLOTS = 8;
 /** Granularity of hole detection: an all-zero run this long is left unwritten (a hole). */
@@ -17,63 +20,97 @@ export interface CopyTarget {
 }
 
 export interface CopyResult {
-  sourceSha256: string;
-  targetSha256: string[];
+  /** Chunked digest (see chunk-digest.ts) of the source as read. */
+  sourceDigest: string;
+  /** Chunked digest of each target as written, in the order given. */
+  targetDigests: string[];
+}
+
+export interface CopyOptions {
+  signal?: AbortSignal;
+  /** Data bytes written so far (all targets together), reported as each chunk lands. */
+  onBytes?: (n: number) => void;
+  /** A pool to share with other work; one is made (and closed) otherwise. */
+  pool?: Sha256Pool;
 }
 
 /**
- * Copies one image to several targets in a single read pass: all-zero runs stay holes (as sparse
- * as `fallocate --dig-holes` makes them), each target can be relabelled in the stream, and the
- * sha256 of the source and of every target (as written) is computed on worker threads while the
- * main thread reads and writes. Targets are truncated to the source size, written and fsynced.
- * onBytes reports data bytes written (all targets together).
+ * Copies one image to several targets in a single read pass and digests source and targets.
+ * Only the chunks FIEMAP shows data in are read (a fresh 3 GiB image is two thirds holes, and
+ * reading a hole is not free: the kernel fills page cache with zeros); all-zero runs inside them
+ * stay holes too (64 KiB at a time: finer would cost more writes than the blocks it saves). Each target can be relabelled
+ * in the stream; a target chunk that is the source's bytes shares its hash, a patched one is hashed
+ * on its own. Targets are truncated to the source size, written (flushed behind the writes, so the
+ * disk works while the CPU hashes) and fsynced.
  */
-export async function copySparseAndHash(
-  src: string,
-  targets: readonly CopyTarget[],
-  opts: { signal?: AbortSignal; onBytes?: (n: number) => void } = {},
-): Promise<CopyResult> {
+export async function copyImage(src: string, targets: readonly CopyTarget[], opts: CopyOptions = {}): Promise<CopyResult> {
   const input = await open(src, 'r');
-  const outputs: FileHandle[] = [];
-  const hashers = [new WorkerSha256(), ...targets.map(() => new WorkerSha256())];
+  const outputs: TargetFile[] = [];
+  const flushers: FlushBehind[] = [];
+  const pool = opts.pool ?? new Sha256Pool();
   try {
     const size = (await input.stat()).size;
-    for (const t of targets) {
-      const fh = await open(t.path, 'w', 0o644);
-      outputs.push(fh);
-      await fh.truncate(size);
-    }
+    const n = chunkCount(size);
+    const hasData = chunksWithData(await readDataExtents(src, size), size);
     const labels = targets.map((t) => (t.relabel ? encodeExt2Label(t.relabel.label) : undefined));
-    const slots = Array.from({ length: SLOTS }, () => sharedBuffer(CHUNK));
+    for (const t of targets) {
+      for (const o of t.relabel?.offsets ?? []) {
+        for (const at of [o, o + EXT2_LABEL_LENGTH - 1]) if (at < size) hasData[Math.floor(at / DIGEST_CHUNK)] = true;
+      }
+      const out = await openTarget(t.path);
+      outputs.push(out);
+      flushers.push(new FlushBehind(out.fh));
+      await out.fh.truncate(size);
+    }
+
+    const sourceSums: Array<Promise<string> | string> = new Array(n);
+    const targetSums: Array<Array<Promise<string> | string>> = targets.map(() => new Array(n));
+    const slots = Array.from({ length: SLOTS }, () => alignedSharedBuffer(DIGEST_CHUNK));
     const inFlight: Array<Promise<unknown> | undefined> = new Array(SLOTS).fill(undefined);
-    let pos = 0;
-    for (let i = 0; ; i = (i + 1) % SLOTS) {
-      await inFlight[i]; // the slot is free once its hashes and writes are done
+    let slot = 0;
+    for (let i = 0; i < n; i++) {
+      const [at, end] = chunkRange(i, size);
+      const len = end - at;
+      if (!hasData[i]) {
+        sourceSums[i] = zeroChunkSha256(len);
+        for (const sums of targetSums) sums[i] = sourceSums[i];
+        continue;
+      }
+      await inFlight[slot]; // the slot is free once its hashes and writes are done
       opts.signal?.throwIfAborted();
-      const buf = slots[i];
-      const { bytesRead: n } = await input.read(buf, 0, CHUNK, pos);
-      if (n === 0) break;
-      const at = pos;
-      pos += n;
-      const runs = dataRuns(buf, n);
-      const jobs: Array<Promise<unknown>> = [hashers[0].update(buf.subarray(0, n))];
+      const buf = slots[slot];
+      await readFully(input, buf, len, at, src);
+      const runs = dataRuns(buf, len);
+      const hashed = settleLater(pool.hash(buf.subarray(0, len)));
+      sourceSums[i] = hashed;
+      const jobs: Array<Promise<unknown>> = [hashed];
       targets.forEach((t, k) => {
-        const out = patchedChunk(buf, n, at, t.relabel?.offsets, labels[k]);
-        jobs.push(hashers[k + 1].update(out.subarray(0, n)));
-        for (const [s, e] of runs) jobs.push(writeFully(outputs[k], out, s, e - s, at + s));
+        const out = patchedChunk(buf, len, at, t.relabel?.offsets, labels[k]);
+        const sum = out === buf ? hashed : settleLater(pool.hash(out.subarray(0, len)));
+        targetSums[k][i] = sum;
+        jobs.push(sum);
+        for (const [s, e] of runs) jobs.push(outputs[k].write(out, s, e - s, at + s).then(() => flushers[k].wrote(e - s)));
       });
       const written = runs.reduce((sum, [s, e]) => sum + e - s, 0) * targets.length;
-      inFlight[i] = settleLater(Promise.all(jobs).then(() => opts.onBytes?.(written)));
+      inFlight[slot] = settleLater(Promise.all(jobs).then(() => opts.onBytes?.(written)));
+      slot = (slot + 1) % SLOTS;
     }
     await Promise.all(inFlight);
-    await Promise.all(outputs.map((fh) => fh.sync()));
-    const [sourceSha256, ...targetSha256] = await Promise.all(hashers.map((h) => h.digest()));
-    return { sourceSha256, targetSha256 };
+    await Promise.all(flushers.map((f) => f.finish()));
+    return {
+      sourceDigest: combineChunkSha256s(await Promise.all(sourceSums)),
+      targetDigests: await Promise.all(targetSums.map(async (sums) => combineChunkSha256s(await Promise.all(sums)))),
+    };
   } finally {
     await input.close();
-    await Promise.all(outputs.map((fh) => fh.close().catch(() => undefined)));
-    await Promise.all(hashers.map((h) => h.close()));
+    await Promise.all(outputs.map((o) => o.close().catch(() => undefined)));
+    if (!opts.pool) await pool.close();
   }
+}
+
+/** The chunked digest of an image file (reads only the chunks that hold data). */
+export async function imageDigest(file: string, opts: Omit<CopyOptions, 'onBytes'> = {}): Promise<string> {
+  return (await copyImage(file, [], opts)).sourceDigest;
 }
 
 /** The chunk as the target gets it: the same memory, or a copy with the label fields replaced. */
@@ -81,7 +118,7 @@ function patchedChunk(buf: Buffer, n: number, at: number, offsets: readonly numb
   if (!offsets || !label) return buf;
   const inChunk = offsets.filter((o) => o >= at && o + EXT2_LABEL_LENGTH <= at + n);
   if (inChunk.length === 0) return buf;
-  const copy = sharedBuffer(n);
+  const copy = alignedSharedBuffer(n);
   buf.copy(copy, 0, 0, n);
   for (const o of inChunk) label.copy(copy, o - at);
   return copy;
@@ -98,6 +135,53 @@ export function dataRuns(buf: Buffer, length: number): Array<[number, number]> {
     else runs.push([off, end]);
   }
   return runs;
+}
+
+async function readFully(fh: FileHandle, buf: Buffer, length: number, position: number, file: string): Promise<void> {
+  let done = 0;
+  while (done < length) {
+    const { bytesRead } = await fh.read(buf, done, length - done, position + done);
+    if (bytesRead === 0) throw new Error(`${file} ended at ${position + done} bytes while being copied (it was ${position + length} or more): something truncated it`);
+    done += bytesRead;
+  }
+}
+
+/**
+ * A target opened for direct I/O where the filesystem allows it: the copy's writes then skip the
+ * page cache (one memory copy less per byte, and no dirty pages for the kernel to write back
+ * later). Pieces that are not aligned (an image size that is not a multiple of 4 KiB) go through
+ * a second, buffered descriptor; the kernel keeps the two coherent.
+ */
+interface TargetFile {
+  fh: FileHandle;
+  write(buf: Buffer, offset: number, length: number, position: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+async function openTarget(file: string): Promise<TargetFile> {
+  let direct = true;
+  const fh = await open(file, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_DIRECT, 0o644).catch(async (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EINVAL') throw err; // a filesystem without O_DIRECT (older tmpfs): write through the cache
+    direct = false;
+    return open(file, 'w', 0o644);
+  });
+  let buffered: Promise<FileHandle> | undefined;
+  const aligned = (n: number): boolean => n % DIRECT_IO_ALIGN === 0;
+  return {
+    fh,
+    async write(buf, offset, length, position) {
+      const via = !direct || (aligned(offset) && aligned(length) && aligned(position)) ? fh : await (buffered ??= open(file, 'r+'));
+      await writeFully(via, buf, offset, length, position);
+    },
+    async close() {
+      if (buffered) {
+        const b = await buffered;
+        await b.sync();
+        await b.close();
+      }
+      await fh.close();
+    },
+  };
 }
 
 async function writeFully(fh: FileHandle, buf: Buffer, offset: number, length: number, position: number): Promise<void> {

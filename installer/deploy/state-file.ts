@@ -1,10 +1,11 @@
 import { parse, stringify } from 'yaml';
 import type { ImageRecord, OsSource } from '../disk/contracts.js';
+import { DIGEST_RE } from './chunk-digest.js';
 
 /**
  * state.yaml in Elemental v1's shape (InstallState: date, then one key per partition holding its
  * label and one key per image), so Elemental/Harvester tooling that reads it keeps working. Our
- * additions per image (file, size, sha256) are keys Elemental's non-strict YAML decoding ignores.
+ * additions per image (file, size, digest) are keys Elemental's non-strict YAML decoding ignores.
  */
 export interface DeployState {
   date: string;
@@ -36,7 +37,7 @@ function imageEntry(state: DeployState, img: ImageRecord): Record<string, unknow
     fs: img.fs,
     file: img.file,
     size: img.sizeBytes,
-    sha256: img.sha256,
+    digest: img.digest,
   };
 }
 
@@ -84,9 +85,9 @@ function readImage(
   const digestField = typeof meta?.digest === 'string' ? meta.digest : '';
   const digest = digestField.startsWith('sha256:') ? digestField.slice('sha256:'.length) : '';
   if (!source || !digest || v.label !== label || v.fs !== 'ext2') return undefined;
-  if (typeof v.file !== 'string' || typeof v.size !== 'number' || typeof v.sha256 !== 'string') return undefined;
-  if (!/^[0-9a-f]{64}$/.test(v.sha256)) return undefined;
-  return { img: { file: v.file, label, fs: 'ext2', sizeBytes: v.size, sha256: v.sha256 }, source, digest };
+  if (typeof v.file !== 'string' || typeof v.size !== 'number' || typeof v.digest !== 'string') return undefined;
+  if (!DIGEST_RE.test(v.digest)) return undefined;
+  return { img: { file: v.file, label, fs: 'ext2', sizeBytes: v.size, digest: v.digest }, source, digest };
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {

@@ -15,7 +15,8 @@ export interface ImageRecord {
   label: 'COS_ACTIVE' | 'COS_PASSIVE' | 'COS_SYSTEM';
   fs: 'ext2';
   sizeBytes: number;
-  sha256: string;
+  /** Chunked sha256 of the image file (`sha256-4m:<hex>`, see installer/deploy/chunk-digest.ts). */
+  digest: string;
 }
 
 export interface DeployRequest {

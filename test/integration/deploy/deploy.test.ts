@@ -6,6 +6,7 @@ import { mkdtemp, open, readdir, readFile, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { deployImages, parseStateYaml, verifyDeployment } from '../../../installer/deploy/index.js';
+import { chunkedDigestOf } from '../../../installer/deploy/chunk-digest.js';
 import type { DeployResult } from '../../../installer/disk/contracts.js';
 import { HvError } from '../../../lib/errors.js';
 import { buildTestOsTree, type TestOsTree } from '../../../iso-build/index.js';
@@ -41,7 +42,7 @@ async function fsLabel(file: string): Promise<string> {
   return (await sh('blkid', ['-c', '/dev/null', '-o', 'value', '-s', 'LABEL', file])).trim();
 }
 
-/** Every image: label, fsck-clean, holds the tree's files byte for byte, sparse on disk, checksum as recorded. */
+/** Every image: label, fsck-clean, holds the tree's files byte for byte, sparse on disk, digest as recorded. */
 async function expectImagesMatchTree(d: LoopDisk, result: DeployResult, t: TestOsTree): Promise<void> {
   const state = d.byLabel('COS_STATE').mountpoint!;
   const recovery = d.byLabel('COS_RECOVERY').mountpoint!;
@@ -56,7 +57,7 @@ async function expectImagesMatchTree(d: LoopDisk, result: DeployResult, t: TestO
     const st = await stat(file);
     expect(st.size).toBe(rec.sizeBytes);
     expect(st.blocks * 512).toBeLessThan(st.size * 0.75); // holes kept
-    expect(await sha256(file)).toBe(rec.sha256);
+    expect(chunkedDigestOf(await readFile(file))).toBe(rec.digest);
     const m = await mountImage(file, scratch);
     try {
       for (const [rel, sum] of Object.entries(t.files)) expect(await sha256(path.join(m.dir, rel)), rel).toBe(sum);
@@ -132,7 +133,7 @@ describe('deployImages', () => {
     expect(after.mtimeMs).toBe(before.mtimeMs);
   });
 
-  it('detects a corrupted image by checksum and rebuilds it on the next run', async () => {
+  it('detects a corrupted image by its digest and rebuilds it on the next run', async () => {
     const d = await disk();
     const first = await deployImages(request(d));
     const stateDir = d.byLabel('COS_STATE').mountpoint!;
@@ -143,10 +144,10 @@ describe('deployImages', () => {
     const checks = await verifyDeployment(stateDir, d.byLabel('COS_RECOVERY').mountpoint!);
     const bad = checks.filter((c) => !c.ok);
     expect(bad.map((c) => c.label)).toEqual(['COS_PASSIVE']);
-    expect(bad[0].problem).toMatch(/^sha256 [0-9a-f]{64}, expected [0-9a-f]{64}$/);
+    expect(bad[0].problem).toMatch(/^digest sha256-4m:[0-9a-f]{64}, expected sha256-4m:[0-9a-f]{64}$/);
     const repaired = await deployImages(request(d));
     expect(repaired).toEqual(first);
-    expect(await sha256(passive)).toBe(first.passive.sha256);
+    expect(chunkedDigestOf(await readFile(passive))).toBe(first.passive.digest);
   });
 
   it('after a SIGKILL in the middle of the copy, a re-run ends byte-identical to an uninterrupted deploy', async () => {

@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execa } from 'execa';
 import { createHash } from 'node:crypto';
-import { mkdtemp, open, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, open, readFile, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { ext2LabelOffsets } from '../../../installer/deploy/ext2-label.js';
 import { buildExt2Image } from '../../../installer/deploy/image-build.js';
-import { copySparseAndHash } from '../../../installer/deploy/sparse-copy.js';
-import { sha256File } from '../../../installer/deploy/checksum.js';
+import { copyImage, imageDigest } from '../../../installer/deploy/sparse-copy.js';
+import { chunkedDigestOf } from '../../../installer/deploy/chunk-digest.js';
 import { buildTestOsTree } from '../../../iso-build/index.js';
 
 let dir: string;
@@ -27,7 +27,7 @@ describe('relabelling copies in the stream', () => {
   it.each([
     ['4 KiB blocks, 1 GiB', 1024],
     ['a size with a partial last group', 333],
-  ])('gives the same bytes as cp + tune2fs -L (%s), with every checksum right', async (_name, sizeMiB) => {
+  ])('gives the same bytes as cp + tune2fs -L (%s), with every digest right', async (_name, sizeMiB) => {
     const tree = await buildTestOsTree(path.join(dir, `tree-${sizeMiB}`), { payloadBytes: 3 * 1024 * 1024 });
     const active = path.join(dir, `active-${sizeMiB}.img`);
     const epoch = 1_700_000_000;
@@ -45,12 +45,20 @@ describe('relabelling copies in the stream', () => {
 
     const passive = path.join(dir, `passive-${sizeMiB}.img`);
     const plain = path.join(dir, `plain-${sizeMiB}.img`);
-    const r = await copySparseAndHash(active, [{ path: passive, relabel: { label: 'COS_PASSIVE', offsets: offsets! } }, { path: plain }]);
+    const r = await copyImage(active, [{ path: passive, relabel: { label: 'COS_PASSIVE', offsets: offsets! } }, { path: plain }]);
     expect(await sha256(passive)).toBe(await sha256(viaTune2fs));
-    expect(r.targetSha256[0]).toBe(await sha256(passive));
-    expect(r.targetSha256[1]).toBe(await sha256(active));
-    expect(r.sourceSha256).toBe(await sha256(active));
-    expect(await sha256File(passive)).toBe(r.targetSha256[0]);
+    expect(await sha256(plain)).toBe(await sha256(active));
+    expect(r.targetDigests[0]).toBe(chunkedDigestOf(await readFile(passive)));
+    expect(r.targetDigests[1]).toBe(chunkedDigestOf(await readFile(active)));
+    expect(r.sourceDigest).toBe(r.targetDigests[1]);
+    expect(r.targetDigests[0]).not.toBe(r.sourceDigest);
+    expect(await imageDigest(passive)).toBe(r.targetDigests[0]);
+    // What docs/deploy.md tells operators to run gives the same digest.
+    const viaCoreutils = await execa('sh', ['-c', `split -b 4194304 --filter='sha256sum | cut -c1-64' '${passive}' | sha256sum`]);
+    expect(`sha256-4m:${viaCoreutils.stdout.split(' ')[0]}`).toBe(r.targetDigests[0]);
+    const [st, stPlain] = [await stat(passive), await stat(plain)];
+    expect(st.blocks * 512).toBeLessThan(st.size / 4); // holes kept (the tree is 3 MiB)
+    expect(stPlain.size).toBe(sizeMiB * 1024 * 1024);
     expect((await execa('e2label', [passive])).stdout.trim()).toBe('COS_PASSIVE');
     await execa('e2fsck', ['-fn', passive]);
   });

@@ -1,0 +1,39 @@
+import { createHash } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { chunkCount, chunkedDigestOf, chunkRange, combineChunkSha256s, DIGEST_CHUNK, DIGEST_RE, zeroChunkSha256 } from '../../../installer/deploy/chunk-digest.js';
+
+const sha = (b: Uint8Array | string): string => createHash('sha256').update(b).digest('hex');
+
+describe('the chunked image digest', () => {
+  it('is sha256 over the 4 MiB chunks\' sha256s, one hex line each', () => {
+    const data = Buffer.alloc(DIGEST_CHUNK * 2 + 5, 1);
+    const lines = [sha(data.subarray(0, DIGEST_CHUNK)), sha(data.subarray(DIGEST_CHUNK, 2 * DIGEST_CHUNK)), sha(data.subarray(2 * DIGEST_CHUNK))];
+    const want = `sha256-4m:${sha(lines.map((l) => `${l}\n`).join(''))}`;
+    expect(chunkedDigestOf(data)).toBe(want);
+    expect(combineChunkSha256s(lines)).toBe(want);
+    expect(want).toMatch(DIGEST_RE);
+  });
+
+  it('knows the hash of a hole of any length', () => {
+    expect(zeroChunkSha256(DIGEST_CHUNK)).toBe(sha(Buffer.alloc(DIGEST_CHUNK)));
+    expect(zeroChunkSha256(4096)).toBe(sha(Buffer.alloc(4096)));
+    expect(zeroChunkSha256(4096)).toBe(zeroChunkSha256(4096));
+  });
+
+  it('differs from a plain sha256 and changes with any byte', () => {
+    const data = Buffer.alloc(DIGEST_CHUNK + 1);
+    const before = chunkedDigestOf(data);
+    expect(before).not.toBe(`sha256-4m:${sha(data)}`);
+    data[DIGEST_CHUNK] = 1;
+    expect(chunkedDigestOf(data)).not.toBe(before);
+  });
+
+  it('splits sizes into chunks, the last one shorter', () => {
+    expect(chunkCount(0)).toBe(0);
+    expect(chunkCount(1)).toBe(1);
+    expect(chunkCount(DIGEST_CHUNK)).toBe(1);
+    expect(chunkCount(DIGEST_CHUNK + 1)).toBe(2);
+    expect(chunkRange(1, DIGEST_CHUNK + 10)).toEqual([DIGEST_CHUNK, DIGEST_CHUNK + 10]);
+    expect(chunkedDigestOf(new Uint8Array(0))).toBe(`sha256-4m:${sha('')}`);
+  });
+});
