@@ -65,7 +65,13 @@ export async function copyImage(src: string, targets: readonly CopyTarget[], opt
 
     const sourceSums: Array<Promise<string> | string> = new Array(n);
     const targetSums: Array<Array<Promise<string> | string>> = targets.map(() => new Array(n));
-    const slots = Array.from({ length: SLOTS }, () => alignedSharedBuffer(DIGEST_CHUNK));
+    // One aligned arena for the whole copy (WebAssembly memories are few and costly to map): a
+    // read buffer per slot, and per slot and target a buffer for a relabelled chunk. A slot's
+    // buffers are reused only once its hashes and writes are done.
+    const arena = alignedSharedBuffer(DIGEST_CHUNK * SLOTS * (1 + targets.length));
+    const region = (k: number): Buffer => arena.subarray(k * DIGEST_CHUNK, (k + 1) * DIGEST_CHUNK);
+    const slots = Array.from({ length: SLOTS }, (_, i) => region(i));
+    const patchBuffers = Array.from({ length: SLOTS }, (_, i) => targets.map((_t, k) => region(SLOTS + i * targets.length + k)));
     const inFlight: Array<Promise<unknown> | undefined> = new Array(SLOTS).fill(undefined);
     let slot = 0;
     for (let i = 0; i < n; i++) {
@@ -85,7 +91,7 @@ export async function copyImage(src: string, targets: readonly CopyTarget[], opt
       sourceSums[i] = hashed;
       const jobs: Array<Promise<unknown>> = [hashed];
       targets.forEach((t, k) => {
-        const out = patchedChunk(buf, len, at, t.relabel?.offsets, labels[k]);
+        const out = patchedChunk(buf, len, at, t.relabel?.offsets, labels[k], patchBuffers[slot][k]);
         const sum = out === buf ? hashed : settleLater(pool.hash(out.subarray(0, len)));
         targetSums[k][i] = sum;
         jobs.push(sum);
@@ -113,15 +119,14 @@ export async function imageDigest(file: string, opts: Omit<CopyOptions, 'onBytes
   return (await copyImage(file, [], opts)).sourceDigest;
 }
 
-/** The chunk as the target gets it: the same memory, or a copy with the label fields replaced. */
-function patchedChunk(buf: Buffer, n: number, at: number, offsets: readonly number[] | undefined, label: Buffer | undefined): Buffer {
+/** The chunk as the target gets it: the same memory, or a copy (in `spare`) with the label fields replaced. */
+function patchedChunk(buf: Buffer, n: number, at: number, offsets: readonly number[] | undefined, label: Buffer | undefined, spare: Buffer): Buffer {
   if (!offsets || !label) return buf;
   const inChunk = offsets.filter((o) => o >= at && o + EXT2_LABEL_LENGTH <= at + n);
   if (inChunk.length === 0) return buf;
-  const copy = alignedSharedBuffer(n);
-  buf.copy(copy, 0, 0, n);
-  for (const o of inChunk) label.copy(copy, o - at);
-  return copy;
+  buf.copy(spare, 0, 0, n);
+  for (const o of inChunk) label.copy(spare, o - at);
+  return spare;
 }
 
 /** [start, end) ranges of buf that hold non-zero data, at HOLE_GRAIN granularity, merged. */
