@@ -34,7 +34,7 @@ export const LIVE_TOOLS = [
   // partitioning and block devices
   'sgdisk', 'sfdisk', 'wipefs', 'partprobe', 'blockdev', 'lsblk', 'blkid', 'findfs', 'losetup', 'dmsetup', 'mdadm',
   // filesystems
-  'mke2fs', 'mkfs.ext4', 'mkfs.ext2', 'tune2fs', 'e2fsck', 'e2label', 'debugfs', 'mkfs.vfat', 'mkdosfs', 'fsck.vfat',
+  'mke2fs', 'mkfs.ext4', 'mkfs.ext2', 'tune2fs', 'e2fsck', 'e2label', 'debugfs', 'filefrag', 'mkfs.vfat', 'mkdosfs', 'fsck.vfat',
   'mount', 'umount', 'unsquashfs', 'mksquashfs',
   // ESP and grub
   'mtools', 'mcopy', 'mmd', 'mdir', 'mtype', 'grub-mkimage', 'grub-editenv', 'grub-install', 'grub-probe', 'grub-bios-setup',
