@@ -1,6 +1,6 @@
 /**
- * `hvinstall install --config F [--device D] [--source S] [--yes] [--progress tty|plain|json]
- *  [--preserve-on-error]`: installs onto a disk through the journaled step pipeline.
+ * `hvinstall install --config F [--device D] [--source S] [--bundle DIR|none] [--yes]
+ *  [--progress tty|plain|json] [--preserve-on-error]`: installs onto a disk through the journaled step pipeline.
  */
 import path from 'node:path';
 import { readFile, mkdir } from 'node:fs/promises';
@@ -10,14 +10,15 @@ import { HvError, ExitCode, describeError } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
 import { formatPlanText } from '../disk/format-plan.js';
 import { EventBus, sinkFor, type ProgressMode } from '../steps/progress.js';
+import { resolveBundleSource } from '../steps/bundle-source.js';
 import { runInstall } from '../steps/pipeline.js';
 import { gatherFacts, prepareInstall } from '../steps/prepare.js';
 import { TEST_KILL_ENV } from '../steps/test-faults.js';
 import { parseSystemSize } from './plan.js';
 
-const USAGE = `usage: hvinstall install (--config FILE | --cmdline-file /proc/cmdline) [--device DISK] [--source DIR|SQUASHFS] [--yes]
-                         [--progress tty|plain|json] [--preserve-on-error] [--system-size MIB]
-                         [--state-dir DIR] [--no-reboot]
+const USAGE = `usage: hvinstall install (--config FILE | --cmdline-file /proc/cmdline) [--device DISK] [--source DIR|SQUASHFS]
+                         [--bundle DIR|none] [--yes] [--progress tty|plain|json] [--preserve-on-error]
+                         [--system-size MIB] [--state-dir DIR] [--no-reboot]
 
 Installs onto DISK, destroying everything on it (and on install.data_disk and the disks to wipe).
   --config FILE         the config.yaml (path, http(s) URL or -)
@@ -25,9 +26,14 @@ Installs onto DISK, destroying everything on it (and on install.data_disk and th
                         harvester.install.automatic=true, the config comes from harvester.install.config_url
                         merged under the harvester.* parameters, the OS from install.iso_url (downloaded,
                         checked and opened before any disk is touched) unless --source is given, and progress
-                        goes to hvinstall.events_url (hvpxe) as well as the webhooks
+                        goes to hvinstall.events_url (hvpxe) as well as the webhooks, and the image bundle
+                        from the ISO's bundle/
   --device DISK         the install disk when the config does not name it (must match install.device when it does)
   --source S            the OS: a directory tree or a squashfs file (default: the live root /run/rootfsbase)
+  --bundle DIR|none     the container image bundle (metadata.yaml, image archives) to copy to COS_PERSISTENT,
+                        where the node's image preload finds it as /var/lib/rancher/hvagent/bundle
+                        (default: the automatic-mode ISO's bundle/, else the live ISO's
+                        /run/initramfs/live/bundle when it exists, else none); none: install without one
   --yes                 confirm the destruction (not needed with install.automatic: true)
   --progress MODE       tty: one updating line; plain: a line every few seconds; json: JSON lines on stdout
                         (default: tty on a terminal, plain otherwise)
@@ -48,6 +54,7 @@ export default async function install(argv: string[]): Promise<number> {
         'cmdline-file': { type: 'string' },
         device: { type: 'string' },
         source: { type: 'string' },
+        bundle: { type: 'string' },
         yes: { type: 'boolean', short: 'y' },
         progress: { type: 'string' },
         'preserve-on-error': { type: 'boolean' },
@@ -68,9 +75,12 @@ export default async function install(argv: string[]): Promise<number> {
   if (!values.config && !values['cmdline-file']) throw new HvError('--config or --cmdline-file is required', { hint: USAGE, exitCode: ExitCode.usage });
   const mode = (values.progress ?? (process.stdout.isTTY ? 'tty' : 'plain')) as ProgressMode;
   if (!['tty', 'plain', 'json'].includes(mode)) throw new HvError(`--progress ${values.progress}: use tty, plain or json`, { exitCode: ExitCode.usage });
+  // A wrong --bundle is refused before anything is downloaded or any disk is touched.
+  const givenBundle = values.bundle === undefined ? undefined : await resolveBundleSource(values.bundle);
   if (process.getuid?.() !== 0) throw new HvError('hvinstall install must run as root (it partitions and formats disks)', { exitCode: ExitCode.usage });
 
   const auto = values['cmdline-file'] && !values.config ? await prepareAutomatic(values['cmdline-file'], values.source, values.device) : undefined;
+  const bundle = givenBundle ?? (await resolveBundleSource(undefined, { isoBundle: auto?.isoBundle }));
   const prepared = await prepareInstall({
     configPath: values.config ?? auto!.configSource,
     loaded: auto?.loaded,
@@ -103,6 +113,7 @@ export default async function install(argv: string[]): Promise<number> {
     plan,
     config,
     source: prepared.source!,
+    bundle,
     stateDir,
     runDir: path.join('/run/hvinstall', path.basename(plan.device)),
     bus,
@@ -152,6 +163,8 @@ interface AutomaticSetup {
   configSource: string;
   loaded: { config: import('../config/types.js').HarvesterConfig; warnings: string[] };
   source?: string;
+  /** The opened ISO's bundle/ (it may not exist: resolveBundleSource checks). */
+  isoBundle?: string;
   eventsSink?: import('../steps/progress.js').Sink;
   close(): Promise<void>;
 }
@@ -181,6 +194,7 @@ async function prepareAutomatic(cmdlineFile: string, source: string | undefined,
   const config = device && !auto.config.install?.device ? { ...auto.config, install: { ...auto.config.install, device } } : auto.config;
   const closers: Array<() => Promise<void>> = [() => auto.events.sink.close()];
   let osSource = source;
+  let isoBundle: string | undefined;
   if (!osSource && auto.media.kind !== 'none') {
     const { fetchInstallIso } = await import('../remote/install-media.js');
     const { openIsoMedia } = await import('../remote/media.js');
@@ -194,11 +208,13 @@ async function prepareAutomatic(cmdlineFile: string, source: string | undefined,
       throw new HvError(`the ISO ${iso.source} has no /rootfs.squashfs`, { where: 'install.iso_url', hint: 'point iso_url at a Harvester (or hvinstall) ISO', exitCode: ExitCode.checkFailed });
     }
     osSource = path.join(media.root, 'rootfs.squashfs');
+    isoBundle = path.join(media.root, 'bundle');
   }
   return {
     configSource: auto.source,
     loaded: { config, warnings: auto.loaded.warnings.map(fmt) },
     source: osSource,
+    isoBundle,
     eventsSink: auto.events.url ? auto.events.sink : undefined,
     close: async () => {
       for (const c of closers) await c().catch(() => undefined);

@@ -100,7 +100,7 @@ export const STEP_DESCRIPTIONS: PlannedStep[] = [
   { name: 'deploy', description: 'build active.img, copy passive.img and recovery.img, write state.yaml' },
   { name: 'bootloader', description: 'install grub with active/passive/recovery entries and grubenv' },
   { name: 'oem', description: 'write /oem: harvester.config and the node configuration files' },
-  { name: 'persistent', description: 'create the persistent state layout under COS_PERSISTENT/.state' },
+  { name: 'persistent', description: 'create the persistent state layout under COS_PERSISTENT/.state; copy the image bundle (if any) to /var/lib/rancher/hvagent/bundle there' },
   { name: 'finish', description: 'write the install log, sync, unmount, release the disk' },
 ];
 

@@ -16,6 +16,8 @@ import type { InstallContext, Step } from './context.js';
 import { withMounted } from './mounted.js';
 import { loadDeployImages, loadInstallBootloader, loadRenderer, type RenderedFileLike } from './seams.js';
 import { killIfAsked } from './test-faults.js';
+import { BUNDLE_NODE_PATH, copyBundle, scanTree } from './bundle-copy.js';
+import { formatBytes } from '../disk/sizes.js';
 
 export const deployStep: Step = {
   name: 'deploy',
@@ -209,11 +211,63 @@ export async function createPersistentLayout(root: string, plan: InstallPlan): P
   return made;
 }
 
+/** Where the image bundle goes, relative to COS_PERSISTENT's root. */
+export function bundleDestination(persistentStatePaths: string[]): string {
+  const rel = persistentLocation(BUNDLE_NODE_PATH, persistentStatePaths);
+  if (!rel) {
+    throw new HvError(`${BUNDLE_NODE_PATH} is not under a persistent state path, so the image bundle has no place on COS_PERSISTENT`, {
+      where: 'persistent',
+      hint: 'keep /var/lib/rancher in the persistent state paths (it is one by default), or install with --bundle none',
+      exitCode: ExitCode.installFailed,
+    });
+  }
+  return rel;
+}
+
+interface BundleDetail {
+  source: string;
+  files?: number;
+  bytes?: number;
+}
+
 export const persistentStep: Step = {
   name: 'persistent',
   async run(ctx) {
-    const made = await withMounted(ctx.plan, ctx.runDir, ['COS_PERSISTENT'], (dirs) => createPersistentLayout(dirs.COS_PERSISTENT, ctx.plan));
-    return { bindDirs: made.length };
+    const bundle = ctx.bundle;
+    return withMounted(ctx.plan, ctx.runDir, ['COS_PERSISTENT'], async (dirs) => {
+      const made = await createPersistentLayout(dirs.COS_PERSISTENT, ctx.plan);
+      if (bundle.kind === 'none') {
+        ctx.bus.emit({ type: 'message', level: 'info', step: 'persistent', message: `no image bundle copied: ${bundle.why}` });
+        return { bindDirs: made.length, bundle: { source: 'none', why: bundle.why } };
+      }
+      const rel = bundleDestination(ctx.plan.persistentStatePaths);
+      const r = await copyBundle(bundle.path, path.join(dirs.COS_PERSISTENT, rel), {
+        signal: ctx.signal,
+        onProgress: (done, total) => ctx.bus.bytes('persistent', done, total),
+      });
+      ctx.bus.emit({
+        type: 'message',
+        level: 'info',
+        step: 'persistent',
+        message: `image bundle from ${bundle.origin} (${bundle.path}): ${r.files} files, ${formatBytes(r.bytes)} at COS_PERSISTENT/${rel} (${r.copied} copied, ${r.kept} kept, ${r.removed.length} stale removed)`,
+      });
+      return {
+        bindDirs: made.length,
+        bundle: { source: bundle.path, origin: bundle.origin, destination: rel, files: r.files, bytes: r.bytes, copied: r.copied, kept: r.kept, removed: r.removed.length },
+      };
+    });
+  },
+  // Cheap (no mount): the bundle this run would copy against the one an earlier run copied.
+  async check(ctx, detail) {
+    const was = detail?.bundle as BundleDetail | undefined;
+    const before = was?.source ?? 'none';
+    const now = ctx.bundle.kind === 'dir' ? ctx.bundle.path : 'none';
+    if (before !== now) return `the image bundle was ${before}, now ${now}`;
+    if (ctx.bundle.kind === 'none') return undefined;
+    const files = (await scanTree(ctx.bundle.path)).filter((e) => e.kind === 'file');
+    const bytes = files.reduce((n, f) => n + f.size, 0);
+    if (files.length !== was?.files || bytes !== was?.bytes) return `the image bundle ${now} now holds ${files.length} files (${bytes} bytes), ${was?.files ?? '?'} (${was?.bytes ?? '?'} bytes) were copied`;
+    return undefined;
   },
 };
 

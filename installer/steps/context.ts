@@ -5,12 +5,15 @@ import type { InstallPlan, StepName } from '../disk/types.js';
 import type { MachineFacts } from '../preflight/types.js';
 import type { Logger } from '../../lib/logger.js';
 import type { Redactor } from '../../lib/redact.js';
+import type { BundleSource } from './bundle-source.js';
 import type { EventBus } from './progress.js';
 
 export interface InstallContext {
   plan: InstallPlan;
   config: HarvesterConfig;
   source: OsSource;
+  /** The image bundle to copy to COS_PERSISTENT (persistent step), or none and why. */
+  bundle: BundleSource;
   /** Mount points and scratch space of this install (e.g. /run/hvinstall/loop3). */
   runDir: string;
   bus: EventBus;

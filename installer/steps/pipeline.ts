@@ -19,6 +19,7 @@ import { filesystemMismatch, exists } from '../disk/block.js';
 import { findDisk, targetInUseProblems } from '../disk/plan.js';
 import type { InstallPlan, StepName } from '../disk/types.js';
 import type { MachineFacts } from '../preflight/types.js';
+import type { BundleSource } from './bundle-source.js';
 import type { InstallContext, Step } from './context.js';
 import { clearStep, formatStep, partitionStep, verifyStep } from './disk-steps.js';
 import { bootloaderStep, deployStep, makeFinishStep, oemStep, persistentStep, saveInstallRecord } from './content-steps.js';
@@ -34,6 +35,8 @@ export interface RunInstallOptions {
   plan: InstallPlan;
   config: HarvesterConfig;
   source: OsSource;
+  /** The image bundle for COS_PERSISTENT (install.ts decides: --bundle, the ISO's, the live ISO's, none). */
+  bundle: BundleSource;
   /** Journal and log live here on the host (default /var/lib/hvinstall). */
   stateDir: string;
   /** Mounts and scratch (default /run/hvinstall/<disk>). */
@@ -119,6 +122,7 @@ export async function runInstall(opts: RunInstallOptions): Promise<InstallOutcom
     plan,
     config: opts.config,
     source: opts.source,
+    bundle: opts.bundle,
     runDir: opts.runDir,
     bus,
     log,
