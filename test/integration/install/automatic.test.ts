@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { InstallPlan } from '../../../installer/disk/types.js';
-import { Cleanup, tempDir, loopDisk, buildSmallOsTree, configYaml, hvinstall, sh, TEST_SYSTEM_SIZE_MIB } from './helpers.js';
+import { Cleanup, tempDir, loopDisk, buildSmallBundle, buildSmallOsTree, configYaml, hvinstall, sh, TEST_SYSTEM_SIZE_MIB } from './helpers.js';
 import { verifyInstalledDisk } from './verify.js';
 
 const cleanup = new Cleanup();
@@ -46,11 +46,12 @@ async function serve(): Promise<Served> {
   return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, files, events };
 }
 
-/** An ISO holding rootfs.squashfs of the test OS, as a Harvester ISO carries its live root. */
-async function buildIso(dir: string, tree: string): Promise<Buffer> {
+/** An ISO holding rootfs.squashfs of the test OS and an image bundle/, as a Harvester ISO carries them. */
+async function buildIso(dir: string, tree: string, bundle: string): Promise<Buffer> {
   const isoRoot = path.join(dir, 'iso-root');
   await mkdir(isoRoot, { recursive: true });
   await sh('mksquashfs', [tree, path.join(isoRoot, 'rootfs.squashfs'), '-noappend', '-quiet', '-comp', 'gzip']);
+  await sh('cp', ['-a', bundle, path.join(isoRoot, 'bundle')]);
   const iso = path.join(dir, 'hv.iso');
   await sh('xorriso', ['-as', 'mkisofs', '-quiet', '-V', 'COS_LIVE', '-o', iso, isoRoot]);
   return readFile(iso);
@@ -61,7 +62,8 @@ async function setup(publishSha: 'right' | 'wrong') {
   const disk = await loopDisk(cleanup, dir, 'target', 260);
   const tree = await buildSmallOsTree(dir);
   const srv = await serve();
-  const iso = await buildIso(dir, tree);
+  const bundle = await buildSmallBundle(dir);
+  const iso = await buildIso(dir, tree, bundle);
   srv.files.set('/hv.iso', iso);
   const sha = createHash('sha256').update(iso).digest('hex');
   srv.files.set('/hv.iso.sha256', Buffer.from(`${publishSha === 'right' ? sha : sha.replace(/^./, (c) => (c === '0' ? '1' : '0'))}  hv.iso\n`));
@@ -72,7 +74,7 @@ async function setup(publishSha: 'right' | 'wrong') {
     `BOOT_IMAGE=/vmlinuz console=ttyS0 harvester.install.automatic=true harvester.install.config_url=${srv.url}/config.yaml ` +
       `harvester.install.skipchecks=true hvinstall.events_url=${srv.url}/events/m1\n`,
   );
-  return { dir, disk, tree, srv, cmdline, stateDir: path.join(dir, 'state') };
+  return { dir, disk, tree, bundle, srv, cmdline, stateDir: path.join(dir, 'state') };
 }
 
 const autoArgs = (cmdline: string, stateDir: string) => [
@@ -80,7 +82,7 @@ const autoArgs = (cmdline: string, stateDir: string) => [
 ];
 
 describe('hvinstall install --cmdline-file (automatic mode)', () => {
-  it('fetches the config and the ISO, installs its rootfs without --yes, and posts progress to the events URL', async () => {
+  it('fetches the config and the ISO, installs its rootfs and copies its bundle/ without --yes, and posts progress to the events URL', async () => {
     const t = await setup('right');
     const r = await hvinstall(autoArgs(t.cmdline, t.stateDir));
     expect(r.code, r.stderr).toBe(0);
@@ -90,7 +92,8 @@ describe('hvinstall install --cmdline-file (automatic mode)', () => {
     await writeFile(path.join(t.dir, 'fetched.yaml'), merged);
     const p = await hvinstall(['plan', '--config', path.join(t.dir, 'fetched.yaml'), '--json', '--system-size', String(TEST_SYSTEM_SIZE_MIB)]);
     expect(p.code, p.stderr).toBe(0);
-    await verifyInstalledDisk((JSON.parse(p.stdout) as { plan: InstallPlan }).plan, t.tree, t.dir);
+    await verifyInstalledDisk((JSON.parse(p.stdout) as { plan: InstallPlan }).plan, t.tree, t.dir, { bundle: t.bundle });
+    expect(t.srv.events).toContainEqual(expect.objectContaining({ type: 'message', step: 'persistent', message: expect.stringMatching(/^image bundle from the install ISO \(.*\/bundle\): 4 files/) }));
     const done = t.srv.events.filter((e) => e.type === 'step' && e.phase === 'done').map((e) => e.step);
     expect(done).toContain('deploy');
     expect(done.at(-1)).toBe('finish');

@@ -4,8 +4,8 @@
  * Everything created is registered for cleanup, which runs even when a test fails.
  */
 import { execFile, spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { chmod, mkdir, mkdtemp, readdir, readFile, readlink, rm, stat, writeFile, lstat } from 'node:fs/promises';
+import { createHash, randomBytes } from 'node:crypto';
+import { chmod, mkdir, mkdtemp, readdir, readFile, readlink, rm, stat, symlink, writeFile, lstat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -62,6 +62,25 @@ export async function buildSmallOsTree(dir: string): Promise<string> {
   await writeFile(path.join(tree.dir, 'etc/secret-file'), 'mode 600\n', { mode: 0o600 });
   await chmod(path.join(tree.dir, 'etc/secret-file'), 0o600);
   return tree.dir;
+}
+
+/**
+ * A small image bundle in the ISO's layout (a few KiB): metadata.yaml, an archive and its list, a
+ * 0600 file, a read-only directory and a symlink, whose modes and target must survive the copy.
+ */
+export async function buildSmallBundle(dir: string): Promise<string> {
+  const b = path.join(dir, 'bundle');
+  await mkdir(path.join(b, 'harvester/images'), { recursive: true });
+  await mkdir(path.join(b, 'harvester/images-lists'), { recursive: true });
+  await mkdir(path.join(b, 'rancherd/images'), { recursive: true });
+  await writeFile(path.join(b, 'metadata.yaml'), 'images:\n  common:\n    - list: harvester/images-lists/test-images.txt\n      archive: harvester/images/test-images.tar.zst\n');
+  await writeFile(path.join(b, 'harvester/images/test-images.tar.zst'), randomBytes(6000));
+  await writeFile(path.join(b, 'harvester/images-lists/test-images.txt'), 'docker.io/library/busybox:latest\n');
+  await writeFile(path.join(b, 'rancherd/images/bootstrap.txt'), 'docker.io/rancher/system-agent-installer-rke2:v1.31.0-rke2r1\n');
+  await chmod(path.join(b, 'rancherd/images/bootstrap.txt'), 0o600);
+  await chmod(path.join(b, 'rancherd/images'), 0o555);
+  await symlink('images/test-images.tar.zst', path.join(b, 'harvester/current.tar.zst'));
+  return b;
 }
 
 export interface ConfigOptions {

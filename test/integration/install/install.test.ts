@@ -9,6 +9,7 @@ import path from 'node:path';
 import type { InstallPlan } from '../../../installer/disk/types.js';
 import {
   Cleanup,
+  buildSmallBundle,
   buildSmallOsTree,
   configYaml,
   diskSnapshot,
@@ -55,31 +56,38 @@ async function planOf(configFile: string): Promise<InstallPlan> {
 }
 
 describe('hvinstall install', () => {
-  it('EFI, 512-byte sectors: a full install, verified from the outside; webhooks STARTED and SUCCEEDED', async () => {
+  it('EFI, 512-byte sectors: a full install with an image bundle, verified from the outside; webhooks STARTED and SUCCEEDED', async () => {
     const hooks = await webhookReceiver(cleanup);
     const t = await setup({ forceEfi: true, extraInstall: webhooksYaml(hooks.url) });
+    const bundle = await buildSmallBundle(t.dir);
     const plan = await planOf(t.configFile);
     expect(plan.firmware).toBe('efi');
-    const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir));
+    const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir, ['--bundle', bundle]));
     expect(r.code, r.stderr).toBe(0);
     const ev = events(r.stdout);
     expect(ev.filter((e) => e.type === 'step' && e.phase === 'done').map((e) => e.step)).toEqual(['guard', 'clear', 'partition', 'format', 'verify', 'deploy', 'bootloader', 'oem', 'persistent', 'finish']);
     expect(ev.some((e) => e.type === 'bytes' && typeof e.rateBytesPerSec === 'number')).toBe(true);
     expect(ev.every((e) => typeof e.elapsedMs === 'number' && typeof e.ts === 'string')).toBe(true);
     expect(r.stdout + r.stderr).not.toContain('integration-secret-token');
-    await verifyInstalledDisk(plan, t.source, t.dir);
+    await verifyInstalledDisk(plan, t.source, t.dir, { bundle });
     const journal = JSON.parse(await readFile(path.join(t.stateDir, `${path.basename(t.disk)}.journal.json`), 'utf8'));
     expect(journal.status).toBe('succeeded');
+    const bundleFiles = ['metadata.yaml', 'harvester/images/test-images.tar.zst', 'harvester/images-lists/test-images.txt', 'rancherd/images/bootstrap.txt'];
+    let bundleBytes = 0;
+    for (const f of bundleFiles) bundleBytes += (await readFile(path.join(bundle, f))).length;
+    expect(journal.steps.find((s: { name: string }) => s.name === 'persistent').detail.bundle).toMatchObject({ source: bundle, origin: '--bundle', files: 4, bytes: bundleBytes, copied: 4, kept: 0 });
+    expect(ev.filter((e) => e.type === 'bytes' && e.step === 'persistent').at(-1)).toMatchObject({ done: bundleBytes, total: bundleBytes });
     expect(hooks.received.map((h) => h.path)).toEqual(['/started', '/succeeded']);
   });
 
-  it('EFI on a 4Kn loop device', async () => {
+  it('EFI on a 4Kn loop device, --bundle none', async () => {
     const t = await setup({ forceEfi: true, sectorSize: 4096 });
     const plan = await planOf(t.configFile);
     expect(plan.logicalSectorSize).toBe(4096);
-    const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir));
+    const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir, ['--bundle', 'none']));
     expect(r.code, r.stderr).toBe(0);
-    await verifyInstalledDisk(plan, t.source, t.dir);
+    expect(events(r.stdout)).toContainEqual(expect.objectContaining({ type: 'message', step: 'persistent', message: 'no image bundle copied: --bundle none' }));
+    await verifyInstalledDisk(plan, t.source, t.dir, { bundle: 'none' });
   });
 
   it('BIOS with a separate data disk formatted whole, and an old install on a disk in wipe_disks_list', async () => {
@@ -156,6 +164,14 @@ describe('hvinstall install', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('refusing to install without --yes');
     expect(r.stderr).toContain(`${t.disk} (260 GiB)`);
+    expect((await sh('blkid', ['-p', t.disk], { allowFailure: true })).code).toBe(2); // still blank
+  });
+
+  it('refuses a --bundle that does not exist (usage error) and touches no disk', async () => {
+    const t = await setup();
+    const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir, ['--bundle', path.join(t.dir, 'does/not/exist')]));
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`--bundle ${path.join(t.dir, 'does/not/exist')} does not exist`);
     expect((await sh('blkid', ['-p', t.disk], { allowFailure: true })).code).toBe(2); // still blank
   });
 

@@ -6,7 +6,11 @@ import { parse as parseYaml } from 'yaml';
 import type { InstallPlan } from '../../../installer/disk/types.js';
 import { fileMode, partitionNode, probe, sh, treeManifest, withMount } from './helpers.js';
 
-export async function verifyInstalledDisk(plan: InstallPlan, source: string, dir: string): Promise<void> {
+/** Where the installer copies the image bundle on COS_PERSISTENT (node path /var/lib/rancher/hvagent/bundle). */
+export const BUNDLE_ON_PERSISTENT = '.state/var-lib-rancher.bind/hvagent/bundle';
+
+/** opts.bundle: the bundle directory the install was given, or 'none' when it must have copied none. */
+export async function verifyInstalledDisk(plan: InstallPlan, source: string, dir: string, opts: { bundle?: string } = {}): Promise<void> {
   const disk = plan.device;
   // the partition table
   if (plan.table === 'gpt') {
@@ -97,5 +101,9 @@ export async function verifyInstalledDisk(plan: InstallPlan, source: string, dir
       const bind = path.join(m, '.state', `${p.slice(1).replace(/\//g, '-')}.bind`);
       expect((await sh('test', ['-d', bind], { allowFailure: true })).code, bind).toBe(0);
     }
+    // the image bundle, file for file (mode, size, sha256, symlink targets)
+    const copied = path.join(m, BUNDLE_ON_PERSISTENT);
+    if (opts.bundle === 'none') expect((await sh('test', ['-e', copied], { allowFailure: true })).code, copied).not.toBe(0);
+    else if (opts.bundle) expect(await treeManifest(copied)).toEqual(await treeManifest(opts.bundle));
   });
 }
