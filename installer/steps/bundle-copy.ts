@@ -61,6 +61,8 @@ function unsupported(e: TreeEntry, sourceRoot: string): HvError {
 }
 
 const isBelow = (rel: string, dir: string): boolean => rel.startsWith(`${dir}/`);
+/** Byte order, the same in every locale. */
+const byPath = (a: TreeEntry, b: TreeEntry): number => (a.rel < b.rel ? -1 : a.rel > b.rel ? 1 : 0);
 
 /**
  * What to do to make dest hold exactly source. Throws HvError for a source entry that is neither a
@@ -81,13 +83,14 @@ export function planBundleCopy(source: TreeEntry[], dest: TreeEntry[], sourceRoo
   });
   const doomedDirs = doomed.filter((d) => d.kind === 'dir').map((d) => d.rel);
   const remove = doomed.filter((d) => !doomedDirs.some((dir) => isBelow(d.rel, dir)));
-  const gone = (rel: string): boolean => doomed.some((d) => d.rel === rel) || doomedDirs.some((dir) => isBelow(rel, dir));
+  const doomedPaths = new Set(doomed.map((d) => d.rel));
+  const gone = (rel: string): boolean => doomedPaths.has(rel) || doomedDirs.some((dir) => isBelow(rel, dir));
   const present = (rel: string): TreeEntry | undefined => (gone(rel) ? undefined : have.get(rel));
   const freedBytes = dest.filter((d) => d.kind === 'file' && gone(d.rel)).reduce((n, d) => n + d.size, 0);
 
-  const byDepth = (a: TreeEntry, b: TreeEntry): number => a.rel.split('/').length - b.rel.split('/').length || a.rel.localeCompare(b.rel);
+  const byDepth = (a: TreeEntry, b: TreeEntry): number => a.rel.split('/').length - b.rel.split('/').length || byPath(a, b);
   const dirs = source.filter((e) => e.kind === 'dir').sort(byDepth);
-  const files = source.filter((e) => e.kind === 'file').sort((a, b) => a.rel.localeCompare(b.rel));
+  const files = source.filter((e) => e.kind === 'file').sort(byPath);
   const copy: TreeEntry[] = [];
   const keep: TreeEntry[] = [];
   const fixMode: TreeEntry[] = [];
@@ -98,9 +101,9 @@ export function planBundleCopy(source: TreeEntry[], dest: TreeEntry[], sourceRoo
       if (d.mode !== f.mode) fixMode.push(f);
     } else copy.push(f);
   }
-  const links = source.filter((e) => e.kind === 'symlink' && !present(e.rel)).sort((a, b) => a.rel.localeCompare(b.rel));
+  const links = source.filter((e) => e.kind === 'symlink' && !present(e.rel)).sort(byPath);
   return {
-    remove: remove.sort((a, b) => a.rel.localeCompare(b.rel)),
+    remove: remove.sort(byPath),
     dirs,
     copy,
     keep,

@@ -237,13 +237,20 @@ export const persistentStep: Step = {
     return withMounted(ctx.plan, ctx.runDir, ['COS_PERSISTENT'], async (dirs) => {
       const made = await createPersistentLayout(dirs.COS_PERSISTENT, ctx.plan);
       if (bundle.kind === 'none') {
+        // A bundle an earlier run of this install copied (then with --bundle DIR) must not linger.
+        const rel = persistentLocation(BUNDLE_NODE_PATH, ctx.plan.persistentStatePaths);
+        if (rel) await rm(path.join(dirs.COS_PERSISTENT, rel), { recursive: true, force: true });
         ctx.bus.emit({ type: 'message', level: 'info', step: 'persistent', message: `no image bundle copied: ${bundle.why}` });
         return { bindDirs: made.length, bundle: { source: 'none', why: bundle.why } };
       }
       const rel = bundleDestination(ctx.plan.persistentStatePaths);
+      const killBytes = /^persistent-bytes:(\d+)$/.exec(ctx.killPoint ?? '')?.[1];
       const r = await copyBundle(bundle.path, path.join(dirs.COS_PERSISTENT, rel), {
         signal: ctx.signal,
-        onProgress: (done, total) => ctx.bus.bytes('persistent', done, total),
+        onProgress: (done, total) => {
+          ctx.bus.bytes('persistent', done, total);
+          if (killBytes !== undefined && done >= Number(killBytes)) killIfAsked(`persistent-bytes:${killBytes}`, ctx.killPoint);
+        },
       });
       ctx.bus.emit({
         type: 'message',
