@@ -7,20 +7,25 @@
  * To keep the runtime to a few minutes the boundaries are chained: run 1 is killed after guard,
  * run 2 resumes and is killed after clear, and so on; each run must resume exactly where the last
  * stopped (every step done before is skipped, nothing done is redone), and only then is the final
- * disk compared. The mid-copy kill is also tested on its own.
+ * disk compared. The mid-copy kill is also tested on its own. The install carries a small image
+ * bundle, and one run is killed in the middle of its copy (a file written to its temp name, not yet
+ * renamed): the final disk holds the bundle and no temp file.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { Cleanup, buildSmallOsTree, configYaml, diskSnapshot, events, hvinstall, installArgs, loopDisk, tempDir } from './helpers.js';
+import { Cleanup, buildSmallBundle, buildSmallOsTree, configYaml, diskSnapshot, events, hvinstall, installArgs, loopDisk, tempDir } from './helpers.js';
 
 const cleanup = new Cleanup();
 afterAll(() => cleanup.run());
 
 const STEPS = ['guard', 'clear', 'partition', 'format', 'verify', 'deploy', 'bootloader', 'oem', 'persistent', 'finish'];
 const MID_COPY = 'deploy-bytes:4194304';
-/** In step order: a kill after each step, and one in the middle of the image copy. */
-const CHAIN = [...STEPS.slice(0, 5).map((s) => `after:${s}`), MID_COPY, ...STEPS.slice(5).map((s) => `after:${s}`)];
+/** After the bundle's image archive (the second file copied) is written, before its rename. */
+const MID_BUNDLE = 'persistent-bytes:1000';
+/** In step order: a kill after each step, one in the middle of the image copy, one in the bundle copy. */
+const after = (s: string): string => `after:${s}`;
+const CHAIN = [...STEPS.slice(0, 5).map(after), MID_COPY, ...STEPS.slice(5, 8).map(after), MID_BUNDLE, ...STEPS.slice(8).map(after)];
 
 interface Journal {
   status: string;
@@ -43,7 +48,7 @@ describe('hvinstall install after SIGKILL', () => {
     const configFile = path.join(dir, 'config.yaml');
     await writeFile(configFile, configYaml({ device: disk, forceEfi: true }));
     const stateDir = path.join(dir, 'state');
-    args = installArgs(configFile, source, stateDir);
+    args = installArgs(configFile, source, stateDir, ['--bundle', await buildSmallBundle(dir)]);
     journalFile = path.join(stateDir, `${path.basename(disk)}.journal.json`);
     const r = await hvinstall(args);
     expect(r.code, r.stderr).toBe(0);
@@ -69,11 +74,19 @@ describe('hvinstall install after SIGKILL', () => {
         expect(ev.some((e) => e.type === 'bytes' && (e.done as number) >= 4194304)).toBe(true);
         expect(journal.steps.find((s) => s.name === 'deploy')!.status).toBe('running');
         expect(done).toEqual(STEPS.slice(0, 5));
+      } else if (point === MID_BUNDLE) {
+        // (a few KiB copy within the bus's 200 ms throttle: only its first byte event is out)
+        expect(ev.some((e) => e.type === 'bytes' && e.step === 'persistent')).toBe(true);
+        expect(journal.steps.find((s) => s.name === 'persistent')!.status).toBe('running');
+        expect(done).toEqual(STEPS.slice(0, 8));
+        // The killed run's mount is still there (the next run's guard releases it): the temp file is in it.
+        const images = `/run/hvinstall/${path.basename(disk)}/mnt/cos_persistent/.state/var-lib-rancher.bind/hvagent/bundle/harvester/images`;
+        expect((await readdir(images)).filter((n) => n.endsWith('.hvbundle-tmp'))).toHaveLength(1);
       } else {
         expect(done).toEqual(STEPS.slice(0, STEPS.indexOf(point.slice('after:'.length)) + 1));
       }
       // nothing already done was started again
-      expect(journal.steps.filter((s) => s.name !== 'guard' && s.name !== 'deploy').every((s) => s.attempts <= 1)).toBe(true);
+      expect(journal.steps.filter((s) => !['guard', 'deploy', 'persistent'].includes(s.name)).every((s) => s.attempts <= 1)).toBe(true);
       doneBefore = done;
     }
     const last = await hvinstall(args);
@@ -83,6 +96,7 @@ describe('hvinstall install after SIGKILL', () => {
     const journal = await readJournal();
     expect(journal.status).toBe('succeeded');
     expect(journal.steps.find((s) => s.name === 'deploy')!.attempts).toBe(2); // once killed mid copy, once completed
+    expect(journal.steps.find((s) => s.name === 'persistent')!.attempts).toBe(2); // likewise, mid bundle copy
     expect(await diskSnapshot(disk, dir)).toEqual(baseline);
   }, 900_000);
 
