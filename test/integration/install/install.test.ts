@@ -167,6 +167,19 @@ describe('hvinstall install', () => {
     expect((await sh('blkid', ['-p', t.disk], { allowFailure: true })).code).toBe(2); // still blank
   });
 
+  it('resumed with another bundle choice, the persistent step is redone: killed after it with --bundle DIR, re-run with --bundle none leaves no bundle', async () => {
+    const t = await setup({ forceEfi: true });
+    const bundle = await buildSmallBundle(t.dir);
+    const killed = await hvinstall(installArgs(t.configFile, t.source, t.stateDir, ['--bundle', bundle]), { HVINSTALL_TEST_SIGKILL_AT: 'after:persistent' });
+    expect(killed.signal, killed.stderr).toBe('SIGKILL');
+    const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir, ['--bundle', 'none']));
+    expect(r.code, r.stderr).toBe(0);
+    const ev = events(r.stdout);
+    expect(ev.filter((e) => e.type === 'step' && e.phase === 'skipped').map((e) => e.step)).toEqual(['clear', 'partition', 'format', 'verify', 'deploy', 'bootloader', 'oem']);
+    expect(ev).toContainEqual(expect.objectContaining({ type: 'message', step: 'persistent', message: `done in an earlier run but the image bundle was ${bundle}, now none: redoing from here` }));
+    await verifyInstalledDisk(await planOf(t.configFile), t.source, t.dir, { bundle: 'none' });
+  });
+
   it('refuses a --bundle that does not exist (usage error) and touches no disk', async () => {
     const t = await setup();
     const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir, ['--bundle', path.join(t.dir, 'does/not/exist')]));
