@@ -1,15 +1,14 @@
 // Deploying a 1 GiB OS tree (deployImages: build active.img with mke2fs -d, copy to passive and
 // recovery sparse, digest all three, state.yaml) against `dd` writing the same number of bytes
 // (what the three images hold on disk) to the same loop device in the same run, with fsync.
-// The comparison is a crossover: each round times one dd and one deploy, which goes first
-// alternates, and the figure judged is the geometric mean over rounds of the paired ratio
-// (dd seconds / deploy seconds). On this kind of machine (a VM disk) what ran just before
-// dominates single timings: dd rewriting the region the previous dd wrote took 1.0-1.5 s, the same
-// dd after a deploy 3-10 s, even with the guest's caches dropped. A best-of comparison then pits
-// the deploy against the host absorbing a rewrite; alternating the order and pairing each round
-// cancels that carry-over. Best-of figures are printed too. Before every timed run the guest's
-// caches are written back and dropped; the deploy's source tree is then read once (a live
-// installer's root is in memory).
+// Every timed run follows a run of the other kind (deploy, dd, deploy, dd, ...), and each round's
+// pair gives a ratio (dd seconds / deploy seconds); the figure judged is their geometric mean.
+// On this kind of machine (a VM disk) a run that rewrites the region its own kind wrote just
+// before is absorbed by the host: dd after dd took 1.0-1.5 s, dd after a deploy 7-10 s, a deploy
+// after a deploy 3.2-5.3 s, after a dd 4.9-6.3 s (plain dd to a file: 7.2 s new, 1.1 s rewritten).
+// A real disk has no such memory, so no timed run may follow its own kind. Before every timed run
+// the guest's caches are written back and dropped; the deploy's source tree is then read once (a
+// live installer's root is in memory). Best-of figures are printed too.
 // The disk file is written in full up front, as a real disk is: the first write to a region of a
 // sparse or fallocated backing file also pays for the host filesystem's block allocation. One
 // warm-up round of each is not counted.
@@ -123,16 +122,13 @@ try {
   const warm = await timeDeploy();
   let bytes = warm.onDisk;
   console.log(`warm-up: deploy ${warm.seconds.toFixed(2)} s, dd ${timeDd(bytes).toFixed(2)} s for ${(bytes / MiB).toFixed(0)} MiB (not counted)`);
-  // Which runs first alternates, so neither always follows the other's writeback.
   for (let round = 1; round <= ROUNDS; round++) {
-    let dd = 0;
-    if (round % 2 === 1) dd = timeDd(bytes);
     const d = await timeDeploy();
     bytes = d.onDisk;
-    if (round % 2 === 0) dd = timeDd(bytes);
+    const dd = timeDd(bytes);
     deployTimes.push(d.seconds);
     ddTimes.push(dd);
-    console.log(`round ${round}: deploy ${d.seconds.toFixed(2)} s, dd ${dd.toFixed(2)} s for ${(bytes / MiB).toFixed(0)} MiB${round % 2 === 1 ? ' (dd first)' : ''}`);
+    console.log(`round ${round}: deploy ${d.seconds.toFixed(2)} s, dd ${dd.toFixed(2)} s for ${(bytes / MiB).toFixed(0)} MiB`);
   }
   const best = (xs) => Math.min(...xs);
   const rate = (seconds) => (bytes / seconds / MiB).toFixed(0);
