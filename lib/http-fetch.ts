@@ -10,6 +10,7 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { rootCertificates } from 'node:tls';
 import { EnvHttpProxyAgent, interceptors, request, type Dispatcher } from 'undici';
+import { classifyNetworkError } from './net-error.js';
 
 export type FetchErrorKind =
   | 'bad-url'
@@ -79,40 +80,30 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-function errCode(err: unknown): string | undefined {
-  let e: unknown = err;
-  for (let i = 0; i < 5 && e; i++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string') return code;
-    e = (e as { cause?: unknown }).cause;
-  }
-  return undefined;
-}
-
 function classify(err: unknown, url: URL, timeoutMs: number, attempt: number): FetchError {
   if (err instanceof FetchError) return err;
-  const code = errCode(err) ?? '';
+  const { kind, code = '' } = classifyNetworkError(err);
   const name = (err as { name?: string }).name ?? '';
   const detail = (err as Error).message ?? String(err);
   const host = url.host;
-  if (name === 'TimeoutError' || name === 'AbortError' || code.startsWith('UND_ERR_') && code.endsWith('TIMEOUT') || code === 'ETIMEDOUT') {
+  if (kind === 'timeout' || name === 'AbortError') {
     return new FetchError('timeout', url.href, `timed out after ${timeoutMs} ms fetching ${url.href}`, {
       attempts: attempt,
       hint: 'check that the server answers and the network (route, proxy) reaches it',
       cause: err,
     });
   }
-  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_NONAME') {
+  if (kind === 'dns') {
     return new FetchError('dns', url.href, `cannot resolve host ${url.hostname} (${code})`, {
       attempts: attempt,
       hint: 'check the host name and the DNS servers (DHCP or os.dns_nameservers)',
       cause: err,
     });
   }
-  if (code === 'ECONNREFUSED') {
+  if (kind === 'refused') {
     return new FetchError('refused', url.href, `connection refused by ${host}`, { attempts: attempt, hint: 'is the HTTP server running on that port?', cause: err });
   }
-  if (/CERT|SELF_SIGNED|TLS|SSL|UNABLE_TO_VERIFY/i.test(code)) {
+  if (kind === 'tls') {
     return new FetchError('tls', url.href, `TLS verification failed for ${host}: ${code} (${detail})`, {
       attempts: attempt,
       hint: 'pass the CA that signed the server certificate (--ca-file), or serve the file over plain http',

@@ -5,6 +5,7 @@
 import { Agent, request } from 'undici';
 import { HvError } from '../../lib/errors.js';
 import type { KubeCredentials } from './kubeconfig.js';
+import { classifyNetworkError } from '../../lib/net-error.js';
 
 export interface KubeObject {
   apiVersion?: string;
@@ -87,24 +88,11 @@ export class KubeClient {
 }
 
 export function describeNetError(err: unknown): string {
-  const e = err as { code?: string; message?: string; cause?: { code?: string; message?: string } };
-  const code = e.cause?.code ?? e.code;
-  switch (code) {
-    case 'ECONNREFUSED':
-      return 'connection refused (nothing listening yet)';
-    case 'ECONNRESET':
-      return 'connection reset';
-    case 'UND_ERR_CONNECT_TIMEOUT':
-    case 'UND_ERR_HEADERS_TIMEOUT':
-    case 'ABORT_ERR':
-      return 'timed out';
-    case 'DEPTH_ZERO_SELF_SIGNED_CERT':
-    case 'UNABLE_TO_VERIFY_LEAF_SIGNATURE':
-    case 'SELF_SIGNED_CERT_IN_CHAIN':
-    case 'ERR_TLS_CERT_ALTNAME_INVALID':
-      return `TLS verification failed (${code}): is the CA the cluster's server-ca.crt?`;
-    default:
-      if ((err as Error)?.name === 'TimeoutError') return 'timed out';
-      return e.cause?.message ?? e.message ?? String(err);
-  }
+  const { kind, code } = classifyNetworkError(err);
+  if (kind === 'timeout' || code === 'ABORT_ERR') return 'timed out';
+  if (kind === 'refused') return 'connection refused (nothing listening yet)';
+  if (kind === 'reset') return 'connection reset';
+  if (kind === 'tls') return `TLS verification failed (${code}): is the CA the cluster's server-ca.crt?`;
+  const e = err as { message?: string; cause?: { message?: string } };
+  return e.cause?.message ?? e.message ?? String(err);
 }
