@@ -17,6 +17,8 @@ export const LIVE_MODULES = [
   'crc32c_generic',
   'loop',
   'squashfs',
+  // iso9660, so an automatic install loop-mounts the downloaded ISO instead of extracting it into RAM.
+  'isofs',
   'overlay',
   'ext4',
   'vfat',
