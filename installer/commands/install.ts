@@ -17,7 +17,7 @@ import { TEST_KILL_ENV } from '../steps/test-faults.js';
 import { parseSystemSize } from './plan.js';
 
 const USAGE = `usage: hvinstall install (--config FILE | --cmdline-file /proc/cmdline) [--device DISK] [--source DIR|SQUASHFS]
-                         [--bundle DIR|none] [--yes] [--progress tty|plain|json] [--preserve-on-error]
+                         [--fallback-source DIR|SQUASHFS] [--bundle DIR|none] [--yes] [--progress tty|plain|json] [--preserve-on-error]
                          [--system-size MIB] [--state-dir DIR] [--no-reboot]
 
 Installs onto DISK, destroying everything on it (and on install.data_disk and the disks to wipe).
@@ -30,6 +30,8 @@ Installs onto DISK, destroying everything on it (and on install.data_disk and th
                         from the ISO's bundle/
   --device DISK         the install disk when the config does not name it (must match install.device when it does)
   --source S            the OS: a directory tree or a squashfs file (default: the live root /run/rootfsbase)
+  --fallback-source S   automatic mode: the OS when install.iso_url is local or absent (an http(s) iso_url
+                        still wins); the live installer passes the image it carries
   --bundle DIR|none     the container image bundle (metadata.yaml, image archives) to copy to COS_PERSISTENT,
                         where the node's image preload finds it as /var/lib/rancher/hvagent/bundle
                         (default: the automatic-mode ISO's bundle/, else the live ISO's
@@ -54,6 +56,7 @@ export default async function install(argv: string[]): Promise<number> {
         'cmdline-file': { type: 'string' },
         device: { type: 'string' },
         source: { type: 'string' },
+        'fallback-source': { type: 'string' },
         bundle: { type: 'string' },
         yes: { type: 'boolean', short: 'y' },
         progress: { type: 'string' },
@@ -79,7 +82,11 @@ export default async function install(argv: string[]): Promise<number> {
   const givenBundle = values.bundle === undefined ? undefined : await resolveBundleSource(values.bundle);
   if (process.getuid?.() !== 0) throw new HvError('hvinstall install must run as root (it partitions and formats disks)', { exitCode: ExitCode.usage });
 
-  const auto = values['cmdline-file'] && !values.config ? await prepareAutomatic(values['cmdline-file'], values.source, values.device) : undefined;
+  const automaticMode = !!values['cmdline-file'] && !values.config;
+  if (values['fallback-source'] !== undefined && !automaticMode) {
+    throw new HvError('--fallback-source is for automatic mode (--cmdline-file without --config); use --source', { hint: USAGE, exitCode: ExitCode.usage });
+  }
+  const auto = automaticMode ? await prepareAutomatic(values['cmdline-file']!, values.source, values.device, values['fallback-source']) : undefined;
   const bundle = givenBundle ?? (await resolveBundleSource(undefined, { isoBundle: auto?.isoBundle }));
   const prepared = await prepareInstall({
     configPath: values.config ?? auto!.configSource,
@@ -174,8 +181,8 @@ interface AutomaticSetup {
  * and its config_url, the OS from the ISO at install.iso_url. Everything that can fail over the
  * network fails here, before the pipeline touches a disk.
  */
-async function prepareAutomatic(cmdlineFile: string, source: string | undefined, device: string | undefined): Promise<AutomaticSetup> {
-  const { prepareAutomaticInstall, isAutomaticCmdline } = await import('../remote/automatic.js');
+async function prepareAutomatic(cmdlineFile: string, source: string | undefined, device: string | undefined, fallbackSource: string | undefined): Promise<AutomaticSetup> {
+  const { prepareAutomaticInstall, isAutomaticCmdline, automaticOsSource } = await import('../remote/automatic.js');
   let text: string;
   try {
     text = await readFile(cmdlineFile, 'utf8');
@@ -193,9 +200,11 @@ async function prepareAutomatic(cmdlineFile: string, source: string | undefined,
   const fmt = (f: { path: string; message: string; source?: string }) => `${f.source ?? auto.source}: ${f.path ? `${f.path}: ` : ''}${f.message}`;
   const config = device && !auto.config.install?.device ? { ...auto.config, install: { ...auto.config.install, device } } : auto.config;
   const closers: Array<() => Promise<void>> = [() => auto.events.sink.close()];
-  let osSource = source;
+  const from = automaticOsSource(auto.media, source, fallbackSource);
+  let osSource = 'path' in from ? from.path : undefined;
   let isoBundle: string | undefined;
-  if (!osSource && auto.media.kind !== 'none') {
+  log.info('automatic install: where the OS comes from', { from: from.from, path: osSource, isoUrl: auto.media.kind });
+  if (from.from === 'iso') {
     const { fetchInstallIso } = await import('../remote/install-media.js');
     const { openIsoMedia } = await import('../remote/media.js');
     const workDir = '/run/hvinstall/media';

@@ -66,6 +66,21 @@ export function mediaSource(config: HarvesterConfig): MediaSource {
   return { kind: 'url', url };
 }
 
+/**
+ * Where an automatic install takes the OS from. An explicit --source wins; then the ISO at an
+ * http(s) iso_url; for `iso_url: local` (or none) the fallback the live installer passes (the image
+ * it carries, when it has no ISO medium to find), else the boot medium for `local`. 'default'
+ * leaves it to the install's own default (the live root). Pure.
+ */
+export type AutomaticOsSource = { from: 'given' | 'fallback'; path: string } | { from: 'iso' } | { from: 'default' };
+
+export function automaticOsSource(media: MediaSource, given?: string, fallback?: string): AutomaticOsSource {
+  if (given) return { from: 'given', path: given };
+  if (media.kind === 'url') return { from: 'iso' };
+  if (fallback) return { from: 'fallback', path: fallback };
+  return media.kind === 'local' ? { from: 'iso' } : { from: 'default' };
+}
+
 /** True when the command line asks for an automatic install. Pure. */
 export function isAutomaticCmdline(cmdlineText: string): boolean {
   return /(^|\s)harvester\.install\.automatic(=("?)(true|t|yes|y)\3)?(\s|$)/i.test(cmdlineText);

@@ -59,8 +59,10 @@ fi
 echo "HV-LIVE: automatic install: the config comes from $(arg harvester.install.config_url || echo '(no config_url: the command line only)')"
 
 # root=live:URL (PXE, as hvpxe writes it): the OS image comes over HTTP, checked against the
-# URL.sha256 the server publishes; otherwise the image inside this initramfs is installed.
-source=/run/live/os.squashfs
+# URL.sha256 the server publishes, and is installed as --source. Otherwise the image inside this
+# initramfs is only the fallback: an http(s) install.iso_url in the config still wins (its
+# rootfs.squashfs and bundle/ are installed); for iso_url local or none, this image is.
+source=
 live=$(arg root) && case "$live" in live:http://*|live:https://*)
   url=\${live#live:}
   echo "HV-LIVE: fetching the OS image $url"
@@ -76,7 +78,11 @@ live=$(arg root) && case "$live" in live:http://*|live:https://*)
 esac
 # hvinstall's automatic mode reads the command line itself: config_url (with Harvester's retries)
 # merged under the harvester.* keys, webhooks, and progress to hvinstall.events_url when present.
-set -- --cmdline-file /proc/cmdline --source "$source" --progress plain
+if [ -n "$source" ]; then
+  set -- --cmdline-file /proc/cmdline --source "$source" --progress plain
+else
+  set -- --cmdline-file /proc/cmdline --fallback-source /run/live/os.squashfs --progress plain
+fi
 size=$(arg hvlive.system_size) && set -- "$@" --system-size "$size"
 dev=$(arg hvlive.device) && set -- "$@" --device "$dev"
 echo "HV-LIVE: hvinstall install $*"

@@ -57,7 +57,7 @@ async function buildIso(dir: string, tree: string, bundle: string): Promise<Buff
   return readFile(iso);
 }
 
-async function setup(publishSha: 'right' | 'wrong') {
+async function setup(publishSha: 'right' | 'wrong', isoUrl: 'served' | 'local' = 'served') {
   const dir = await tempDir(cleanup);
   const disk = await loopDisk(cleanup, dir, 'target', 260);
   const tree = await buildSmallOsTree(dir);
@@ -67,7 +67,7 @@ async function setup(publishSha: 'right' | 'wrong') {
   srv.files.set('/hv.iso', iso);
   const sha = createHash('sha256').update(iso).digest('hex');
   srv.files.set('/hv.iso.sha256', Buffer.from(`${publishSha === 'right' ? sha : sha.replace(/^./, (c) => (c === '0' ? '1' : '0'))}  hv.iso\n`));
-  srv.files.set('/config.yaml', Buffer.from(configYaml({ device: disk, forceEfi: true, extraInstall: `  iso_url: ${srv.url}/hv.iso` })));
+  srv.files.set('/config.yaml', Buffer.from(configYaml({ device: disk, forceEfi: true, extraInstall: `  iso_url: ${isoUrl === 'served' ? `${srv.url}/hv.iso` : 'local'}` })));
   const cmdline = path.join(dir, 'cmdline');
   await writeFile(
     cmdline,
@@ -84,7 +84,11 @@ const autoArgs = (cmdline: string, stateDir: string) => [
 describe('hvinstall install --cmdline-file (automatic mode)', () => {
   it('fetches the config and the ISO, installs its rootfs and copies its bundle/ without --yes, and posts progress to the events URL', async () => {
     const t = await setup('right');
-    const r = await hvinstall(autoArgs(t.cmdline, t.stateDir));
+    // The live installer passes the image it carries as a fallback: an http(s) iso_url still wins.
+    const fallback = path.join(t.dir, 'fallback-tree');
+    await mkdir(path.join(fallback, 'etc'), { recursive: true });
+    await writeFile(path.join(fallback, 'etc/not-the-iso'), 'the fallback must not be installed\n');
+    const r = await hvinstall([...autoArgs(t.cmdline, t.stateDir), '--fallback-source', fallback]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout + r.stderr).not.toContain('integration-secret-token');
     // The plan of the fetched config with the command line's keys merged in, as the install saw it.
@@ -98,6 +102,27 @@ describe('hvinstall install --cmdline-file (automatic mode)', () => {
     expect(done).toContain('deploy');
     expect(done.at(-1)).toBe('finish');
     expect(JSON.stringify(t.srv.events)).not.toContain('integration-secret-token');
+  });
+
+  it('installs the fallback source for iso_url local, without looking for a boot medium or an ISO', async () => {
+    const t = await setup('right', 'local');
+    const r = await hvinstall([...autoArgs(t.cmdline, t.stateDir), '--fallback-source', t.tree, '--bundle', 'none']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout + r.stderr).toMatch(/"from":"fallback"/);
+    const merged = `${t.srv.files.get('/config.yaml')!.toString().trimEnd()}\n  automatic: true\n  skipchecks: true\n  config_url: ${t.srv.url}/config.yaml\n`;
+    await writeFile(path.join(t.dir, 'fetched.yaml'), merged);
+    const p = await hvinstall(['plan', '--config', path.join(t.dir, 'fetched.yaml'), '--json', '--system-size', String(TEST_SYSTEM_SIZE_MIB)]);
+    expect(p.code, p.stderr).toBe(0);
+    await verifyInstalledDisk((JSON.parse(p.stdout) as { plan: InstallPlan }).plan, t.tree, t.dir);
+  });
+
+  it('refuses --fallback-source outside automatic mode', async () => {
+    const dir = await tempDir(cleanup);
+    const cfg = path.join(dir, 'c.yaml');
+    await writeFile(cfg, configYaml({ device: '/dev/null', forceEfi: true }));
+    const r = await hvinstall(['install', '--config', cfg, '--fallback-source', dir]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--fallback-source is for automatic mode (--cmdline-file without --config); use --source');
   });
 
   it('stops before touching the disk when the ISO does not match its published sha256', async () => {
