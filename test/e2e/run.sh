@@ -191,7 +191,16 @@ if [ "${HV_E2E_NEGATIVE:-1}" != 0 ]; then
   rm -f "$OUT/disk-neg.raw"
 fi
 
-# --- 6. PXE under legacy BIOS through hvpxe serve (test/e2e/install-pxe.sh)
+# --- 6. an http(s) install.iso_url: the ISO's rootfs and bundle/ are installed (test/e2e/install-iso.sh)
+if [ "${HV_E2E_ISO:-1}" != 0 ]; then
+  # shellcheck source=install-iso.sh
+  . "$REPO/test/e2e/install-iso.sh"
+  stage_start iso-url
+  iso_stage
+  stage_end iso-url
+fi
+
+# --- 7. PXE under legacy BIOS through hvpxe serve (test/e2e/install-pxe.sh)
 if [ "${HV_E2E_PXE:-1}" != 0 ]; then
   # shellcheck source=install-pxe.sh
   . "$REPO/test/e2e/install-pxe.sh"
@@ -200,7 +209,7 @@ if [ "${HV_E2E_PXE:-1}" != 0 ]; then
   stage_end pxe-bios
 fi
 
-# --- 7. optional: the UEFI install onto a 4Kn NVMe namespace (test/e2e/install-4kn.sh)
+# --- 8. optional: the UEFI install onto a 4Kn NVMe namespace (test/e2e/install-4kn.sh)
 if [ "${HV_E2E_4KN:-0}" = 1 ]; then
   # shellcheck source=install-4kn.sh
   . "$REPO/test/e2e/install-4kn.sh"
@@ -212,6 +221,6 @@ fi
 TIMES[total]=$(($(date +%s) - T0))
 {
   echo "e2e passed $(date -u +%FT%TZ)"
-  for k in build-live install boot-installed negative-missing-disk pxe-bios 4kn total; do [ -n "${TIMES[$k]:-}" ] && echo "$k: ${TIMES[$k]} s"; done
+  for k in build-live install boot-installed negative-missing-disk iso-url pxe-bios 4kn total; do [ -n "${TIMES[$k]:-}" ] && echo "$k: ${TIMES[$k]} s"; done
 } | tee "$OUT/summary.txt"
 say "PASS (disk image left at $OUT/disk.raw; consoles in $OUT/console-*.log)"
