@@ -77,6 +77,15 @@ async function setup(publishSha: 'right' | 'wrong', isoUrl: 'served' | 'local' =
   return { dir, disk, tree, bundle, srv, cmdline, stateDir: path.join(dir, 'state') };
 }
 
+/** Verifies the disk against the plan of the fetched config with the command line's keys merged in, as the install saw it. */
+async function verifyAsInstalled(t: Awaited<ReturnType<typeof setup>>, opts: { bundle?: string } = {}): Promise<void> {
+  const merged = `${t.srv.files.get('/config.yaml')!.toString().trimEnd()}\n  automatic: true\n  skipchecks: true\n  config_url: ${t.srv.url}/config.yaml\n`;
+  await writeFile(path.join(t.dir, 'fetched.yaml'), merged);
+  const p = await hvinstall(['plan', '--config', path.join(t.dir, 'fetched.yaml'), '--json', '--system-size', String(TEST_SYSTEM_SIZE_MIB)]);
+  expect(p.code, p.stderr).toBe(0);
+  await verifyInstalledDisk((JSON.parse(p.stdout) as { plan: InstallPlan }).plan, t.tree, t.dir, opts);
+}
+
 const autoArgs = (cmdline: string, stateDir: string) => [
   'install', '--cmdline-file', cmdline, '--progress', 'json', '--system-size', String(TEST_SYSTEM_SIZE_MIB), '--state-dir', stateDir, '--no-reboot',
 ];
@@ -91,12 +100,7 @@ describe('hvinstall install --cmdline-file (automatic mode)', () => {
     const r = await hvinstall([...autoArgs(t.cmdline, t.stateDir), '--fallback-source', fallback]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout + r.stderr).not.toContain('integration-secret-token');
-    // The plan of the fetched config with the command line's keys merged in, as the install saw it.
-    const merged = `${t.srv.files.get('/config.yaml')!.toString().trimEnd()}\n  automatic: true\n  skipchecks: true\n  config_url: ${t.srv.url}/config.yaml\n`;
-    await writeFile(path.join(t.dir, 'fetched.yaml'), merged);
-    const p = await hvinstall(['plan', '--config', path.join(t.dir, 'fetched.yaml'), '--json', '--system-size', String(TEST_SYSTEM_SIZE_MIB)]);
-    expect(p.code, p.stderr).toBe(0);
-    await verifyInstalledDisk((JSON.parse(p.stdout) as { plan: InstallPlan }).plan, t.tree, t.dir, { bundle: t.bundle });
+    await verifyAsInstalled(t, { bundle: t.bundle });
     expect(t.srv.events).toContainEqual(expect.objectContaining({ type: 'message', step: 'persistent', message: expect.stringMatching(/^image bundle from the install ISO \(.*\/bundle\): 4 files/) }));
     const done = t.srv.events.filter((e) => e.type === 'step' && e.phase === 'done').map((e) => e.step);
     expect(done).toContain('deploy');
@@ -109,11 +113,7 @@ describe('hvinstall install --cmdline-file (automatic mode)', () => {
     const r = await hvinstall([...autoArgs(t.cmdline, t.stateDir), '--fallback-source', t.tree, '--bundle', 'none']);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout + r.stderr).toMatch(/"from":"fallback"/);
-    const merged = `${t.srv.files.get('/config.yaml')!.toString().trimEnd()}\n  automatic: true\n  skipchecks: true\n  config_url: ${t.srv.url}/config.yaml\n`;
-    await writeFile(path.join(t.dir, 'fetched.yaml'), merged);
-    const p = await hvinstall(['plan', '--config', path.join(t.dir, 'fetched.yaml'), '--json', '--system-size', String(TEST_SYSTEM_SIZE_MIB)]);
-    expect(p.code, p.stderr).toBe(0);
-    await verifyInstalledDisk((JSON.parse(p.stdout) as { plan: InstallPlan }).plan, t.tree, t.dir);
+    await verifyAsInstalled(t);
   });
 
   it('refuses --fallback-source outside automatic mode', async () => {
