@@ -1,4 +1,4 @@
-/** Exit codes shared by every CLI (DESIGN.md): 0 ok, 1 a check failed, 2 usage/environment, 3 install failed. */
+/** Exit codes shared by every CLI (docs/architecture.md): 0 ok, 1 a check failed, 2 usage/environment, 3 install failed. */
 export const ExitCode = {
   ok: 0,
   checkFailed: 1,

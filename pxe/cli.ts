@@ -1,4 +1,4 @@
-/** hvpxe: the PXE/HTTP boot server (issue #7). See docs/pxe.md. */
+/** hvpxe: the PXE/HTTP boot server. See docs/pxe.md. */
 import { parseArgs } from 'node:util';
 import path from 'node:path';
 import { runCli } from '../installer/cli.js';

@@ -1,5 +1,5 @@
 /**
- * iPXE scripts (reference §4.3/§4.4). Pure: every value that reaches a script is either ours or
+ * iPXE scripts (harvester/docs install/pxe-boot-install.md, harvester/ipxe-examples). Pure: every value that reaches a script is either ours or
  * checked, so a client cannot inject iPXE commands through its query string.
  */
 import path from 'node:path';

@@ -1,5 +1,5 @@
 /**
- * The image bundle, as Harvester's ISO carries it (reference harvester-installer.md §3.8):
+ * The image bundle, as Harvester's ISO carries it (harvester/harvester-installer scripts/build-bundle, package/harvester-os/files/usr/sbin/harv-install do_preload):
  *
  *   bundle/metadata.yaml                         images: {common: [...], rke2: [...], agent: [...]}
  *                                                each entry {list: <path>, archive: <path>} relative

@@ -1,6 +1,6 @@
 /**
  * The RKE2 server drop-in a join node gets when promoted, as Harvester's promote.sh writes it
- * (reference §5.3): canal+multus, the cluster CIDRs and DNS, the VIP as a TLS SAN, the audit policy.
+ * (harvester/harvester deploy/charts/harvester/templates/configmap.yaml promote.sh): canal+multus, the cluster CIDRs and DNS, the VIP as a TLS SAN, the audit policy.
  * A witness becomes an etcd-only member.
  */
 import { stringify } from 'yaml';

@@ -9,7 +9,7 @@ export const PROMOTED_MARKER = '/var/lib/rancher/hvagent/promoted';
 
 /**
  * Create nodes are servers (cluster-init); join nodes start as agents until promoted
- * (Harvester reference §5). The install-only mode never starts RKE2.
+ * (harvester/harvester pkg/controller/master/node/promote_controller.go). The install-only mode never starts RKE2.
  */
 export function desiredRole(config: HarvesterConfig, promoted: boolean): Rke2Role | undefined {
   const mode = (config.install?.mode ?? '').toLowerCase();

@@ -41,7 +41,7 @@ export interface GrubConfigOptions {
 }
 
 /**
- * The installed system's kernel command line (reference §3.3), for one image. The grub variable
+ * The installed system's kernel command line (Harvester's /etc/cos/bootargs.cfg), for one image. The grub variable
  * ${third_party_kernel_args} comes from COS_OEM/grubenv and is expanded by grub at boot.
  */
 export function kernelCmdline(entry: BootEntryId, tty = 'tty1'): string {

@@ -1,5 +1,5 @@
 /**
- * Kernel command line -> a raw config map (reference §1.1 ReadConfig): `harvester.` parameters split
+ * Kernel command line -> a raw config map (harvester/harvester-installer pkg/config/read.go ReadConfig, pkg/util/cmdline.go): `harvester.` parameters split
  * on `.` into nested keys, a bare key means "true", `key="quoted value"` keeps its spaces, and a
  * repeated key becomes a list. The result goes through the same normaliser as a file, so every
  * spelling works here too; positions are the column of each parameter.

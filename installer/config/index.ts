@@ -1,7 +1,7 @@
 /**
- * The one config front door (DESIGN.md "One validator"): the CLI, the console, the PXE server and the
+ * The one config front door (docs/architecture.md): the CLI, the console, the PXE server and the
  * agent all load and validate through these functions and print the same findings.
- * Implementation: issue #2 (load.ts, normalise.ts, cmdline.ts, validate.ts, serialise.ts).
+ * Implementation: load.ts, normalise.ts, cmdline.ts, validate.ts, serialise.ts.
  */
 export type * from './types.js';
 import type { HarvesterConfig, ValidationResult } from './types.js';

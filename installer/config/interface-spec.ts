@@ -1,5 +1,5 @@
 /**
- * The management-interface forms Harvester reads from the kernel command line (reference §1.1):
+ * The management-interface forms Harvester reads from the kernel command line (harvester/harvester-installer pkg/util/cmdline.go):
  * `hwAddr:MAC`, `MAC`, `name:ens3`, `ens3`, and comma-combined `hwAddr:MAC,name:ens3`.
  */
 import type { NetworkInterface } from './types.js';

@@ -1,7 +1,7 @@
 /**
  * The effects around the pure pipeline: read a path, an http(s) URL or standard input, and the
  * kernel command line (text or a file such as /proc/cmdline), then normalise, merge (command line
- * over file, reference §1.1) and validate. Input that cannot be read at all is an HvError (exit 2);
+ * over file, harvester/harvester-installer pkg/console/install_panels.go) and validate. Input that cannot be read at all is an HvError (exit 2);
  * input that was read but is not a usable config (binary, too large, not YAML) becomes findings.
  */
 import { closeSync, openSync, readFileSync, readSync, statSync, type Stats } from 'node:fs';

@@ -2,7 +2,7 @@
  * Merging two normalised configs the way Harvester does (mergo.Merge(dst, src, WithAppendSlice)):
  * the higher-priority config keeps every non-zero value, zero values are filled from the lower one,
  * lists are appended (higher first), maps gain the keys they lack. So a bool cannot be forced back
- * to false by the higher source, and the kernel command line wins over the file (reference §1.1).
+ * to false by the higher source, and the kernel command line wins over the file (harvester/harvester-installer pkg/console/install_panels.go, mergo WithAppendSlice).
  */
 import type { HarvesterConfig } from './types.js';
 import type { Origins } from './findings.js';

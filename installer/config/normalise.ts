@@ -1,6 +1,6 @@
 /**
  * Raw parsed YAML (or a kernel command line's map) -> the canonical camelCase config, the way
- * Harvester's mapper pipeline reads it (reference §1.1): every accepted spelling renamed to the json
+ * Harvester's mapper pipeline reads it (harvester/harvester-installer pkg/config/schemas.go, rename.go, coerce.go): every accepted spelling renamed to the json
  * tag, then values coerced (strings to bool/int, scalar to list, map values to strings). Beyond
  * Harvester, nothing is dropped silently: unknown keys, legacy keys and impossible values become
  * findings that point at the user's own key.
@@ -32,7 +32,7 @@ export interface NormalisedSource {
 
 const TRUE_WORDS = new Set(['true', 't', 'yes', 'y']);
 const FALSE_WORDS = new Set(['false', 'f', 'no', 'n', '']);
-/** Values Harvester lowercases before use (reference §2.1 step 4). */
+/** Values Harvester lowercases before use (harvester/harvester-installer pkg/console/install_panels.go addInstallPanel). */
 const LOWERCASED = new Set(['/install/managementInterface/method', '/install/vipMode']);
 
 interface Ctx {

@@ -1,6 +1,6 @@
 /**
- * Harvester's validation rules that need no hardware (reference §2.2 commonCheck, §2.3 Validate,
- * §2.5 system settings, §2.6 server URL), with Harvester's messages, plus our own checks where
+ * Harvester's validation rules that need no hardware (harvester/harvester-installer pkg/console/validator.go commonCheck and Validate,
+ * pkg/config GetSystemSettingsAllowList, pkg/console/util.go getFormattedServerURL), with Harvester's messages, plus our own checks where
  * Harvester silently does something surprising. Per-field shape (types, enums, patterns, formats)
  * is the schema's job (schema-findings.ts); these are the cross-field and mode-dependent rules.
  * Checks that need the machine (device exists, disk sizes, NICs) belong to preflight.
@@ -38,7 +38,7 @@ export function checkRules(cfg: HarvesterConfig, out: FindingList, ctx: RuleCont
     out.error('/schemeVersion', SCHEME_MESSAGE(0), 'add scheme_version: 1 at the top of the file (automatic and PXE installs do not set it for you)');
   }
 
-  // commonCheck (§2.2), in Harvester's order.
+  // commonCheck, in Harvester's order.
   if (!install.mode) {
     out.error('/install/mode', 'unknown mode: ', 'set install.mode to create, join or install');
   } else if (mode === 'upgrade') {
@@ -69,7 +69,7 @@ export function checkRules(cfg: HarvesterConfig, out: FindingList, ctx: RuleCont
     );
   }
 
-  // Validate (§2.3)
+  // Validate
   if (!install.device && !ctx.alreadyInstalled && mode !== 'upgrade') {
     out.error('/install/device', 'no device specified', 'set install.device, e.g. /dev/sda or /dev/disk/by-id/... (stable across reboots)');
   }
@@ -201,7 +201,7 @@ function checkVip(cfg: HarvesterConfig, out: FindingList): void {
   if (install.vip && ip && install.vip === ip) out.error('/install/vip', "VIP must not be the same as management NIC's IP");
 }
 
-/** getFormattedServerURL (§2.6): trims, adds https://, requires an IPv4 or DNS host, no path, port 443. */
+/** getFormattedServerURL (pkg/console/util.go): trims, adds https://, requires an IPv4 or DNS host, no path, port 443. */
 export function formatServerUrl(raw: string): { url?: string; error?: string } {
   let s = raw.trim();
   // Harvester would prepend https:// and then trip over the path; say what is actually wrong.

@@ -1,7 +1,7 @@
 /**
- * Writes a config the way Harvester saves /oem/harvester.config (reference §1.1 "What is written
- * back"): Go's yaml.v3 defaults, so keys are the field names lowercased without underscores
- * (`serverurl`, `os: {sshauthorizedkeys: ...}`, `install: {managementinterface: ...}`), every field
+ * Writes a config the way Harvester saves /oem/harvester.config (harvester/harvester-installer
+ * pkg/config: its struct marshalled with Go's yaml.v3 defaults), so keys are the field names
+ * lowercased without underscores (`serverurl`, `os: {sshauthorizedkeys: ...}`, `install: {managementinterface: ...}`), every field
  * is present in struct order with its zero value, and yaml.v3's 4-space indentation. Tools that read
  * the file (`yq .serverurl`, the dashboard, our own loader) rely on exactly this spelling.
  */

@@ -1,5 +1,5 @@
 /**
- * The key spellings Harvester accepts (its FuzzyNames mapper, reference §1.1): for a field whose
+ * The key spellings Harvester accepts (its FuzzyNames mapper, harvester/harvester-installer pkg/config/rename.go): for a field whose
  * json tag is `serverUrl`: `serverUrl`, `server_url`, `serverurl`, and for names ending in s/es the
  * singular forms (`sysctl` for `sysctls`, `dns_nameserver` for `dnsNameservers`).
  */

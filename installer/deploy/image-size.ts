@@ -1,7 +1,7 @@
 import { HvError, ExitCode } from '../../lib/errors.js';
 
 export const MiB = 1024 * 1024;
-/** Harvester pins system.size to 3072 MiB (reference §3.1). */
+/** Harvester pins system.size to 3072 MiB (harvester/harvester-installer pkg/config/cos.go ConvertToElementalConfig). */
 export const DEFAULT_SYSTEM_SIZE_MIB = 3072;
 /** Elemental's ImgOverhead: room above the tree for logs, upgrades in place and ext2 metadata. */
 export const IMAGE_HEADROOM_MIB = 256;

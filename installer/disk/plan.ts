@@ -1,7 +1,7 @@
 /**
  * planInstall: config + machine facts → the partition table, images, files and steps of an install.
  * Pure: no I/O, so every layout (EFI/BIOS/MBR × single/data disk/witness × 512/4Kn) is unit-tested
- * without root. Layout per reference §3.1 and §2.4 (Harvester's Elemental layout and sizes).
+ * without root. Layout and sizes as Harvester's (harvester/harvester-installer pkg/config/cos.go, pkg/config/config.go, pkg/util/disk.go).
  */
 import { createHash } from 'node:crypto';
 import { HvError, ExitCode } from '../../lib/errors.js';
@@ -65,7 +65,7 @@ export class PlanRefusedError extends HvError {
   }
 }
 
-/** Paths bind-mounted from COS_PERSISTENT (reference §3.2, cos-layout.env PERSISTENT_STATE_PATHS). */
+/** Paths bind-mounted from COS_PERSISTENT (harvester/harvester-installer pkg/config/templates/cos-rootfs.yaml PERSISTENT_STATE_PATHS). */
 export const DEFAULT_PERSISTENT_STATE_PATHS = [
   '/etc/NetworkManager',
   '/etc/systemd',

@@ -1,4 +1,4 @@
-/** Harvester's partition sizes and limits (reference §2.4, §3.1), in MiB unless named otherwise. */
+/** Harvester's partition sizes and limits (harvester/harvester-installer pkg/config/config.go, pkg/console/util.go, pkg/util/disk.go), in MiB unless named otherwise. */
 import { HvError, ExitCode } from '../../lib/errors.js';
 
 export const MiB = 1024 * 1024;

@@ -1,6 +1,6 @@
 /**
- * What the install does with a preflight report (Harvester's skipchecks semantics, reference §2.1
- * step 8 and §2.7). Pure.
+ * What the install does with a preflight report (Harvester's skipchecks semantics, harvester/harvester-installer pkg/console/install_panels.go
+ * and pkg/preflight/checks.go). Pure.
  *  - Hard failures (missing/mounted/boot-medium disk, legacy BIOS, unknown NIC) always stop it.
  *  - Other failures: automatic mode aborts unless install.skipchecks; the console asks the
  *    operator to acknowledge them (continuing counts as acknowledgement) unless skipchecks.

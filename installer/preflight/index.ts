@@ -1,5 +1,5 @@
 /**
- * Preflight public surface (issue #3): gather this machine's facts, find the disk a config names,
+ * Preflight public surface: gather this machine's facts, find the disk a config names,
  * check the machine against Harvester's requirements, and decide whether an install may go on.
  */
 export type * from './types.js';

@@ -1,4 +1,4 @@
-/** Harvester's hardware and disk thresholds (reference §2.4, §2.7), per profile. */
+/** Harvester's hardware and disk thresholds (harvester/harvester-installer pkg/config/config.go, pkg/preflight/checks.go), per profile. */
 import type { Profile } from './report.js';
 
 export const GiB = 2 ** 30;

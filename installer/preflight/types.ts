@@ -1,6 +1,6 @@
 /**
- * Machine facts gathered by preflight (issue #3) and consumed by the planner and install engine
- * (issue #4). Plain data: serialisable to JSON and capturable as fixtures.
+ * Machine facts gathered by preflight and consumed by the planner and install engine.
+ * Plain data: serialisable to JSON and capturable as fixtures.
  */
 export type Transport = 'nvme' | 'sata' | 'sas' | 'scsi' | 'usb' | 'virtio' | 'mmc' | 'loop' | 'unknown';
 

@@ -1,5 +1,5 @@
 /**
- * Automatic (PXE) install from the kernel command line (reference §4.3): `harvester.install.automatic=true`
+ * Automatic (PXE) install from the kernel command line (harvester/docs install/pxe-boot-install.md): `harvester.install.automatic=true`
  * plus `harvester.install.config_url=…` and any `harvester.*` keys. The remote config is fetched
  * with Harvester's patience (30 attempts 10 s apart, 15 s per attempt; configurable), merged under
  * the command line, and validated with the one validator. The result carries the webhooks to call

@@ -1,5 +1,5 @@
 /**
- * Install webhooks with Harvester's semantics (pkg/console/webhooks.go, reference §1.4 `webhooks`):
+ * Install webhooks with Harvester's semantics (harvester/harvester-installer pkg/console/webhooks.go):
  * - URL and payload are Go templates over Hostname, MACAddr, IPAddrV4, IPAddrV6 (missing → "").
  * - Method is upper-cased and must be a known HTTP method; event must be STARTED|SUCCEEDED|FAILED.
  *   One invalid webhook disables all of them (Harvester's PrepareWebhooks fails as a whole); that is

@@ -1,6 +1,6 @@
 /**
  * kube-vip as a static pod on the create node, so the VIP answers as soon as the first control plane
- * is up (Harvester instead waits for its chart's DaemonSet, reference §3.5). ARP mode with leader
+ * is up (Harvester instead waits for its chart's DaemonSet, harvester/harvester deploy/charts/harvester). ARP mode with leader
  * election on the management interface, control plane on 6443 and LoadBalancer services.
  */
 import { stringify } from 'yaml';

@@ -1,5 +1,5 @@
 /**
- * The cOS layout of the installed node (reference §3.2): which filesystems are mounted where, what
+ * The cOS layout of the installed node (harvester/harvester-installer pkg/config/templates/cos-rootfs.yaml): which filesystems are mounted where, what
  * stays writable in RAM, and which paths persist on COS_PERSISTENT as bind mounts from
  * /usr/local/.state/<path-with-dashes>.bind. Also where the install engine must write a node path.
  */

@@ -1,6 +1,6 @@
 /**
  * The Harvester chart values a create node is bootstrapped with (what rancherd's ManagedChart carries
- * in Harvester, reference §1.6 and §3.4): storage class replicas, Longhorn default settings with
+ * in Harvester, harvester/harvester-installer pkg/config/templates/rancherd-10-harvester.yaml): storage class replicas, Longhorn default settings with
  * Harvester's clamps, node-disk-manager's label filter, the VIP and the promote CIDRs.
  */
 import { stringify } from 'yaml';

@@ -1,6 +1,6 @@
 /**
  * NetworkManager keyfiles for the management network, named as Harvester names them
- * (reference §3.6): bond `mgmt-bo` (profile bond-mgmt) enslaved to bridge `mgmt-br` (bridge-mgmt,
+ * (harvester/harvester-installer pkg/config/cos.go UpdateManagementInterfaceConfig, pkg/config/templates/nm-*.nmconnection): bond `mgmt-bo` (profile bond-mgmt) enslaved to bridge `mgmt-br` (bridge-mgmt,
  * VLAN filtering), one ethernet profile per NIC (bond-slave-<nic>), and for VLAN 2–4094 a VLAN
  * interface `mgmt-br.<id>` (vlan-mgmt) that carries the IP configuration.
  */

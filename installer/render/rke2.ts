@@ -1,7 +1,8 @@
 /**
  * RKE2 configuration drop-ins (/etc/rancher/rke2/config.yaml.d/), as Harvester writes them
- * (reference §3.4), plus what rancherd would otherwise have supplied: the token, the join server
- * and the managed-node label. Create nodes are servers with cluster-init; join nodes start as agents.
+ * (harvester/harvester-installer pkg/config/cos.go initRancherdStage, pkg/config/templates), plus
+ * what rancherd would otherwise have supplied: the token, the join server and the managed-node label.
+ * Create nodes are servers with cluster-init; join nodes start as agents.
  */
 import { stringify } from 'yaml';
 import type { HarvesterConfig } from '../config/types.js';
@@ -114,7 +115,7 @@ export function renderRke2DropIns(config: HarvesterConfig, cpuCount: number): Rk
     };
     if (tlsSan.length) server['tls-san'] = tlsSan;
     server['audit-policy-file'] = AUDIT_POLICY_PATH;
-    // What rancherd's extraConfig passes to RKE2 on Harvester (reference §3.4); promote.sh disables the same charts.
+    // What rancherd's extraConfig passes to RKE2 on Harvester (harvester/harvester-installer pkg/config/templates/rancherd-config.yaml); promote.sh disables the same charts.
     server.disable = DISABLED_CHARTS;
     files.push({ path: `${RKE2_CONFIG_DIR}/90-harvester-server.yaml`, content: yamlDoc(server), mode: DROPIN_MODE, secret: false });
   } else {

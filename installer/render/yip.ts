@@ -1,6 +1,6 @@
 /**
- * /oem/90_custom.yaml, the yip document Harvester's ConvertToCOS produces (reference §1.3, §3.2,
- * §3.3; yip format in os-installers.md §2.8): the rootfs layout, the initramfs stage (rancher user,
+ * /oem/90_custom.yaml, the yip document Harvester's ConvertToCOS produces (harvester/harvester-installer pkg/config/cos.go ConvertToCOS,
+ * pkg/config/templates; yip format: rancher/yip pkg/schema/schema.go): the rootfs layout, the initramfs stage (rancher user,
  * modules, sysctls, environment, files, multipath, hostname, timesyncd), the network stage
  * (hostname, SSH keys incl. github:) and after-install-chroot commands.
  */

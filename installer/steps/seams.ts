@@ -14,7 +14,7 @@ export type InstallBootloader = (req: BootloaderRequest) => Promise<void>;
 export type SendWebhooks = (event: 'STARTED' | 'SUCCEEDED' | 'FAILED', config: HarvesterConfig, opts?: Record<string, unknown>) => Promise<void>;
 export type GatherMachineFacts = (host: Host) => Promise<MachineFacts>;
 
-/** The renderer's surface as the pipeline uses it (installer/render/index.ts, issue by the renderer). */
+/** The renderer's surface as the pipeline uses it (installer/render/index.ts). */
 export interface RenderedFileLike {
   path: string;
   mode: number;

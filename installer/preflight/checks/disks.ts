@@ -1,4 +1,4 @@
-/** Install disk, data disk and stale-label checks (reference §2.3, §2.4, §1.4). Pure. */
+/** Install disk, data disk and stale-label checks (harvester/harvester-installer pkg/console/validator.go, pkg/console/util.go, pkg/util/disk.go). Pure. */
 import type { HarvesterConfig } from '../../config/types.js';
 import type { DiskFacts, MachineFacts } from '../types.js';
 import type { PreflightCheck, Profile } from '../report.js';
@@ -226,7 +226,7 @@ function checkStaleLabels(input: DiskCheckInput, exclude: Set<string>, out: Pref
       .filter((l, i, all) => all.indexOf(l) === i);
     if (labels.length === 0) continue;
     found++;
-    // Harvester's wipe_all_disks only wipes disks with a COS_OEM partition (reference §1.4).
+    // Harvester's wipe_all_disks only wipes disks with a COS_OEM partition (harv-install).
     const hasOem = d.partitions.some((p) => p.label === 'COS_OEM' || p.partLabel === 'COS_OEM');
     const listed = wipeRequested(input.config, d, input.aliases);
     const wiped = listed || (input.config?.install?.wipeAllDisks === true && hasOem);
@@ -347,7 +347,7 @@ export function checkDisks(input: DiskCheckInput): DiskCheckOutput {
     device = suggested;
   }
 
-  // Harvester drops data_disk when it equals device (reference §2.1 step 10).
+  // Harvester drops data_disk when it equals device (pkg/console/install_panels.go addInstallPanel).
   const dataName = install?.dataDisk?.trim() || undefined;
   let data: DiskFacts | undefined;
   let separateData = false;

@@ -1,4 +1,4 @@
-/** CPU, memory, virtualisation and firmware checks (Harvester pkg/preflight/checks.go, reference §2.7). */
+/** CPU, memory, virtualisation and firmware checks (harvester/harvester-installer pkg/preflight/checks.go). */
 import type { MachineFacts } from '../types.js';
 import type { PreflightCheck, Profile } from '../report.js';
 import { formatGiB, GiB, MEMINFO_ALLOWANCE, THRESHOLDS } from '../thresholds.js';

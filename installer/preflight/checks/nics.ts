@@ -1,4 +1,4 @@
-/** Management NIC checks (reference §2.3 checkNetworks, §2.6 TUI NIC checks, §2.7 NIC speed). Pure. */
+/** Management NIC checks (harvester/harvester-installer pkg/console/validator.go checkNetworks, the TUI's NIC checks, pkg/preflight/checks.go NIC speed). Pure. */
 import type { HarvesterConfig } from '../../config/types.js';
 import type { MachineFacts, NicFacts } from '../types.js';
 import type { PreflightCheck, Profile } from '../report.js';

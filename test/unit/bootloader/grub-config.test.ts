@@ -26,7 +26,7 @@ async function grubSyntaxErrors(text: string): Promise<string | undefined> {
   }
 }
 
-describe('kernel command line (reference §3.3)', () => {
+describe('kernel command line (Harvester bootargs.cfg)', () => {
   it('boots active.img from COS_STATE with the installed parameters, console and third-party args last', () => {
     expect(kernelCmdline('active')).toBe(
       'root=LABEL=COS_STATE cos-img/filename=/cOS/active.img panic=0 net.ifnames=1 rd.cos.oemlabel=COS_OEM ' +
