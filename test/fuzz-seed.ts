@@ -1,0 +1,13 @@
+/**
+ * The seed of a fast-check property: HV_FUZZ_SEED when set (to replay a failure), else a new one
+ * per run, so every CI run explores other inputs. The seed is printed either way; fast-check adds it
+ * (with the shrunk counterexample's path) to any failure.
+ */
+import { randomInt } from 'node:crypto';
+
+export function fuzzSeed(property: string): number {
+  const given = process.env.HV_FUZZ_SEED;
+  const seed = given !== undefined && given !== '' ? Number(given) : randomInt(2 ** 31 - 1);
+  process.stdout.write(`fast-check seed ${seed} for "${property}" (replay: HV_FUZZ_SEED=${seed})\n`);
+  return seed;
+}
