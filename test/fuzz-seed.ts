@@ -11,3 +11,12 @@ export function fuzzSeed(property: string): number {
   process.stdout.write(`fast-check seed ${seed} for "${property}" (replay: HV_FUZZ_SEED=${seed})\n`);
   return seed;
 }
+
+/**
+ * The number of runs of a property: `n`, scaled by HV_FUZZ_SCALE (mutation testing runs the suite
+ * once per mutant and sets it below 1; the properties still run, on fewer inputs).
+ */
+export function fuzzRuns(n: number): number {
+  const scale = Number(process.env.HV_FUZZ_SCALE ?? 1);
+  return Math.max(5, Math.round(n * (Number.isFinite(scale) && scale > 0 ? scale : 1)));
+}

@@ -13,7 +13,7 @@ import { normaliseYamlText } from '../../../installer/config/load.js';
 import { parseCmdline } from '../../../installer/config/cmdline.js';
 import { normaliseRaw } from '../../../installer/config/normalise.js';
 import type { ValidationResult } from '../../../installer/config/types.js';
-import { fuzzSeed } from '../../fuzz-seed.js';
+import { fuzzRuns, fuzzSeed } from '../../fuzz-seed.js';
 
 const dir = path.resolve(__dirname, '../../fixtures/config/valid');
 const texts = readdirSync(dir)
@@ -93,7 +93,7 @@ describe('validator never crashes', () => {
           assertStructured(validateRawConfig(v));
         },
       ),
-      { numRuns: 3000, seed: fuzzSeed('structural mutations of valid configs') },
+      { numRuns: fuzzRuns(3000), seed: fuzzSeed('structural mutations of valid configs') },
     );
   });
 
@@ -114,7 +114,7 @@ describe('validator never crashes', () => {
           assertStructured(r);
         },
       ),
-      { numRuns: 1500, seed: fuzzSeed('random edits of the YAML text') },
+      { numRuns: fuzzRuns(1500), seed: fuzzSeed('random edits of the YAML text') },
     );
   });
 
@@ -130,7 +130,7 @@ describe('validator never crashes', () => {
         const n = normaliseRaw(p.raw, { name: '<cmdline>', cmdline: true, positions: p.positions });
         assertStructured(validateSources([n], {}, { errors: p.errors, warnings: p.warnings }));
       }),
-      { numRuns: 1500, seed: fuzzSeed('random kernel command lines') },
+      { numRuns: fuzzRuns(1500), seed: fuzzSeed('random kernel command lines') },
     );
   });
 });

@@ -14,7 +14,7 @@ import { parseAllDocuments, stringify } from 'yaml';
 import { validateRawConfig, validateSources } from '../../../installer/config/validate.js';
 import { normaliseYamlText } from '../../../installer/config/load.js';
 import type { ValidationResult } from '../../../installer/config/types.js';
-import { fuzzSeed } from '../../fuzz-seed.js';
+import { fuzzRuns, fuzzSeed } from '../../fuzz-seed.js';
 
 type Obj = Record<string, unknown>;
 
@@ -118,7 +118,7 @@ describe('a valid config stays valid, meaning the same', () => {
         expect(got.config).toEqual(want.config);
         expect(messages(got)).toEqual(messages(want));
       }),
-      { numRuns: 400, seed: fuzzSeed('valid configs survive reformatting and respelling') },
+      { numRuns: fuzzRuns(400), seed: fuzzSeed('valid configs survive reformatting and respelling') },
     );
   });
 
@@ -131,7 +131,7 @@ describe('a valid config stays valid, meaning the same', () => {
         expect(got.config).toEqual(want.config);
         expect(messages(got)).toEqual(messages(want));
       }),
-      { numRuns: 300, seed: fuzzSeed('valid fixtures survive reformatting') },
+      { numRuns: fuzzRuns(300), seed: fuzzSeed('valid fixtures survive reformatting') },
     );
   });
 });
@@ -169,7 +169,7 @@ describe('taking away one required field gives exactly its error', () => {
         delete parent[removal.path.at(-1)!];
         expect(validateRawConfig(broken).errors.map((e) => ({ path: e.path, message: e.message }))).toEqual([{ path: removal.path.join('.'), message: removal.message }]);
       }),
-      { numRuns: 400, seed: fuzzSeed('one required field removed gives exactly its error') },
+      { numRuns: fuzzRuns(400), seed: fuzzSeed('one required field removed gives exactly its error') },
     );
   });
 });
