@@ -72,8 +72,8 @@ function walk(value: unknown, visit: (key: string | undefined, v: unknown) => vo
   if (value && typeof value === 'object') for (const [k, v] of Object.entries(value)) walk(v, visit, k);
 }
 
+/** Every string in a value, at any depth (arrays are objects here: their items are their values). */
 function collectStrings(value: unknown, out: (s: string) => void): void {
   if (typeof value === 'string') out(value);
-  else if (Array.isArray(value)) value.forEach((v) => collectStrings(v, out));
   else if (value && typeof value === 'object') Object.values(value).forEach((v) => collectStrings(v, out));
 }

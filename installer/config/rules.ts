@@ -12,6 +12,7 @@ import { cidrContains, isDns1123Subdomain, isIPv4, parseCidr, subnetMaskError } 
 import { labelValueErrors, qualifiedNameErrors } from './k8s-names.js';
 import { closest } from './spellings.js';
 import { containerdRegistryProblem } from './containerd-registry.js';
+import { DISK_MESSAGES, MIN_PERSISTENT_GIB, MIN_PERSISTENT_MIB, parsePartitionSizeMiB } from '../disk/sizes.js';
 
 export interface RuleContext {
   /** The already-installed path (install mode on an installed system): no iso_url, no device needed. */
@@ -252,21 +253,14 @@ function checkLabels(labels: Record<string, string> | undefined, out: FindingLis
   }
 }
 
-/** `ParsePartitionSize`: the size in MiB, or undefined when the format is wrong (the schema reports it). */
-export function parsePartitionSizeMiB(size: string): number | undefined {
-  const m = /^(\d+)(Mi|Gi)$/.exec(size);
-  if (!m) return undefined;
-  return Number(m[1]) * (m[2] === 'Gi' ? 1024 : 1);
-}
-
 function checkPartitionSize(cfg: HarvesterConfig, out: FindingList): void {
   const install = cfg.install ?? {};
   if (!install.persistentPartitionSize) return;
   const mib = parsePartitionSizeMiB(install.persistentPartitionSize);
-  if (mib === undefined) return;
-  if (mib < 150 * 1024) {
-    if (install.skipchecks) out.warn('/install/persistentPartitionSize', 'partition size is too small. Minimum 150Gi is required', 'allowed because install.skipchecks is set');
-    else out.error('/install/persistentPartitionSize', 'partition size is too small. Minimum 150Gi is required', 'use at least 150Gi');
+  if (mib === undefined) return; // the schema reports the format
+  if (mib < MIN_PERSISTENT_MIB) {
+    if (install.skipchecks) out.warn('/install/persistentPartitionSize', DISK_MESSAGES.partitionTooSmall, 'allowed because install.skipchecks is set');
+    else out.error('/install/persistentPartitionSize', DISK_MESSAGES.partitionTooSmall, `use at least ${MIN_PERSISTENT_GIB}Gi`);
   }
   if (install.dataDisk && install.dataDisk !== install.device) {
     out.warn('/install/persistentPartitionSize', 'persistent_partition_size is used only when the data partition shares the installation disk', 'with a separate data_disk the persistent partition takes the rest of the installation disk');

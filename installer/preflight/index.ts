@@ -10,4 +10,4 @@ export { decideInstallGate, type GateInput, type InstallGate } from './gate.js';
 export { suggestInstallDevice, isInstallCandidate } from './suggest.js';
 export { formatPreflightReport } from './format.js';
 export { PROFILES, type CheckResult, type PreflightCheck, type PreflightReport, type Profile } from './report.js';
-export { THRESHOLDS, SINGLE_DISK_MIN_GIB, MULTI_DISK_MIN_GIB, DATA_DISK_MIN_GIB, MEMINFO_ALLOWANCE } from './thresholds.js';
+export { THRESHOLDS, MEMINFO_ALLOWANCE } from './thresholds.js';

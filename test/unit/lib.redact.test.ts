@@ -103,6 +103,11 @@ describe('Redactor.add and addFrom', () => {
     expect(r.redactString('node-one pass-word-1 pull-user pull-pass Bearer tok-111 Bearer tok-222')).toBe(`node-one ${REDACTED} ${REDACTED} ${REDACTED} ${REDACTED} ${REDACTED}`);
   });
 
+  it('a secret-named key holding nothing (null, a number, an empty list) registers nothing and does not fail', () => {
+    const r = new Redactor().addFrom({ token: null, password: 1234, auth: [], secret: {} });
+    expect(r.redactString('null 1234 [] {}')).toBe('null 1234 [] {}');
+  });
+
   it('scrubs user:password@ in URLs whatever the user name', () => {
     expect(new Redactor().redactString('fetch https://admin:pw-123@registry.example/v2 and ftp://u:p@h/x')).toBe(
       `fetch https://admin:${REDACTED}@registry.example/v2 and ftp://u:${REDACTED}@h/x`,

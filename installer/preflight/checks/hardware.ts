@@ -1,7 +1,8 @@
 /** CPU, memory, virtualisation and firmware checks (harvester/harvester-installer pkg/preflight/checks.go). */
 import type { MachineFacts } from '../types.js';
 import type { PreflightCheck, Profile } from '../report.js';
-import { formatGiB, GiB, MEMINFO_ALLOWANCE, THRESHOLDS } from '../thresholds.js';
+import { GiB } from '../../disk/sizes.js';
+import { formatGiB, MEMINFO_ALLOWANCE, THRESHOLDS } from '../thresholds.js';
 
 export function checkCpuCores(facts: MachineFacts, profile: Profile): PreflightCheck {
   const n = facts.cpu.threads;
