@@ -95,7 +95,6 @@ export function checkRules(cfg: HarvesterConfig, out: FindingList, ctx: RuleCont
   if (mode === 'create') checkVip(cfg, out);
   else if (install.vipMode && mode === 'join') out.warn('/install/vipMode', 'vip_mode is used only in create mode');
 
-  checkServerUrl(cfg, out);
   checkSystemSettings(cfg, mode, out);
   checkLabels(os.labels, out);
 
@@ -201,32 +200,6 @@ function checkVip(cfg: HarvesterConfig, out: FindingList): void {
   }
   const ip = install.managementInterface?.ip;
   if (install.vip && ip && install.vip === ip) out.error('/install/vip', "VIP must not be the same as management NIC's IP");
-}
-
-/** getFormattedServerURL (pkg/console/util.go): trims, adds https://, requires an IPv4 or DNS host, no path, port 443. */
-export function formatServerUrl(raw: string): { url?: string; error?: string } {
-  let s = raw.trim();
-  // Harvester would prepend https:// and then trip over the path; say what is actually wrong.
-  if (/^http:\/\//i.test(s)) return { error: 'server url invalid: http:// is not supported, the management address is https://<vip>:443' };
-  if (!s.startsWith('https://')) s = 'https://' + s;
-  let u: URL;
-  try {
-    u = new URL(s);
-  } catch {
-    return { error: `server url invalid: ${raw.trim()} is not a valid ip/domain` };
-  }
-  const host = u.hostname;
-  if (!isIPv4(host) && !isDns1123Subdomain(host)) return { error: `server url invalid: ${host || raw.trim()} is not a valid ip/domain` };
-  if (u.pathname && u.pathname !== '/') return { error: `server url invalid: path is not allowed in management address: ${u.pathname}` };
-  if (u.port && u.port !== '443') return { error: 'server url invalid: currently non-443 port are not allowed' };
-  return { url: `https://${host}:443` };
-}
-
-function checkServerUrl(cfg: HarvesterConfig, out: FindingList): void {
-  if (!cfg.serverUrl || cfg.install?.mode === 'create') return;
-  const r = formatServerUrl(cfg.serverUrl);
-  if (r.error) out.error('/serverUrl', r.error, 'write the cluster VIP as https://<vip>:443 (or just the VIP)');
-  else cfg.serverUrl = r.url;
 }
 
 function checkSystemSettings(cfg: HarvesterConfig, mode: string, out: FindingList): void {

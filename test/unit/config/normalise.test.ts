@@ -5,7 +5,7 @@ import path from 'node:path';
 import { loadConfig, serialiseHarvesterConfig, validateConfig } from '../../../installer/config/index.js';
 import { toSnakeCase, spellingsOf } from '../../../installer/config/spellings.js';
 import { fieldTree } from '../../../installer/config/generated/harvester-config.fields.js';
-import { formatServerUrl } from '../../../installer/config/rules.js';
+import { formatServerUrl } from '../../../installer/config/server-url.js';
 import { parse } from 'yaml';
 
 const fx = (p: string) => path.resolve(__dirname, '../../fixtures/config', p);
