@@ -23,12 +23,9 @@ export class Redactor {
     return this;
   }
 
-  /** Registers every string under secret-named keys of a structure (a config, say). */
+  /** Registers every string under secret-named keys of a structure. */
   addFrom(value: unknown): this {
-    walk(value, (key, v) => {
-      if (key !== undefined && isSecretKey(key)) collectStrings(v, (s) => this.add(s));
-    });
-    return this;
+    return this.add(...stringsUnderSecretKeys(value));
   }
 
   redactString(s: string): string {
@@ -63,6 +60,15 @@ function copyShape(value: object, map: (v: unknown, key?: string) => unknown): u
   if (Array.isArray(value)) return value.map((v) => map(v));
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value)) setOwn(out, k, map(v, k));
+  return out;
+}
+
+/** Every string found under a secret-named key of a structure, at any depth. */
+export function stringsUnderSecretKeys(value: unknown): string[] {
+  const out: string[] = [];
+  walk(value, (key, v) => {
+    if (key !== undefined && isSecretKey(key)) collectStrings(v, (s) => out.push(s));
+  });
   return out;
 }
 

@@ -10,6 +10,7 @@ import { stringify } from 'yaml';
 import { HvError, ExitCode } from '../lib/errors.js';
 import { Redactor } from '../lib/redact.js';
 import type { ValidationResult } from '../installer/config/types.js';
+import { configSecrets } from '../installer/config/secrets.js';
 import { buildCatalog, defaultMachine, readProfiles, type Catalog, type Machine } from './profiles.js';
 import { asInstallSees, renderMachineConfig, RenderError } from './render-config.js';
 import { checkRequestPath, openInsideRoot } from './safe-path.js';
@@ -137,13 +138,13 @@ export async function renderAndValidateConfigs(
       }
       throw err;
     }
-    redactor.addFrom(cfg);
     let result: ValidationResult;
     try {
       result = await validate(asInstallSees(cfg), { source: `${label}` });
     } catch (err) {
       throw new HvError(`cannot validate configs: ${(err as Error).message}`, { exitCode: ExitCode.usage });
     }
+    redactor.add(...configSecrets(result.config));
     if (!result.valid) errors.push(...formatFindings(label, result));
     if (!m.viaDefault) configs.set(m.name, serialiseServedConfig(m, cfg));
   }

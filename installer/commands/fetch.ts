@@ -8,7 +8,7 @@ import { mkdir } from 'node:fs/promises';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { Logger } from '../../lib/logger.js';
 import { writeFileAtomic } from '../../lib/atomic-write.js';
-import { loadConfig, serialiseHarvesterConfig } from '../config/index.js';
+import { configSecrets, loadConfig, serialiseHarvesterConfig } from '../config/index.js';
 import { HARVESTER_CONFIG_FETCH } from '../remote/automatic.js';
 import { downloadFile, type DownloadProgress } from '../remote/iso.js';
 import { findLocalIso, openIsoMedia } from '../remote/media.js';
@@ -81,7 +81,7 @@ async function fetchConfig(argv: string[]): Promise<number> {
     caFile: values['ca-file'],
     sha256: values.sha256,
   });
-  log.redactor.addFrom(loaded.config);
+  log.redactor.add(...configSecrets(loaded.config));
   for (const f of [...loaded.errors, ...loaded.warnings]) {
     process.stderr.write(log.redactor.redactString(`${f.source ? `${f.source}${f.line ? `:${f.line}` : ''}: ` : ''}${f.severity}: ${f.path ? `${f.path}: ` : ''}${f.message}`) + '\n');
   }

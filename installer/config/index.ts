@@ -7,6 +7,8 @@ export type * from './types.js';
 import type { HarvesterConfig, ValidationResult } from './types.js';
 /** Prints a finding compiler style (`file:line:col: error: path: message` and a hint line); pure. */
 export { formatFinding } from './format.js';
+/** Every secret value of a config, for redactors. */
+export { configSecrets } from './secrets.js';
 
 export interface LoadOptions {
   /** Kernel command line text (`harvester.*` parameters merged over the file). */

@@ -7,7 +7,7 @@
  */
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { Logger } from '../../lib/logger.js';
-import { loadConfig, type LoadedConfig } from '../config/index.js';
+import { configSecrets, loadConfig, type LoadedConfig } from '../config/index.js';
 import type { HarvesterConfig } from '../config/types.js';
 import { sendWebhooks, type WebhookVars } from './webhooks.js';
 import { HvpxeEventsSink, postProgressEvent } from './events-sink.js';
@@ -108,7 +108,7 @@ export async function prepareAutomaticInstall(
     }
     throw err;
   }
-  log.redactor.addFrom(loaded.config);
+  log.redactor.add(...configSecrets(loaded.config));
   for (const w of loaded.warnings) log.warn('config warning', { path: w.path, message: w.message, source: w.source });
   if (!loaded.valid) {
     const lines = loaded.errors.map((e) => `  - ${e.source ? `${e.source}${e.line ? `:${e.line}` : ''}: ` : ''}${e.path ? `${e.path}: ` : ''}${e.message}`);
