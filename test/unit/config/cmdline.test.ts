@@ -49,7 +49,7 @@ describe('harvester.* parameters', () => {
     const { n } = cmdlineConfig('harvester.install.persistentPartitionSize=150Gi harvester.install.powerOff=true harvester.install.wipealldisks=yes');
     expect(n.config.install).toEqual({ persistentPartitionSize: '150Gi', powerOff: true, wipeAllDisks: true });
   });
-  it('coerces strings to the field types (cmdline values are all strings, #9667)', () => {
+  it('coerces strings to the field types (cmdline values are all strings, harvester#9667)', () => {
     const { n } = cmdlineConfig('harvester.install.management_interface.mtu=1500 harvester.install.management_interface.vlan_id=10 harvester.install.skipchecks=false');
     expect(n.config.install?.managementInterface).toEqual({ mtu: 1500, vlanId: 10 });
     expect(n.config.install?.skipchecks).toBe(false);
