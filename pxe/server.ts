@@ -46,13 +46,7 @@ export const LIMITS = {
   readChunk: 512 * 1024,
 };
 
-interface MachineActivity {
-  name: string;
-  group: string;
-  profile: string;
-  mac?: string;
-  uuid?: string;
-  hostname?: string;
+interface MachineActivity extends Pick<Machine, 'name' | 'group' | 'profile' | 'mac' | 'uuid' | 'hostname'> {
   matchedBy?: string;
   lastSeen?: string;
   lastAddress?: string;

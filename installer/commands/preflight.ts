@@ -2,7 +2,6 @@
  * `hvinstall preflight [--config F] [--profile P] [--sysroot DIR] [--json]`: what this machine is and
  * whether it can run a node. Exit 0 no failures, 1 a check failed, 2 usage or environment error.
  */
-import { parseArgs } from 'node:util';
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { ExitCode, HvError } from '../../lib/errors.js';
@@ -17,6 +16,7 @@ import {
   runPreflightChecks,
   type Profile,
 } from '../preflight/index.js';
+import { parseCommandArgs } from './args.js';
 
 const USAGE = `usage: hvinstall preflight [--config FILE|URL|-] [--profile testing|production] [--sysroot DIR] [--json]
 
@@ -45,27 +45,20 @@ async function readConfig(source: string): Promise<HarvesterConfig> {
 }
 
 export default async function preflight(argv: string[]): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        config: { type: 'string' },
-        profile: { type: 'string', default: 'testing' },
-        sysroot: { type: 'string', default: '/' },
-        json: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-      allowPositionals: false,
-      strict: true,
-    }));
-  } catch (err) {
-    throw usageError((err as Error).message);
-  }
-  if (values.help) {
-    process.stdout.write(USAGE + '\n');
-    return ExitCode.ok;
-  }
+  const args = parseCommandArgs(
+    argv,
+    {
+      config: { type: 'string' },
+      profile: { type: 'string', default: 'testing' },
+      sysroot: { type: 'string', default: '/' },
+      json: { type: 'boolean', default: false },
+    },
+    USAGE,
+    false,
+    "run 'hvinstall preflight --help'",
+  );
+  if (!args) return ExitCode.ok;
+  const { values } = args;
   const profile = values.profile as Profile;
   if (!PROFILES.includes(profile)) throw usageError(`unknown profile '${values.profile}': use testing or production`);
   const sysroot = path.resolve(values.sysroot!);
