@@ -45,3 +45,26 @@ export async function serialiseHarvesterConfig(config: HarvesterConfig): Promise
   const { toHarvesterConfigYaml } = await import('./serialise.js');
   return toHarvesterConfigYaml(config);
 }
+
+/**
+ * Validates layers given highest priority first (what the console typed, then a remote config it
+ * merges), merged as Harvester merges them, with the same findings `validate` prints. Pure.
+ */
+export async function validateLayers(layers: Array<{ raw: unknown; source: string }>, opts: { alreadyInstalled?: boolean } = {}): Promise<ValidationResult> {
+  const [{ normaliseRaw }, { validateSources }] = await Promise.all([import('./normalise.js'), import('./validate.js')]);
+  return validateSources(
+    layers.map((l) => normaliseRaw(l.raw, { name: l.source })),
+    opts,
+  );
+}
+
+/**
+ * The `harvester.*` keys of a kernel command line as a (partial, unvalidated) config, with what is
+ * wrong with the keys themselves; config_url is not followed. The console pre-fills its pages from it.
+ */
+export async function cmdlineConfig(text: string, source = '<cmdline>'): Promise<{ config: HarvesterConfig; errors: import('./types.js').Finding[]; warnings: import('./types.js').Finding[] }> {
+  const [{ parseCmdline }, { normaliseRaw }] = await Promise.all([import('./cmdline.js'), import('./normalise.js')]);
+  const parsed = parseCmdline(text, source);
+  const n = normaliseRaw(parsed.raw, { name: source, cmdline: true, positions: parsed.positions });
+  return { config: n.config, errors: [...parsed.errors, ...n.errors], warnings: [...parsed.warnings, ...n.warnings] };
+}
