@@ -43,6 +43,8 @@ export class App {
   private screen?: Screen;
   private dialog?: Dialog & { choice: number };
   private scroll = 0;
+  /** PgUp/PgDn moved the view: it stays where the operator put it until another key. */
+  private manualScroll = false;
   private notice?: { text: string; until: number };
   private queue: Key[] = [];
   /** The terminal is lent to another program (suspend): nothing is drawn. */
@@ -91,6 +93,7 @@ export class App {
   show(s: Screen): void {
     this.screen = s;
     this.scroll = 0;
+    this.manualScroll = false;
     this.redraw();
   }
 
@@ -175,9 +178,11 @@ export class App {
       if (k.kind === 'key' && (k.name === 'pageup' || k.name === 'pagedown')) {
         const step = Math.max(1, this.bodyRows() - 2);
         this.scroll = Math.max(0, this.scroll + (k.name === 'pageup' ? -step : step));
+        this.manualScroll = true;
         this.redraw();
         return;
       }
+      this.manualScroll = false;
       if (!this.screen) return;
       try {
         await this.screen.key(k);
@@ -225,7 +230,7 @@ export class App {
     const top = 3;
     const height = Math.max(1, rows - top - 2);
     const lines = s.body(Math.max(10, cols - 2));
-    this.scroll = viewport(lines, height, this.scroll);
+    this.scroll = viewport(lines, height, this.scroll, !this.manualScroll);
     for (let i = 0; i < height && this.scroll + i < lines.length; i++) {
       const line = lines[this.scroll + i]!;
       c.putSegments(top + i, 1, line.segs);
@@ -265,11 +270,11 @@ export class App {
 }
 
 /** The first line to show so the anchor line is visible, and as much of the focused block as fits. Pure. */
-export function viewport(lines: Line[], height: number, scroll: number): number {
+export function viewport(lines: Line[], height: number, scroll: number, follow = true): number {
   const max = Math.max(0, lines.length - height);
   let s = Math.min(Math.max(0, scroll), max);
   const anchor = lines.findIndex((l) => l.anchor);
-  if (anchor < 0) return s;
+  if (anchor < 0 || !follow) return s;
   let first = lines.findIndex((l) => l.focused);
   let last = lines.length - 1 - [...lines].reverse().findIndex((l) => l.focused);
   if (first < 0) first = last = anchor;

@@ -88,6 +88,35 @@ export class Session {
     return this.rows().join('\n');
   }
 
+  /** The body's text as one line, whitespace collapsed: messages are checked whole, however they wrapped. */
+  flat(): string {
+    return this.rows().slice(1, -1).map((r) => r.trim()).join(' ').replace(/\s+/g, ' ');
+  }
+
+  /** The whole page as a person reads it: PgUp to the top, then PgDn to the end (text flattened). */
+  async scrolledText(): Promise<string> {
+    for (let i = 0; i < 20 && /\(more\)/.test(this.rows()[2] ?? ''); i++) await this.keys('\x1b[5~');
+    const parts = [this.flat()];
+    for (let i = 0; i < 20 && /\(more\)/.test(this.rows()[this.term.rows - 2] ?? ''); i++) {
+      await this.keys('\x1b[6~');
+      parts.push(this.flat());
+    }
+    return parts.join(' ');
+  }
+
+  /** Waits until the body shows the text, however it is wrapped. */
+  async waitForText(text: string, timeoutMs = 15_000): Promise<string> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      await this.pending;
+      const f = this.flat();
+      if (f.includes(text)) return f;
+      if (this.exitInfo) throw new Error(`the program exited (${this.exitInfo.exitCode}) before the screen showed ${JSON.stringify(text)}:\n${this.screen()}`);
+      if (Date.now() > deadline) throw new Error(`the screen did not show ${JSON.stringify(text)} within ${timeoutMs} ms:\n${this.screen()}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
   /** Text drawn in reverse video on the body rows (the focused field, the highlighted entry). */
   highlighted(): string[] {
     const b = this.term.buffer.active;
