@@ -17,13 +17,14 @@ import { describeError } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
 import type { Logger } from '../../lib/logger.js';
 import { Redactor } from '../../lib/redact.js';
-import { formatFinding, loadConfig } from '../config/index.js';
+import { formatFinding, readConfigText } from '../config/index.js';
+import type { Finding } from '../config/types.js';
 import { formatBytes } from '../disk/sizes.js';
 import type { MachineFacts } from '../preflight/types.js';
 import { runPreflightChecks } from '../preflight/index.js';
 import type { StampedEvent } from '../steps/progress.js';
 import { listOf, type Answers } from './answers.js';
-import { fieldMessages, type FieldId } from './checks.js';
+import { fieldMessages, validateAnswers, type FieldId } from './checks.js';
 import { configFileText, installFromConsole, resumeCommand, writeConsoleConfig, type ConsoleInstallResult } from './install-run.js';
 import { defaultDisk, defaultPersistentSize, findListedDisk, linkUp } from './machine.js';
 import { MACHINE_CHECKS, PAGES, type ConsoleState, type PageDef, type SubmitResult } from './pages.js';
@@ -324,6 +325,11 @@ export class ConsoleApp {
     return { ok: false, field: 'vipMode', messages: [{ level: 'error', text: `fail to get vip: ${r.detail}. Choose Static to give the VIP by hand.` }] };
   }
 
+  /**
+   * The remote config: fetched once, then validated merged under the answers (as it will be
+   * installed); the findings about the remote's own content are shown and nothing is merged until
+   * there are none.
+   */
   private async fetchRemote(wait: (t: string, d: number) => Waiting): Promise<SubmitResult | 'handled'> {
     const url = this.state.answers.configUrl.trim();
     if (!url) {
@@ -332,28 +338,33 @@ export class ConsoleApp {
     }
     if (this.state.remote?.url === url) return { ok: true };
     const w = wait(`Fetching ${url} (3 attempts, 10 s each)`, 40_000);
-    let loaded;
+    let read;
     try {
-      loaded = await loadConfig(url, { attempts: 3, timeoutMs: 10_000, retryDelayMs: 1000 });
+      read = await readConfigText(url, { attempts: 3, timeoutMs: 10_000, retryDelayMs: 1000 });
     } catch (err) {
       if (w.cancelled) return 'handled';
       this.opts.log.warn('remote config unreachable', { url, error: describeError(err) });
       return { ok: false, field: 'configUrl', messages: [{ level: 'error', text: describeError(err).replace(/^error: /, '').replace(/\n\s*/g, ' ') + ' Nothing was merged.' }] };
     }
     if (w.cancelled) return 'handled';
-    if (!loaded.valid) {
-      this.opts.log.warn('remote config invalid', { url, errors: loaded.errors.map(formatFinding) });
+    const nothing = (findings: Finding[]): SubmitResult => {
+      this.opts.log.warn('remote config invalid', { url, errors: findings.map(formatFinding) });
       return {
         ok: false,
         field: 'configUrl',
         messages: [
-          { level: 'error', text: `${url} is not a valid config (${loaded.errors.length} error(s)); nothing was merged:` },
-          ...loaded.errors.map((f) => ({ level: 'error' as const, text: formatFinding(f).replace(/\n\s*/g, ' ') })),
+          { level: 'error', text: `${url} is not a valid config (${findings.length} error(s)); nothing was merged:` },
+          ...findings.map((f) => ({ level: 'error' as const, text: formatFinding(f).replace(/\n\s*/g, ' ') })),
         ],
       };
-    }
-    this.state.remote = { url, config: loaded.config };
-    this.opts.log.info('remote config fetched', { url, warnings: loaded.warnings.length });
+    };
+    if (read.error || read.text === undefined) return nothing(read.error ? [read.error] : []);
+    const candidate = { url, text: read.text };
+    const merged = await validateAnswers({ ...this.state, remote: candidate });
+    const own = merged.errors.filter((f) => f.source === url);
+    if (own.length) return nothing(own);
+    this.state.remote = candidate;
+    this.opts.log.info('remote config fetched', { url, warnings: merged.warnings.filter((f) => f.source === url).map(formatFinding) });
     return { ok: true };
   }
 

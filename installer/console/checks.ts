@@ -11,7 +11,7 @@
  * When (1) finds an error, (2) and (3) are not shown for that field: one message at a time.
  */
 import type { FieldMessage } from '../../lib/tui/form.js';
-import { validateLayers } from '../config/index.js';
+import { validateLayers, type ConfigLayer } from '../config/index.js';
 import type { Finding, HarvesterConfig, ValidationResult } from '../config/types.js';
 import { planInstall, PlanRefusedError } from '../disk/plan.js';
 import { runPreflightChecks } from '../preflight/index.js';
@@ -21,13 +21,18 @@ import { findListedDisk } from './machine.js';
 
 export type FieldId = keyof Answers;
 
+export interface RemoteConfig {
+  url: string;
+  text: string;
+}
+
 export interface CheckContext {
   answers: Answers;
   facts: MachineFacts;
   /** The kernel command line's harvester.* keys. */
   base: HarvesterConfig;
-  /** The remote config (config_url) once fetched and valid: merged under the answers. */
-  remote?: { url: string; config: HarvesterConfig };
+  /** The remote config (config_url) once fetched and found valid: its text, merged under the answers. */
+  remote?: RemoteConfig;
   skipchecks: boolean;
 }
 
@@ -64,6 +69,9 @@ const FIELD_PATHS: Partial<Record<FieldId, string[]>> = {
   configUrl: ['install.configurl'],
 };
 
+/** The name findings about the answers carry (a remote config's carry its URL). */
+export const CONSOLE_SOURCE = 'console';
+
 const norm = (p: string): string => p.toLowerCase().replace(/_/g, '');
 
 /** True when a finding's path is one of the field's paths or below it. */
@@ -76,8 +84,8 @@ export function findingIsAbout(f: Finding, field: FieldId): boolean {
 export async function validateAnswers(ctx: CheckContext, passwordAs?: (clear: string) => string): Promise<ValidationResult & { raw: Record<string, unknown> }> {
   const macOf = (nic: string): string | undefined => ctx.facts.nics.find((n) => n.name === nic)?.mac;
   const raw = applyAnswers(ctx.base, ctx.answers, { macOf, passwordAs });
-  const layers = [{ raw, source: 'console' }];
-  if (ctx.remote) layers.push({ raw: ctx.remote.config as Record<string, unknown>, source: ctx.remote.url });
+  const layers: ConfigLayer[] = [{ raw, source: CONSOLE_SOURCE }];
+  if (ctx.remote) layers.push({ text: ctx.remote.text, source: ctx.remote.url });
   return { ...(await validateLayers(layers)), raw };
 }
 
@@ -139,7 +147,7 @@ export async function fieldMessages(field: FieldId, ctx: CheckContext): Promise<
   const own = consoleOnlyChecks(field, ctx.answers);
   if (own.length) return own.map((text) => ({ level: 'error', text }));
   const result = await validateAnswers(ctx);
-  const findings = [...result.errors, ...result.warnings].filter((f) => findingIsAbout(f, field)).map(fromFinding);
+  const findings = [...result.errors, ...result.warnings].filter((f) => findingIsAbout(f, field) && f.source !== ctx.remote?.url).map(fromFinding);
   if (findings.some((m) => m.level === 'error')) return findings;
   return [...findings, ...machineMessages(field, ctx, result.config), ...planMessages(field, ctx, result.config)];
 }

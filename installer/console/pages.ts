@@ -12,13 +12,14 @@ import type { MachineFacts } from '../preflight/types.js';
 import type { Answers } from './answers.js';
 import { defaultPersistentSize, diskName, diskOptions, findListedDisk, listedDisks, nicOptions, staleInstallDisks } from './machine.js';
 import type { Summary } from './summary.js';
+import type { RemoteConfig } from './checks.js';
 
 export interface ConsoleState {
   answers: Answers;
   facts: MachineFacts;
   /** The kernel command line's harvester.* keys (pre-filled answers; kept under them). */
   base: HarvesterConfig;
-  remote?: { url: string; config: HarvesterConfig };
+  remote?: RemoteConfig;
   skipchecks: boolean;
   /** The machine checks that did not pass (the Hardware Checks page). */
   hardware: PreflightCheck[];

@@ -214,7 +214,7 @@ export class App {
   }
 
   private bodyRows(): number {
-    return Math.max(1, this.term.size().rows - 5);
+    return Math.max(1, this.term.size().rows - 6);
   }
 
   private paint(c: Canvas): void {
@@ -226,9 +226,13 @@ export class App {
     c.put(0, 0, ellipsis(` ${this.opts.name}`, Math.max(1, cols - textWidth(right))), ATTR_REVERSE);
     if (right && textWidth(right) < cols - 10) c.put(0, cols - textWidth(right), right, ATTR_REVERSE);
     if (!s) return;
-    c.put(1, 1, ellipsis(s.title, cols - 2), ATTR_BOLD);
-    const top = 3;
-    const height = Math.max(1, rows - top - 2);
+    // A narrow screen wraps the title and the key help onto two lines rather than cutting them.
+    const titleLines = wrap(s.title, cols - 2).slice(0, 2);
+    titleLines.forEach((t, i) => c.put(1 + i, 1, t, ATTR_BOLD));
+    const helpLines = cols < 60 ? wrap(s.help, cols - 1).slice(0, 2) : [ellipsis(s.help, cols - 1)];
+    const top = 2 + titleLines.length;
+    const bottom = rows - helpLines.length - 1; // the notice line
+    const height = Math.max(1, bottom - top);
     const lines = s.body(Math.max(10, cols - 2));
     this.scroll = viewport(lines, height, this.scroll, !this.manualScroll);
     for (let i = 0; i < height && this.scroll + i < lines.length; i++) {
@@ -239,9 +243,11 @@ export class App {
     if (this.scroll > 0) c.put(top - 1, cols - 9, ' (more) ');
     if (this.scroll + height < lines.length) c.put(top + height, cols - 9, ' (more) ');
     const notice = this.notice && this.notice.until > Date.now() ? this.notice.text : '';
-    if (notice) c.put(rows - 2, 1, ellipsis(notice, cols - 2), ATTR_BOLD);
-    c.fill(rows - 1, 0, ATTR_REVERSE);
-    c.put(rows - 1, 0, ellipsis(` ${s.help}`, cols), ATTR_REVERSE);
+    if (notice) c.put(bottom, 1, ellipsis(notice, cols - 2), ATTR_BOLD);
+    helpLines.forEach((h, i) => {
+      c.fill(rows - helpLines.length + i, 0, ATTR_REVERSE);
+      c.put(rows - helpLines.length + i, 0, ` ${h}`, ATTR_REVERSE);
+    });
     if (this.dialog) {
       c.cursor = undefined;
       this.paintDialog(c, this.dialog);

@@ -157,9 +157,17 @@ export class Session {
     }
   }
 
-  /** Waits until a page with this title is up (the title is on row 1). */
-  async page(title: string, timeoutMs?: number): Promise<string> {
-    return this.waitFor(new RegExp(`^ ${title.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\s*$`, 'm'), timeoutMs);
+  /** Waits until a page with this title is up (the title is on row 1, on a narrow screen rows 1 and 2). */
+  async page(title: string, timeoutMs = 15_000): Promise<string> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      await this.pending;
+      const r = this.rows();
+      if (r[1]?.trim() === title || `${r[1]?.trim()} ${r[2]?.trim()}` === title) return this.screen();
+      if (this.exitInfo) throw new Error(`the program exited (${this.exitInfo.exitCode}) before page ${JSON.stringify(title)}:\n${this.screen()}`);
+      if (Date.now() > deadline) throw new Error(`page ${JSON.stringify(title)} did not come within ${timeoutMs} ms:\n${this.screen()}`);
+      await new Promise((res) => setTimeout(res, 50));
+    }
   }
 
   /** Waits until the screen stops changing (the program handled what was sent). */
