@@ -31,6 +31,7 @@ Ctrl-L (redraw), Ctrl-C (asks before quitting).
   --no-reboot          after the install, stay (do not reboot or power off)
   --log FILE           the console's log, JSON lines, secrets redacted (default /var/log/hvinstall-console.log)
   --dhcp-timeout SEC   how long the network page waits for a DHCP answer (default 30)
+  --dhcp-script FILE   udhcpc hook that applies the lease (default: the live system's /etc/hv-live/udhcpc.script)
   --refresh SEC        repaint the whole screen this often, over kernel messages (default 30)
 Exit codes: 0 installed (or dry run written), 1 halted by the operator, 2 usage or environment, 3 the install failed, 130 quit.`;
 
@@ -62,6 +63,7 @@ export default async function consoleCommand(argv: string[]): Promise<number> {
         'no-reboot': { type: 'boolean' },
         log: { type: 'string' },
         'dhcp-timeout': { type: 'string' },
+        'dhcp-script': { type: 'string' },
         refresh: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -108,7 +110,8 @@ export default async function consoleCommand(argv: string[]): Promise<number> {
   const { cmdlineConfig } = await import('../config/index.js');
   const cmdlineFile = values['cmdline-file'] ?? (captured ? undefined : '/proc/cmdline');
   const cmdlineText = cmdlineFile ? await readFile(cmdlineFile, 'utf8').catch(() => '') : '';
-  const base = await cmdlineConfig(cmdlineText, cmdlineFile ?? '<cmdline>');
+  // Most console boots carry no harvester.* key: then there is nothing to parse.
+  const base = /(^|\s)harvester\./.test(cmdlineText) ? await cmdlineConfig(cmdlineText, cmdlineFile ?? '<cmdline>') : { config: {}, errors: [], warnings: [] };
   for (const f of [...base.errors, ...base.warnings]) log.warn('kernel command line', { path: f.path, message: f.message });
   redactor.addFrom(base.config);
 
@@ -135,7 +138,7 @@ export default async function consoleCommand(argv: string[]): Promise<number> {
     systemSizeMiB,
     noReboot: values['no-reboot'] === true,
     probeLinks: !captured,
-    dhcp: { client: defaultDhcpClient(), script: existsSync(LIVE_DHCP_SCRIPT) ? LIVE_DHCP_SCRIPT : undefined, timeoutMs: dhcpTimeoutMs },
+    dhcp: { client: defaultDhcpClient(), script: values['dhcp-script'] ?? (existsSync(LIVE_DHCP_SCRIPT) ? LIVE_DHCP_SCRIPT : undefined), timeoutMs: dhcpTimeoutMs },
     hashPassword: (clear, salt) => (isCryptHash(clear) ? clear : sha512Crypt(clear, salt)),
   });
   const restore = (): void => term.stop();

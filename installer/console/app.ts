@@ -14,7 +14,6 @@ import { ATTR_BOLD, ATTR_REVERSE } from '../../lib/tui/screen.js';
 import type { Terminal } from '../../lib/tui/terminal.js';
 import { ellipsis, wrap } from '../../lib/tui/text.js';
 import { describeError } from '../../lib/errors.js';
-import { run } from '../../lib/exec.js';
 import type { Logger } from '../../lib/logger.js';
 import { Redactor } from '../../lib/redact.js';
 import { formatFinding, readConfigText } from '../config/index.js';
@@ -25,11 +24,10 @@ import { runPreflightChecks } from '../preflight/index.js';
 import type { StampedEvent } from '../steps/progress.js';
 import { listOf, type Answers } from './answers.js';
 import { fieldMessages, validateAnswers, type FieldId } from './checks.js';
-import { configFileText, installFromConsole, resumeCommand, writeConsoleConfig, type ConsoleInstallResult } from './install-run.js';
+import type { ConsoleInstallResult } from './install-run.js';
 import { defaultDisk, defaultPersistentSize, findListedDisk, linkUp } from './machine.js';
 import { MACHINE_CHECKS, PAGES, type ConsoleState, type PageDef, type SubmitResult } from './pages.js';
-import { dhcpLease, fetchSshKeys, hasDefaultRoute, ntpReachable, pingServer, type ProbeResult } from './probes.js';
-import { summarise } from './summary.js';
+import type { ProbeResult } from './probes.js';
 
 export interface ConsoleOptions {
   facts: MachineFacts;
@@ -65,6 +63,8 @@ interface Waiting {
   since: number;
   deadlineMs: number;
   cancelled: boolean;
+  /** The wait is over (before a question about its outcome). */
+  end(): void;
 }
 
 export class ConsoleApp {
@@ -143,6 +143,7 @@ export class ConsoleApp {
   }
 
   private async refreshSummary(): Promise<void> {
+    const { summarise } = await import('./summary.js');
     this.state.summary = await summarise({ ...this.state }, (clear) => this.opts.hashPassword(clear, this.salt));
     const s = this.state.summary;
     this.opts.log.info('summary', { canInstall: s.canInstall, errors: s.errors.map((e) => `${e.path}: ${e.message}`), blocking: s.blocking.map((c) => c.message), planProblems: s.planProblems });
@@ -221,7 +222,7 @@ export class ConsoleApp {
       case 'server-url':
         return this.probeOnce('serverUrl', a.serverUrl, wait, async () => {
           const url = /^https:\/\//.test(a.serverUrl.trim()) ? a.serverUrl.trim() : `https://${a.serverUrl.trim()}`;
-          const r = await pingServer(url.replace(/(:\d+)?\/?$/, ':443'), 15_000);
+          const r = await (await probes()).pingServer(url.replace(/(:\d+)?\/?$/, ':443'), 15_000);
           return r.ok ? undefined : `Failed to reach ${r.detail}. Press Enter again to use it anyway, or change the value to check again.`;
         }, 'Checking the management address', 20_000);
       case 'ntp': {
@@ -230,6 +231,7 @@ export class ConsoleApp {
           return this.confirmOnce('ntp', a.ntp, 'Empty NTP Server is not recommended. Press Enter again to use current configuration anyway.');
         }
         return this.probeOnce('ntp', a.ntp, wait, async () => {
+          const { ntpReachable } = await probes();
           const rs = await Promise.all(servers.map((s) => ntpReachable(s)));
           const bad = rs.filter((r) => !r.ok);
           return bad.length ? `Failed to reach NTP servers: ${bad.map((r) => r.detail).join('; ')}. Press Enter again to use current configuration anyway, or change the value to revalidate.` : undefined;
@@ -248,7 +250,7 @@ export class ConsoleApp {
         }
         if (a.sshKeys.length) return { ok: true };
         const w = wait(`Fetching ${a.sshKeyUrl.trim()}`, 32_000);
-        const r = await fetchSshKeys(a.sshKeyUrl.trim());
+        const r = await (await probes()).fetchSshKeys(a.sshKeyUrl.trim());
         if (w.cancelled) return 'handled';
         if (r.error) return { ok: false, field: 'sshKeyUrl', messages: [{ level: 'error', text: `fail to fetch SSH keys: ${r.error}` }] };
         a.sshKeys = r.keys;
@@ -290,6 +292,7 @@ export class ConsoleApp {
     const nic = a.nics.find((n) => this.state.facts.nics.some((x) => x.name === n && linkUp(x))) ?? a.nics[0]!;
     const secs = Math.round(this.opts.dhcp.timeoutMs / 1000);
     const w = wait(`Requesting an address by DHCP on ${nic}`, this.opts.dhcp.timeoutMs + 2000);
+    const { dhcpLease, hasDefaultRoute } = await probes();
     const r = await dhcpLease(nic, { ...this.opts.dhcp, runDir: this.opts.runDir });
     if (w.cancelled) return 'handled';
     this.opts.log.info('dhcp test', { nic, ok: r.ok, detail: r.detail });
@@ -298,7 +301,8 @@ export class ConsoleApp {
       return { ok: true };
     }
     const text = `Requesting IP through DHCP failed: ${r.detail}`;
-    const choice = await this.app.ask('No DHCP answer', `${text}. The console waited ${secs} s.`, ['Try again', 'Use static', 'Stay here'], 0);
+    w.end();
+    const choice = await this.app.ask('No DHCP answer', `${text}. Waited ${secs} s (--dhcp-timeout). Try again, give a static address, or stay on this page.`, ['Try again', 'Use static', 'Stay here'], 0);
     if (choice === 0) return this.probeNetwork(wait);
     if (choice === 1) {
       a.method = 'static';
@@ -315,7 +319,7 @@ export class ConsoleApp {
     const mac = a.vipHwAddr.trim() || randomMac();
     a.vipHwAddr = mac;
     const w = wait(`Requesting the VIP by DHCP for ${mac} on ${nic}`, this.opts.dhcp.timeoutMs + 2000);
-    const r: ProbeResult = await dhcpLease(nic, { ...this.opts.dhcp, runDir: this.opts.runDir, hwAddr: mac });
+    const r: ProbeResult = await (await probes()).dhcpLease(nic, { ...this.opts.dhcp, runDir: this.opts.runDir, hwAddr: mac });
     if (w.cancelled) return 'handled';
     this.opts.log.info('vip dhcp', { nic, mac, ok: r.ok, detail: r.detail });
     if (r.ok && r.value) {
@@ -384,7 +388,7 @@ export class ConsoleApp {
     this.redactor = new Redactor().addFrom(s.config).add(this.state.answers.password, this.state.answers.token);
     if (this.opts.dryRun) {
       await mkdir(path.dirname(this.opts.configFile), { recursive: true });
-      await writeConsoleConfig(this.opts.configFile, s.config, this.opts.log);
+      await (await installRun()).writeConsoleConfig(this.opts.configFile, s.config, this.opts.log);
       this.opts.log.info('dry run: stopped before touching any disk', { configFile: this.opts.configFile });
       this.app.show(new InfoScreen('Dry run complete', [`The config was written to ${this.opts.configFile} (mode 0600).`, 'No disk was touched (--dry-run).', '', `Install it later with: hvinstall install --config ${this.opts.configFile} --yes`], () => this.app.exit(0)));
       return 'handled';
@@ -415,6 +419,7 @@ export class ConsoleApp {
     let result: ConsoleInstallResult;
     try {
       await mkdir(path.dirname(this.opts.configFile), { recursive: true, mode: 0o700 });
+      const { writeConsoleConfig, installFromConsole } = await installRun();
       await writeConsoleConfig(this.opts.configFile, s.config, this.opts.log);
       progress.note(`config written to ${this.opts.configFile}`);
       result = await installFromConsole({
@@ -439,32 +444,34 @@ export class ConsoleApp {
     const ok = result.outcome?.ok === true;
     this.opts.log.info('install finished', { ok, failedStep: result.outcome?.failedStep, journal: result.outcome?.journalFile });
     if (ok) this.succeeded(result);
-    else this.failed(result);
+    else await this.failed(result);
   }
 
-  private failed(r: ConsoleInstallResult): void {
+  private async failed(r: ConsoleInstallResult): Promise<void> {
+    const { resumeCommand } = await installRun();
     const o = r.outcome;
     const err = o?.error ?? r.refused;
     const text = this.redactor.redactString(describeError(err));
+    // What went wrong and what to do come first, with the choices; the record follows.
     const lines: string[] = ['** Installation Failed **', ''];
     if (o) lines.push(o.failedStep === 'guard' ? 'The install was refused before any disk was changed.' : `The install failed in step ${o.failedStep}.`);
     else lines.push('The install could not start; no disk was changed.');
     lines.push(...text.split('\n'), '');
-    if (o) {
-      lines.push(`journal: ${o.journalFile}${o.journal?.status ? ` (${o.journal.status})` : ''}`);
-      if (o.journal) lines.push(`steps: ${o.journal.steps.map((x) => `${x.name} ${x.status === 'failed' ? 'FAILED' : x.status}`).join(', ')}`);
-      if (o.journal?.invalidation?.length) lines.push(`invalidated so it cannot boot half-installed: ${o.journal.invalidation.join(', ')}`);
-      lines.push(`install log: ${o.logFile}`);
-    }
-    if (this.opts.logFile) lines.push(`console log: ${this.opts.logFile}`);
-    lines.push('');
     lines.push('To resume: fix the cause, then choose Retry: the install resumes from its journal (steps already done are kept).');
-    lines.push(`From a shell: ${resumeCommand(this.opts)}`);
+    const after: string[] = [''];
+    if (o) {
+      after.push(`journal: ${o.journalFile}${o.journal?.status ? ` (${o.journal.status})` : ''}`);
+      if (o.journal) after.push(`steps: ${o.journal.steps.map((x) => `${x.name} ${x.status === 'failed' ? 'FAILED' : x.status}`).join(', ')}`);
+      if (o.journal?.invalidation?.length) after.push(`invalidated so it cannot boot half-installed: ${o.journal.invalidation.join(', ')}`);
+      after.push(`install log: ${o.logFile}`);
+    }
+    if (this.opts.logFile) after.push(`console log: ${this.opts.logFile}`);
+    after.push(`From a shell: ${resumeCommand(this.opts)}`);
     this.app.show(
       new ChoiceScreen('Installation failed', lines, ['Retry', 'Quit to a shell'], (c) => {
         if (c === 0) void this.install();
         else this.app.exit(3);
-      }),
+      }, after),
     );
   }
 
@@ -503,6 +510,7 @@ export class ConsoleApp {
 
   private async powerAction(action: 'reboot' | 'poweroff'): Promise<void> {
     this.opts.log.info('power action', { action });
+    const { run } = await import('../../lib/exec.js');
     await run(action, ['-f'], { allowFailure: true, timeoutMs: 30_000 }).catch(() => undefined);
   }
 }
@@ -632,7 +640,7 @@ export class PageScreen implements Screen {
   }
 
   private startWaiting(text: string, deadlineMs: number): Waiting {
-    const w: Waiting = { text, since: Date.now(), deadlineMs, cancelled: false };
+    const w: Waiting = { text, since: Date.now(), deadlineMs, cancelled: false, end: () => this.waiting === w && this.stopWaiting(false) };
     this.waiting = w;
     this.ticker = setInterval(() => this.hooks.redraw(), 1000);
     this.hooks.redraw();
@@ -710,7 +718,7 @@ export class ProgressScreen implements Screen {
 
 /** Text and a row of choices (failure, success). */
 export class ChoiceScreen implements Screen {
-  readonly help = 'Left/Right: choose  Enter: confirm';
+  readonly help = 'Left/Right: choose  Enter: confirm  PgUp/PgDn: scroll';
   private choice = 0;
 
   constructor(
@@ -718,15 +726,21 @@ export class ChoiceScreen implements Screen {
     readonly lines: string[],
     private readonly choices: string[],
     private readonly done: (choice: number) => void,
+    /** Text below the choices (details a person scrolls to with PgDn). */
+    private readonly after: string[] = [],
   ) {}
 
   body(width: number): Line[] {
-    const out: Line[] = this.lines.flatMap((l) => wrap(l, width).map((t) => ({ segs: [{ text: t }] })));
+    const text = (ls: string[]): Line[] => ls.flatMap((l) => wrap(l, width).map((t) => ({ segs: [{ text: t }] })));
+    const out: Line[] = text(this.lines);
     out.push({ segs: [] });
-    out.push({
-      segs: this.choices.flatMap((c, i) => [{ text: i ? '  ' : '' }, { text: `[ ${ellipsis(c, width - 6)} ]`, attr: i === this.choice ? ATTR_REVERSE : 0 }]),
-      anchor: true,
-    });
+    if (this.choices.length) {
+      out.push({
+        segs: this.choices.flatMap((c, i) => [{ text: i ? '  ' : '' }, { text: `[ ${ellipsis(c, width - 6)} ]`, attr: i === this.choice ? ATTR_REVERSE : 0 }]),
+        anchor: true,
+      });
+    }
+    out.push(...text(this.after));
     return out;
   }
 
@@ -744,4 +758,6 @@ export class InfoScreen extends ChoiceScreen {
   }
 }
 
-export { configFileText };
+/** What the first screen does not need is loaded when it is: the cold start counts (bench/console.bench.mjs). */
+const probes = (): Promise<typeof import('./probes.js')> => import('./probes.js');
+const installRun = (): Promise<typeof import('./install-run.js')> => import('./install-run.js');

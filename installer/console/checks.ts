@@ -13,7 +13,6 @@
 import type { FieldMessage } from '../../lib/tui/form.js';
 import { validateLayers, type ConfigLayer } from '../config/index.js';
 import type { Finding, HarvesterConfig, ValidationResult } from '../config/types.js';
-import { planInstall, PlanRefusedError } from '../disk/plan.js';
 import { runPreflightChecks } from '../preflight/index.js';
 import type { MachineFacts } from '../preflight/types.js';
 import { applyAnswers, type Answers } from './answers.js';
@@ -131,8 +130,9 @@ export function machineMessages(field: FieldId, ctx: CheckContext, config: Harve
 }
 
 /** The planner's refusals about the persistent partition (its upper limit depends on the disk). */
-export function planMessages(field: FieldId, ctx: CheckContext, config: HarvesterConfig): FieldMessage[] {
+export async function planMessages(field: FieldId, ctx: CheckContext, config: HarvesterConfig): Promise<FieldMessage[]> {
   if (field !== 'persistentSize' || !findListedDisk(ctx.facts, config.install?.device)) return [];
+  const { planInstall, PlanRefusedError } = await import('../disk/plan.js');
   try {
     planInstall(config, ctx.facts);
     return [];
@@ -149,5 +149,5 @@ export async function fieldMessages(field: FieldId, ctx: CheckContext): Promise<
   const result = await validateAnswers(ctx);
   const findings = [...result.errors, ...result.warnings].filter((f) => findingIsAbout(f, field) && f.source !== ctx.remote?.url).map(fromFinding);
   if (findings.some((m) => m.level === 'error')) return findings;
-  return [...findings, ...machineMessages(field, ctx, result.config), ...planMessages(field, ctx, result.config)];
+  return [...findings, ...machineMessages(field, ctx, result.config), ...(await planMessages(field, ctx, result.config))];
 }

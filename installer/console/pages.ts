@@ -146,7 +146,7 @@ export const PAGES: PageDef[] = [
         items.push({ kind: 'static', id: 'no-link', lines: ['No NIC has a link: plug in a network cable or check the switch port, then F5 rescans.', ''] });
       }
       items.push(
-        { kind: 'multi', id: 'nics', label: 'Management NIC', options: opts, values: a.nics, note: NOTES.bond },
+        { kind: 'multi', id: 'nics', label: 'Management NIC', options: opts, values: a.nics, note: NOTES.bond, requireOne: true },
         { kind: 'text', id: 'vlan', label: 'VLAN ID (optional)', value: a.vlan },
         { kind: 'select', id: 'bondMode', label: 'Bond Mode', value: a.bondMode, options: BOND_MODES.map((m) => ({ value: m, label: m })) },
         {

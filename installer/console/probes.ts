@@ -9,7 +9,6 @@ import { lookup } from 'node:dns/promises';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { run } from '../../lib/exec.js';
 import { describeError } from '../../lib/errors.js';
 
 export interface ProbeResult {
@@ -46,6 +45,7 @@ export const LIVE_DHCP_SCRIPT = '/etc/hv-live/udhcpc.script';
  * system's hook exists it is called too, so the lease is applied as the live init applies its own.
  */
 export async function dhcpLease(nic: string, opts: DhcpOptions): Promise<ProbeResult> {
+  const { run } = await import('../../lib/exec.js');
   await mkdir(opts.runDir, { recursive: true });
   const iface = opts.hwAddr ? `hvvip${process.pid % 1000}` : nic;
   const leaseFile = path.join(opts.runDir, `lease-${iface}`);

@@ -5,7 +5,6 @@
  * but for the validator's lazy import.
  */
 import type { Finding, HarvesterConfig } from '../config/types.js';
-import { planInstall, PlanRefusedError } from '../disk/plan.js';
 import type { InstallPlan } from '../disk/types.js';
 import { decideInstallGate, runPreflightChecks, type PreflightCheck } from '../preflight/index.js';
 import { validateAnswers, type CheckContext } from './checks.js';
@@ -49,6 +48,7 @@ export async function summarise(ctx: CheckContext, passwordAs?: (clear: string) 
   let plan: InstallPlan | undefined;
   const planProblems: string[] = [];
   if (v.valid) {
+    const { planInstall, PlanRefusedError } = await import('../disk/plan.js');
     try {
       plan = planInstall(config, ctx.facts);
     } catch (err) {

@@ -58,6 +58,8 @@ export interface MultiField extends Base {
   options: Option[];
   values: string[];
   highlight?: number;
+  /** At least one entry is needed: Enter with none ticked takes the highlighted one. Otherwise Enter ticks nothing. */
+  requireOne?: boolean;
 }
 
 /** Text that is not a field (a check list, a summary); scrolls with the page, never takes focus. */
@@ -161,7 +163,7 @@ export class Form {
           return { type: 'leave', field: f, direction: 'backward', enter: false };
         case 'enter':
           if (f.kind === 'select' && f.options[f.highlight ?? 0] && !f.options[f.highlight ?? 0]!.disabled) f.value = f.options[f.highlight ?? 0]!.value;
-          if (f.kind === 'multi' && f.values.length === 0) {
+          if (f.kind === 'multi' && f.requireOne && f.values.length === 0) {
             const o = f.options[f.highlight ?? 0];
             if (o && !o.disabled) f.values = [o.value];
           }

@@ -108,6 +108,7 @@ describe('hvinstall console: faults', () => {
       expect(bad).toContain(`! ${http.url}/bad.yaml:6:17: error: os.labels["bad key!"]: invalid label name 'bad key!'`);
       await fill(s, `${http.url}/good.yaml`);
       await s.page(TITLES.summary);
+      await s.waitForText('Continue?');
       expect(await s.scrolledText()).toContain(`remote config: ${http.url}/good.yaml (merged under the answers)`);
       await s.keys(KEYS.down, KEYS.up, KEYS.enter);
       await s.page('Dry run complete');
