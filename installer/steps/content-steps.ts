@@ -18,6 +18,8 @@ import { loadDeployImages, loadInstallBootloader, loadRenderer, type RenderedFil
 import { killIfAsked } from './test-faults.js';
 import { BUNDLE_NODE_PATH, copyBundle, scanTree } from './bundle-copy.js';
 import { formatBytes } from '../disk/sizes.js';
+import type { ImageFacts } from '../render/types.js';
+import { machineArch } from './image-facts.js';
 
 export const deployStep: Step = {
   name: 'deploy',
@@ -129,7 +131,13 @@ export async function renderFiles(config: HarvesterConfig, facts: MachineFacts, 
   const hasDataPartition = plan.partitions.some((p) => p.role === 'data') || !!plan.dataDisk;
   const report = (await renderer.renderNodeFiles(
     config,
-    { cpuCount: facts.cpu.threads || facts.cpu.cores, nics: facts.nics.filter((n) => !n.loopback).map((n) => ({ name: n.name, mac: (n.mac ?? '').toLowerCase() })), hasDataPartition },
+    {
+      cpuCount: facts.cpu.threads || facts.cpu.cores,
+      nics: facts.nics.filter((n) => !n.loopback).map((n) => ({ name: n.name, mac: (n.mac ?? '').toLowerCase() })),
+      hasDataPartition,
+      arch: machineArch(),
+      ...(plan.image ? { image: plan.image } : {}),
+    },
     // Seeded by the plan, so a re-run renders byte-identical files (hostname suffix, password salt).
     { seed: plan.digest },
   )) as { files?: RenderedFileLike[] } | RenderedFileLike[];
@@ -140,8 +148,12 @@ async function renderedFiles(ctx: InstallContext): Promise<RenderedFileLike[] | 
   return renderFiles(ctx.config, await ctx.facts(), ctx.plan);
 }
 
-/** The plan's file list with the renderer's files (when present) in place of the minimal set. */
-export async function withRenderedFileList(config: HarvesterConfig, facts: MachineFacts, plan: InstallPlan): Promise<InstallPlan> {
+/**
+ * The plan's file list with the renderer's files (when present) in place of the minimal set, and
+ * the image facts (who bootstraps, the release metadata) the oem step renders with.
+ */
+export async function withRenderedFileList(config: HarvesterConfig, facts: MachineFacts, planned: InstallPlan, image?: ImageFacts): Promise<InstallPlan> {
+  const plan: InstallPlan = image ? { ...planned, image, notes: [...planned.notes, `bootstrap: ${image.why}`] } : planned;
   const rendered = await renderFiles(config, facts, plan);
   if (!rendered) return plan;
   const place = placer(await loadRenderer(), plan.persistentStatePaths);

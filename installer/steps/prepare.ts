@@ -12,6 +12,7 @@ import type { MachineFacts } from '../preflight/types.js';
 import { loadGatherMachineFacts } from './seams.js';
 import { resolveSource, sourceSizeBytes } from './source.js';
 import { withRenderedFileList } from './content-steps.js';
+import { imageFactsOf } from './image-facts.js';
 
 export interface PrepareOptions {
   configPath: string;
@@ -24,6 +25,8 @@ export interface PrepareOptions {
   systemSizeMiB?: number;
   /** Plan against captured facts (JSON) instead of this machine. */
   factsFile?: string;
+  /** The ISO root's harvester-release.yaml (automatic mode), read with the source's own. */
+  isoRelease?: string;
 }
 
 export interface Prepared {
@@ -64,6 +67,8 @@ export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
   const redactor = new Redactor().addFrom(config);
   const source = opts.source || opts.requireSource ? await resolveSource(opts.source) : undefined;
   const facts = await gatherFacts(opts.factsFile);
+  // Read before any disk is touched: an image with rancherd but no versions fails the render here.
+  const image = source ? await imageFactsOf(source, { isoRelease: opts.isoRelease }) : undefined;
   const plan = await withRenderedFileList(
     config,
     facts,
@@ -72,6 +77,7 @@ export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
       systemSizeMiB: opts.systemSizeMiB,
       sourceSizeBytes: source ? await sourceSizeBytes(source) : undefined,
     }),
+    image,
   );
   return { config, warnings, facts, plan, source, redactor };
 }

@@ -196,8 +196,8 @@ describe('hvinstall render (built CLI)', () => {
     const first = hvinstall('--config', cfg, '--out', out, '--facts', facts);
     expect(first.stderr).toBe('');
     expect(first.code).toBe(0);
-    expect(first.stdout).toMatch(/^MODE\s+OWNER\s+SIZE\s+SECRET\s+PATH$/m);
-    expect(first.stdout).toMatch(/^0600\s+root:root\s+\d+\s+yes\s+\/etc\/rancher\/rke2\/registries\.yaml$/m);
+    expect(first.stdout).toMatch(/^MODE\s+OWNER\s+SIZE\s+SECRET\s+BY\s+PATH$/m);
+    expect(first.stdout).toMatch(/^0600\s+root:root\s+\d+\s+yes\s+install\s+\/etc\/rancher\/rke2\/registries\.yaml$/m);
 
     const files = walk(out);
     const snapshot = new Map(files.map((f) => [f, { bytes: readFileSync(f), mode: statSync(f).mode & 0o777 }]));
