@@ -8,14 +8,13 @@ import type { HarvesterConfig } from '../config/types.js';
 import { toHarvesterConfigYaml } from '../config/serialise.js';
 import { ExitCode, HvError } from '../../lib/errors.js';
 import { cryptSaltFrom, isCryptHash } from './crypt.js';
-import { isAdminPasswordHash } from '../config/admin-password.js';
 import { ADMIN_PASSWORD_PATH, renderAdminPasswordDropIn, withHashedAdminPassword } from './admin-password.js';
 import { bootstrapFiles, renderBootstrapFile } from './bootstrap-resources.js';
 import { renderKubeVipManifest, KUBE_VIP_MANIFEST_PATH } from './kube-vip.js';
 import { defaultHasDataPartition } from './layout.js';
 import { NM_CONNECTIONS_DIR, renderNetworkManagerProfiles } from './network.js';
 import { RANCHERD_CONFIG_DIR, RANCHERD_CONFIG_PATH, renderRancherdConfig } from './rancherd.js';
-import { parseContainerdRegistry, registryCredentials, renderRegistriesFile } from './registries.js';
+import { renderRegistriesFile } from './registries.js';
 import { resolveBootstrapVersions, type BootstrapVersions } from './release.js';
 import { renderRke2DropIns } from './rke2.js';
 import type { ImageFacts, RenderedFile, RenderFacts, RenderReport, RenderSeeds } from './types.js';
@@ -96,27 +95,6 @@ export function withHashedPassword(config: HarvesterConfig, salt: string): Harve
 
 function withHostname(config: HarvesterConfig, name: string): HarvesterConfig {
   return config.os?.hostname === name ? config : { ...config, os: { ...config.os, hostname: name } };
-}
-
-/** Every secret value the config carries (token, password, registry credentials, webhook auth), for redaction and leak checks. */
-export function configSecrets(config: HarvesterConfig): string[] {
-  const out = new Set<string>();
-  if (config.token) out.add(config.token);
-  if (config.os?.password && !isCryptHash(config.os.password)) out.add(config.os.password);
-  if (config.install?.adminPassword && !isAdminPasswordHash(config.install.adminPassword)) out.add(config.install.adminPassword);
-  const reg = config.systemSettings?.['containerd-registry'];
-  if (reg) {
-    try {
-      for (const c of registryCredentials(parseContainerdRegistry(reg))) out.add(c);
-    } catch {
-      // An unparsable setting fails rendering with its own message; nothing to collect here.
-    }
-  }
-  for (const w of config.install?.webhooks ?? []) {
-    if (w.basicAuth?.password) out.add(w.basicAuth.password);
-    for (const [k, vs] of Object.entries(w.headers ?? {})) if (/^(authorization|proxy-authorization)$/i.test(k)) for (const v of vs) out.add(v);
-  }
-  return [...out].filter((s) => s.length > 0);
 }
 
 /** Without image facts the node is rendered as for an image without rancherd. */
