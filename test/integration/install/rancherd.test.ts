@@ -40,6 +40,13 @@ describe('hvinstall install with rancherd in the source', () => {
     const source = await rancherdSource(dir, true);
     const config = path.join(dir, 'config.yaml');
     await writeFile(config, configYaml({ device: disk, forceEfi: true }));
+    // The plan says who bootstraps and what the render leaves out, before anything is touched.
+    const plan = await hvinstall(['plan', '--config', config, '--source', source, '--json']);
+    expect(plan.code, plan.stderr).toBe(0);
+    const notes = (JSON.parse(plan.stdout) as { plan: { notes: string[]; image: { bootstrapper: string } } }).plan;
+    expect(notes.image.bootstrapper).toBe('rancherd');
+    expect(notes.notes).toContain('bootstrap: the image carries rancherd (/usr/bin/rancherd, /usr/lib/systemd/system/rancherd.service): rancherd bootstraps RKE2, Rancher and Harvester');
+    expect(notes.notes.some((n) => n.startsWith('render: 22-addons.yaml leaves out'))).toBe(true);
     const r = await hvinstall(installArgs(config, source, path.join(dir, 'state'), ['--bundle', 'none']));
     expect(r.code, r.stderr).toBe(0);
 
