@@ -28,7 +28,7 @@ import { adminPasswordProblem, isAdminPasswordHash, ADMIN_PASSWORD_HASH_PREFIX, 
 
 export const ADMIN_PASSWORD_PATH = '/etc/rancher/rancherd/config.yaml.d/60-hvinstall-admin-password.yaml';
 /** The first Rancher whose documentation places local passwords in cattle-local-user-passwords Secrets. */
-export const MIN_RANCHER_FOR_ADMIN_PASSWORD = [2, 13, 0] as const;
+const MIN_RANCHER_FOR_ADMIN_PASSWORD = [2, 13, 0] as const;
 const KUBECTL = '/var/lib/rancher/rke2/bin/kubectl';
 
 /** A password hash as Rancher stores it. */
@@ -38,7 +38,7 @@ export interface RancherPasswordHash {
 }
 
 /** `$pbkdf2-sha3-512$i=210000$<salt base64>$<key base64>`: the form the config takes and the node keeps. */
-export function formatAdminPasswordHash(h: RancherPasswordHash): string {
+function formatAdminPasswordHash(h: RancherPasswordHash): string {
   return `${ADMIN_PASSWORD_HASH_PREFIX}i=${RANCHER_PBKDF2_ITERATIONS}$${h.salt.toString('base64')}$${h.key.toString('base64')}`;
 }
 
@@ -48,7 +48,7 @@ export function hashAdminPassword(clear: string, salt: Buffer): RancherPasswordH
 }
 
 /** The stored hash for install.admin_password: a given hash kept, clear text hashed with a salt derived from the seed. */
-export function adminPasswordHash(value: string, seed: string): RancherPasswordHash {
+function adminPasswordHash(value: string, seed: string): RancherPasswordHash {
   const problem = adminPasswordProblem(value);
   if (problem) throw new HvError(`install.admin_password: ${problem}`, { where: 'install.admin_password', exitCode: ExitCode.checkFailed });
   if (isAdminPasswordHash(value)) {

@@ -21,8 +21,8 @@ import { DEFAULT_CLUSTER_DNS, DEFAULT_POD_CIDR, DEFAULT_SERVICE_CIDR } from './r
 import { vipMode } from './kube-vip.js';
 import type { BootstrapVersions } from './release.js';
 
-export const NDM_LABEL_FILTER = ['COS_*', 'HARV_*'];
-export const NTP_SETTING = 'ntp-servers';
+const NDM_LABEL_FILTER = ['COS_*', 'HARV_*'];
+const NTP_SETTING = 'ntp-servers';
 const REPO_NAME = 'harvester-charts';
 const CLUSTER_REPO = 'http://harvester-cluster-repo.cattle-system.svc/charts';
 const MONITORING_NS = 'cattle-monitoring-system';
@@ -50,8 +50,7 @@ function definedInt(v: unknown): number | undefined {
 /**
  * The harvester chart's values, in Harvester's order with its clamps (cos.go setConfigDefaultValues):
  * replicas at most 3 (0 leaves the chart's default), instance-manager CPU at most 12 when given
- * (0 as unset),
- * reserved storage at most 30 (default 0, always passed as a string). The chart's own kube-vip
+ * (0 as unset), reserved storage at most 30 (default 0, always passed as a string). The chart's own kube-vip
  * DaemonSet announces the VIP (services mode), so hvinstall's static pod is not rendered beside it.
  */
 export function harvesterChartValues(config: HarvesterConfig): Record<string, unknown> {
@@ -169,7 +168,7 @@ function harvesterFile(config: HarvesterConfig, versions: BootstrapVersions): Bo
  * a quoted string. When os.ntp_servers is set, ntp-servers is `{"ntpServers":[...]}` built from it,
  * replacing any given value (harvester/harvester-installer pkg/console/util.go updateSystemSettings).
  */
-export function harvesterSettings(config: HarvesterConfig): Array<{ name: string; value: string }> {
+function harvesterSettings(config: HarvesterConfig): Array<{ name: string; value: string }> {
   const settings: Record<string, string> = { ...(config.systemSettings ?? {}) };
   const ntp = (config.os?.ntpServers ?? []).filter(Boolean);
   if (ntp.length) settings[NTP_SETTING] = JSON.stringify({ ntpServers: ntp });
@@ -178,8 +177,11 @@ export function harvesterSettings(config: HarvesterConfig): Array<{ name: string
     .map((name) => ({ name, value: settings[name]! }));
 }
 
-/** The Harvester addons of 22-addons.yaml, keyed as install.addons names them (harvester/addons pkg/templates/rancherd-22-addons.yaml). */
-export const ADDONS: ReadonlyArray<{ key: string; name: string; namespace: string; chart: string; labels?: Record<string, string>; version: (v: BootstrapVersions) => string | undefined }> = [
+/**
+ * The Harvester addons of 22-addons.yaml, keyed as install.addons names them (harvester/addons
+ * pkg/templates/rancherd-22-addons.yaml), with where each chart version is known from.
+ */
+const ADDONS: ReadonlyArray<{ key: string; name: string; namespace: string; chart: string; labels?: Record<string, string>; version: (v: BootstrapVersions) => string | undefined }> = [
   { key: 'harvester_vm_import_controller', name: 'vm-import-controller', namespace: 'harvester-system', chart: 'harvester-vm-import-controller', version: () => undefined },
   { key: 'harvester_pcidevices_controller', name: 'pcidevices-controller', namespace: 'harvester-system', chart: 'harvester-pcidevices-controller', version: () => undefined },
   { key: 'rancher_logging', name: 'rancher-logging', namespace: LOGGING_NS, chart: 'rancher-logging', version: (v) => v.loggingChart },

@@ -13,12 +13,12 @@ import { DISABLED_CHARTS } from './rke2.js';
 
 export const RANCHERD_CONFIG_PATH = '/etc/rancher/rancherd/config.yaml';
 export const RANCHERD_CONFIG_DIR = '/etc/rancher/rancherd/config.yaml.d';
-export const RANCHER_INSTALLER_IMAGE = 'rancher/system-agent-installer-rancher';
-export const MANAGED_LABEL = 'harvesterhci.io/managed=true';
-export const INSTALL_CORDONED_LABEL = 'harvesterhci.io/install-cordoned=true';
+const RANCHER_INSTALLER_IMAGE = 'rancher/system-agent-installer-rancher';
+const MANAGED_LABEL = 'harvesterhci.io/managed=true';
+const INSTALL_CORDONED_LABEL = 'harvesterhci.io/install-cordoned=true';
 
 /** The labels rancherd gives RKE2 (node-label): managed always, install-cordoned when asked (harvester/harvester HEAD). */
-export function rancherdLabels(config: HarvesterConfig): string[] {
+function rancherdLabels(config: HarvesterConfig): string[] {
   return [MANAGED_LABEL, ...(config.install?.cordoned ? [INSTALL_CORDONED_LABEL] : [])];
 }
 

@@ -54,7 +54,7 @@ export interface YipInputs {
  * (Harvester masks its Grafana dashboards the same way: harvester-installer pkg/config/templates.go
  * escapeMustaches.) Users' own write_files are left as they are: they may use yip's templating.
  */
-export function escapeGoTemplate(text: string): string {
+function escapeGoTemplate(text: string): string {
   return text.split('{{').join('{{"{{"}}');
 }
 

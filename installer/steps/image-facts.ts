@@ -15,7 +15,7 @@ import { IMAGE_RELEASE_PATH, mediaRelease, parseReleaseMetadata, type MediaRelea
 import type { ImageFacts } from '../render/types.js';
 
 /** A squashfs image read with unsquashfs: enough of Host for existence checks and small reads. */
-export class SquashfsHost extends Host {
+class SquashfsHost extends Host {
   constructor(readonly image: string) {
     super('/');
   }
@@ -35,7 +35,7 @@ export class SquashfsHost extends Host {
 }
 
 /** The source as a Host: a directory read in place, a squashfs through unsquashfs. */
-export function hostOf(source: OsSource): Host {
+function hostOf(source: OsSource): Host {
   return source.kind === 'dir' ? new Host(source.path) : new SquashfsHost(source.path);
 }
 
@@ -45,7 +45,7 @@ async function releaseIn(host: Host, where: string): Promise<MediaRelease | unde
 }
 
 /** Reads a release file given by path (the ISO root's, or `hvinstall render --release`). */
-export async function readReleaseFile(file: string): Promise<MediaRelease> {
+async function readReleaseFile(file: string): Promise<MediaRelease> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
