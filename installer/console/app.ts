@@ -22,7 +22,7 @@ import { formatBytes } from '../disk/sizes.js';
 import type { MachineFacts } from '../preflight/types.js';
 import { runPreflightChecks } from '../preflight/index.js';
 import type { StampedEvent } from '../steps/progress.js';
-import { listOf, type Answers } from './answers.js';
+import { listOf, splitCidr, type Answers } from './answers.js';
 import { fieldMessages, validateAnswers, type FieldId } from './checks.js';
 import type { ConsoleInstallResult } from './install-run.js';
 import { defaultDisk, defaultPersistentSize, findListedDisk, linkUp } from './machine.js';
@@ -186,6 +186,11 @@ export class ConsoleApp {
       a2.persistentSize = defaultPersistentSize(d);
     }
     if (f.id === 'sshKeyUrl') this.state.answers.sshKeys = [];
+    // Harvester's console takes "address/prefix" and fills the mask from it.
+    if (f.id === 'address' && f.kind === 'text') {
+      const mask = splitCidr(f.value).mask;
+      if (mask) this.state.answers.mask = mask;
+    }
     if (f.id === 'configUrl') this.state.remote = undefined;
   }
 
@@ -595,7 +600,8 @@ export class PageScreen implements Screen {
     }
     if (action.type === 'edited') {
       this.hooks.store(action.field);
-      if (this.def.relayout?.includes(action.field.id)) this.relayout();
+      // A text field re-lays the page when it is left, not at every key (the cursor stays put).
+      if (action.field.kind !== 'text' && this.def.relayout?.includes(action.field.id)) this.relayout();
       return;
     }
     if (action.type !== 'leave') return;

@@ -135,7 +135,7 @@ export const PAGES: PageDef[] = [
     id: 'network',
     title: () => 'Configure network',
     applies: cluster,
-    relayout: ['method', 'nics'],
+    relayout: ['method', 'nics', 'address'],
     help: 'Enter: next  Space: tick a NIC  Tab: next field  F5: rescan NICs  Esc: back',
     items: (s) => {
       const a = s.answers;
