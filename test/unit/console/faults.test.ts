@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { CLI, KEYS, type Session } from './session.js';
-import { FIXTURES, fill, httpServer, startDryRun, tempDir, TITLES, walkCreate } from './walk.js';
+import { FIXTURES, TITLES, fill, httpServer, startDryRun, tempDir, toPage, walkCreate } from './walk.js';
 
 let s: Session | undefined;
 afterEach(() => s?.kill());
@@ -25,17 +25,6 @@ function factsFile(sysroot: string, edit: (f: Record<string, any>) => void): str
   return file;
 }
 
-async function toPage(sess: Session, title: string): Promise<void> {
-  await sess.page(TITLES.mode);
-  await sess.keys(KEYS.enter);
-  await sess.page(TITLES.password);
-  await fill(sess, 'Passw0rd!');
-  await fill(sess, 'Passw0rd!');
-  await sess.page(TITLES.disk);
-  if (title === TITLES.disk) return;
-  for (let i = 0; i < 6 && (await sess.settle()).includes(TITLES.disk); i++) await sess.keys(KEYS.enter);
-  await sess.page(title);
-}
 
 describe('hvinstall console: faults', () => {
   it('no disk: says so and cannot go on; F5 after a disk appears lists it', async () => {

@@ -9,25 +9,11 @@ import { Canvas, Renderer, ATTR_REVERSE } from '../../../lib/tui/screen.js';
 import { asciiOnly } from '../../../lib/tui/terminal.js';
 import { textWidth, wrap } from '../../../lib/tui/text.js';
 import { KEYS, type Session } from './session.js';
-import { fill, startDryRun, TITLES } from './walk.js';
+import { TITLES, fill, startDryRun, toPage } from './walk.js';
 
 let s: Session | undefined;
 afterEach(() => s?.kill());
 
-async function toHostname(sess: Session): Promise<void> {
-  await sess.page(TITLES.mode);
-  await sess.keys(KEYS.enter);
-  await sess.page(TITLES.password);
-  await fill(sess, 'Passw0rd!');
-  await fill(sess, 'Passw0rd!');
-  await sess.page(TITLES.disk);
-  for (let i = 0; i < 6 && (await sess.settle()).includes(TITLES.disk); i++) await sess.keys(KEYS.enter);
-  await sess.page(TITLES.network);
-  await sess.keys(KEYS.enter, KEYS.enter, KEYS.enter, KEYS.enter);
-  await sess.page(TITLES.clusterNetwork);
-  await sess.keys(KEYS.enter, KEYS.enter, KEYS.enter);
-  await sess.page(TITLES.hostname);
-}
 
 describe('hvinstall console on different terminals', () => {
   it('40 columns: labels above their fields, every choice readable, and the walk still works', async () => {
@@ -50,7 +36,7 @@ describe('hvinstall console on different terminals', () => {
 
   it('VT100 on a serial line: only 7-bit text is sent, no colour sequences; a typed é shows as ?', async () => {
     ({ s } = startDryRun({ sysroot: 'prod-nvme' }, [], { env: { TERM: 'vt100', LANG: 'C' } }));
-    await toHostname(s);
+    await toPage(s, TITLES.hostname);
     await s.type('caf\u00e9');
     await s.waitFor('[caf?');
     expect([...s.raw].every((ch) => ch.charCodeAt(0) < 0x80)).toBe(true);
@@ -61,7 +47,7 @@ describe('hvinstall console on different terminals', () => {
 
   it('input that is not UTF-8 is ignored, with a notice; the field keeps what was typed around it', async () => {
     ({ s } = startDryRun({ sysroot: 'prod-nvme' }));
-    await toHostname(s);
+    await toPage(s, TITLES.hostname);
     await s.type('ab');
     s.write(Buffer.from([0xff, 0xfe, 0x80]));
     await s.waitFor('ignored 3 bytes of input that is not UTF-8 text');

@@ -5,23 +5,11 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { KEYS, type Session } from './session.js';
-import { fill, startDryRun, TITLES } from './walk.js';
+import { TITLES, fill, startDryRun, toPage } from './walk.js';
 
 let s: Session | undefined;
 afterEach(() => s?.kill());
 
-async function toPage(sess: Session, title: string): Promise<void> {
-  await sess.page(TITLES.mode);
-  await sess.keys(KEYS.enter);
-  await sess.page(TITLES.password);
-  if (title === TITLES.password) return;
-  await fill(sess, 'Passw0rd!');
-  await fill(sess, 'Passw0rd!');
-  await sess.page(TITLES.disk);
-  if (title === TITLES.disk) return;
-  for (let i = 0; i < 6 && (await sess.settle()).includes(TITLES.disk); i++) await sess.keys(KEYS.enter);
-  await sess.page(TITLES.network);
-}
 
 describe('hvinstall console: field checks', () => {
   it('password: required, then typed twice (Harvester\'s console messages)', async () => {
