@@ -1,9 +1,11 @@
 // Drives `hvinstall console` in a QEMU guest over its serial line, from the host, as a person at a
 // serial terminal would: a headless terminal emulator (@xterm/headless) shows the screen, keys are
 // sent as a VT220 sends them, and the emulator answers the console's size query. Walks Harvester's
-// pages (create mode, DHCP on the NIC through slirp, a static VIP), checks the confirmation lists the
+// pages (create mode, DHCP on the NIC through slirp then a static address, a static VIP), checks the confirmation lists the
 // disk to be destroyed, confirms, and waits for the install to finish; the console then reboots the
-// guest (QEMU runs with -no-reboot, so it exits). Used by test/e2e/console.sh.
+// guest (QEMU runs with -no-reboot, so it exits). slirp with restrict=on leases an address but no
+// router, so the DHCP test of the network page must refuse it with Harvester's "No default route
+// found" and the driver then gives a static address and gateway instead. Used by test/e2e/console.sh.
 //   node test/e2e/console-drive.mjs --socket S --device /dev/nvme0n1 --timeout SEC --report FILE
 import { connect } from 'node:net';
 import { writeFileSync } from 'node:fs';
@@ -131,6 +133,14 @@ await key(ENTER); // tick the NIC
 await key(ENTER); // VLAN
 await key(ENTER); // bond mode
 await key(ENTER); // DHCP: the console asks slirp for a lease
+await waitText('No default route found. Please check the router setting on the DHCP server.', 120_000);
+mark('DHCP lease without a router refused');
+await key(DOWN); // Static: the address fields appear
+await key(ENTER);
+await fill('10.0.2.15/24');
+await key(ENTER); // the mask, filled from the /24
+await fill('10.0.2.2');
+await fill(''); // MTU
 await page('Configure cluster network', 120_000);
 await key(ENTER);
 await key(ENTER);
