@@ -27,7 +27,7 @@ describe('hvinstall console: a create-mode walk (dry run)', () => {
       expect(hw).toContain('What to do: Give the machine at least 8 CPUs');
       await s.keys(KEYS.enter);
       const seen: string[] = [TITLES.hardware];
-      await walkCreate(s, { password: 'Sup3r-secret!', hostname: 'lab-node-1', vip: '192.168.122.50', token: 'my-cluster-token-42', ntp: ntp.address }, seen);
+      await walkCreate(s, { password: 'Sup3r-secret!', hostname: 'lab-node-1', vip: '192.168.122.50', token: 'my-cluster-token-42', ntp: ntp.address, proxy: 'http://proxy.lab:3128' }, seen);
       expect(seen).toEqual([
         TITLES.hardware, TITLES.mode, TITLES.password, TITLES.disk, TITLES.network, TITLES.clusterNetwork, TITLES.hostname,
         TITLES.dns, TITLES.vip, TITLES.token, TITLES.ntp, TITLES.proxy, TITLES.ssh, TITLES.configUrl, TITLES.summary,
@@ -36,6 +36,7 @@ describe('hvinstall console: a create-mode walk (dry run)', () => {
       const summary = await s.scrolledText();
       expect(summary).toContain('install mode: create');
       expect(summary).toContain('hostname: lab-node-1');
+      expect(summary).toContain('proxy address: http://proxy.lab:3128');
       expect(summary).toContain('EVERYTHING ON THESE DISKS WILL BE DESTROYED:');
       expect(summary).toMatch(/- \/dev\/vda \(300 GiB/);
       expect(summary).toContain('Your disk will be formatted and Harvester will be installed with the above configuration. Continue?');
@@ -59,6 +60,7 @@ describe('hvinstall console: a create-mode walk (dry run)', () => {
     expect(cfg.token).toBe('my-cluster-token-42');
     expect(cfg.os.hostname).toBe('lab-node-1');
     expect(cfg.os.ntpServers).toEqual([ntp.address]);
+    expect(cfg.os.environment).toEqual({ http_proxy: 'http://proxy.lab:3128', https_proxy: 'http://proxy.lab:3128' });
     expect(cfg.install).toMatchObject({ mode: 'create', device: '/dev/disk/by-id/virtio-lab-disk-0', vip: '192.168.122.50', vipMode: 'static', persistentPartitionSize: '150Gi' });
     expect(cfg.install.managementInterface).toMatchObject({ interfaces: [{ name: 'enp1s0', hwAddr: '52:54:00:12:34:56' }], method: 'dhcp', bondOptions: { mode: 'active-backup', miimon: '100' } });
     // The password is stored as Harvester's console stores it: a SHA-512 crypt hash, never the clear text.

@@ -69,6 +69,7 @@ export interface CreateAnswers {
   ntp?: string;
   configUrl?: string;
   sshKeyUrl?: string;
+  proxy?: string;
   /** Return right after filling this page (its check is the test's business). */
   stopAfter?: 'ssh' | 'configUrl';
 }
@@ -130,7 +131,7 @@ export async function walkCreate(s: Session, a: CreateAnswers = {}, seen: string
     await s.keys(KEYS.enter);
   }
   await at(TITLES.proxy);
-  await fill(s, '');
+  await fill(s, a.proxy ?? '');
   await at(TITLES.ssh);
   await fill(s, a.sshKeyUrl ?? '');
   if (a.stopAfter === 'ssh') return;
