@@ -111,8 +111,17 @@ export default async function consoleCommand(argv: string[]): Promise<number> {
   const cmdlineFile = values['cmdline-file'] ?? (captured ? undefined : '/proc/cmdline');
   const cmdlineText = cmdlineFile ? await readFile(cmdlineFile, 'utf8').catch(() => '') : '';
   // Most console boots carry no harvester.* key: then there is nothing to parse.
-  const base = /(^|\s)harvester\./.test(cmdlineText) ? await cmdlineConfig(cmdlineText, cmdlineFile ?? '<cmdline>') : { config: {}, errors: [], warnings: [] };
+  const base: { config: import('../config/types.js').HarvesterConfig; errors: Array<{ path: string; message: string }>; warnings: Array<{ path: string; message: string }> } = /(^|\s)harvester\./.test(cmdlineText)
+    ? await cmdlineConfig(cmdlineText, cmdlineFile ?? '<cmdline>')
+    : { config: {}, errors: [], warnings: [] };
   for (const f of [...base.errors, ...base.warnings]) log.warn('kernel command line', { path: f.path, message: f.message });
+  // Harvester's console defaults install.tty to the first active console (the installed system's
+  // kernel then talks where this installer did: a serial line stays a serial line).
+  if (!base.config.install?.tty) {
+    const active = await readFile(path.join(path.resolve(values.sysroot ?? '/'), 'sys/class/tty/console/active'), 'utf8').catch(() => '');
+    const first = active.trim().split(/\s+/)[0];
+    if (first) base.config = { ...base.config, install: { ...base.config.install, tty: first } };
+  }
   redactor.addFrom(base.config);
 
   const { answersFrom } = await import('../console/answers.js');

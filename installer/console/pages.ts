@@ -359,6 +359,7 @@ function summaryItems(s: ConsoleState): Item[] {
   if (s.remote) lines.push(`remote config: ${s.remote.url} (merged under the answers)`);
   const install = sum.config.install ?? {};
   lines.push(`install disk: ${install.device ?? '-'}`);
+  if (install.tty) lines.push(`console of the installed system: ${install.tty}`);
   if (install.dataDisk) lines.push(`data disk: ${install.dataDisk}`);
   if (install.managementInterface?.interfaces?.length) {
     const mi = install.managementInterface;

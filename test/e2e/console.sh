@@ -2,7 +2,9 @@
 # An interactive install: the live system without harvester.install.automatic starts hvinstall
 # console on its serial line; test/e2e/console-drive.mjs, on the host, reads that screen through a
 # headless terminal emulator and types the answers (create mode, DHCP from slirp, a static VIP),
-# confirms, and waits for the install; the console reboots the guest. Then the installed disk boots.
+# confirms, and waits for the install; the console reboots the guest. Then the installed disk boots,
+# its kernel on ttyS0 (the console defaults install.tty to the console it ran on, as Harvester's
+# does) with no_timer_check (a harvester.* key on the command line, which the console keeps).
 console_stage() {
   local sock="$OUT/console-serial.sock" qlog="$OUT/console-console-qemu.log"
   rm -f "$sock"
@@ -13,7 +15,7 @@ console_stage() {
     -drive if=pflash,format=raw,readonly=on,file="$OVMF_CODE" -drive if=pflash,format=raw,file="$OUT/vars-console.fd" \
     -chardev socket,id=s0,path="$sock",server=on,wait=off,logfile="$OUT/console-console.log" -serial chardev:s0 \
     -kernel "$OUT/live/vmlinuz" -initrd "$OUT/live/initrd.zst" \
-    -append "console=ttyS0 loglevel=4 panic=-1 no_timer_check hvlive.system_size=$SYSTEM_SIZE" \
+    -append "console=ttyS0 loglevel=4 panic=-1 no_timer_check hvlive.system_size=$SYSTEM_SIZE harvester.os.additional_kernel_arguments=no_timer_check" \
     -drive file="$OUT/disk-console.raw",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2E0009,drive=d0 \
     -netdev user,id=n0,restrict=on -device virtio-net-pci,netdev=n0 > "$qlog" 2>&1 &
   local qemu=$!
