@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { App, type Screen } from '../../lib/tui/app.js';
-import { Form, isField, type Field, type FieldMessage, type Line } from '../../lib/tui/form.js';
+import { Form, type Field, type FieldMessage, type Line } from '../../lib/tui/form.js';
 import type { Key } from '../../lib/tui/keys.js';
 import { ATTR_BOLD, ATTR_REVERSE } from '../../lib/tui/screen.js';
 import type { Terminal } from '../../lib/tui/terminal.js';

@@ -130,11 +130,6 @@ export class Form {
     return true;
   }
 
-  isLastField(): boolean {
-    const idx = this.fieldIndexes();
-    return idx[idx.length - 1] === this.focus;
-  }
-
   private fieldIndexes(): number[] {
     return this.items.map((it, i) => (isField(it) ? i : -1)).filter((i) => i >= 0);
   }
@@ -154,7 +149,7 @@ export class Form {
   handleKey(k: Key): FormAction {
     const f = this.focused();
     if (k.kind === 'key' && k.name === 'escape') return { type: 'back' };
-    if (!f) return k.kind === 'key' && (k.name === 'enter' || k.name === 'tab') ? { type: 'none' } : { type: 'none' };
+    if (!f) return { type: 'none' };
     if (k.kind === 'key') {
       switch (k.name) {
         case 'tab':

@@ -11,7 +11,6 @@ import { charWidth, printable, toAscii } from './text.js';
 
 export const ATTR_BOLD = 1;
 export const ATTR_REVERSE = 2;
-export const ATTR_UNDERLINE = 4;
 
 export interface Segment {
   text: string;
@@ -71,11 +70,6 @@ export class Canvas {
     if (row < 0 || row >= this.rows) return;
     for (let c = Math.max(0, col); c < Math.min(this.cols, col + width); c++) this.cells[row]![c] = { ch: ' ', attr };
   }
-
-  /** The screen as plain text, one line per row (tests and logs). */
-  text(): string {
-    return this.cells.map((r) => r.map((c) => (c.cont ? '' : c.ch)).join('').trimEnd()).join('\n');
-  }
 }
 
 export interface Output {
@@ -90,7 +84,6 @@ export interface RendererOptions {
 function sgr(attr: number): string {
   let s = '\x1b[0';
   if (attr & ATTR_BOLD) s += ';1';
-  if (attr & ATTR_UNDERLINE) s += ';4';
   if (attr & ATTR_REVERSE) s += ';7';
   return s + 'm';
 }
