@@ -56,6 +56,7 @@ describe('secret-named keys', () => {
     'identitytoken', 'identity_token', 'identity-token', 'basicauth', 'basic_auth', 'basicAuth', 'basic-auth',
     'private_key', 'privatekey', 'private-key', 'key_file', 'keyfile', 'key-file', 'tls_key', 'tlskey', 'tls-key',
     'agent_token', 'agenttoken', 'agent-token', 'server_token', 'servertoken', 'client_secret', 'clientsecret', 'client-secret',
+    'admin_password', 'adminPassword', 'admin-password',
   ])('%s names a secret', (k) => {
     expect(isSecretKey(k)).toBe(true);
   });

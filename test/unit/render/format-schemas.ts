@@ -21,6 +21,8 @@ function compile(name: string): ValidateFunction {
 export const ourYipSchema = compile('yip.schema.json');
 export const ourRke2ConfigSchema = compile('rke2-config.schema.json');
 export const ourRegistriesSchema = compile('registries.schema.json');
+export const ourRancherdConfigSchema = compile('rancherd-config.schema.json');
+export const ourRancherdResourceSchema = compile('rancherd-resources.schema.json');
 
 /** Throws with ajv's messages when `doc` does not match. */
 export function assertSchema(validate: ValidateFunction, doc: unknown, what: string): void {
