@@ -12,6 +12,7 @@ import type { MachineFacts } from '../preflight/types.js';
 import { gatherMachineFacts } from '../preflight/index.js';
 import { resolveSource, sourceSizeBytes } from './source.js';
 import { withRenderedFileList } from './content-steps.js';
+import { imageFactsOf } from './image-facts.js';
 
 export interface PrepareOptions {
   configPath: string;
@@ -24,6 +25,8 @@ export interface PrepareOptions {
   systemSizeMiB?: number;
   /** Plan against captured facts (JSON) instead of this machine. */
   factsFile?: string;
+  /** The ISO root's harvester-release.yaml (automatic mode), read with the source's own. */
+  isoRelease?: string;
 }
 
 export interface Prepared {
@@ -62,6 +65,8 @@ export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
   const redactor = new Redactor().addFrom(config);
   const source = opts.source || opts.requireSource ? await resolveSource(opts.source) : undefined;
   const facts = await gatherFacts(opts.factsFile);
+  // Read before any disk is touched: an image with rancherd but no versions fails the render here.
+  const image = source ? await imageFactsOf(source, { isoRelease: opts.isoRelease }) : undefined;
   const plan = withRenderedFileList(
     config,
     facts,
@@ -70,6 +75,7 @@ export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
       systemSizeMiB: opts.systemSizeMiB,
       sourceSizeBytes: source ? await sourceSizeBytes(source) : undefined,
     }),
+    image,
   );
   return { config, warnings, facts, plan, source, redactor };
 }

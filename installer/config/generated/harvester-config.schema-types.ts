@@ -132,6 +132,7 @@ export type SchemaInstall = {
   harvester?: SchemaHarvesterChartValues;
   rawDiskImagePath?: string;
   persistentPartitionSize?: string;
+  adminPassword?: string;
 };
 
 export type SchemaHarvesterConfig = {
