@@ -21,6 +21,8 @@ export interface LoadOptions {
   retryDelayMs?: number;
   /** On the already-installed path some rules (iso_url in automatic mode) do not apply. */
   alreadyInstalled?: boolean;
+  /** DHCP pools of the management network, when the operator knows them: the VIP must be outside. */
+  dhcpRanges?: Array<{ first: string; last: string }>;
 }
 
 export interface LoadedConfig extends ValidationResult {

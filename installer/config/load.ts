@@ -179,6 +179,6 @@ export async function loadConfig(source: string | undefined, opts: LoadOptions =
     const all = (sev: 'errors' | 'warnings') => sortFindings([...(sev === 'errors' ? errors : warnings), ...sources.flatMap((s) => s[sev])]);
     return { source: name, valid: false, errors: all('errors'), warnings: all('warnings'), config: {} };
   }
-  const result = validateSources(sources, { alreadyInstalled: opts.alreadyInstalled }, { errors, warnings });
+  const result = validateSources(sources, { alreadyInstalled: opts.alreadyInstalled, dhcpRanges: opts.dhcpRanges }, { errors, warnings });
   return { source: name, ...result };
 }

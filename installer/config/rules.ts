@@ -13,9 +13,10 @@ import { labelValueErrors, qualifiedNameErrors } from './k8s-names.js';
 import { closest } from './spellings.js';
 import { adminPasswordProblem } from './admin-password.js';
 import { containerdRegistryProblem } from './containerd-registry.js';
+import { checkFieldTraps, type TrapContext } from './field-traps.js';
 import { renderWebhook, unknownTemplateFields, WEBHOOK_TEMPLATE_FIELDS } from '../remote/webhook-check.js';
 
-export interface RuleContext {
+export interface RuleContext extends TrapContext {
   /** The already-installed path (install mode on an installed system): no iso_url, no device needed. */
   alreadyInstalled?: boolean;
 }
@@ -114,6 +115,7 @@ export function checkRules(cfg: HarvesterConfig, out: FindingList, ctx: RuleCont
   checkForceGpt(cfg, out);
   checkUrls(cfg, out);
   checkClusterNetworks(cfg, out);
+  checkFieldTraps(cfg, out, ctx);
   install.webhooks?.forEach((w, i) => checkWebhook(w, `/install/webhooks/${i}`, out));
   for (const [name, addon] of Object.entries(install.addons ?? {})) {
     if (addon.valuesContent !== undefined) {

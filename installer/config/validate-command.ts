@@ -23,6 +23,7 @@ options:
   --print              print the normalised, merged config (secrets redacted)
   --strict             warnings fail too (exit 1): what Harvester ignores or installs anyway
   --already-installed  validate for the already-installed path (no iso_url or device needed)
+  --dhcp-range A-B     a DHCP pool of the management network (repeatable): the VIP must lie outside
   --ca-file F          extra CA bundle (PEM) for https URLs (default: the command line's hvinstall.ca_file)
   --sha256 HEX         expected sha256 of the fetched config
   --timeout MS         per-attempt timeout for URLs (default 15000)
@@ -56,6 +57,7 @@ export async function runValidate(argv: string[]): Promise<number> {
         print: { type: 'boolean' },
         strict: { type: 'boolean' },
         'already-installed': { type: 'boolean' },
+        'dhcp-range': { type: 'string', multiple: true },
         'ca-file': { type: 'string' },
         sha256: { type: 'string' },
         timeout: { type: 'string' },
@@ -86,12 +88,23 @@ export async function runValidate(argv: string[]): Promise<number> {
     return ExitCode.usage;
   }
 
+  const dhcpRanges: Array<{ first: string; last: string }> = [];
+  for (const r of values['dhcp-range'] ?? []) {
+    const m = /^\s*(\d+\.\d+\.\d+\.\d+)\s*-\s*(\d+\.\d+\.\d+\.\d+)\s*$/.exec(r);
+    if (!m) {
+      process.stderr.write(`hvinstall validate: --dhcp-range ${JSON.stringify(r)}: write FIRST-LAST, e.g. 10.0.0.100-10.0.0.200\n`);
+      return ExitCode.usage;
+    }
+    dhcpRanges.push({ first: m[1]!, last: m[2]! });
+  }
+
   let result;
   try {
     result = await loadConfig(source, {
       cmdline: values.cmdline,
       cmdlineFile: values['cmdline-file'],
       alreadyInstalled: values['already-installed'],
+      dhcpRanges,
       caFile: values['ca-file'],
       sha256: values.sha256,
       timeoutMs: positiveInt('timeout', values.timeout),

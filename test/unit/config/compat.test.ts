@@ -70,7 +70,7 @@ describe('webhooks: prepareWebhook (pkg/console/webhooks.go)', () => {
     expect(r.valid).toBe(true);
     expect(r.warnings).toEqual([
       {
-        at: 'config.yaml:17:15',
+        at: 'config.yaml:18:15',
         key: 'install.webhooks[0].method',
         message: 'unknown HTTP method: PUNCH',
         hint: "use one of GET, HEAD, POST, PUT, PATCH, DELETE, CONNECT, OPTIONS, TRACE; Harvester then sends none of this config's webhooks (it logs the error and installs on)",
@@ -81,7 +81,7 @@ describe('webhooks: prepareWebhook (pkg/console/webhooks.go)', () => {
   it('event XXX: Harvester\'s "unknown install event: XXX"', async () => {
     const r = await check(withHook('    - event: XXX\n      method: POST\n      url: http://10.0.0.1/hook\n'));
     expect(r.valid).toBe(true);
-    expect(r.warnings).toEqual([expect.objectContaining({ at: 'config.yaml:16:14', key: 'install.webhooks[0].event', message: 'unknown install event: XXX' })]);
+    expect(r.warnings).toEqual([expect.objectContaining({ at: 'config.yaml:17:14', key: 'install.webhooks[0].event', message: 'unknown install event: XXX' })]);
   });
 
   it('a method left out: Harvester upper-cases "" and refuses it, so the webhook is never sent', async () => {
@@ -89,7 +89,7 @@ describe('webhooks: prepareWebhook (pkg/console/webhooks.go)', () => {
     expect(r.valid).toBe(true);
     expect(r.warnings).toEqual([
       {
-        at: 'config.yaml:16:7',
+        at: 'config.yaml:17:7',
         key: 'install.webhooks[0].method',
         message: 'unknown HTTP method: ',
         hint: "set method (e.g. POST); Harvester then sends none of this config's webhooks (it logs the error and installs on)",
@@ -102,7 +102,7 @@ describe('webhooks: prepareWebhook (pkg/console/webhooks.go)', () => {
     expect(r.valid).toBe(true);
     expect(r.warnings).toEqual([
       {
-        at: 'config.yaml:18:12',
+        at: 'config.yaml:19:12',
         key: 'install.webhooks[0].url',
         message: 'webhook url: .Hostnam is not a template field and renders as an empty string',
         hint: 'did you mean .Hostname?',
@@ -243,7 +243,7 @@ describe('empty and legacy keys Harvester ignores', () => {
 describe("Harvester's own messages", () => {
   it('install.mode: asdf -> "unknown mode: asdf" (validator_test.go)', async () => {
     const r = await check(CREATE.replace('  mode: create', '  mode: asdf'));
-    expect(r.errors).toContainEqual({ at: 'config.yaml:7:9', key: 'install.mode', message: 'unknown mode: asdf', hint: 'use one of create, join, install, upgrade' });
+    expect(r.errors).toContainEqual({ at: 'config.yaml:8:9', key: 'install.mode', message: 'unknown mode: asdf', hint: 'use one of create, join, install, upgrade' });
   });
 
   it.each([

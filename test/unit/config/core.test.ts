@@ -5,7 +5,7 @@ import { parse } from 'yaml';
 const base = {
   scheme_version: 1,
   token: 'token-rancher-123',
-  os: { hostname: 'node1', password: 'rancher' },
+  os: { hostname: 'node1', password: 'rancher', ntp_servers: ['10.10.0.2'] },
   install: {
     mode: 'create',
     management_interface: { interfaces: [{ name: 'ens5' }], method: 'dhcp' },
@@ -29,13 +29,13 @@ describe('validateConfig', () => {
     const camel = await validateConfig({
       schemeVersion: 1,
       token: 'token-rancher-123',
-      os: { hostname: 'node1', password: 'rancher' },
+      os: { hostname: 'node1', password: 'rancher', ntp_servers: ['10.10.0.2'] },
       install: { mode: 'create', managementInterface: { interfaces: [{ name: 'ens5' }], method: 'DHCP' }, device: '/dev/sda', vip: '10.10.0.20', vipMode: 'Static' },
     });
     const lower = await validateConfig({
       schemeversion: '1',
       token: 'token-rancher-123',
-      os: { hostname: 'node1', password: 'rancher' },
+      os: { hostname: 'node1', password: 'rancher', ntp_servers: ['10.10.0.2'] },
       install: { mode: 'create', managementinterface: { interface: { name: 'ens5' } }, device: '/dev/sda', vip: '10.10.0.20', vipmode: 'static' },
     });
     expect(camel.errors).toEqual([]);

@@ -53,6 +53,7 @@ token: token-rancher-123
 os:
   hostname: node1
   password: rancher
+  ntp_servers: [10.10.0.2]
 install:
   mode: create
   device: /dev/sda
@@ -71,6 +72,7 @@ token: token-rancher-123
 os:
   hostname: node2
   password: rancher
+  ntp_servers: [10.10.0.2]
 install:
   mode: join
   device: /dev/sda
