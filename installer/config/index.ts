@@ -15,6 +15,8 @@ export interface LoadOptions {
   cmdlineFile?: string;
   /** For http(s) sources: extra CA bundle (PEM file), expected sha256 of the body, per-attempt timeout and attempts. */
   caFile?: string;
+  /** Where caFile came from, for messages: the kernel command line's hvinstall.ca_file (set by loadConfig). */
+  caFileFrom?: 'option' | 'cmdline';
   sha256?: string;
   timeoutMs?: number;
   attempts?: number;

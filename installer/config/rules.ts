@@ -14,6 +14,7 @@ import { closest } from './spellings.js';
 import { adminPasswordProblem } from './admin-password.js';
 import { containerdRegistryProblem } from './containerd-registry.js';
 import { checkFieldTraps, type TrapContext } from './field-traps.js';
+import { AUTHORIZED_KEY, REMOTE_SSH_KEY } from './ssh-key.js';
 import { renderWebhook, unknownTemplateFields, WEBHOOK_TEMPLATE_FIELDS } from '../remote/webhook-check.js';
 
 export interface RuleContext extends TrapContext {
@@ -27,7 +28,6 @@ export const NETWORKS_DEPRECATED =
   'networks is deprecated, please use management_interface for new config and refer https://docs.harvesterhci.io/v1.1/install/harvester-configuration/#installmanagement_interface';
 export const BOND_MODES = ['balance-rr', 'active-backup', 'balance-xor', 'broadcast', '802.3ad', 'balance-tlb', 'balance-alb'];
 const PLACEHOLDER = /^<[^<>]+>$|<\s*YOUR[_ -][^<>]*>|\bREPLACE[_-]?ME\b|\bCHANGE[_-]?ME\b/i;
-const SSH_KEY = /(^|\s)(ssh-(rsa|dss|ed25519)|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com)\s+[A-Za-z0-9+/]{16,}={0,3}(\s|$)/;
 
 type Ptr = string;
 
@@ -399,9 +399,6 @@ function checkWriteFile(f: { encoding?: string; content?: string; path: string; 
   }
 }
 
-/** Keys yip fetches from the network at every boot (rancher/yip pkg/plugins/ssh.go: any URL; github:/gitlab: users). */
-export const REMOTE_SSH_KEY = /^(github|gitlab):\s*\S+$|^https?:\/\/\S+$/i;
-
 function checkSshKeys(cfg: HarvesterConfig, out: FindingList): void {
   const keys = cfg.os?.sshAuthorizedKeys ?? [];
   const looksFake = (k: string) => PLACEHOLDER.test(k) || /\.\.\.|…/.test(k);
@@ -417,7 +414,7 @@ function checkSshKeys(cfg: HarvesterConfig, out: FindingList): void {
       return; // checkPlaceholders says so
     } else if (looksFake(k)) {
       out.warn(ptr, 'this SSH key looks like a placeholder ("...")', 'paste the whole public key (one line from ~/.ssh/id_*.pub) or use github:<user>');
-    } else if (!SSH_KEY.test(k)) {
+    } else if (!AUTHORIZED_KEY.test(k)) {
       out.warn(ptr, 'this does not look like an SSH public key', 'expected "ssh-ed25519 AAAA... comment" (one line from ~/.ssh/id_*.pub) or github:<user>');
     }
   });
