@@ -51,10 +51,10 @@ describe('hvinstall validate', () => {
 
   it('exit 1 with compiler-style lines and hints', () => {
     const file = `${tmp}/config.yaml`;
-    writeFileSync(file, 'scheme_version: 1\ntoken: abc\nos:\n  password: x\ninstall:\n  mode: create\n  device: /dev/sda\n  vip: 10.0.0.5\n  vip_mode: dhpc\n  management_interface: {interfaces: [{name: ens3}], method: dhcp}\n');
+    writeFileSync(file, 'scheme_version: 1\ntoken: abc\nos:\n  password: x\n  ntp_servers: [10.0.0.2]\ninstall:\n  mode: create\n  device: /dev/sda\n  vip: 10.0.0.5\n  vip_mode: dhpc\n  management_interface: {interfaces: [{name: ens3}], method: dhcp}\n');
     const r = hv(['config.yaml']);
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain('config.yaml:9:13: error: install.vip_mode: unknown vip mode: dhpc\n  hint: did you mean "dhcp"?\n');
+    expect(r.stderr).toContain('config.yaml:10:13: error: install.vip_mode: unknown vip mode: dhpc\n  hint: did you mean "dhcp"?\n');
     expect(r.stderr).toContain('config.yaml: invalid (1 error, 0 warnings)');
     expect(r.stderr).not.toMatch(/\n\s+at /);
   });
@@ -72,10 +72,10 @@ describe('hvinstall validate', () => {
 
   it('--strict fails on warnings alone (exit 1), without it the same file is valid (exit 0)', () => {
     const file = `${tmp}/typo.yaml`;
-    writeFileSync(file, 'scheme_version: 1\ntoken: abc\nos:\n  password: x\n  hostnme: n1\ninstall:\n  mode: create\n  device: /dev/sda\n  vip: 10.0.0.5\n  vip_mode: static\n  management_interface: {interfaces: [{name: ens3}], method: dhcp}\n');
+    writeFileSync(file, 'scheme_version: 1\ntoken: abc\nos:\n  password: x\n  ntp_servers: [10.0.0.2]\n  hostnme: n1\ninstall:\n  mode: create\n  device: /dev/sda\n  vip: 10.0.0.5\n  vip_mode: static\n  management_interface: {interfaces: [{name: ens3}], method: dhcp}\n');
     const lax = hv(['typo.yaml']);
     expect(lax.code).toBe(0);
-    expect(lax.stderr).toContain('typo.yaml:5:3: warning: os.hostnme: unknown key "hostnme": Harvester ignores it\n  hint: did you mean "hostname"?\n');
+    expect(lax.stderr).toContain('typo.yaml:6:3: warning: os.hostnme: unknown key "hostnme": Harvester ignores it\n  hint: did you mean "hostname"?\n');
     const strict = hv(['--strict', 'typo.yaml']);
     expect(strict.code).toBe(1);
     expect(strict.stderr).toContain('typo.yaml: invalid (0 errors, 1 warning; --strict: warnings fail)');
