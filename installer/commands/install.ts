@@ -106,6 +106,20 @@ export default async function install(argv: string[]): Promise<number> {
     return ExitCode.usage;
   }
 
+  // github:/gitlab:/URL SSH keys are fetched once, now, before any disk is touched, and installed as
+  // keys (installer/remote/ssh-keys.ts says what happens when a source cannot be reached).
+  const { resolveSshKeys } = await import('../remote/ssh-keys.js');
+  const sshKeys = await resolveSshKeys(config, { caFile: auto?.caFile });
+  for (const w of sshKeys.warnings) process.stderr.write(`warning: ${w}\n`);
+  if (sshKeys.errors.length > 0) {
+    throw new HvError(`refusing to install: ${sshKeys.errors.join('; ')}`, {
+      where: 'os.ssh_authorized_keys',
+      hint: 'fix the key source, add a key written out, or set os.password',
+      exitCode: ExitCode.checkFailed,
+    });
+  }
+  const installConfig = sshKeys.config;
+
   const bus = new EventBus([sinkFor(mode, mode === 'tty' ? process.stderr : process.stdout)], prepared.redactor);
   if (auto?.eventsSink) bus.addSink(auto.eventsSink);
   const stateDir = values['state-dir'] ?? '/var/lib/hvinstall';
@@ -115,7 +129,7 @@ export default async function install(argv: string[]): Promise<number> {
   process.once('SIGTERM', onSignal);
   const outcome = await runInstall({
     plan,
-    config,
+    config: installConfig,
     source: prepared.source!,
     bundle,
     stateDir,
@@ -165,6 +179,8 @@ export default async function install(argv: string[]): Promise<number> {
 
 interface AutomaticSetup {
   configSource: string;
+  /** hvinstall.ca_file from the command line, for every https fetch of the install. */
+  caFile?: string;
   loaded: { config: import('../config/types.js').HarvesterConfig; warnings: string[] };
   source?: string;
   /** The opened ISO's bundle/ (it may not exist: resolveBundleSource checks). */
@@ -209,7 +225,7 @@ async function prepareAutomatic(cmdlineFile: string, source: string | undefined,
     const { openIsoMedia } = await import('../remote/media.js');
     const workDir = '/run/hvinstall/media';
     await mkdir(workDir, { recursive: true });
-    const iso = await fetchInstallIso(auto.media, workDir, { log });
+    const iso = await fetchInstallIso(auto.media, workDir, { log, caFile: auto.caFile });
     const media = await openIsoMedia(iso.path, workDir, { log });
     closers.unshift(() => media.close());
     if (!media.found.includes('/rootfs.squashfs')) {
@@ -222,6 +238,7 @@ async function prepareAutomatic(cmdlineFile: string, source: string | undefined,
   }
   return {
     configSource: auto.source,
+    caFile: auto.caFile,
     loaded: { config, warnings: auto.loaded.warnings.map(fmt) },
     source: osSource,
     isoBundle,

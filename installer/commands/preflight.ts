@@ -11,6 +11,7 @@ import {
   decideInstallGate,
   formatPreflightReport,
   gatherMachineFacts,
+  probeNtpServers,
   PROFILES,
   resolveConfigAliases,
   runPreflightChecks,
@@ -21,7 +22,8 @@ import { parseCommandArgs } from './args.js';
 const USAGE = `usage: hvinstall preflight [--config FILE|URL|-] [--profile testing|production] [--sysroot DIR] [--json]
 
 Gathers this machine's hardware facts and checks them against Harvester's requirements.
-  --config F     check the install device, data disk and management NICs the config names
+  --config F     check the install device, data disk and management NICs the config names,
+                 and ask its NTP servers for the time (UDP, 5 s each; not with --sysroot)
   --profile P    thresholds: testing (8 CPUs, 32GiB, 1Gbps; the default) or production (16, 64GiB, 10Gbps)
   --sysroot DIR  read /proc, /sys, /dev and /run under DIR (captured trees; labels from DIR/run/udev/data)
   --json         print the machine facts (the MachineFacts that 'hvinstall plan --facts' reads)
@@ -74,7 +76,10 @@ export default async function preflight(argv: string[]): Promise<number> {
   const config = values.config !== undefined ? await readConfig(values.config) : undefined;
   const facts = await gatherMachineFacts(host);
   const aliases = await resolveConfigAliases(facts, config, host);
-  const report = runPreflightChecks(facts, { config, profile, aliases });
+  // The NTP servers are asked from this machine, so not for a captured sysroot.
+  const servers = sysroot === '/' ? (config?.os?.ntpServers ?? []) : [];
+  const ntp = servers.length ? await probeNtpServers(servers) : undefined;
+  const report = runPreflightChecks(facts, { config, profile, aliases, ntp });
   const gate = config
     ? decideInstallGate(report, { automatic: config.install?.automatic === true, skipchecks: config.install?.skipchecks === true })
     : undefined;
@@ -83,7 +88,7 @@ export default async function preflight(argv: string[]): Promise<number> {
     // One object that is both: a MachineFacts (so `preflight --json > facts.json` feeds
     // `hvinstall plan --facts`) and the report; the two share no key but sysroot (same value).
     const gateJson = gate && { proceed: gate.proceed, needsAcknowledgement: gate.needsAcknowledgement, message: gate.message };
-    process.stdout.write(JSON.stringify({ ...facts, ...report, gate: gateJson }, null, 2) + '\n');
+    process.stdout.write(JSON.stringify({ ...facts, ...report, gate: gateJson, ...(ntp ? { ntp } : {}) }, null, 2) + '\n');
   } else {
     let text = formatPreflightReport(report);
     if (gate) text += `Install (${config?.install?.automatic ? 'automatic' : 'interactive'}): ${gate.message}\n`;

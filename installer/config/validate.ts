@@ -9,6 +9,7 @@ import { schemaFindings } from './schema-findings.js';
 import { checkRules, type RuleContext } from './rules.js';
 import { normaliseServerUrl } from './server-url.js';
 import { applyDefaults } from './defaults.js';
+import { completeNoProxy } from './no-proxy.js';
 import type { Finding, HarvesterConfig, ValidationResult } from './types.js';
 
 export interface ValidateOptions extends RuleContext {
@@ -43,6 +44,8 @@ export function validateSources(sources: NormalisedSource[], opts: RuleContext =
   const related = (p: string, q: string) => p === q || p.startsWith(q + '.') || p.startsWith(q + '[') || q.startsWith(p + '.') || q.startsWith(p + '[');
   const ruleErrors = out.errors.splice(firstRule).filter((e) => !earlier.some((p) => related(e.path, p)));
   out.errors.push(...ruleErrors);
+  // What the node needs beyond the file, added and said (a warning each): no_proxy's own addresses.
+  completeNoProxy(config, out);
   const errors = sortFindings(out.errors);
   const warnings = sortFindings(out.warnings);
   return { valid: errors.length === 0, errors, warnings, config: applyDefaults(config) };

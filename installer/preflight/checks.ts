@@ -5,12 +5,16 @@ import { summarise, type PreflightCheck, type PreflightReport, type Profile } fr
 import { checkCpuCores, checkCpuVirtFlags, checkDevKvm, checkFirmware, checkMemory, checkSecureBoot, checkVirtualisedHost } from './checks/hardware.js';
 import { checkDisks } from './checks/disks.js';
 import { checkNics } from './checks/nics.js';
+import { checkNtpServers } from './checks/ntp.js';
+import type { NtpProbe } from './ntp.js';
 
 export interface PreflightOptions {
   config?: HarvesterConfig;
   profile: Profile;
   /** Config disk names resolved through symlinks by the caller (see resolveConfigAliases). */
   aliases?: Record<string, string>;
+  /** What the config's NTP servers answered (probeNtpServers), when they were asked. */
+  ntp?: NtpProbe[];
 }
 
 export function runPreflightChecks(facts: MachineFacts, opts: PreflightOptions): PreflightReport {
@@ -26,7 +30,7 @@ export function runPreflightChecks(facts: MachineFacts, opts: PreflightOptions):
   const sb = checkSecureBoot(facts);
   if (sb) checks.push(sb);
   const disks = checkDisks({ facts, config, profile, aliases: opts.aliases });
-  checks.push(...disks.checks, ...checkNics(facts, config, profile));
+  checks.push(...disks.checks, ...checkNics(facts, config, profile), ...checkNtpServers(opts.ntp ?? []));
   return {
     profile,
     sysroot: facts.sysroot,

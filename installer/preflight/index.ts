@@ -9,5 +9,6 @@ export { runPreflightChecks, type PreflightOptions } from './checks.js';
 export { decideInstallGate, type GateInput, type InstallGate } from './gate.js';
 export { suggestInstallDevice, isInstallCandidate } from './suggest.js';
 export { formatPreflightReport } from './format.js';
+export { probeNtpServers, probeNtpServer, type NtpProbe } from './ntp.js';
 export { PROFILES, type CheckResult, type PreflightCheck, type PreflightReport, type Profile } from './report.js';
 export { THRESHOLDS, MEMINFO_ALLOWANCE } from './thresholds.js';

@@ -28,7 +28,8 @@ const validCreateConfig = fc
     token: word(/^[A-Za-z0-9][A-Za-z0-9!#%+,.:=@_-]{7,31}$/),
     password: word(/^[A-Za-z0-9][A-Za-z0-9!#%+.:=@_-]{5,20}$/),
     nics: fc.uniqueArray(fc.constantFrom('ens3', 'eno1', 'enp1s0', 'eth0', 'ens1f0np0'), { minLength: 1, maxLength: 2 }),
-    net: fc.record({ a: octet, b: octet, host: fc.integer({ min: 2, max: 120 }), vipHost: fc.integer({ min: 121, max: 250 }) }),
+    // 10.52/16 and 10.53/16 are the cluster's default pod and service networks: a trap, not a valid LAN.
+    net: fc.record({ a: octet.filter((a) => a !== 52 && a !== 53), b: octet, host: fc.integer({ min: 2, max: 120 }), vipHost: fc.integer({ min: 121, max: 250 }) }),
     static: fc.boolean(),
     bond: fc.option(fc.record({ mode: fc.constantFrom('active-backup', 'balance-tlb', '802.3ad'), miimon: fc.constantFrom('100', '200') }), { nil: undefined }),
     device: fc.constantFrom('/dev/sda', '/dev/nvme0n1', '/dev/vda', '/dev/disk/by-id/nvme-SAMSUNG_MZ1L2960HCJR-00A07_S665NE0R123456'),
