@@ -3,7 +3,7 @@
  * installer and its hybrid ISO, and next to it the PXE artifacts and checksum lists, named as
  * Harvester publishes them; prints what it built as JSON (also written to DIR/build.json).
  */
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { parse as parseYaml } from 'yaml';
@@ -15,7 +15,7 @@ import { buildEpoch } from '../reproducible.js';
 import { fetchSignedBootChain } from '../signed-boot.js';
 import { chooseVersion, publishArtifacts } from './artifacts.js';
 import { buildLiveInstaller } from './build-live.js';
-import { buildIsoImage } from './iso-image.js';
+import { buildIsoImage, harvesterCfg, isoGrubCfg } from './iso-image.js';
 
 const USAGE = `usage: node dist/iso-build/live/cli.js --out DIR [--version V] [--bundle DIR] [--release-file F]
           [--os-image SQUASHFS] [--extra-cmdline STR] [--grub-timeout S] [--cache DIR] [--kernel-package PKG] [--repo DIR]
@@ -61,6 +61,17 @@ async function main(argv: string[]): Promise<number> {
   const cacheDir = values.cache ?? process.env.HV_E2E_CACHE ?? path.join(repo, '.e2e-cache');
   const grubTimeout = values['grub-timeout'] === undefined ? undefined : Number(values['grub-timeout']);
   await requireBuildTools();
+  // Inputs are checked before the minutes of building.
+  const isDir = (p: string) => stat(p).then((st) => st.isDirectory()).catch(() => false);
+  const isFile = (p: string) => stat(p).then((st) => st.isFile()).catch(() => false);
+  if (values.bundle && !(await isDir(values.bundle))) {
+    throw new HvError(`--bundle ${values.bundle} is not a directory`, { hint: 'pass an image bundle directory (metadata.yaml and the image archives)', exitCode: ExitCode.usage });
+  }
+  if (values['os-image'] && !(await isFile(values['os-image']))) {
+    throw new HvError(`--os-image ${values['os-image']} is not a file`, { hint: 'pass a squashfs of the OS to install (a Harvester ISO\'s rootfs.squashfs)', exitCode: ExitCode.usage });
+  }
+  if (grubTimeout !== undefined) isoGrubCfg(grubTimeout);
+  if (values['extra-cmdline'] !== undefined) harvesterCfg('v', values['extra-cmdline']);
 
   const release = values['release-file'] ? parseYaml(await readFile(values['release-file'], 'utf8').catch((err: NodeJS.ErrnoException) => {
     throw new HvError(`cannot read --release-file ${values['release-file']}: ${err.code ?? err.message}`, { exitCode: ExitCode.usage });

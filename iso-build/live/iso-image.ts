@@ -140,11 +140,7 @@ export async function buildIsoImage(opts: IsoImageOptions): Promise<{ iso: strin
     await writeFile(path.join(tree, SIGNED_GRUB_PREFIX.slice(1), 'grub.cfg'), stub);
     if (opts.releaseFile) await copyFile(opts.releaseFile, path.join(tree, 'harvester-release.yaml'));
     const bundle = path.join(work, 'bundle');
-    if (opts.bundleDir) {
-      if (!(await stat(opts.bundleDir).then((s) => s.isDirectory()).catch(() => false))) {
-        throw new HvError(`--bundle ${opts.bundleDir} is not a directory`, { hint: 'pass an image bundle directory (metadata.yaml and the image archives)', exitCode: ExitCode.usage });
-      }
-    } else {
+    if (!opts.bundleDir) {
       await mkdir(bundle, { recursive: true });
       await writeFile(path.join(bundle, 'metadata.yaml'), EMPTY_BUNDLE_METADATA);
     }

@@ -25,7 +25,11 @@ grub_type() {
   printf 'e' >&"$fd"; sleep 2          # edit it: grub shows its setparams line first
   printf '\033[B' >&"$fd"; sleep 1     # arrow down to the linux line (OVMF's terminal drops a bare Ctrl-N)
   printf '\005' >&"$fd"; sleep 1       # Ctrl-E: end of the line
-  printf ' %s' "$text" >&"$fd"; sleep 2
+  # One key at a time: grub redraws the line after each key and, busy redrawing, drops input
+  # sent faster (seen under SeaBIOS).
+  local i s=" $text"
+  for ((i = 0; i < ${#s}; i++)); do printf '%s' "${s:i:1}" >&"$fd"; sleep 0.1; done
+  sleep 2
   printf '\030' >&"$fd"                # Ctrl-X: boot it
 }
 
