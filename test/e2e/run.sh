@@ -6,10 +6,11 @@
 # (grub -> cos-img initramfs -> active.img) and its init must report the image it booted. Then a
 # negative case, an http(s) iso_url, PXE under legacy BIOS through hvpxe, the hybrid ISO itself as a
 # CD-ROM under SeaBIOS and OVMF and as a USB stick under OVMF with Secure Boot enforced, a medium
-# that is not found, and a second build that must give the same bytes.
+# that is not found, a second build that must give the same bytes, and an interactive install
+# through hvinstall console over the serial line.
 # Details: docs/e2e.md. Knobs: HV_E2E_STAGES (which stages; default all but 4kn), HV_E2E_OUT,
 # HV_E2E_CACHE, HV_E2E_INSTALL_TIMEOUT, HV_E2E_BOOT_TIMEOUT, HV_E2E_SYSTEM_SIZE, HV_E2E_MEM, and the
-# older per-stage switches HV_E2E_NEGATIVE=0, HV_E2E_ISO=0, HV_E2E_PXE=0, HV_E2E_4KN=1.
+# older per-stage switches HV_E2E_NEGATIVE=0, HV_E2E_ISO=0, HV_E2E_PXE=0, HV_E2E_CONSOLE=0, HV_E2E_4KN=1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
@@ -28,7 +29,7 @@ GUEST_SERVER=10.0.2.100
 
 # Which stages run: HV_E2E_STAGES="install boot-installed ..." (spaces or commas), else all but 4kn
 # minus what the older switches turn off.
-ALL_STAGES="install boot-installed negative-missing-disk iso-url pxe-bios iso-cd-bios iso-cd-uefi iso-usb-sb medium-missing reproducible 4kn"
+ALL_STAGES="install boot-installed negative-missing-disk iso-url pxe-bios console iso-cd-bios iso-cd-uefi iso-usb-sb medium-missing reproducible 4kn"
 if [ -n "${HV_E2E_STAGES:-}" ]; then
   STAGES=" ${HV_E2E_STAGES//,/ } "
 else
@@ -36,6 +37,7 @@ else
   [ "${HV_E2E_NEGATIVE:-1}" = 0 ] && STAGES=${STAGES/ negative-missing-disk / }
   [ "${HV_E2E_ISO:-1}" = 0 ] && STAGES=${STAGES/ iso-url / }
   [ "${HV_E2E_PXE:-1}" = 0 ] && STAGES=${STAGES/ pxe-bios / }
+  [ "${HV_E2E_CONSOLE:-1}" = 0 ] && STAGES=${STAGES/ console / }
   [ "${HV_E2E_4KN:-0}" = 1 ] && STAGES="$STAGES4kn "
 fi
 wanted() { case "$STAGES" in *" $1 "*) return 0 ;; esac; return 1; }
@@ -259,7 +261,16 @@ if wanted pxe-bios; then
   stage_end pxe-bios
 fi
 
-# --- 8. the hybrid ISO as a CD-ROM (SeaBIOS, OVMF) and as a USB stick (OVMF, Secure Boot), a
+# --- 8. an interactive install: hvinstall console driven over the serial line (test/e2e/console.sh)
+if wanted console; then
+  # shellcheck source=console.sh
+  . "$REPO/test/e2e/console.sh"
+  stage_start console
+  console_stage
+  stage_end console
+fi
+
+# --- 9. the hybrid ISO as a CD-ROM (SeaBIOS, OVMF) and as a USB stick (OVMF, Secure Boot), a
 # medium the initramfs cannot find, and a second build (test/e2e/install-media.sh)
 # shellcheck source=install-media.sh
 . "$REPO/test/e2e/install-media.sh"
@@ -269,7 +280,7 @@ done
 if wanted medium-missing; then stage_start medium-missing; medium_missing_stage; stage_end medium-missing; fi
 if wanted reproducible; then stage_start reproducible; reproducible_stage; stage_end reproducible; fi
 
-# --- 9. optional: the UEFI install onto a 4Kn NVMe namespace (test/e2e/install-4kn.sh)
+# --- 10. optional: the UEFI install onto a 4Kn NVMe namespace (test/e2e/install-4kn.sh)
 if wanted 4kn; then
   # shellcheck source=install-4kn.sh
   . "$REPO/test/e2e/install-4kn.sh"
