@@ -4,7 +4,7 @@ NODE  ?= node
 TSC   := node_modules/.bin/tsc
 VITEST := node_modules/.bin/vitest
 
-.PHONY: all deps build generate typecheck test test-unit test-integration demo e2e bench mutation clean
+.PHONY: all deps build generate typecheck test test-unit test-integration demo e2e iso bench mutation clean
 
 all: build
 
@@ -38,6 +38,11 @@ demo: build
 
 e2e: build
 	@bash test/e2e/run.sh
+
+# The hybrid BIOS/UEFI live ISO and the PXE artifacts, in out/ (docs/iso.md). ISO_ARGS: more options.
+ISO_OUT ?= out
+iso: build
+	@$(NODE) dist/iso-build/live/cli.js --out $(ISO_OUT) $(ISO_ARGS)
 
 bench: build
 	@$(NODE) bench/run.mjs

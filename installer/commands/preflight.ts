@@ -15,15 +15,18 @@ import {
   PROFILES,
   resolveConfigAliases,
   runPreflightChecks,
+  type ImageBootFacts,
   type Profile,
 } from '../preflight/index.js';
 import { parseCommandArgs } from './args.js';
 
-const USAGE = `usage: hvinstall preflight [--config FILE|URL|-] [--profile testing|production] [--sysroot DIR] [--json]
+const USAGE = `usage: hvinstall preflight [--config FILE|URL|-] [--source DIR|SQUASHFS] [--profile testing|production] [--sysroot DIR] [--json]
 
 Gathers this machine's hardware facts and checks them against Harvester's requirements.
   --config F     check the install device, data disk and management NICs the config names,
                  and ask its NTP servers for the time (UDP, 5 s each; not with --sysroot)
+  --source S     the OS image to install (default: the live medium's rootfs.squashfs when booted from
+                 one): with Secure Boot on, says whether the installed disk's boot chain will be refused
   --profile P    thresholds: testing (8 CPUs, 32GiB, 1Gbps; the default) or production (16, 64GiB, 10Gbps)
   --sysroot DIR  read /proc, /sys, /dev and /run under DIR (captured trees; labels from DIR/run/udev/data)
   --json         print the machine facts (the MachineFacts that 'hvinstall plan --facts' reads)
@@ -46,11 +49,25 @@ async function readConfig(source: string): Promise<HarvesterConfig> {
   return loaded.config;
 }
 
+/** The live medium's OS image (the live installer mounts its boot medium there). */
+const LIVE_ROOTFS = '/run/initramfs/live/rootfs.squashfs';
+
+async function imageFacts(source: string | undefined, sysroot: string): Promise<ImageBootFacts | undefined> {
+  const chosen = source ?? (sysroot === '/' && (await stat(LIVE_ROOTFS).catch(() => undefined)) ? LIVE_ROOTFS : undefined);
+  if (!chosen) return undefined;
+  if (!(await stat(chosen).catch(() => undefined))) {
+    throw new HvError(`--source ${chosen} does not exist`, { where: '--source', hint: 'pass the OS image to install: a directory tree or a squashfs', exitCode: ExitCode.usage });
+  }
+  const { imageShim } = await import('../bootloader/image-shim.js');
+  return { source: chosen, shim: await imageShim(chosen) };
+}
+
 export default async function preflight(argv: string[]): Promise<number> {
   const args = parseCommandArgs(
     argv,
     {
       config: { type: 'string' },
+      source: { type: 'string' },
       profile: { type: 'string', default: 'testing' },
       sysroot: { type: 'string', default: '/' },
       json: { type: 'boolean', default: false },
@@ -79,7 +96,8 @@ export default async function preflight(argv: string[]): Promise<number> {
   // The NTP servers are asked from this machine, so not for a captured sysroot.
   const servers = sysroot === '/' ? (config?.os?.ntpServers ?? []) : [];
   const ntp = servers.length ? await probeNtpServers(servers) : undefined;
-  const report = runPreflightChecks(facts, { config, profile, aliases, ntp });
+  const image = await imageFacts(values.source, sysroot);
+  const report = runPreflightChecks(facts, { config, profile, aliases, ntp, image });
   const gate = config
     ? decideInstallGate(report, { automatic: config.install?.automatic === true, skipchecks: config.install?.skipchecks === true })
     : undefined;

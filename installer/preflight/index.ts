@@ -6,6 +6,7 @@ export type * from './types.js';
 export { gatherMachineFacts, type GatherOptions } from './gather.js';
 export { resolveDevice, resolveLocated, resolveConfigAliases, locateDevice, type LocatedDevice } from './resolve.js';
 export { runPreflightChecks, type PreflightOptions } from './checks.js';
+export type { ImageBootFacts } from './checks/hardware.js';
 export { decideInstallGate, type GateInput, type InstallGate } from './gate.js';
 export { suggestInstallDevice, isInstallCandidate } from './suggest.js';
 export { formatPreflightReport } from './format.js';
