@@ -35,3 +35,41 @@ export class StallWatchdog {
     return this.idleMs() >= this.timeoutMs;
   }
 }
+
+/** No progress for the watchdog's timeout. */
+export class StallError extends Error {
+  constructor(
+    message: string,
+    readonly idleMs: number,
+  ) {
+    super(message);
+    this.name = 'StallError';
+  }
+}
+
+/**
+ * Settles with `op`, or rejects with StallError as soon as the watchdog has seen no progress for its
+ * timeout. A read stuck in the kernel (a virtual medium over a BMC that stopped answering) cannot be
+ * cancelled: its promise is left behind, so the caller fails now with a diagnosis instead of
+ * hanging with it. `describe` says what stalled, given the idle time.
+ */
+export function beforeStall<T>(op: Promise<T>, wd: StallWatchdog, describe: (idleMs: number) => string): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const every = Math.max(20, Math.min(1000, Math.floor(wd.timeoutMs / 4)));
+    const timer = setInterval(() => {
+      if (!wd.stalled()) return;
+      clearInterval(timer);
+      reject(new StallError(describe(wd.idleMs()), wd.idleMs()));
+    }, every);
+    op.then(
+      (v) => {
+        clearInterval(timer);
+        resolve(v);
+      },
+      (err: unknown) => {
+        clearInterval(timer);
+        reject(err);
+      },
+    );
+  });
+}
