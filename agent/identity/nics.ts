@@ -29,7 +29,8 @@ export function nicChanges(declared: readonly DeclaredNic[], links: readonly Lin
     const mac = lower(d.mac);
     if (mac) {
       // The MAC decides: after a swap the declared name may belong to another NIC now.
-      const byMac = links.find((l) => lower(l.mac) === mac);
+      const same = links.filter((l) => lower(l.mac) === mac);
+      const byMac = same.find((l) => l.ifname === d.name) ?? same[0];
       if (!byMac) return { kind: 'gone', was: d.name, mac };
       if (!d.name || byMac.ifname === d.name) return { kind: 'unchanged', name: byMac.ifname, mac };
       return { kind: 'renamed', was: d.name, now: byMac.ifname, mac };

@@ -74,9 +74,14 @@ export interface NetworkWant {
 
 export type NetworkAssessment = { online: true; detail: string } | { online: false; missing: string };
 
-/** Each link's name and own MAC (a bond slave's permanent address, not the bond's). */
+/** Links that borrow a MAC from a port (mgmt-br, mgmt-bo, mgmt-br.<vlan>): never a NIC of the bond. */
+const MAC_BORROWERS = new Set(['bridge', 'bond', 'vlan', 'team', 'macvlan', 'ipvlan']);
+
+/** Each NIC's name and own MAC (a bond slave's permanent address, not the bond's); bridges, bonds and VLANs left out. */
 export function linkIdentities(links: readonly IpLink[]): LinkIdentity[] {
-  return links.map((l) => ({ ifname: l.ifname, mac: l.linkinfo?.info_slave_data?.perm_hwaddr ?? l.permaddr ?? l.address }));
+  return links
+    .filter((l) => !MAC_BORROWERS.has(l.linkinfo?.info_kind ?? ''))
+    .map((l) => ({ ifname: l.ifname, mac: l.linkinfo?.info_slave_data?.perm_hwaddr ?? l.permaddr ?? l.address }));
 }
 
 const hasCarrier = (l: IpLink): boolean => (l.flags ?? []).includes('LOWER_UP') && l.operstate !== 'DOWN' && l.operstate !== 'LOWERLAYERDOWN';

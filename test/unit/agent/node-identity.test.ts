@@ -87,6 +87,16 @@ describe('renamed NICs', () => {
     expect(nicRenameHint(changes)).toContain('MACAddress=52:54:00:00:00:01, Name=ens3');
   });
 
+  it('never takes the bridge or bond that borrowed a NIC\'s MAC for the NIC', () => {
+    const borrowed: IpLink[] = [
+      { ifname: 'mgmt-br', address: '52:54:00:00:00:01', linkinfo: { info_kind: 'bridge' } },
+      { ifname: 'mgmt-bo', address: '52:54:00:00:00:01', linkinfo: { info_kind: 'bond' } },
+      { ifname: 'ens3', address: '52:54:00:00:00:01', master: 'mgmt-bo' },
+    ];
+    expect(nicChanges([{ name: 'ens3', mac: '52:54:00:00:00:01' }], linkIdentities(borrowed))).toEqual([{ kind: 'unchanged', name: 'ens3', mac: '52:54:00:00:00:01' }]);
+    expect(nicChanges([{ name: 'ens3', mac: '52:54:00:00:00:01' }], linkIdentities(borrowed.slice(0, 2)))).toEqual([{ kind: 'gone', was: 'ens3', mac: '52:54:00:00:00:01' }]);
+  });
+
   it('network-online names the renamed NIC instead of "declared slave(s) not enslaved"', () => {
     const f: NetworkFacts = {
       links: [
