@@ -3,8 +3,9 @@
  * network by DHCP), then, as Harvester's live system does for `harvester.install.automatic=true`,
  * runs `hvinstall install --cmdline-file /proc/cmdline` (automatic mode: it fetches
  * `harvester.install.config_url`, merges the command line's harvester.* keys and validates). On success hvinstall
- * itself powers off or reboots (install.power_off). Lines starting with `HV-LIVE` are for people
- * and for the e2e harness reading the serial console.
+ * itself powers off or reboots (install.power_off). Without automatic mode it starts the interactive
+ * `hvinstall console` on tty1 and on the serial console(s) the command line names (docs/console.md).
+ * Lines starting with `HV-LIVE` are for people and for the e2e harness reading the serial console.
  *
  * Live-only kernel parameters:
  *   hvlive.system_size=MIB     --system-size for active.img (default: hvinstall's)
@@ -52,8 +53,15 @@ while [ $i -lt 20 ] && ! grep -qE ' (nvme[0-9]+n[0-9]+|vd[a-z]+|sd[a-z]+)$' /pro
 echo "HV-LIVE: disks $(awk '$4 ~ /^(nvme[0-9]+n[0-9]+|vd[a-z]+|sd[a-z]+)$/ {printf "%s(%d MiB) ", $4, $3/1024}' /proc/partitions)"
 
 if ! grep -qE '(^| )harvester\\.install\\.automatic(=(true|t|yes|y))?( |$)' /proc/cmdline; then
-  echo "HV-LIVE: no harvester.install.automatic=true on the kernel command line; run hvinstall by hand"
-  exec sh
+  # Interactive: hvinstall console on tty1 and on each serial console=ttyS*/ttyAMA*/hvc* named; a shell when it quits.
+  size=$(arg hvlive.system_size) && size="--system-size $size"
+  for t in tty1 $(for a in $(cat /proc/cmdline); do case "$a" in console=tty[A-Z]*|console=hvc*) a=\${a#console=}; echo "\${a%%,*}" ;; esac; done); do
+    [ -c "/dev/$t" ] || continue
+    case $t in tty[0-9]*) term=linux ;; *) term=vt220 ;; esac
+    (while :; do setsid -c env TERM=$term HV_CONSOLE_TTY=$t sh -c "hvinstall console --source /run/live/os.squashfs $size; exec sh" <"/dev/$t" >"/dev/$t" 2>&1; done) &
+    echo "HV-LIVE: interactive install: hvinstall console on $t (TERM=$term)"
+  done
+  wait
 fi
 
 echo "HV-LIVE: automatic install: the config comes from $(arg harvester.install.config_url || echo '(no config_url: the command line only)')"

@@ -8,7 +8,8 @@
 # Then the PXE path under legacy BIOS: iPXE -> hvpxe serve -> the same live system -> BIOS install -> boot.
 # Details: docs/e2e.md. Knobs: HV_E2E_OUT, HV_E2E_CACHE, HV_E2E_INSTALL_TIMEOUT, HV_E2E_BOOT_TIMEOUT,
 # HV_E2E_SYSTEM_SIZE, HV_E2E_MEM, HV_E2E_NEGATIVE=0 (skip the negative case), HV_E2E_PXE=0 (skip the
-# PXE-under-BIOS case through hvpxe serve, test/e2e/install-pxe.sh), HV_E2E_4KN=1 (add a UEFI
+# PXE-under-BIOS case through hvpxe serve, test/e2e/install-pxe.sh), HV_E2E_CONSOLE=0 (skip the
+# interactive install driven over the serial line, test/e2e/console.sh), HV_E2E_4KN=1 (add a UEFI
 # install + boot on a 4Kn NVMe namespace, test/e2e/install-4kn.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -209,7 +210,16 @@ if [ "${HV_E2E_PXE:-1}" != 0 ]; then
   stage_end pxe-bios
 fi
 
-# --- 8. optional: the UEFI install onto a 4Kn NVMe namespace (test/e2e/install-4kn.sh)
+# --- 8. an interactive install: hvinstall console driven over the serial line (test/e2e/console.sh)
+if [ "${HV_E2E_CONSOLE:-1}" != 0 ]; then
+  # shellcheck source=console.sh
+  . "$REPO/test/e2e/console.sh"
+  stage_start console
+  console_stage
+  stage_end console
+fi
+
+# --- 9. optional: the UEFI install onto a 4Kn NVMe namespace (test/e2e/install-4kn.sh)
 if [ "${HV_E2E_4KN:-0}" = 1 ]; then
   # shellcheck source=install-4kn.sh
   . "$REPO/test/e2e/install-4kn.sh"
@@ -221,6 +231,6 @@ fi
 TIMES[total]=$(($(date +%s) - T0))
 {
   echo "e2e passed $(date -u +%FT%TZ)"
-  for k in build-live install boot-installed negative-missing-disk iso-url pxe-bios 4kn total; do [ -n "${TIMES[$k]:-}" ] && echo "$k: ${TIMES[$k]} s"; done
+  for k in build-live install boot-installed negative-missing-disk iso-url pxe-bios console 4kn total; do [ -n "${TIMES[$k]:-}" ] && echo "$k: ${TIMES[$k]} s"; done
 } | tee "$OUT/summary.txt"
 say "PASS (disk image left at $OUT/disk.raw; consoles in $OUT/console-*.log)"
