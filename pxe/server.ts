@@ -5,8 +5,10 @@
  *   GET /ipxe/<machine>?mac=|uuid=  a named machine's script (the request must identify it)
  *   GET /config/<machine>.yaml?mac=|uuid=   the machine's config (only to that machine)
  *   GET /artifacts/<path>           files under --root, with Range, ETag, If-None-Match, If-Range
- *   GET /healthz, GET /machines     liveness; who fetched what and how far their install got
+ *   GET /healthz, GET /machines     liveness; who fetched what, how far their install got, what they boot
  *   POST /events/<machine>          install progress (webhooks) from the installer, ≤ 64 KiB
+ * A machine that reported a finished install gets a local-boot script until it is re-armed
+ * (boot-decision.ts); with --state-dir the machine history survives a restart (history.ts).
  */
 import http from 'node:http';
 import https from 'node:https';
@@ -14,7 +16,9 @@ import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../lib/logger.js';
 import { normaliseMac, normaliseUuid, matchMachine, machineByName, requestIdentifies, type Machine, type MatchQuery } from './profiles.js';
-import { renderBootScript, renderMachineScript, renderNoMatchScript, type Platform } from './ipxe.js';
+import { renderBootScript, renderLocalBootScript, renderMachineScript, renderNoMatchScript, type Platform } from './ipxe.js';
+import { decideBoot, loopOf, reportsSuccess, withLocalBoot, type BootDecision } from './boot-decision.js';
+import { HistoryStore, type MachineActivity } from './history.js';
 import { renderMachineConfig } from './render-config.js';
 import { checkRequestPath, openInsideRoot, type OpenedFile } from './safe-path.js';
 import type { FileHandle } from 'node:fs/promises';
@@ -31,6 +35,8 @@ export interface ServeOptions {
   log: Logger;
   validate: Validator;
   verifyArtifacts?: boolean;
+  /** Where the machine history is kept (machines.json, rearm/); without it the history lives in memory only. */
+  stateDir?: string;
 }
 
 export const LIMITS = {
@@ -45,15 +51,6 @@ export const LIMITS = {
   idleSocketMs: 120_000,
   readChunk: 512 * 1024,
 };
-
-interface MachineActivity extends Pick<Machine, 'name' | 'group' | 'profile' | 'mac' | 'uuid' | 'hostname'> {
-  matchedBy?: string;
-  lastSeen?: string;
-  lastAddress?: string;
-  fetched: { ipxe?: string; config?: string; artifacts: Record<string, { at: string; bytes: number; status: number }> };
-  progress?: { event: string; at: string; summary?: string };
-  events: Array<{ at: string; event: string; data: unknown }>;
-}
 
 const TEXT = 'text/plain; charset=utf-8';
 
@@ -144,9 +141,13 @@ export class PxeServer {
   private readonly byAddress = new Map<string, string>();
   private reloads = 0;
   private lastReloadError?: string;
+  private readonly history?: HistoryStore;
+  private historyWarning?: string;
   url = '';
 
-  constructor(private readonly opts: ServeOptions) {}
+  constructor(private readonly opts: ServeOptions) {
+    if (opts.stateDir) this.history = new HistoryStore(opts.stateDir, opts.log);
+  }
 
   get current(): ServedState | undefined {
     return this.state;
@@ -177,6 +178,12 @@ export class PxeServer {
         resolve();
       });
     });
+    try {
+      await this.restoreHistory();
+    } catch (err) {
+      await this.close();
+      throw err;
+    }
     const addr = server.address() as AddressInfo;
     const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
     this.url = this.opts.serverUrl?.replace(/\/+$/, '') ?? `${this.opts.tls ? 'https' : 'http'}://${host}:${addr.port}`;
@@ -216,7 +223,63 @@ export class PxeServer {
     }
   }
 
+  /** Loads the machine history kept in the state directory (a broken file is set aside, with a warning). */
+  private async restoreHistory(): Promise<void> {
+    if (!this.history) return;
+    const loaded = await this.history.load();
+    for (const a of loaded.machines) this.activity.set(a.name, a);
+    this.historyWarning = loaded.warning;
+    this.history.track(() => [...this.activity.values()]);
+    const installed = loaded.machines.filter((a) => a.installed).map((a) => a.name);
+    this.opts.log.info('machine history restored', { file: this.history.file, machines: loaded.machines.length, installed });
+    await this.applyRearms();
+  }
+
+  /** Consumes `hvpxe rearm` requests: those machines get the installer again on their next network boot. */
+  private async applyRearms(): Promise<void> {
+    if (!this.history) return;
+    for (const [name, at] of await this.history.rearmRequests()) {
+      const a = this.activity.get(name);
+      if (a) {
+        this.opts.log.warn('machine re-armed: its next network boot installs it again', { machine: name, installedAt: a.installed?.at, requestedAt: at.toISOString() });
+        a.installed = undefined;
+        a.localBoots = undefined;
+        a.rearmedAt = at.toISOString();
+        this.history.save();
+      } else {
+        this.opts.log.warn('re-arm request for a machine with no history: nothing to re-arm', { machine: name });
+      }
+      await this.history.clearRearm(name);
+    }
+  }
+
+  private persist(): void {
+    this.history?.save();
+  }
+
+  /** The machine's script: its disk when it reported a finished install, else the installer. */
+  private async bootScript(state: ServedState, m: Machine, a: MachineActivity, platform: Platform | undefined, matchedBy?: string): Promise<string> {
+    await this.applyRearms();
+    const afterInstall = state.catalog.file.profiles[m.profile]?.after_install ?? 'local';
+    const d: BootDecision = decideBoot(a, afterInstall, Date.now());
+    if (d.kind === 'install') return renderMachineScript(state.catalog, m, this.url, { platform, matchedBy });
+    a.localBoots = withLocalBoot(a.localBoots, new Date().toISOString());
+    if (d.loop) this.opts.log.warn('machine loops back to the network after a local boot', { machine: m.name, detail: d.loop });
+    else this.opts.log.info('serving a local boot to an installed machine', { machine: m.name, installedAt: d.installedAt });
+    this.persist();
+    return renderLocalBootScript(m, d, { platform });
+  }
+
+  /** What /machines says the machine boots next, and whether it has been looping. */
+  private bootOf(a: MachineActivity, state: ServedState): { next: 'install' | 'local'; why: string; localBoots?: number; loop?: string } {
+    const d = decideBoot(a, state.catalog.file.profiles[a.profile]?.after_install ?? 'local', Date.now());
+    if (d.kind === 'install') return { next: 'install', why: d.why };
+    const loop = loopOf(a.localBoots, Date.now());
+    return { next: 'local', why: `installed ${d.installedAt} (${d.via}); \`hvpxe rearm ${a.name}\` installs it again`, localBoots: a.localBoots?.length ?? 0, ...(loop ? { loop } : {}) };
+  }
+
   async close(): Promise<void> {
+    await this.history?.flush();
     const s = this.server;
     if (!s) return;
     this.server = undefined;
@@ -250,6 +313,7 @@ export class PxeServer {
       this.byAddress.set(req.socket.remoteAddress, m.name);
       if (this.byAddress.size > LIMITS.addressesTracked) this.byAddress.delete(this.byAddress.keys().next().value!);
     }
+    this.persist();
     return a;
   }
 
@@ -332,16 +396,19 @@ export class PxeServer {
 
   private healthz(c: RequestContext): void {
     const { state } = c;
-    c.reply(200, JSON.stringify({ status: 'ok', loadedAt: state.loadedAt, reloads: this.reloads, lastReloadError: this.lastReloadError, machines: state.catalog.machines.length }) + '\n', 'application/json');
+    const history = this.history ? { file: this.history.file, ...(this.historyWarning ? { warning: this.historyWarning } : {}) } : undefined;
+    c.reply(200, JSON.stringify({ status: 'ok', loadedAt: state.loadedAt, reloads: this.reloads, lastReloadError: this.lastReloadError, machines: state.catalog.machines.length, history }) + '\n', 'application/json');
   }
 
-  private machines(c: RequestContext): void {
+  private async machines(c: RequestContext): Promise<void> {
+    await this.applyRearms();
     const known = c.state.catalog.machines.map((m) => this.activityOf(m));
     const others = [...this.activity.values()].filter((a) => !known.includes(a));
-    c.reply(200, JSON.stringify({ machines: [...known, ...others] }, null, 2) + '\n', 'application/json');
+    const machines = [...known, ...others].map((a) => ({ ...a, boot: this.bootOf(a, c.state) }));
+    c.reply(200, JSON.stringify({ machines, ...(this.historyWarning ? { historyWarning: this.historyWarning } : {}) }, null, 2) + '\n', 'application/json');
   }
 
-  private ipxeAuto(c: RequestContext): void {
+  private async ipxeAuto(c: RequestContext): Promise<void> {
     const q = matchQuery(c.query);
     const match = matchMachine(c.state.catalog, q);
     if (!match) {
@@ -352,7 +419,7 @@ export class PxeServer {
     const a = this.seen(match.machine, c.req);
     a.matchedBy = match.by;
     a.fetched.ipxe = a.lastSeen;
-    c.reply(200, renderMachineScript(c.state.catalog, match.machine, this.url, { platform: platformOf(c.query), matchedBy: match.by }), TEXT, { 'Cache-Control': 'no-store' });
+    c.reply(200, await this.bootScript(c.state, match.machine, a, platformOf(c.query), match.by), TEXT, { 'Cache-Control': 'no-store' });
   }
 
   /** A named machine's script or config: only to a request that identifies that machine. */
@@ -367,12 +434,12 @@ export class PxeServer {
     return m;
   }
 
-  private ipxeNamed(c: RequestContext, name: string): void {
+  private async ipxeNamed(c: RequestContext, name: string): Promise<void> {
     const m = this.identified(c, name);
     if (!m) return;
     const a = this.seen(m, c.req);
     a.fetched.ipxe = a.lastSeen;
-    c.reply(200, renderMachineScript(c.state.catalog, m, this.url, { platform: platformOf(c.query) }), TEXT, { 'Cache-Control': 'no-store' });
+    c.reply(200, await this.bootScript(c.state, m, a, platformOf(c.query)), TEXT, { 'Cache-Control': 'no-store' });
   }
 
   private config(c: RequestContext, name: string): void {
@@ -402,7 +469,10 @@ export class PxeServer {
     c.note.status = r.status;
     c.note.bytes = r.bytes;
     const m = who ? machineByName(state.catalog, who) : undefined;
-    if (m) this.activityOf(m).fetched.artifacts[check.segments.join('/')] = { at: new Date().toISOString(), bytes: r.bytes, status: r.status };
+    if (m) {
+      this.activityOf(m).fetched.artifacts[check.segments.join('/')] = { at: new Date().toISOString(), bytes: r.bytes, status: r.status };
+      this.persist();
+    }
   }
 
   private recordEvent(m: Machine, req: http.IncomingMessage, body: Buffer, state: ServedState): void {
@@ -426,6 +496,12 @@ export class PxeServer {
     a.events.push({ at, event, data });
     if (a.events.length > LIMITS.eventsKept) a.events.splice(0, a.events.length - LIMITS.eventsKept);
     a.progress = { event, at, ...(summary ? { summary } : {}) };
+    if (reportsSuccess(data)) {
+      a.installed = { at, via: obj?.type === 'install' ? 'hvinstall events' : 'SUCCEEDED webhook' };
+      a.localBoots = undefined;
+      this.opts.log.info('machine reported a finished install: it boots from its disk from now on', { machine: m.name, via: a.installed.via });
+    }
+    this.persist();
   }
 
   private async serveFile(req: http.IncomingMessage, res: http.ServerResponse, file: OpenedFile, reply: { status: number; length: number }): Promise<{ status: number; bytes: number }> {

@@ -65,8 +65,12 @@ export function serialiseServedConfig(m: Machine, cfg: Record<string, unknown>):
   return `# Rendered by hvpxe for machine ${m.name} (group ${m.group}, profile ${m.profile}).\n${stringify(cfg, { lineWidth: 0 })}`;
 }
 
+/**
+ * The validator's errors, and its placeholder warnings: Harvester installs a `change-me` token as
+ * written, but a server handing it to every machine that boots would build a fleet on it.
+ */
 function formatFindings(prefix: string, r: ValidationResult): string[] {
-  return r.errors.map((f) => `${prefix}: ${f.path ? `${f.path}: ` : ''}${f.message}${f.hint ? ` (${f.hint})` : ''}`);
+  return [...r.errors, ...r.warnings.filter((f) => f.kind === 'placeholder')].map((f) => `${prefix}: ${f.path ? `${f.path}: ` : ''}${f.message}${f.hint ? ` (${f.hint})` : ''}`);
 }
 
 export async function loadState(opts: LoadStateOptions): Promise<ServedState> {
@@ -145,7 +149,7 @@ export async function renderAndValidateConfigs(
       throw new HvError(`cannot validate configs: ${(err as Error).message}`, { exitCode: ExitCode.usage });
     }
     redactor.add(...configSecrets(result.config));
-    if (!result.valid) errors.push(...formatFindings(label, result));
+    errors.push(...formatFindings(label, result));
     if (!m.viaDefault) configs.set(m.name, serialiseServedConfig(m, cfg));
   }
   return { configs, errors, redactor };

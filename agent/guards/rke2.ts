@@ -10,7 +10,7 @@ import { bringUp, isPromoted } from '../rke2/bringup.js';
 
 const guard: Guard = {
   name: 'rke2',
-  dependsOn: ['network-online', 'registries', 'image-preload'],
+  dependsOn: ['network-online', 'node-identity', 'time-sync', 'registries', 'image-preload'],
   // A first rke2-server start brings up etcd and every control-plane pod; 20 minutes on slow disks.
   deadlineMs: 20 * 60_000,
   async reconcile(ctx) {

@@ -21,7 +21,7 @@ import type { Readable, Writable } from 'node:stream';
 import type { BundleArchive } from './bundle.js';
 import type { CtrTarget } from './containerd.js';
 import { formatBytes, type FailureKind } from './diagnosis.js';
-import { StallWatchdog } from './watchdog.js';
+import { StallWatchdog } from '../../lib/stall-watchdog.js';
 
 /** 1 MiB: larger than zstd's last block plus a tar's end-of-archive padding. */
 export const HOLD_BACK_BYTES = 1 << 20;

@@ -377,7 +377,7 @@ function checkPlaceholders(v: unknown, ptr: string, out: FindingList): void {
   if (typeof v === 'string') {
     // A warning: Harvester installs with the text as written (docs/config.md); where that breaks the
     // install (a URL, an address) the field's own rule has the error.
-    if (PLACEHOLDER.test(v) && !out.hasErrorAt(ptr)) out.warn(ptr, `${JSON.stringify(v.length > 40 ? v.slice(0, 37) + '...' : v)} looks like a placeholder`, 'replace it with the real value');
+    if (PLACEHOLDER.test(v) && !out.hasErrorAt(ptr)) out.warn(ptr, `${JSON.stringify(v.length > 40 ? v.slice(0, 37) + '...' : v)} looks like a placeholder`, 'replace it with the real value', 'placeholder');
     return;
   }
   if (Array.isArray(v)) v.forEach((x, i) => checkPlaceholders(x, `${ptr}/${i}`, out));

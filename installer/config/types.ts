@@ -177,6 +177,8 @@ export interface Finding {
   path: string;
   message: string;
   hint?: string;
+  /** Set on the findings a caller acts on by kind: hvpxe refuses to serve a placeholder to a fleet. */
+  kind?: 'placeholder';
   /** Source name (file path, URL, `<stdin>`, `<cmdline>`). */
   source?: string;
   line?: number;
