@@ -1,6 +1,7 @@
 /** The human form of an InstallPlan, as `hvinstall plan` prints it. Pure. */
 import { formatBytes, MiB } from './sizes.js';
 import type { InstallPlan } from './types.js';
+import { describeBootChain } from '../bootloader/image-chain.js';
 
 function table(rows: string[][]): string[] {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
@@ -43,6 +44,8 @@ export function formatPlanText(plan: InstallPlan): string {
   out.push('Files:');
   out.push(...table(plan.files.map((f) => [`${f.on}:/${f.path}`, f.mode.toString(8).padStart(4, '0'), f.what])).map((l) => `  ${l}`));
   out.push(`  COS_PERSISTENT:/.state/<path>.bind for ${plan.persistentStatePaths.length} persistent paths`);
+  out.push('');
+  out.push(`Boot chain: ${plan.bootChain ? describeBootChain(plan.bootChain) : "hvinstall's own grub (no --source to look at)"}`);
   out.push('');
   out.push('Steps:');
   plan.steps.forEach((s, i) => out.push(`  ${String(i + 1).padStart(2)}. ${s.name.padEnd(10)} ${s.description}`));

@@ -14,7 +14,7 @@ import type { MachineFacts } from '../preflight/types.js';
 import type { Step } from './context.js';
 import { withMounted } from './mounted.js';
 import { deployImages } from '../deploy/index.js';
-import { installBootloader } from '../bootloader/index.js';
+import { describeBootChain, installBootloader } from '../bootloader/index.js';
 import { placeNodePath, renderNode, type RenderedFile, type RenderReport } from '../render/index.js';
 import { killIfAsked } from './test-faults.js';
 import { BUNDLE_NODE_PATH, copyBundle, scanTree } from './bundle-copy.js';
@@ -77,6 +77,8 @@ export const bootloaderStep: Step = {
     const plan = ctx.plan;
     const efi = plan.partitions.find((p) => p.role === 'efi');
     const labelCheckDevices = (await bootVisibleSignatures(installDisks(plan))).map((s) => s.DEVNAME!);
+    const bootChain = plan.bootChain ?? { kind: 'own', why: 'the plan did not inspect the source' };
+    ctx.bus.emit({ type: 'message', level: 'info', step: 'bootloader', message: `boot chain: ${describeBootChain(bootChain)}` });
     await withMounted(plan, ctx.runDir, ['COS_STATE', 'COS_OEM'], (dirs) =>
       installBootloader({
         firmware: plan.firmware,
@@ -87,10 +89,12 @@ export const bootloaderStep: Step = {
         thirdPartyKernelArgs: ctx.config.os?.additionalKernelArguments,
         tty: ctx.config.install?.tty,
         labelCheckDevices,
+        bootChain,
+        source: ctx.source,
         signal: ctx.signal,
       }),
     );
-    return { firmware: plan.firmware, table: plan.table };
+    return { firmware: plan.firmware, table: plan.table, bootChain: bootChain.kind };
   },
 };
 

@@ -13,6 +13,7 @@ import { gatherMachineFacts } from '../preflight/index.js';
 import { resolveSource, sourceSizeBytes } from './source.js';
 import { withRenderedFileList } from './content-steps.js';
 import { imageFactsOf } from './image-facts.js';
+import { inspectBootChain } from '../bootloader/image-chain-source.js';
 
 export interface PrepareOptions {
   configPath: string;
@@ -77,5 +78,7 @@ export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
     }),
     image,
   );
+  // Also before any disk is touched: an incomplete chain or a grub.cfg that does not parse refuses here.
+  if (source) plan.bootChain = await inspectBootChain(source, plan.firmware);
   return { config, warnings, facts, plan, source, redactor };
 }
