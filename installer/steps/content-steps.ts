@@ -15,6 +15,7 @@ import type { Step } from './context.js';
 import { withMounted } from './mounted.js';
 import { deployImages } from '../deploy/index.js';
 import { describeBootChain, installBootloader } from '../bootloader/index.js';
+import { bootEntrySkipReason, planBootEntry, writeBootEntry } from '../bootloader/boot-entry.js';
 import { placeNodePath, renderNode, type RenderedFile, type RenderReport } from '../render/index.js';
 import { killIfAsked } from './test-faults.js';
 import { BUNDLE_NODE_PATH, copyBundle, scanTree } from './bundle-copy.js';
@@ -94,6 +95,14 @@ export const bootloaderStep: Step = {
         signal: ctx.signal,
       }),
     );
+    // After the files: the entry points at them. Best effort; the removable path boots without it.
+    if (plan.firmware === 'efi' && efi) {
+      const entry = planBootEntry(bootChain, plan.device, efi.number);
+      const skip = bootEntrySkipReason(plan.device);
+      const outcome = skip ? { kind: 'skipped' as const, message: `no UEFI boot entry: ${skip}` } : await writeBootEntry(entry);
+      ctx.bus.emit({ type: 'message', level: outcome.kind === 'warning' ? 'warn' : 'info', step: 'bootloader', message: outcome.message });
+      return { firmware: plan.firmware, table: plan.table, bootChain: bootChain.kind, bootEntry: outcome.kind };
+    }
     return { firmware: plan.firmware, table: plan.table, bootChain: bootChain.kind };
   },
 };

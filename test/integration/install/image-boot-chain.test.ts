@@ -58,9 +58,12 @@ describe('hvinstall with the image boot chain', () => {
     expect(plan.code, plan.stderr).toBe(0);
     expect(plan.stdout).toContain(`Boot chain: the image's own: shim /usr/lib/shim/shimx64.efi.signed, grub /usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed, /etc/cos/grub.cfg (Elemental's layout, EFI/elemental)`);
 
+    expect(plan.stdout).toContain(`Boot entry: none (${disk} is a loop device (a disk image): no firmware boots it by an NVRAM entry, so none is written; it boots through the removable path EFI/BOOT/BOOTX64.EFI)`);
+
     const r = await hvinstall(installArgs(config, source, path.join(dir, 'state'), ['--bundle', 'none']));
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain("boot chain: the image's own: shim /usr/lib/shim/shimx64.efi.signed");
+    expect(r.stdout).toContain(`no UEFI boot entry: ${disk} is a loop device`);
 
     const esp = await partitionByLabel(disk, 'COS_GRUB');
     const listing = (await execa('mdir', ['-/', '-b', '-i', esp, '::/'], { env: mtoolsEnv })).stdout.split('\n').map((l) => l.toLowerCase());
