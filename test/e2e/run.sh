@@ -208,9 +208,12 @@ for label in COS_GRUB COS_OEM COS_RECOVERY COS_STATE COS_PERSISTENT HARV_LH_DEFA
   grep -q "LABEL=$label " "$OUT/labels.txt" || die "install: no filesystem labelled $label on the disk"
 done
 say "   disk: $(du -h --apparent-size "$OUT/disk.raw" | cut -f1) apparent, $(du -h "$OUT/disk.raw" | cut -f1) allocated"
-# The UEFI boot entry (efibootmgr in the guest), read back from the firmware's VARS file.
-expect_line install 'UEFI boot entry Boot[0-9A-F]{4} "hvinstall"' "the install wrote no UEFI boot entry"
-NVRAM=$(node "$REPO/test/e2e/boot-entry.mjs" "$OUT/vars-install.fd" hvinstall '\EFI\hvinstall\grubx64.efi') || die "install: the firmware's VARS lack the boot entry (test/e2e/boot-entry.mjs)"
+# The UEFI boot entry the install reports (the own chain's "hvinstall", an image chain's
+# "elemental-shim"), read back from the firmware's VARS file.
+expect_line install 'UEFI boot entry Boot[0-9A-F]{4} "[^"]+" -> ' "the install wrote no UEFI boot entry"
+ENTRY=$(console install | grep -aoE 'UEFI boot entry Boot[0-9A-F]{4} "[^"]+" -> [^ ]+' | tail -n 1)
+ENTRY_LABEL=$(echo "$ENTRY" | sed -E 's/.*"([^"]+)".*/\1/'); ENTRY_LOADER=${ENTRY##* }
+NVRAM=$(node "$REPO/test/e2e/boot-entry.mjs" "$OUT/vars-install.fd" "$ENTRY_LABEL" "$ENTRY_LOADER") || die "install: the firmware's VARS lack the boot entry (test/e2e/boot-entry.mjs)"
 say "   nvram: $NVRAM"
 fi
 
