@@ -63,7 +63,7 @@ async function runCommand(mode: 'run' | 'once', args: string[]): Promise<number>
   const redactor = new Redactor();
   const log = new Logger(undefined, redactor, level as 'info');
   const node = await loadNodeConfig(root, configCandidates(settings.common));
-  registerConfigSecrets(redactor, node.config, log);
+  registerConfigSecrets(redactor, node.config);
   for (const p of node.problems) log.warn('node config', { problem: p });
   if (node.source) log.info('node config loaded', { source: node.source });
 

@@ -53,6 +53,13 @@ export type GuardResult =
   /** Cannot succeed without a person: stop and report. */
   | { status: 'fail'; diagnosis: string; hint?: string };
 
+/** What a guard that needs the node's configuration reports without one. */
+export const NO_NODE_CONFIG: GuardResult = {
+  status: 'fail',
+  diagnosis: 'no node configuration found under /oem',
+  hint: 'the installer writes /oem/harvester.config; reinstall or restore it',
+};
+
 export interface Guard {
   name: GuardName;
   /** Guards this one needs to have succeeded first (ignored with `--guard`). */

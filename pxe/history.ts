@@ -14,18 +14,13 @@ import { mkdir, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { writeFileAtomic } from '../lib/atomic-write.js';
 import type { Logger } from '../lib/logger.js';
+import type { Machine } from './profiles.js';
 
 export const HISTORY_FILE = 'machines.json';
 export const REARM_DIR = 'rearm';
 const NAME_RE = /^[a-z0-9-]{1,100}$/;
 
-export interface MachineActivity {
-  name: string;
-  group: string;
-  profile: string;
-  mac?: string;
-  uuid?: string;
-  hostname?: string;
+export interface MachineActivity extends Pick<Machine, 'name' | 'group' | 'profile' | 'mac' | 'uuid' | 'hostname'> {
   matchedBy?: string;
   lastSeen?: string;
   lastAddress?: string;

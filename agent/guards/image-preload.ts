@@ -1,7 +1,7 @@
 /**
  * Guard `image-preload`: imports the ISO's image bundle into containerd's k8s.io namespace before
  * RKE2 needs the images — streamed, in parallel, with a stall watchdog, checksums and a final
- * check (agent/preload/). Harvester's own preload has no timeout anywhere (#2651, #8606, #4728).
+ * check (agent/preload/). Harvester's own preload has no timeout anywhere (harvester/harvester#2651, #8606, #4728).
  */
 import { HvError } from '../../lib/errors.js';
 import { CommandError } from '../../lib/exec.js';

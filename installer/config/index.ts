@@ -7,6 +7,8 @@ export type * from './types.js';
 import type { HarvesterConfig, ValidationResult } from './types.js';
 /** Prints a finding compiler style (`file:line:col: error: path: message` and a hint line); pure. */
 export { formatFinding } from './format.js';
+/** Every secret value of a config, for redactors. */
+export { configSecrets } from './secrets.js';
 
 export interface LoadOptions {
   /** Kernel command line text (`harvester.*` parameters merged over the file). */
@@ -15,12 +17,16 @@ export interface LoadOptions {
   cmdlineFile?: string;
   /** For http(s) sources: extra CA bundle (PEM file), expected sha256 of the body, per-attempt timeout and attempts. */
   caFile?: string;
+  /** Where caFile came from, for messages: the kernel command line's hvinstall.ca_file (set by loadConfig). */
+  caFileFrom?: 'option' | 'cmdline';
   sha256?: string;
   timeoutMs?: number;
   attempts?: number;
   retryDelayMs?: number;
   /** On the already-installed path some rules (iso_url in automatic mode) do not apply. */
   alreadyInstalled?: boolean;
+  /** DHCP pools of the management network, when the operator knows them: the VIP must be outside. */
+  dhcpRanges?: Array<{ first: string; last: string }>;
 }
 
 export interface LoadedConfig extends ValidationResult {

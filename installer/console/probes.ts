@@ -4,8 +4,6 @@
  * management NIC and a default route, a VIP leased by DHCP, the cluster's /ping, the NTP servers,
  * an SSH key URL and a remote config. Every probe has a deadline and says what it waited for.
  */
-import { createSocket } from 'node:dgram';
-import { lookup } from 'node:dns/promises';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -91,41 +89,11 @@ export async function hasDefaultRoute(procRoute = '/proc/net/route'): Promise<bo
     });
 }
 
-/** Harvester's NTP check: one 48-byte NTPv4 client packet over UDP (port 123 unless given), 5 s to answer. */
+/** Harvester's NTP check (installer/preflight/ntp.ts asks; any NTP reply within the deadline counts, as in Harvester's console). */
 export async function ntpReachable(server: string, timeoutMs = 5000): Promise<ProbeResult> {
-  const m = /^\[?([^\]]+?)\]?(?::(\d+))?$/.exec(server.trim());
-  const host = m?.[1] ?? server;
-  const port = Number(m?.[2] ?? 123);
-  let address: { address: string; family: number };
-  try {
-    address = await lookup(host);
-  } catch (err) {
-    return { ok: false, detail: `${server}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` };
-  }
-  return new Promise((resolve) => {
-    const sock = createSocket(address.family === 6 ? 'udp6' : 'udp4');
-    let settled = false;
-    const done = (r: ProbeResult): void => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      sock.close();
-      resolve(r);
-    };
-    const timer = setTimeout(() => done({ ok: false, detail: `${server}: no answer within ${timeoutMs / 1000} s` }), timeoutMs);
-    sock.on('error', (err) => done({ ok: false, detail: `${server}: ${(err as NodeJS.ErrnoException).code ?? err.message}` }));
-    sock.on('message', (msg) => done(msg.length >= 48 ? { ok: true, detail: `${server} answered` } : { ok: false, detail: `${server}: a short answer (${msg.length} bytes)` }));
-    const packet = Buffer.alloc(48);
-    packet[0] = 0x23; // LI 0, version 4, mode 3 (client)
-    // Connected, so a closed port answers at once (ICMP port unreachable) instead of timing out.
-    sock.connect(port, address.address, () => {
-      try {
-        sock.send(packet);
-      } catch (err) {
-        done({ ok: false, detail: `${server}: ${(err as Error).message}` });
-      }
-    });
-  });
+  const { probeNtpServer } = await import('../preflight/ntp.js');
+  const p = await probeNtpServer(server, timeoutMs);
+  return p.answer ? { ok: true, detail: `${server} answered` } : { ok: false, detail: `${server}: ${p.problem}` };
 }
 
 /** GET https://<server>/ping with certificate checks off, as Harvester's console checks a management address. */
@@ -145,17 +113,13 @@ export async function pingServer(url: string, timeoutMs = 15_000): Promise<Probe
   }
 }
 
-/** The SSH public keys at an http(s) URL (e.g. https://github.com/<user>.keys): one per non-empty line. */
+/** The SSH public keys at an http(s) URL (e.g. https://github.com/<user>.keys), checked as Harvester's console checks them (installer/remote/ssh-keys.ts). */
 export async function fetchSshKeys(url: string, timeoutMs = 15_000): Promise<{ keys: string[]; error?: string }> {
-  const { fetchBytes } = await import('../../lib/http-fetch.js');
+  const [{ fetchBytes }, { parseFetchedKeys }] = await Promise.all([import('../../lib/http-fetch.js'), import('../remote/ssh-keys.js')]);
   try {
     const r = await fetchBytes(url, { timeoutMs, attempts: 2, retryDelayMs: 1000, maxBytes: 1024 * 1024 });
-    const keys = r.body
-      .toString('utf8')
-      .split('\n')
-      .map((l) => l.trim())
-      .filter((l) => l && !l.startsWith('#'));
-    return keys.length ? { keys } : { keys, error: 'no key found' };
+    const parsed = parseFetchedKeys(r.body.toString('utf8'));
+    return 'keys' in parsed ? { keys: parsed.keys } : { keys: [], error: parsed.problem };
   } catch (err) {
     return { keys: [], error: (err as Error).message };
   }

@@ -113,7 +113,11 @@ export async function gatherFirmware(host: Host): Promise<MachineFacts['firmware
   // efivarfs: 4 bytes of attributes, then the value (1 byte: 1 = Secure Boot on).
   const { readFile } = await import('node:fs/promises');
   const raw = await readFile(host.path(`/sys/firmware/efi/efivars/SecureBoot-${EFI_GLOBAL}`)).catch(() => undefined);
-  return { uefi, secureBoot: raw && raw.length >= 5 ? raw[4] === 1 : undefined };
+  if (raw && raw.length >= 5) return { uefi, secureBoot: raw[4] === 1 };
+  // No SecureBoot variable among readable ones: firmware without Secure Boot (it is off).
+  // Nothing readable at all (efivarfs not mounted): unknown.
+  const vars = await host.list('/sys/firmware/efi/efivars');
+  return { uefi, secureBoot: vars.length > 0 ? false : undefined };
 }
 
 /** Global IPv4 addresses per interface (`ip -j -4 addr`): a sysroot has no live addresses, so only for `/`. */

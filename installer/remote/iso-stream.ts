@@ -151,6 +151,8 @@ export interface IsoParts {
   release?: string;
   /** What is under /bundle (its directories, files and symlinks with their modes), paths relative to it. */
   bundle: IsoEntry[];
+  /** hvinstall.ca_file, trusted again when the bundle is streamed. */
+  caFile?: string;
 }
 
 const HEAD_SIZES = [4, 16, 64].map((m) => m * 1024 * 1024);
@@ -211,7 +213,7 @@ export async function fetchIsoParts(url: string, dir: string, probe: IsoProbe, o
       release = path.join(dir, 'harvester-release.yaml');
       await part('/harvester-release.yaml', release);
     }
-    return { url, isoBytes, validator: probe.validator, files, squashfs, squashfsSha256, release, bundle };
+    return { url, isoBytes, validator: probe.validator, files, squashfs, squashfsSha256, release, bundle, caFile: opts.caFile };
   } finally {
     await rm(head, { force: true });
     await agent.close().catch(() => undefined);

@@ -304,7 +304,7 @@ async function streamBundleInPlace(ctx: Parameters<Step['run']>[0], bundle: Extr
     });
   }
   try {
-    const r = await streamIsoBundle(bundle.parts, staging, { sha256: bundle.sha256, signal: ctx.signal, log: ctx.log, onProgress: (done, total) => ctx.bus.bytes('persistent', done, total) });
+    const r = await streamIsoBundle(bundle.parts, staging, { caFile: bundle.parts.caFile, sha256: bundle.sha256, signal: ctx.signal, log: ctx.log, onProgress: (done, total) => ctx.bus.bytes('persistent', done, total) });
     await rm(dest, { recursive: true, force: true });
     await rename(staging, dest);
     return { files: r.files, bytes: need, sha256: r.sha256 };

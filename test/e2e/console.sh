@@ -1,4 +1,4 @@
-# Sourced by test/e2e/run.sh unless HV_E2E_CONSOLE=0 (uses its run_qemu, expect_line, say, die, OUT, …).
+# Sourced by test/e2e/run.sh for the console stage (uses its run_qemu, expect_line, say, die, OUT, …).
 # An interactive install: the live system without harvester.install.automatic starts hvinstall
 # console on its serial line; test/e2e/console-drive.mjs, on the host, reads that screen through a
 # headless terminal emulator and types the answers (create mode, DHCP from slirp, a static VIP),
@@ -14,7 +14,7 @@ console_stage() {
   qemu-system-x86_64 -machine q35 -accel tcg -cpu max -m "$MEM" -smp 2 -display none -monitor none -no-reboot \
     -drive if=pflash,format=raw,readonly=on,file="$OVMF_CODE" -drive if=pflash,format=raw,file="$OUT/vars-console.fd" \
     -chardev socket,id=s0,path="$sock",server=on,wait=off,logfile="$OUT/console-console.log" -serial chardev:s0 \
-    -kernel "$OUT/live/vmlinuz" -initrd "$OUT/live/initrd.zst" \
+    "${LIVE_MEDIA[@]}" \
     -append "console=ttyS0 loglevel=4 panic=-1 no_timer_check hvlive.system_size=$SYSTEM_SIZE harvester.os.additional_kernel_arguments=no_timer_check" \
     -drive file="$OUT/disk-console.raw",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2E0009,drive=d0 \
     -netdev user,id=n0,restrict=on -device virtio-net-pci,netdev=n0 > "$qlog" 2>&1 &

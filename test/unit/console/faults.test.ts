@@ -80,7 +80,7 @@ describe('hvinstall console: faults', () => {
   it('a remote config that is unreachable, then invalid, is shown with its findings and nothing is merged; a valid one is merged under the answers', async () => {
     const http = await httpServer({
       // Alone it would also lack a device, a NIC and a mode: those the answers give. Its own errors remain.
-      '/bad.yaml': { body: 'scheme_version: 1\ninstal:\n  mode: create\nos:\n  labels:\n    "bad key!": x\n' },
+      '/bad.yaml': { body: 'scheme_version: 1\nos:\n  persistent_state_paths: [var/x]\n  labels:\n    "bad key!": x\n' },
       '/good.yaml': { body: 'scheme_version: 1\nos:\n  hostname: remote-name\n  labels:\n    rack: r42\n  ntp_servers: [10.9.9.9]\n' },
     });
     const { s: sess, configFile } = startDryRun({ sysroot: 'prod-nvme' });
@@ -93,8 +93,8 @@ describe('hvinstall console: faults', () => {
       await fill(s, `${http.url}/bad.yaml`);
       const bad = await s.waitForText('is not a valid config');
       expect(bad).toContain(`${http.url}/bad.yaml is not a valid config (2 error(s)); nothing was merged:`);
-      expect(bad).toContain(`! ${http.url}/bad.yaml:2:1: error: instal: unknown key "instal" hint: did you mean "install"?`);
-      expect(bad).toContain(`! ${http.url}/bad.yaml:6:17: error: os.labels["bad key!"]: invalid label name 'bad key!'`);
+      expect(bad).toContain(`! ${http.url}/bad.yaml:3:28: error: os.persistent_state_paths[0]: Invalid path. PersistentStatePath must be an absolute path hint: write it from the root, e.g. /var/x`);
+      expect(bad).toContain(`! ${http.url}/bad.yaml:5:17: error: os.labels["bad key!"]: invalid label name 'bad key!'`);
       await fill(s, `${http.url}/good.yaml`);
       await s.page(TITLES.summary);
       await s.waitForText('Continue?');

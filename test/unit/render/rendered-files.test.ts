@@ -1,7 +1,10 @@
 /**
- * Every rendered file checked by what reads it (no root needed): yip against the yip schema, RKE2
- * drop-ins and registries.yaml against theirs, kube-vip as a Kubernetes Pod, the password hash with
- * openssl's crypt, harvester.config through our own loader, and secrets only in 0600 files.
+ * Every rendered file, checked without root: by a real tool where one runs here (openssl's SHA-512
+ * crypt for the password hash), else against the format's schema (this project's schemas of yip,
+ * RKE2's config and registries.yaml; kubernetes-models' Pod for kube-vip: see format-schemas.ts), and
+ * harvester.config through this project's own loader (a round trip, not Harvester's reader). The
+ * real consumers that run only as root are in the integration tests: nmcli reads the keyfiles,
+ * containerd the hosts.toml RKE2 writes from registries.yaml. Secrets only in 0600 files.
  */
 import { describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
@@ -9,16 +12,16 @@ import { gunzipSync } from 'node:zlib';
 import { renderNode } from '../../../installer/render/index.js';
 import { validateConfig } from '../../../installer/config/index.js';
 import { ADMIN_PASSWORD, CASES, PASSWORD } from './cases.js';
-import { assertKubernetesPod, assertSchema, parseYamlStrict, validateRegistries, validateRke2, validateYip } from './consumers.js';
+import { assertKubernetesPod, assertSchema, parseYamlStrict, ourRegistriesSchema, ourRke2ConfigSchema, ourYipSchema } from './format-schemas.js';
 
 const text = (c: string | Uint8Array) => (typeof c === 'string' ? c : Buffer.from(c).toString('utf8'));
 
-describe.each(CASES)('consumers of $name', (c) => {
+describe.each(CASES)('rendered files of $name', (c) => {
   const report = renderNode(c.config, c.facts, c.seeds);
   const byPath = new Map(report.files.map((f) => [f.path, f]));
 
-  it('90_custom.yaml is a yip document matching the yip schema', () => {
-    assertSchema(validateYip, parseYamlStrict(text(byPath.get('/oem/90_custom.yaml')!.content)), '90_custom.yaml');
+  it("90_custom.yaml matches this project's yip schema (schemas/yip.schema.json; yip does not run here)", () => {
+    assertSchema(ourYipSchema, parseYamlStrict(text(byPath.get('/oem/90_custom.yaml')!.content)), '90_custom.yaml');
   });
 
   it('write_files decode the way yip decodes them (base64, gzip, gzip+base64) to the intended content', () => {
@@ -37,7 +40,7 @@ describe.each(CASES)('consumers of $name', (c) => {
     }
   });
 
-  it('every RKE2 drop-in parses and matches the RKE2 config schema; the audit policy is an audit Policy', () => {
+  it("every RKE2 drop-in parses and matches this project's RKE2 config schema; the audit policy is an audit Policy", () => {
     const dropIns = report.files.filter((f) => f.path.startsWith('/etc/rancher/rke2/config.yaml.d/'));
     // Install-only nodes get none; with rancherd the token, server and cluster-init drop-ins are rancherd's.
     expect(dropIns.length).toBeGreaterThanOrEqual(c.config.install?.mode === 'install' ? 0 : c.facts.image?.bootstrapper === 'rancherd' ? 4 : 6);
@@ -49,20 +52,20 @@ describe.each(CASES)('consumers of $name', (c) => {
         expect(Array.isArray(doc.rules) && doc.rules.length > 0).toBe(true);
         continue;
       }
-      assertSchema(validateRke2, doc, f.path);
+      assertSchema(ourRke2ConfigSchema, doc, f.path);
     }
   });
 
-  it('registries.yaml (when rendered) matches the registries schema', () => {
+  it("registries.yaml (when rendered) matches this project's registries schema (containerd reads what RKE2 makes of it in the integration tests)", () => {
     const f = byPath.get('/etc/rancher/rke2/registries.yaml');
     if (!c.config.systemSettings?.['containerd-registry']) {
       expect(f).toBeUndefined();
       return;
     }
-    assertSchema(validateRegistries, parseYamlStrict(text(f!.content)), 'registries.yaml');
+    assertSchema(ourRegistriesSchema, parseYamlStrict(text(f!.content)), 'registries.yaml');
   });
 
-  it('the kube-vip manifest (create nodes without rancherd) validates as a core/v1 Pod', async () => {
+  it("the kube-vip manifest (create nodes without rancherd) validates as a core/v1 Pod (kubernetes-models, from Kubernetes' OpenAPI)", async () => {
     const f = byPath.get('/var/lib/rancher/rke2/agent/pod-manifests/kube-vip.yaml');
     if (c.config.install?.mode !== 'create' || c.facts.image?.bootstrapper === 'rancherd') {
       expect(f).toBeUndefined();
@@ -83,7 +86,7 @@ describe.each(CASES)('consumers of $name', (c) => {
     expect(hash).toBe(openssl);
   });
 
-  it('harvester.config loads back through installer/config to the same node', async () => {
+  it('harvester.config loads back through installer/config (our loader: a round trip) to the same node', async () => {
     const parsed = parseYamlStrict(text(byPath.get('/oem/harvester.config')!.content));
     const back = await validateConfig(parsed, { source: '/oem/harvester.config', alreadyInstalled: true });
     expect(back.errors).toEqual([]);
@@ -115,15 +118,15 @@ describe.each(CASES)('consumers of $name', (c) => {
   });
 });
 
-describe('the yip schema', () => {
+describe("this project's yip schema", () => {
   it("rejects keys yip would silently ignore, such as owner_string (yip's key is ownerstring)", () => {
     const doc = { name: 'x', stages: { initramfs: [{ files: [{ path: '/etc/x', content: 'x', permissions: 420, owner_string: 'root:root' }] }] } };
-    expect(() => assertSchema(validateYip, doc, 'doc')).toThrow(/must NOT have additional properties/);
+    expect(() => assertSchema(ourYipSchema, doc, 'doc')).toThrow(/must NOT have additional properties/);
     doc.stages.initramfs[0]!.files[0] = { path: '/etc/x', content: 'x', permissions: 420, ownerstring: 'root:root' } as never;
-    expect(() => assertSchema(validateYip, doc, 'doc')).not.toThrow();
+    expect(() => assertSchema(ourYipSchema, doc, 'doc')).not.toThrow();
   });
 
   it('rejects an unknown stage name', () => {
-    expect(() => assertSchema(validateYip, { stages: { initramfz: [] } }, 'doc')).toThrow(/stages must match pattern/);
+    expect(() => assertSchema(ourYipSchema, { stages: { initramfz: [] } }, 'doc')).toThrow(/stages must match pattern/);
   });
 });

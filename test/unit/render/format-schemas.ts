@@ -1,4 +1,11 @@
-/** The real consumers' checks, shared by unit and integration tests: JSON schemas (ajv), the Kubernetes Pod model. */
+/**
+ * Checks of the rendered formats that stand in for their consumers where those do not run here:
+ * this project's own JSON Schemas of yip, RKE2's config and registries.yaml (schemas/*.json, each
+ * written from the upstream source it cites), compiled with ajv, and kubernetes-models' core/v1 Pod
+ * (generated from Kubernetes' OpenAPI). They are only as right as the schemas. The real consumers
+ * run where this machine has them: nmcli (test/integration/render), containerd reading the
+ * hosts.toml RKE2 writes (test/integration/agent/registries), openssl (rendered-files.test.ts).
+ */
 import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
@@ -11,11 +18,11 @@ const ajv = new Ajv({ allErrors: true, strict: true, allowUnionTypes: true });
 function compile(name: string): ValidateFunction {
   return ajv.compile(JSON.parse(readFileSync(new URL(`../../../schemas/${name}`, import.meta.url), 'utf8')));
 }
-export const validateYip = compile('yip.schema.json');
-export const validateRke2 = compile('rke2-config.schema.json');
-export const validateRegistries = compile('registries.schema.json');
-export const validateRancherdConfig = compile('rancherd-config.schema.json');
-export const validateRancherdResource = compile('rancherd-resources.schema.json');
+export const ourYipSchema = compile('yip.schema.json');
+export const ourRke2ConfigSchema = compile('rke2-config.schema.json');
+export const ourRegistriesSchema = compile('registries.schema.json');
+export const ourRancherdConfigSchema = compile('rancherd-config.schema.json');
+export const ourRancherdResourceSchema = compile('rancherd-resources.schema.json');
 
 /** Throws with ajv's messages when `doc` does not match. */
 export function assertSchema(validate: ValidateFunction, doc: unknown, what: string): void {
