@@ -26,6 +26,8 @@ interface Served {
   events: Array<Record<string, unknown>>;
   /** Called before each ISO answer: lets a test change the ISO on the server. */
   beforeIso?: (range: string) => void;
+  /** Bytes of a range answer to send before the connection is cut (undefined: the whole answer). */
+  cutAfter?: (range: string) => number | undefined;
 }
 
 /** A static server with single byte ranges, a strong ETag and If-Range, as hvpxe serves artifacts. */
@@ -54,7 +56,10 @@ async function serve(opts: { ranges: boolean }): Promise<Served> {
       if (opts.ranges && m && (ifRange === undefined || ifRange === etag)) {
         const start = Number(m[1]);
         const end = Math.min(Number(m[2]), f.length - 1);
-        return void res.writeHead(206, { etag, 'accept-ranges': 'bytes', 'content-range': `bytes ${start}-${end}/${f.length}`, 'content-length': end - start + 1 }).end(f.subarray(start, end + 1));
+        res.writeHead(206, { etag, 'accept-ranges': 'bytes', 'content-range': `bytes ${start}-${end}/${f.length}`, 'content-length': end - start + 1 });
+        const cut = req.url === '/hv.iso' ? s.cutAfter?.(range) : undefined;
+        if (cut === undefined) return void res.end(f.subarray(start, end + 1));
+        return void res.write(f.subarray(start, start + cut), () => res.socket?.destroy());
       }
       res.writeHead(200, { etag, 'content-length': f.length }).end(f);
     });
@@ -119,6 +124,24 @@ describe('the install ISO streamed to COS_PERSISTENT', () => {
     const before = t.srv.isoRequests.slice(0, -1).map((h) => /^bytes=(\d+)-(\d+)$/.exec(h)!).map((m) => Number(m[2]) - Number(m[1]) + 1);
     expect(before.reduce((a, b) => a + b, 0)).toBeLessThan(t.iso.length - 4 * 1024 * 1024);
     expect(t.srv.events).toContainEqual(expect.objectContaining({ type: 'message', step: 'persistent', message: expect.stringMatching(/^image bundle streamed from .*\/hv\.iso \(streamed to COS_PERSISTENT: --iso-to-disk.*\): 5 files at COS_PERSISTENT\/\.state\/var-lib-rancher\.bind\/hvagent\/bundle; the ISO's sha256 [0-9a-f]{64} matches$/) }));
+  });
+
+  it('resumes the ordered read where a dropped connection left it, with If-Range, and installs the same bundle', async () => {
+    const t = await setup({ ranges: true, sha: 'right' });
+    const whole = `bytes=0-${t.iso.length - 1}`;
+    let cuts = 0;
+    const cutAt = 5 * 1024 * 1024 + 123;
+    t.srv.cutAfter = (range) => (range === whole && cuts++ === 0 ? cutAt : undefined);
+    const r = await hvinstall(args(t));
+    expect(r.code, r.stderr).toBe(0);
+    await verifyAsInstalled(t);
+    // The resumed request starts past what arrived (not at 0), and nothing is read twice from 0.
+    const resumed = t.srv.isoRequests.slice(t.srv.isoRequests.indexOf(whole) + 1);
+    expect(resumed).toHaveLength(1);
+    const from = Number(/^bytes=(\d+)-(\d+)$/.exec(resumed[0]!)![1]);
+    expect(from).toBeGreaterThan(0);
+    expect(from).toBeLessThanOrEqual(cutAt);
+    expect(resumed[0]).toBe(`bytes=${from}-${t.iso.length - 1}`);
   });
 
   it('fails the install on a wrong sha256 naming both sums, the disk invalidated', async () => {
