@@ -7,6 +7,9 @@ import { describe, expect, it } from 'vitest';
 import { configSecrets, validateConfig } from '../../../installer/config/index.js';
 import { parseContainerdRegistry, registriesHoldCredentials, registryCredentials } from '../../../installer/config/containerd-registry.js';
 import type { HarvesterConfig } from '../../../installer/config/index.js';
+import { formatServerUrl, normaliseServerUrl } from '../../../installer/config/server-url.js';
+import { FindingList } from '../../../installer/config/findings.js';
+import { ownValue, setOwn } from '../../../lib/own-keys.js';
 
 const base = {
   scheme_version: 1,
@@ -125,5 +128,32 @@ describe('configSecrets: webhook headers', () => {
       },
     } as unknown as HarvesterConfig;
     expect(configSecrets(cfg)).toEqual(['Basic cHJveHk6c2VjcmV0']);
+  });
+});
+
+describe('server_url: the edges of the hand-made split', () => {
+  it('blank, a path that holds "http://", userinfo kept', () => {
+    expect(formatServerUrl('   ')).toEqual({ error: 'server url invalid: management address cannot be empty' });
+    expect(formatServerUrl('https://10.0.0.1/http://x')).toEqual({ error: 'server url invalid: path is not allowed in management address: /http://x' });
+    expect(formatServerUrl('admin@10.0.0.1')).toEqual({ url: 'https://admin@10.0.0.1:443' });
+  });
+
+  it('a config without an install section is normalised, not a crash', () => {
+    const out = new FindingList();
+    expect(normaliseServerUrl({ serverUrl: '10.0.0.1' } as HarvesterConfig, out).serverUrl).toBe('https://10.0.0.1:443');
+  });
+});
+
+describe('own-keys: what the config parsers write is an ordinary own key', () => {
+  it('setOwn makes an enumerable, writable own property, even __proto__, and leaves the prototype alone', () => {
+    const o: Record<string, unknown> = {};
+    setOwn(o, '__proto__', { polluted: true });
+    setOwn(o, 'mode', 'create');
+    expect(Object.keys(o)).toEqual(['__proto__', 'mode']);
+    expect(JSON.stringify(o)).toBe('{"__proto__":{"polluted":true},"mode":"create"}');
+    expect(Object.getPrototypeOf(o)).toBe(Object.prototype);
+    o.mode = 'join';
+    expect(o.mode).toBe('join');
+    expect(ownValue({}, 'constructor')).toBeUndefined();
   });
 });
