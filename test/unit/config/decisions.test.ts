@@ -10,6 +10,7 @@ import type { HarvesterConfig } from '../../../installer/config/index.js';
 import { formatServerUrl, normaliseServerUrl } from '../../../installer/config/server-url.js';
 import { FindingList } from '../../../installer/config/findings.js';
 import { ownValue, setOwn } from '../../../lib/own-keys.js';
+import { tokenizeCmdline } from '../../../installer/config/cmdline.js';
 
 const base = {
   scheme_version: 1,
@@ -155,5 +156,24 @@ describe('own-keys: what the config parsers write is an ordinary own key', () =>
     o.mode = 'join';
     expect(o.mode).toBe('join');
     expect(ownValue({}, 'constructor')).toBeUndefined();
+  });
+});
+
+describe('kernel command line tokens: separators, quotes across lines, where each token starts', () => {
+  it('space, tab, CR and newline separate; a newline inside quotes is a space; positions are 1-based line and column', () => {
+    expect(tokenizeCmdline('a="x\ny" b\tc\rd\ne')).toEqual([
+      { text: 'a=x y', line: 1, column: 1 },
+      { text: 'b', line: 2, column: 4 },
+      { text: 'c', line: 2, column: 6 },
+      { text: 'd', line: 2, column: 8 },
+      { text: 'e', line: 3, column: 1 },
+    ]);
+  });
+
+  it('an empty quoted value is still a token, starting at its quote', () => {
+    expect(tokenizeCmdline('  ""\n k=""')).toEqual([
+      { text: '', line: 1, column: 3 },
+      { text: 'k=', line: 2, column: 2 },
+    ]);
   });
 });
