@@ -140,7 +140,7 @@ describe('server_url: the edges of the hand-made split', () => {
   });
 
   it('a config without an install section is normalised, not a crash', () => {
-    const out = new FindingList();
+    const out = new FindingList(new Map());
     expect(normaliseServerUrl({ serverUrl: '10.0.0.1' } as HarvesterConfig, out).serverUrl).toBe('https://10.0.0.1:443');
   });
 });
