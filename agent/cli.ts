@@ -1,7 +1,7 @@
 /** hvagent: the resident node agent. `run` (daemon), `once` (one pass) and `status`. */
 import path from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { runCli } from '../installer/cli.js';
+import { runCli } from '../lib/run-cli.js';
 import { ExitCode, HvError } from '../lib/errors.js';
 import { Logger } from '../lib/logger.js';
 import { Redactor } from '../lib/redact.js';
@@ -102,4 +102,5 @@ export async function main(argv: string[]): Promise<number> {
   return ExitCode.usage;
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) await runCli(main, 'hvagent');
+// No top-level await: the bundled hvagent (agent/sea-entry.ts, CommonJS) includes this module.
+if (import.meta.url === `file://${process.argv[1]}`) void runCli(main, 'hvagent');

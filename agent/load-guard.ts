@@ -41,4 +41,8 @@ export async function loadGuardModule(name: GuardName, dir: URL = new URL('./gua
   return { ok: true, guard: mod.default };
 }
 
-export const defaultGuardLoader: GuardLoader = (name) => loadGuardModule(name);
+/** The guards of this build, statically imported (loaded on first use, so `hvagent status` does not pay for them). */
+export const defaultGuardLoader: GuardLoader = async (name) => {
+  const { GUARDS } = await import('./guards/all.js');
+  return { ok: true, guard: GUARDS[name] };
+};
