@@ -34,6 +34,7 @@ import {
   type PayloadFile,
   type PayloadManifest,
 } from './layout.js';
+import { elfMachine } from './elf.js';
 
 /** Node's SEA sentinel (nodejs/node doc/api/single-executable-applications.md). */
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
@@ -69,13 +70,6 @@ export function parseLdd(text: string): string[] {
     if (lib && !out.includes(lib)) out.push(lib);
   }
   return out;
-}
-
-/** The ELF e_machine of a file's header, or undefined when it is not a 64-bit little-endian ELF. Pure. */
-export function elfMachine(head: Buffer): number | undefined {
-  if (head.length < 20 || head.readUInt32BE(0) !== 0x7f454c46) return undefined;
-  if (head[4] !== 2 || head[5] !== 1) return undefined; // ELFCLASS64, little endian
-  return head.readUInt16LE(18);
 }
 
 async function bundleAgent(repoDir: string, outFile: string): Promise<void> {

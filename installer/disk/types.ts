@@ -70,6 +70,7 @@ export type StepName =
   | 'bootloader'
   | 'oem'
   | 'persistent'
+  | 'agent'
   | 'finish';
 
 export interface PlannedStep {

@@ -124,18 +124,26 @@ export const SPACE_HEADROOM_BYTES = 64 * 1024 * 1024;
  * and the space the removals free; a file being replaced needs room for both copies until the
  * rename, so its old bytes are not counted as free.
  */
-export function bundleSpaceProblem(plan: BundleCopyPlan, fs: { bsize: number; bavail: number }, where: string): HvError | undefined {
+export interface CopyLabel {
+  /** What is copied, in messages (default "the image bundle"). */
+  what: string;
+  /** What to do when it does not fit. */
+  hint: string;
+}
+
+const BUNDLE_LABEL: CopyLabel = {
+  what: 'the image bundle',
+  hint: 'make COS_PERSISTENT larger (install.persistent_partition_size), or install without the bundle (--bundle none) and let RKE2 pull the images',
+};
+
+export function bundleSpaceProblem(plan: BundleCopyPlan, fs: { bsize: number; bavail: number }, where: string, label: CopyLabel = BUNDLE_LABEL): HvError | undefined {
   const bsize = Math.max(1, fs.bsize);
   const need = plan.copy.reduce((n, f) => n + Math.ceil(f.size / bsize) * bsize, 0) + plan.dirs.length * bsize;
   const free = fs.bavail * bsize + plan.freedBytes;
   if (need + SPACE_HEADROOM_BYTES <= free) return undefined;
   return new HvError(
-    `the image bundle does not fit on COS_PERSISTENT: ${formatBytes(need)} to copy (${plan.copy.length} files) plus ${formatBytes(SPACE_HEADROOM_BYTES)} headroom, ${formatBytes(free)} free`,
-    {
-      where,
-      hint: 'make COS_PERSISTENT larger (install.persistent_partition_size), or install without the bundle (--bundle none) and let RKE2 pull the images',
-      exitCode: ExitCode.installFailed,
-    },
+    `${label.what} does not fit on COS_PERSISTENT: ${formatBytes(need)} to copy (${plan.copy.length} files) plus ${formatBytes(SPACE_HEADROOM_BYTES)} headroom, ${formatBytes(free)} free`,
+    { where, hint: label.hint, exitCode: ExitCode.installFailed },
   );
 }
 
@@ -172,6 +180,8 @@ export interface CopyBundleOptions {
   onProgress?: (done: number, total: number) => void;
   /** Injected in tests; default node:fs statfs. */
   statfs?: (p: string) => Promise<{ bsize: number; bavail: number }>;
+  /** How messages name what is copied (default: the image bundle). */
+  label?: CopyLabel;
 }
 
 export interface CopyBundleResult {
@@ -226,7 +236,7 @@ export async function copyBundle(sourceRoot: string, destRoot: string, opts: Cop
   const dest = await scanTree(destRoot);
   const plan = planBundleCopy(source, dest, sourceRoot);
   const fs = await (opts.statfs ?? statfs)(destRoot);
-  const space = bundleSpaceProblem(plan, fs, destRoot);
+  const space = bundleSpaceProblem(plan, fs, destRoot, opts.label);
   if (space) throw space;
 
   // A read-only directory an earlier run finished would refuse removals and new files (without root).

@@ -12,6 +12,7 @@ import type { MachineFacts } from '../preflight/types.js';
 import { loadGatherMachineFacts } from './seams.js';
 import { resolveSource, sourceSizeBytes } from './source.js';
 import { withRenderedFileList } from './content-steps.js';
+import { agentForImage, withAgentPlan, type AgentSource } from './agent-source.js';
 
 export interface PrepareOptions {
   configPath: string;
@@ -24,6 +25,8 @@ export interface PrepareOptions {
   systemSizeMiB?: number;
   /** Plan against captured facts (JSON) instead of this machine. */
   factsFile?: string;
+  /** The hvagent from --agent (resolveAgentArg): checked against the image here, before any disk is touched. */
+  agent?: AgentSource;
 }
 
 export interface Prepared {
@@ -33,6 +36,8 @@ export interface Prepared {
   plan: InstallPlan;
   source?: OsSource;
   redactor: Redactor;
+  /** The agent this install puts on the node (undefined when none was asked about). */
+  agent?: AgentSource;
 }
 
 export async function loadInstallConfig(configPath: string): Promise<{ config: HarvesterConfig; warnings: string[] }> {
@@ -64,7 +69,7 @@ export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
   const redactor = new Redactor().addFrom(config);
   const source = opts.source || opts.requireSource ? await resolveSource(opts.source) : undefined;
   const facts = await gatherFacts(opts.factsFile);
-  const plan = await withRenderedFileList(
+  const rendered = await withRenderedFileList(
     config,
     facts,
     planInstall(config, facts, {
@@ -73,5 +78,7 @@ export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
       sourceSizeBytes: source ? await sourceSizeBytes(source) : undefined,
     }),
   );
-  return { config, warnings, facts, plan, source, redactor };
+  const agent = opts.agent && source ? await agentForImage(opts.agent, source, rendered.persistentStatePaths) : opts.agent;
+  const plan = agent ? withAgentPlan(rendered, agent, !!source) : rendered;
+  return { config, warnings, facts, plan, source, redactor, agent };
 }
