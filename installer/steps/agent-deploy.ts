@@ -225,10 +225,8 @@ export async function deployAgent(root: string, payloadDir: string, manifest: Pa
     await rm(path.join(root, p.releases, name), { recursive: true, force: true });
     removed.push(`${p.releases}/${name}`);
   }
-  if (await lstat(path.join(root, p.staging)).catch(() => undefined)) {
-    await rm(path.join(root, p.staging), { recursive: true, force: true });
-    removed.push(p.staging);
-  }
+  // What a killed copy of another payload left half-staged.
+  await rm(path.join(root, p.staging), { recursive: true, force: true });
   await fsyncDir(path.join(root, p.releases));
   await fsyncDir(path.join(root, p.home));
   const size = payloadSize(manifest);

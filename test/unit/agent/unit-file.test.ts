@@ -1,0 +1,82 @@
+/**
+ * agent/hvagent.service as systemd reads it: ordered before rancherd and RKE2, after what the guards
+ * need, ready only by notification, a bounded start, and no option that would give the agent its
+ * own mount namespace (the Longhorn disk it mounts must reach the host).
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { GUARDS } from '../../../agent/guards/all.js';
+import { LAUNCHER } from '../../../agent/payload/layout.js';
+import { PRE_BOOTSTRAP_GUARDS } from '../../../agent/sd-notify.js';
+
+const UNIT = readFileSync(path.resolve(import.meta.dirname, '../../../agent/hvagent.service'), 'utf8');
+
+/** section -> key -> values (systemd list settings split on whitespace, repeated keys appended). */
+function parseUnit(text: string): Record<string, Record<string, string[]>> {
+  const out: Record<string, Record<string, string[]>> = {};
+  let section = '';
+  for (const raw of text.split('\n')) {
+    const line = raw.trim();
+    if (!line || line.startsWith('#') || line.startsWith(';')) continue;
+    const s = /^\[(.+)\]$/.exec(line);
+    if (s) {
+      section = s[1]!;
+      out[section] ??= {};
+      continue;
+    }
+    const i = line.indexOf('=');
+    const key = line.slice(0, i).trim();
+    (out[section]![key] ??= []).push(line.slice(i + 1).trim());
+  }
+  return out;
+}
+const unit = parseUnit(UNIT);
+const words = (section: string, key: string): string[] => (unit[section]?.[key] ?? []).flatMap((v) => v.split(/\s+/)).filter(Boolean);
+
+function seconds(v: string): number {
+  const m = /^(\d+)(min|s|h)?$/.exec(v);
+  if (!m) throw new Error(`not a finite time span: ${v}`);
+  return Number(m[1]) * (m[2] === 'min' ? 60 : m[2] === 'h' ? 3600 : 1);
+}
+
+describe('hvagent.service', () => {
+  it('is ordered before rancherd and both RKE2 units, and after NetworkManager and the local filesystems', () => {
+    expect(words('Unit', 'Before')).toEqual(expect.arrayContaining(['rancherd.service', 'rke2-server.service', 'rke2-agent.service']));
+    expect(words('Unit', 'After')).toEqual(expect.arrayContaining(['local-fs.target', 'NetworkManager.service']));
+    expect(words('Unit', 'RequiresMountsFor')).toEqual(expect.arrayContaining(['/oem', '/usr/local']));
+    // network-online.target is what nm-online decides; hvagent replaces that check, it must not wait for it.
+    expect(words('Unit', 'After')).not.toContain('network-online.target');
+  });
+
+  it('signals readiness by notification, from any of its processes (systemd-notify is a child)', () => {
+    expect(unit.Service?.Type).toEqual(['notify']);
+    expect(unit.Service?.NotifyAccess).toEqual(['all']);
+  });
+
+  it('bounds its start above the longest deadline of the guards it reports ready after', () => {
+    const timeout = seconds(unit.Service!.TimeoutStartSec![0]!);
+    const longest = Math.max(...PRE_BOOTSTRAP_GUARDS.map((g) => GUARDS[g].deadlineMs)) / 1000;
+    expect(longest).toBeGreaterThan(0);
+    expect(timeout).toBeGreaterThan(longest);
+    expect(timeout).toBeLessThan(6 * 3600);
+  });
+
+  it('starts the installed launcher, is enabled by multi-user.target and restarts without a limit', () => {
+    expect(unit.Service?.ExecStart).toEqual([`${LAUNCHER} run`]);
+    expect(unit.Install?.WantedBy).toEqual(['multi-user.target']);
+    expect(unit.Service?.Restart).toEqual(['on-failure']);
+    expect(unit.Unit?.StartLimitIntervalSec).toEqual(['0']);
+    expect(unit.Service?.SyslogLevelPrefix).toEqual(['yes']);
+  });
+
+  it('has no option that would put the agent in a mount namespace of its own', () => {
+    const namespacing = ['ProtectSystem', 'ProtectHome', 'PrivateTmp', 'PrivateDevices', 'PrivateMounts', 'ProtectKernelTunables', 'ProtectKernelModules', 'ProtectKernelLogs', 'ProtectControlGroups', 'ProtectProc', 'ProtectHostname', 'ProtectClock', 'ReadWritePaths', 'ReadOnlyPaths', 'InaccessiblePaths', 'TemporaryFileSystem', 'BindPaths', 'MountFlags'];
+    for (const k of namespacing) expect(unit.Service?.[k], k).toBeUndefined();
+    // and the hardening that needs none is there
+    expect(unit.Service?.NoNewPrivileges).toEqual(['yes']);
+    expect(words('Service', 'CapabilityBoundingSet')).toContain('CAP_SYS_ADMIN');
+    expect(words('Service', 'CapabilityBoundingSet')).not.toContain('CAP_SYS_MODULE');
+    expect(words('Service', 'SystemCallFilter').join(' ')).toMatch(/^~.*@reboot/);
+  });
+});
