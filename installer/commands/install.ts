@@ -41,7 +41,9 @@ Installs onto DISK, destroying everything on it (and on install.data_disk and th
                         and enable as hvagent.service (default: the payload the installer carries,
                         build/hvagent-payload; refused when the image has no place for it, see docs/install.md);
                         none: install without the agent
-  --yes                 confirm the destruction (not needed with install.automatic: true)
+  --yes                 confirm the destruction (not needed in automatic mode, --cmdline-file: there the
+                        kernel command line's harvester.install.automatic=true is the consent; a config
+                        file's install.automatic never is)
   --progress MODE       tty: one updating line; plain: a line every few seconds; json: JSON lines on stdout
                         (default: tty on a terminal, plain otherwise)
   --preserve-on-error   on failure, leave the disk as it is instead of invalidating it
@@ -108,7 +110,9 @@ export default async function install(argv: string[]): Promise<number> {
   const say = (s: string): void => void (mode === 'json' ? process.stderr : process.stdout).write(s);
   for (const w of prepared.warnings) process.stderr.write(`warning: ${w}\n`);
 
-  const automatic = config.install?.automatic === true;
+  // Consent to destroy comes from this run's arguments: --yes, or automatic mode from the kernel
+  // command line. A config file's install.automatic is content, not consent (it may come from anywhere).
+  const automatic = automaticMode;
   if (!values.yes && !automatic) {
     process.stderr.write(
       `hvinstall: refusing to install without --yes. This would destroy everything on:\n${plan.destroys.map((d) => `  - ${d}`).join('\n')}\n\n` +

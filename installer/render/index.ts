@@ -12,7 +12,7 @@ import { renderKubeVipManifest, KUBE_VIP_MANIFEST_PATH } from './kube-vip.js';
 import { defaultHasDataPartition } from './layout.js';
 import { HARVESTER_VALUES_PATH, renderHarvesterValues } from './longhorn.js';
 import { NM_CONNECTIONS_DIR, renderNetworkManagerProfiles } from './network.js';
-import { parseContainerdRegistry, registryCredentials, renderRegistriesFile } from './registries.js';
+import { renderRegistriesFile } from './registries.js';
 import { renderRke2DropIns } from './rke2.js';
 import type { RenderedFile, RenderFacts, RenderReport, RenderSeeds } from './types.js';
 import { passwordHash, renderGrubenv, renderYip, thirdPartyKernelArgs, YIP_PATH } from './yip.js';
@@ -89,26 +89,6 @@ export function withHashedPassword(config: HarvesterConfig, salt: string): Harve
 
 function withHostname(config: HarvesterConfig, name: string): HarvesterConfig {
   return config.os?.hostname === name ? config : { ...config, os: { ...config.os, hostname: name } };
-}
-
-/** Every secret value the config carries (token, password, registry credentials, webhook auth), for redaction and leak checks. */
-export function configSecrets(config: HarvesterConfig): string[] {
-  const out = new Set<string>();
-  if (config.token) out.add(config.token);
-  if (config.os?.password && !isCryptHash(config.os.password)) out.add(config.os.password);
-  const reg = config.systemSettings?.['containerd-registry'];
-  if (reg) {
-    try {
-      for (const c of registryCredentials(parseContainerdRegistry(reg))) out.add(c);
-    } catch {
-      // An unparsable setting fails rendering with its own message; nothing to collect here.
-    }
-  }
-  for (const w of config.install?.webhooks ?? []) {
-    if (w.basicAuth?.password) out.add(w.basicAuth.password);
-    for (const [k, vs] of Object.entries(w.headers ?? {})) if (/^(authorization|proxy-authorization)$/i.test(k)) for (const v of vs) out.add(v);
-  }
-  return [...out].filter((s) => s.length > 0);
 }
 
 /** Renders the node's files plus what was decided (seeds, hostname, warnings). */

@@ -9,7 +9,7 @@ import type { OsSource } from '../disk/contracts.js';
 import { planInstall } from '../disk/plan.js';
 import type { InstallPlan } from '../disk/types.js';
 import type { MachineFacts } from '../preflight/types.js';
-import { loadGatherMachineFacts } from './seams.js';
+import { gatherMachineFacts } from '../preflight/index.js';
 import { resolveSource, sourceSizeBytes } from './source.js';
 import { withRenderedFileList } from './content-steps.js';
 import { agentForImage, withAgentPlan, type AgentSource } from './agent-source.js';
@@ -56,9 +56,7 @@ export async function loadInstallConfig(configPath: string): Promise<{ config: H
 
 export async function gatherFacts(factsFile?: string): Promise<MachineFacts> {
   if (factsFile) return JSON.parse(await readFile(factsFile, 'utf8')) as MachineFacts;
-  const gather = await loadGatherMachineFacts();
-  if (!gather) throw new HvError('machine facts are not available in this build (installer/preflight is missing)', { exitCode: ExitCode.usage });
-  return gather(new Host('/'));
+  return gatherMachineFacts(new Host('/'));
 }
 
 export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
@@ -69,7 +67,7 @@ export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
   const redactor = new Redactor().addFrom(config);
   const source = opts.source || opts.requireSource ? await resolveSource(opts.source) : undefined;
   const facts = await gatherFacts(opts.factsFile);
-  const rendered = await withRenderedFileList(
+  const rendered = withRenderedFileList(
     config,
     facts,
     planInstall(config, facts, {

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { GUARDS } from '../../../agent/guards/all.js';
+import { GUARDS } from '../../../agent/guards/index.js';
 import { LAUNCHER } from '../../../agent/payload/layout.js';
 import { PRE_BOOTSTRAP_GUARDS } from '../../../agent/sd-notify.js';
 

@@ -1,14 +1,14 @@
-/** Every guard of this build, imported statically (so a bundled hvagent carries them all). */
+/** Every guard of hvagent, by name; the runner takes its set from here. */
 import type { Guard, GuardName } from '../guard.js';
-import networkOnline from './network-online.js';
-import registries from './registries.js';
 import imagePreload from './image-preload.js';
+import longhornDisk from './longhorn-disk.js';
+import networkOnline from './network-online.js';
+import promotion from './promotion.js';
+import registries from './registries.js';
 import rke2 from './rke2.js';
 import vip from './vip.js';
-import longhornDisk from './longhorn-disk.js';
-import promotion from './promotion.js';
 
-export const GUARDS: Record<GuardName, Guard> = {
+export const GUARDS: Readonly<Record<GuardName, Guard>> = {
   'network-online': networkOnline,
   registries,
   'image-preload': imagePreload,
