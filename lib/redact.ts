@@ -7,7 +7,7 @@ import { setOwn } from './own-keys.js';
 
 export const REDACTED = '<redacted>';
 
-const SECRET_KEY = /^(token|password|passphrase|passwd|secret|auth|identitytoken|identity_token|basicauth|basic_auth|authorization|private[_-]?key|key_file|keyfile|tls[_-]?key|agent[_-]?token|server[_-]?token|client[_-]?secret)$/i;
+const SECRET_KEY = /^(token|password|passphrase|passwd|secret|auth|identitytoken|identity_token|basicauth|basic_auth|authorization|private[_-]?key|key_file|keyfile|tls[_-]?key|agent[_-]?token|server[_-]?token|client[_-]?secret|admin_?password)$/i;
 
 /** True when a key's value is a secret by name alone. */
 export function isSecretKey(key: string): boolean {

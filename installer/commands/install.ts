@@ -102,6 +102,7 @@ export default async function install(argv: string[]): Promise<number> {
     loaded: auto?.loaded,
     device: values.device,
     source: values.source ?? auto?.source,
+    isoRelease: auto?.isoRelease,
     requireSource: true,
     systemSizeMiB: parseSystemSize(values['system-size']),
     agent: givenAgent,
@@ -185,6 +186,8 @@ interface AutomaticSetup {
   source?: string;
   /** The opened ISO's bundle/ (it may not exist: resolveBundleSource checks). */
   isoBundle?: string;
+  /** The opened ISO's harvester-release.yaml (it may not exist). */
+  isoRelease?: string;
   eventsSink?: import('../steps/progress.js').Sink;
   close(): Promise<void>;
 }
@@ -216,6 +219,7 @@ async function prepareAutomatic(cmdlineFile: string, source: string | undefined,
   const from = automaticOsSource(auto.media, source, fallbackSource);
   let osSource = 'path' in from ? from.path : undefined;
   let isoBundle: string | undefined;
+  let isoRelease: string | undefined;
   log.info('automatic install: where the OS comes from', { from: from.from, path: osSource, isoUrl: auto.media.kind });
   if (from.from === 'iso') {
     const { fetchInstallIso } = await import('../remote/install-media.js');
@@ -231,12 +235,14 @@ async function prepareAutomatic(cmdlineFile: string, source: string | undefined,
     }
     osSource = path.join(media.root, 'rootfs.squashfs');
     isoBundle = path.join(media.root, 'bundle');
+    isoRelease = path.join(media.root, 'harvester-release.yaml');
   }
   return {
     configSource: auto.source,
     loaded: { config, warnings: auto.loaded.warnings.map(fmt) },
     source: osSource,
     isoBundle,
+    isoRelease,
     eventsSink: auto.events.url ? auto.events.sink : undefined,
     close: async () => {
       for (const c of closers) await c().catch(() => undefined);

@@ -11,6 +11,7 @@ import type { HarvesterConfig, ManagementInterface, Webhook } from './types.js';
 import { cidrContains, isDns1123Subdomain, isIPv4, parseCidr, subnetMaskError } from './net.js';
 import { labelValueErrors, qualifiedNameErrors } from './k8s-names.js';
 import { closest } from './spellings.js';
+import { adminPasswordProblem } from './admin-password.js';
 import { containerdRegistryProblem } from './containerd-registry.js';
 
 export interface RuleContext {
@@ -101,6 +102,13 @@ export function checkRules(cfg: HarvesterConfig, out: FindingList, ctx: RuleCont
   // cordoned (harvester/harvester HEAD)
   if (install.cordoned && mode === 'create') out.error('/install/cordoned', "install.cordoned can't be set in create mode");
   if (install.cordoned && install.role === 'witness') out.error('/install/cordoned', "install.cordoned can't be set for nodes with the witness role");
+
+  // admin_password (hvinstall, beyond Harvester): the create node bootstraps the cluster's admin.
+  if (install.adminPassword !== undefined) {
+    const problem = adminPasswordProblem(install.adminPassword);
+    if (problem) out.error('/install/adminPassword', problem, 'give at least 12 characters, or a $pbkdf2-sha3-512$ hash (docs/config.md)');
+    else if (mode !== 'create') out.warn('/install/adminPassword', `admin_password is used only in create mode (the cluster's admin is set once, by the node that creates it); ignored in ${mode || 'this'} mode`);
+  }
 
   checkPartitionSize(cfg, out);
   checkForceGpt(cfg, out);

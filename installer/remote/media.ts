@@ -20,7 +20,7 @@ export interface IsoMedia {
 }
 
 /** Harvester ISOs carry these; the installer needs the squashfs (live root) and the image bundle. */
-export const DEFAULT_ISO_PATHS = ['/rootfs.squashfs', '/bundle'];
+export const DEFAULT_ISO_PATHS = ['/rootfs.squashfs', '/bundle', '/harvester-release.yaml'];
 
 /**
  * The device or file of the medium we booted from (Harvester's `iso_url: local`, commit 2a7a1d4a):

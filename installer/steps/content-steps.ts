@@ -15,10 +15,12 @@ import type { Step } from './context.js';
 import { withMounted } from './mounted.js';
 import { deployImages } from '../deploy/index.js';
 import { installBootloader } from '../bootloader/index.js';
-import { placeNodePath, renderNodeFiles, type RenderedFile } from '../render/index.js';
+import { placeNodePath, renderNode, type RenderedFile, type RenderReport } from '../render/index.js';
 import { killIfAsked } from './test-faults.js';
 import { BUNDLE_NODE_PATH, copyBundle, scanTree } from './bundle-copy.js';
 import { formatBytes } from '../disk/sizes.js';
+import type { ImageFacts } from '../render/types.js';
+import { machineArch } from './image-facts.js';
 
 export const deployStep: Step = {
   name: 'deploy',
@@ -117,18 +119,35 @@ async function removeStaleTemps(dir: string): Promise<void> {
 
 /** The renderer's files for this node. */
 export function renderFiles(config: HarvesterConfig, facts: MachineFacts, plan: InstallPlan): RenderedFile[] {
+  return renderFor(config, facts, plan).files;
+}
+
+function renderFor(config: HarvesterConfig, facts: MachineFacts, plan: InstallPlan): RenderReport {
   const hasDataPartition = plan.partitions.some((p) => p.role === 'data') || !!plan.dataDisk;
-  return renderNodeFiles(
+  return renderNode(
     config,
-    { cpuCount: facts.cpu.threads || facts.cpu.cores, nics: facts.nics.filter((n) => !n.loopback).map((n) => ({ name: n.name, mac: (n.mac ?? '').toLowerCase() })), hasDataPartition },
+    {
+      cpuCount: facts.cpu.threads || facts.cpu.cores,
+      nics: facts.nics.filter((n) => !n.loopback).map((n) => ({ name: n.name, mac: (n.mac ?? '').toLowerCase() })),
+      hasDataPartition,
+      arch: machineArch(),
+      ...(plan.image ? { image: plan.image } : {}),
+    },
     // Seeded by the plan, so a re-run renders byte-identical files (hostname suffix, password salt).
     { seed: plan.digest },
   );
 }
 
-/** The plan's file list with the renderer's files in place of the minimal set. */
-export function withRenderedFileList(config: HarvesterConfig, facts: MachineFacts, plan: InstallPlan): InstallPlan {
-  const files: PlannedFile[] = renderFiles(config, facts, plan).map((f) => {
+/**
+ * The plan's file list with the renderer's files in place of the minimal set, and the image facts
+ * (who bootstraps, the release metadata) the oem step renders with.
+ */
+export function withRenderedFileList(config: HarvesterConfig, facts: MachineFacts, planned: InstallPlan, image?: ImageFacts): InstallPlan {
+  const withImage: InstallPlan = image ? { ...planned, image, notes: [...planned.notes, `bootstrap: ${image.why}`] } : planned;
+  const report = renderFor(config, facts, withImage);
+  // The renderer's warnings (an addon left out, a setting ignored) belong where the operator reads the plan.
+  const plan: InstallPlan = report.warnings.length ? { ...withImage, notes: [...withImage.notes, ...report.warnings.map((w) => `render: ${w}`)] } : withImage;
+  const files: PlannedFile[] = report.files.map((f) => {
     const where = placeNodePath(f.path, plan.persistentStatePaths);
     return {
       on: where.partition === 'COS_PERSISTENT' ? 'COS_PERSISTENT' : 'COS_OEM',

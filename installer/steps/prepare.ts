@@ -13,6 +13,7 @@ import { gatherMachineFacts } from '../preflight/index.js';
 import { resolveSource, sourceSizeBytes } from './source.js';
 import { withRenderedFileList } from './content-steps.js';
 import { agentForImage, withAgentPlan, type AgentSource } from './agent-source.js';
+import { imageFactsOf } from './image-facts.js';
 
 export interface PrepareOptions {
   configPath: string;
@@ -27,6 +28,8 @@ export interface PrepareOptions {
   factsFile?: string;
   /** The hvagent from --agent (resolveAgentArg): checked against the image here, before any disk is touched. */
   agent?: AgentSource;
+  /** The ISO root's harvester-release.yaml (automatic mode), read with the source's own. */
+  isoRelease?: string;
 }
 
 export interface Prepared {
@@ -67,6 +70,8 @@ export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
   const redactor = new Redactor().addFrom(config);
   const source = opts.source || opts.requireSource ? await resolveSource(opts.source) : undefined;
   const facts = await gatherFacts(opts.factsFile);
+  // Read before any disk is touched: an image with rancherd but no versions fails the render here.
+  const image = source ? await imageFactsOf(source, { isoRelease: opts.isoRelease }) : undefined;
   const rendered = withRenderedFileList(
     config,
     facts,
@@ -75,6 +80,7 @@ export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
       systemSizeMiB: opts.systemSizeMiB,
       sourceSizeBytes: source ? await sourceSizeBytes(source) : undefined,
     }),
+    image,
   );
   const agent = opts.agent && source ? await agentForImage(opts.agent, source, rendered.persistentStatePaths) : opts.agent;
   const plan = agent ? withAgentPlan(rendered, agent, !!source) : rendered;
