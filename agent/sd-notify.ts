@@ -1,6 +1,7 @@
 /**
  * Readiness for systemd (Type=notify): READY=1 once the guards that must run before the bootstrap
- * (network-online, registries, image-preload, longhorn-disk) have each come to an end — succeeded,
+ * (network-online, node-identity, time-sync, registries, image-preload, longhorn-disk) have each come
+ * to an end — succeeded,
  * skipped or failed at their deadline — so rancherd, ordered after hvagent, starts on a prepared
  * node and never waits forever. Sent with systemd-notify (Node has no AF_UNIX datagram sockets;
  * NotifyAccess=all in the unit lets the child speak for the service). Nothing is sent without
@@ -11,7 +12,7 @@ import type { Logger } from '../lib/logger.js';
 import type { GuardName, GuardPhase } from './guard.js';
 
 /** What rancherd (and RKE2) must find done. */
-export const PRE_BOOTSTRAP_GUARDS: GuardName[] = ['network-online', 'registries', 'image-preload', 'longhorn-disk'];
+export const PRE_BOOTSTRAP_GUARDS: GuardName[] = ['network-online', 'node-identity', 'time-sync', 'registries', 'image-preload', 'longhorn-disk'];
 
 /** An outcome the runner reached for a guard; undefined while it is still at work. */
 export type SettledOutcome = 'ok' | 'skip' | 'failed' | 'unavailable';

@@ -5,7 +5,7 @@
  */
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { Guard, GuardContext, GuardResult } from '../guard.js';
+import { NO_NODE_CONFIG, type Guard, type GuardContext, type GuardResult } from '../guard.js';
 import { sleep } from '../../lib/wait.js';
 import { rke2Settings } from '../rke2/settings.js';
 import { desiredRole } from '../rke2/role.js';
@@ -88,7 +88,7 @@ const guard: Guard = {
   },
   async reconcile(ctx) {
     const config = ctx.config;
-    if (!config) return { status: 'fail', diagnosis: 'no node configuration found under /oem' };
+    if (!config) return NO_NODE_CONFIG;
     const s = rke2Settings(ctx.settings);
     if (desiredRole(config, await isPromoted(ctx)) !== 'server') {
       return { status: 'skip', reason: 'not a control-plane node (kube-vip runs on control-plane nodes only)' };

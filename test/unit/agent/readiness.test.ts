@@ -11,22 +11,27 @@ describe('readiness (READY=1 for rancherd)', () => {
   it('waits for every pre-bootstrap guard and names the ones still at work', () => {
     const r = readiness(outcomes({ 'network-online': 'ok', registries: 'ok' }), GUARD_ORDER);
     expect(r.ready).toBe(false);
-    expect(r.status).toBe('preparing the node: waiting for image-preload, longhorn-disk');
+    expect(r.status).toBe('preparing the node: waiting for node-identity, time-sync, image-preload, longhorn-disk');
+  });
+
+  it('holds rancherd back for the clock and the node identity too: RKE2 would loop on x509 or etcd membership errors', () => {
+    const r = readiness(outcomes({ 'network-online': 'ok', registries: 'ok', 'image-preload': 'ok', 'longhorn-disk': 'ok', 'node-identity': 'ok' }), GUARD_ORDER);
+    expect(r).toEqual({ ready: false, status: 'preparing the node: waiting for time-sync' });
   });
 
   it('does not wait for rke2, vip or promotion: rancherd starts RKE2 after READY', () => {
-    const r = readiness(outcomes({ 'network-online': 'ok', registries: 'ok', 'image-preload': 'skip', 'longhorn-disk': 'ok' }), GUARD_ORDER);
-    expect(r).toEqual({ ready: true, status: 'node prepared: network-online ok, registries ok, image-preload skipped, longhorn-disk ok' });
+    const r = readiness(outcomes({ 'network-online': 'ok', 'node-identity': 'ok', 'time-sync': 'ok', registries: 'ok', 'image-preload': 'skip', 'longhorn-disk': 'ok' }), GUARD_ORDER);
+    expect(r).toEqual({ ready: true, status: 'node prepared: network-online ok, node-identity ok, time-sync ok, registries ok, image-preload skipped, longhorn-disk ok' });
   });
 
   it('is ready when a guard failed at its deadline, and says so: the bootstrap must never wait forever', () => {
-    const r = readiness(outcomes({ 'network-online': 'failed', registries: 'ok', 'image-preload': 'ok', 'longhorn-disk': 'unavailable' }), GUARD_ORDER);
+    const r = readiness(outcomes({ 'network-online': 'failed', 'node-identity': 'skip', 'time-sync': 'failed', registries: 'ok', 'image-preload': 'ok', 'longhorn-disk': 'unavailable' }), GUARD_ORDER);
     expect(r.ready).toBe(true);
-    expect(r.status).toBe('bootstrap may start, with failures (hvagent status): network-online FAILED, registries ok, image-preload ok, longhorn-disk FAILED');
+    expect(r.status).toBe('bootstrap may start, with failures (hvagent status): network-online FAILED, node-identity skipped, time-sync FAILED, registries ok, image-preload ok, longhorn-disk FAILED');
   });
 
   it('is not ready for a stopped guard, and counts only guards in the run (--guard)', () => {
-    expect(readiness(outcomes({ 'network-online': 'stopped', registries: 'ok', 'image-preload': 'ok', 'longhorn-disk': 'ok' }), GUARD_ORDER).ready).toBe(false);
+    expect(readiness(outcomes({ 'network-online': 'stopped', 'node-identity': 'ok', 'time-sync': 'ok', registries: 'ok', 'image-preload': 'ok', 'longhorn-disk': 'ok' }), GUARD_ORDER).ready).toBe(false);
     expect(readiness(outcomes({ registries: 'ok' }), ['registries', 'rke2']).ready).toBe(true);
   });
 });

@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { GUARDS } from '../../../agent/guards/index.js';
 import { LAUNCHER } from '../../../agent/payload/layout.js';
 import { PRE_BOOTSTRAP_GUARDS } from '../../../agent/sd-notify.js';
+import { SEEN_ADDRESS_PATH } from '../../../agent/identity/record.js';
 
 const UNIT = readFileSync(path.resolve(import.meta.dirname, '../../../agent/hvagent.service'), 'utf8');
 
@@ -47,6 +48,14 @@ describe('hvagent.service', () => {
     expect(words('Unit', 'RequiresMountsFor')).toEqual(expect.arrayContaining(['/oem', '/usr/local']));
     // network-online.target is what nm-online decides; hvagent replaces that check, it must not wait for it.
     expect(words('Unit', 'After')).not.toContain('network-online.target');
+  });
+
+  it('is ordered after the time daemons time-sync asks, and the mount holding node-identity\'s record, without waiting for time-sync.target', () => {
+    expect(words('Unit', 'After')).toEqual(expect.arrayContaining(['chronyd.service', 'chrony.service', 'systemd-timesyncd.service']));
+    // time-sync bounds its own wait for the clock; time-sync.target (chrony-wait) could hold the node for long.
+    expect(words('Unit', 'After')).not.toContain('time-sync.target');
+    expect(words('Unit', 'Wants')).not.toEqual(expect.arrayContaining(['chronyd.service']));
+    expect(words('Unit', 'RequiresMountsFor')).toContain(path.posix.dirname(path.posix.dirname(SEEN_ADDRESS_PATH)));
   });
 
   it('signals readiness by notification, from any of its processes (systemd-notify is a child)', () => {
