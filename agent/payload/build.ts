@@ -9,10 +9,11 @@
  *      interpreter and library path set to the release's own lib/ (patchelf; in this order: patchelf
  *      first leaves a binary postject corrupts);
  *   4. lib/ gets the loader and every library `ldd` names for node, from the build host;
- *   5. the unit file, every mtime set to one epoch, and the manifest with every file's sha256.
+ *   5. the unit files (hvagent.service, hvagent-console.service), every mtime set to one epoch, and
+ *      the manifest with every file's sha256.
  *
  * Deterministic: the same sources, node and host libraries give the same bytes and the same digest.
- * A build whose inputs (the bundle, node, the libraries, the unit) did not change is skipped.
+ * A build whose inputs (the bundle, node, the libraries, the units) did not change is skipped.
  * The payload is smoke-tested before it is published: its own loader runs `bin/hvagent --help`.
  */
 import { createHash } from 'node:crypto';
@@ -29,7 +30,7 @@ import {
   MANIFEST_FORMAT,
   PAYLOAD_BINARY,
   PAYLOAD_LIB_DIR,
-  UNIT_NAME,
+  UNIT_NAMES,
   payloadDigest,
   type PayloadFile,
   type PayloadManifest,
@@ -109,7 +110,7 @@ export async function buildAgentPayload(opts: BuildPayloadOptions): Promise<Buil
   try {
     const bundle = path.join(work, 'hvagent.cjs');
     await bundleAgent(repoDir, bundle);
-    const unitText = await readFile(path.join(repoDir, 'agent', UNIT_NAME));
+    const units = await Promise.all(UNIT_NAMES.map(async (name) => ({ name, text: await readFile(path.join(repoDir, 'agent', name)) })));
     const nodeBytes = await readFile(node);
     const arch = ELF_MACHINES[elfMachine(nodeBytes.subarray(0, 64)) ?? -1];
     if (arch !== 'x86_64') throw new HvError(`${node} is not an x86-64 ELF binary`, { hint: 'the payload embeds the node that runs the build', exitCode: ExitCode.usage });
@@ -118,7 +119,7 @@ export async function buildAgentPayload(opts: BuildPayloadOptions): Promise<Buil
     const libBytes = await Promise.all(libs.map(async (l) => ({ name: path.basename(l), bytes: await readFile(l), mode: (await stat(l)).mode & 0o7777 })));
     const nodeVersion = (await run(node, ['--version'])).stdout.trim();
     const buildKey = sha256(
-      [RECIPE, version, nodeVersion, sha256(await readFile(bundle)), sha256(nodeBytes), sha256(unitText), ...libBytes.map((l) => `${l.name}:${sha256(l.bytes)}`)].join('\n'),
+      [RECIPE, version, nodeVersion, sha256(await readFile(bundle)), sha256(nodeBytes), ...units.map((u) => `${u.name}:${sha256(u.text)}`), ...libBytes.map((l) => `${l.name}:${sha256(l.bytes)}`)].join('\n'),
     );
 
     const existing = await readFile(path.join(outDir, MANIFEST_FILE), 'utf8').then((t) => JSON.parse(t) as PayloadManifest, () => undefined);
@@ -143,7 +144,7 @@ export async function buildAgentPayload(opts: BuildPayloadOptions): Promise<Buil
     await run('patchelf', ['--set-interpreter', INTERPRETER, '--set-rpath', LIBRARY_PATH, binary], { timeoutMs: 120_000 });
     await chmod(binary, 0o755);
     for (const l of libBytes) await writeFile(path.join(stage, PAYLOAD_LIB_DIR, l.name), l.bytes, { mode: l.mode & 0o755 });
-    await writeFile(path.join(stage, UNIT_NAME), unitText, { mode: 0o644 });
+    for (const u of units) await writeFile(path.join(stage, u.name), u.text, { mode: 0o644 });
 
     // The binary's own loader and libraries, not the host's: what the node will run.
     const smoke = await run(path.join(stage, PAYLOAD_LIB_DIR, INTERPRETER_NAME), ['--library-path', path.join(stage, PAYLOAD_LIB_DIR), binary, '--help'], {
@@ -154,7 +155,7 @@ export async function buildAgentPayload(opts: BuildPayloadOptions): Promise<Buil
       throw new HvError(`the built hvagent does not run: exit ${smoke.exitCode}: ${smoke.stderr.trim().slice(0, 500)}`, { where: binary, exitCode: ExitCode.usage });
     }
 
-    const rels = [PAYLOAD_BINARY, UNIT_NAME, ...libBytes.map((l) => `${PAYLOAD_LIB_DIR}/${l.name}`)].sort();
+    const rels = [PAYLOAD_BINARY, ...UNIT_NAMES, ...libBytes.map((l) => `${PAYLOAD_LIB_DIR}/${l.name}`)].sort();
     const files: PayloadFile[] = [];
     for (const rel of rels) files.push(await fileRecord(stage, rel));
     const manifest: PayloadManifest = {

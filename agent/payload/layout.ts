@@ -7,16 +7,17 @@
  * every file's mode, size and sha256). Nothing on the node but the kernel is used to start it:
  * the binary's ELF interpreter and library path point into the release itself through
  * `current`, so it runs on any x86-64 Elemental image (SL Micro, Debian, …) whatever its glibc,
- * and even in a chroot holding nothing but COS_PERSISTENT at /usr/local.
+ * and even in a chroot holding nothing but COS_PERSISTENT at /usr/local. Beside hvagent.service the
+ * release carries hvagent-console.service (the node's status screen on tty1): both are enabled.
  *
  * On the node (COS_PERSISTENT is mounted at /usr/local):
  *   /usr/local/lib/hvagent/releases/<id>/…      one complete release per id (the digest's head)
  *   /usr/local/lib/hvagent/current -> releases/<id>   switched by one rename: the only moment a
  *                                                     new agent replaces the old
  *   /usr/local/bin/hvagent -> ../lib/hvagent/current/bin/hvagent
- *   /etc/systemd/system/hvagent.service -> /usr/local/lib/hvagent/current/hvagent.service
- *   /etc/systemd/system/multi-user.target.wants/hvagent.service -> /etc/systemd/system/hvagent.service
- * The two /etc links live in the persistent /etc/systemd bind directory, which Elemental refreshes
+ *   /etc/systemd/system/<unit> -> /usr/local/lib/hvagent/current/<unit>
+ *   /etc/systemd/system/multi-user.target.wants/<unit> -> /etc/systemd/system/<unit>
+ * for each of UNIT_NAMES. The /etc links live in the persistent /etc/systemd bind directory, which Elemental refreshes
  * from the image at every boot without deleting what only the bind directory holds; they never change
  * between releases, so the unit, the binary and its libraries switch together with `current`.
  */
@@ -27,6 +28,10 @@ import { HvError, ExitCode } from '../../lib/errors.js';
 
 export const MANIFEST_FILE = 'hvagent-payload.json';
 export const UNIT_NAME = 'hvagent.service';
+export const CONSOLE_UNIT_NAME = 'hvagent-console.service';
+/** The units a payload carries (agent/<name>) and the install links and enables. */
+export const UNIT_NAMES = [UNIT_NAME, CONSOLE_UNIT_NAME] as const;
+export type UnitName = (typeof UNIT_NAMES)[number];
 export const MANIFEST_FORMAT = 1;
 
 /** Node paths. */
@@ -40,9 +45,10 @@ export const INTERPRETER_NAME = 'ld-linux-x86-64.so.2';
 /** The ELF interpreter and library path baked into bin/hvagent: through `current`, never the image's. */
 export const INTERPRETER = `${CURRENT_LINK}/${PAYLOAD_LIB_DIR}/${INTERPRETER_NAME}`;
 export const LIBRARY_PATH = `${CURRENT_LINK}/${PAYLOAD_LIB_DIR}`;
-export const UNIT_NODE_PATH = `/etc/systemd/system/${UNIT_NAME}`;
-export const UNIT_LINK_TARGET = `${CURRENT_LINK}/${UNIT_NAME}`;
-export const WANTS_NODE_PATH = `/etc/systemd/system/multi-user.target.wants/${UNIT_NAME}`;
+/** Where a unit is linked on the node (the persistent /etc/systemd), what the link points to, and its enable link. */
+export const unitNodePath = (unit: UnitName): string => `/etc/systemd/system/${unit}`;
+export const unitLinkTarget = (unit: UnitName): string => `${CURRENT_LINK}/${unit}`;
+export const wantsNodePath = (unit: UnitName): string => `/etc/systemd/system/multi-user.target.wants/${unit}`;
 
 /** The architecture a payload is built for: uname -m and the ELF e_machine of its binaries. */
 export interface PayloadArch {
@@ -103,7 +109,7 @@ export function manifestProblem(m: unknown): string | undefined {
     }
     if (typeof f.size !== 'number' || typeof f.mode !== 'number' || !/^[0-9a-f]{64}$/.test(String(f.sha256))) return `${f.path}: size, mode or sha256 missing`;
   }
-  for (const need of [PAYLOAD_BINARY, UNIT_NAME, `${PAYLOAD_LIB_DIR}/${INTERPRETER_NAME}`]) {
+  for (const need of [PAYLOAD_BINARY, ...UNIT_NAMES, `${PAYLOAD_LIB_DIR}/${INTERPRETER_NAME}`]) {
     if (!doc.files.some((f) => f.path === need)) return `it has no ${need}`;
   }
   if (doc.digest !== payloadDigest(doc.files)) return 'its digest does not match its file list';

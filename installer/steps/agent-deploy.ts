@@ -7,7 +7,8 @@
  *   3. the staging directory becomes releases/<id> by one rename;
  *   4. `current` is switched to it by one rename: before it the old agent (or none) is whole, after
  *      it the new one — never a mix of binary, libraries and unit;
- *   5. only then the launcher and the two /etc/systemd links are made (they never change between
+ *   5. only then the launcher and the /etc/systemd links of each unit (hvagent.service,
+ *      hvagent-console.service: the unit and its wants link) are made (they never change between
  *      releases), and other releases are removed.
  * A failure before step 4 leaves no enable link behind unless `current` is a complete release: an
  * enable link pointing to a missing or partial agent is removed.
@@ -24,12 +25,14 @@ import {
   LAUNCHER,
   LAUNCHER_TARGET,
   MANIFEST_FILE,
-  UNIT_LINK_TARGET,
-  UNIT_NODE_PATH,
-  WANTS_NODE_PATH,
+  UNIT_NAMES,
   payloadSize,
   releaseId,
+  unitLinkTarget,
+  unitNodePath,
+  wantsNodePath,
   type PayloadManifest,
+  type UnitName,
 } from '../../agent/payload/layout.js';
 import { formatBytes } from '../disk/sizes.js';
 import { copyBundle, SPACE_HEADROOM_BYTES } from './bundle-copy.js';
@@ -42,17 +45,16 @@ export interface AgentPaths {
   staging: string;
   current: string;
   launcher: string;
-  unit: string;
-  wants: string;
+  /** Per unit: its link in /etc/systemd/system and its enable link, as COS_PERSISTENT paths. */
+  units: Array<{ name: UnitName; unit: string; wants: string }>;
 }
 
 const underUsrLocal = (p: string): string => p.slice('/usr/local/'.length);
 
 /** Where everything goes, given the install's persistent state paths. Pure. */
 export function agentPaths(persistentStatePaths: string[]): AgentPaths {
-  const unit = persistentLocation(UNIT_NODE_PATH, persistentStatePaths);
-  const wants = persistentLocation(WANTS_NODE_PATH, persistentStatePaths);
-  if (!unit || !wants) {
+  const units = UNIT_NAMES.map((name) => ({ name, unit: persistentLocation(unitNodePath(name), persistentStatePaths), wants: persistentLocation(wantsNodePath(name), persistentStatePaths) }));
+  if (units.some((u) => !u.unit || !u.wants)) {
     throw new HvError('/etc/systemd is not a persistent state path of this install: hvagent\'s unit would not survive a reboot', {
       where: 'agent',
       hint: 'keep /etc/systemd in the persistent state paths (it is one by default), or install with --agent none',
@@ -60,7 +62,14 @@ export function agentPaths(persistentStatePaths: string[]): AgentPaths {
     });
   }
   const home = underUsrLocal(AGENT_HOME);
-  return { home, releases: `${home}/releases`, staging: `${home}/.staging`, current: `${home}/current`, launcher: underUsrLocal(LAUNCHER), unit, wants };
+  return {
+    home,
+    releases: `${home}/releases`,
+    staging: `${home}/.staging`,
+    current: `${home}/current`,
+    launcher: underUsrLocal(LAUNCHER),
+    units: units.map((u) => ({ name: u.name, unit: u.unit!, wants: u.wants! })),
+  };
 }
 
 /** The plan's view: what the agent step writes on COS_PERSISTENT. Pure. */
@@ -73,8 +82,10 @@ export function agentPlannedFiles(manifest: PayloadManifest, persistentStatePath
     { on: 'COS_PERSISTENT', path: `${release}/${MANIFEST_FILE}`, mode: 0o644, what: `hvagent payload manifest (${s.files} files, ${formatBytes(s.bytes)})` },
     { on: 'COS_PERSISTENT', path: p.current, mode: 0o777, what: `symlink -> releases/${releaseId(manifest)}` },
     { on: 'COS_PERSISTENT', path: p.launcher, mode: 0o777, what: `symlink -> ${LAUNCHER_TARGET} (${LAUNCHER})` },
-    { on: 'COS_PERSISTENT', path: p.unit, mode: 0o777, what: `symlink -> ${UNIT_LINK_TARGET} (${UNIT_NODE_PATH})` },
-    { on: 'COS_PERSISTENT', path: p.wants, mode: 0o777, what: `symlink -> ${UNIT_NODE_PATH} (enabled: ${WANTS_NODE_PATH})` },
+    ...p.units.flatMap((u) => [
+      { on: 'COS_PERSISTENT' as const, path: u.unit, mode: 0o777, what: `symlink -> ${unitLinkTarget(u.name)} (${unitNodePath(u.name)})` },
+      { on: 'COS_PERSISTENT' as const, path: u.wants, mode: 0o777, what: `symlink -> ${unitNodePath(u.name)} (enabled: ${wantsNodePath(u.name)})` },
+    ]),
   ];
 }
 
@@ -137,7 +148,8 @@ async function ensureSymlink(link: string, target: string): Promise<boolean> {
 
 async function removeLinks(root: string, p: AgentPaths): Promise<string[]> {
   const removed: string[] = [];
-  for (const rel of [p.wants, p.unit]) {
+  // Enable links first: an enabled name never points to a unit link already gone.
+  for (const rel of [...p.units.map((u) => u.wants), ...p.units.map((u) => u.unit)]) {
     if (await lstat(path.join(root, rel)).catch(() => undefined)) {
       await rm(path.join(root, rel), { force: true });
       await fsyncDir(path.dirname(path.join(root, rel)));
@@ -164,6 +176,8 @@ export interface DeployAgentResult {
   /** What `current` pointed to before (another release id), if anything. */
   replaced?: string;
   removed: string[];
+  /** The units linked and enabled. */
+  enabled: UnitName[];
 }
 
 export async function deployAgent(root: string, payloadDir: string, manifest: PayloadManifest, persistentStatePaths: string[], opts: DeployAgentOptions = {}): Promise<DeployAgentResult> {
@@ -216,8 +230,11 @@ export async function deployAgent(root: string, payloadDir: string, manifest: Pa
   // The one moment the agent changes.
   await ensureSymlink(path.join(root, p.current), `releases/${id}`);
   await ensureSymlink(path.join(root, p.launcher), LAUNCHER_TARGET);
-  await ensureSymlink(path.join(root, p.unit), UNIT_LINK_TARGET);
-  await ensureSymlink(path.join(root, p.wants), UNIT_NODE_PATH);
+  // Each unit's link before its enable link, hvagent.service before the console that follows it.
+  for (const u of p.units) {
+    await ensureSymlink(path.join(root, u.unit), unitLinkTarget(u.name));
+    await ensureSymlink(path.join(root, u.wants), unitNodePath(u.name));
+  }
 
   const removed: string[] = [];
   for (const name of await readdir(path.join(root, p.releases)).catch(() => [] as string[])) {
@@ -239,6 +256,7 @@ export async function deployAgent(root: string, payloadDir: string, manifest: Pa
     copiedBytes,
     ...(before && before.id !== id ? { replaced: before.id } : {}),
     removed,
+    enabled: p.units.map((u) => u.name),
   };
 }
 
@@ -275,8 +293,10 @@ export async function installedAgentProblem(root: string, manifest: PayloadManif
   if (bad) return `the installed hvagent ${id}: ${bad}`;
   for (const [rel, target] of [
     [p.launcher, LAUNCHER_TARGET],
-    [p.unit, UNIT_LINK_TARGET],
-    [p.wants, UNIT_NODE_PATH],
+    ...p.units.flatMap((u) => [
+      [u.unit, unitLinkTarget(u.name)],
+      [u.wants, unitNodePath(u.name)],
+    ]),
   ] as const) {
     if ((await readlink(path.join(root, rel)).catch(() => undefined)) !== target) return `${rel} is not a link to ${target}`;
   }

@@ -8,8 +8,8 @@
  *   - the image's executables are of the payload's architecture (the ELF e_machine of its systemd,
  *     else of /bin/sh): the payload carries its own loader and libraries, not a CPU;
  *   - /etc/systemd is a persistent state path, so the unit and its wants link survive a reboot;
- *   - the image carries no hvagent.service of its own (in /etc/systemd/system, /usr/lib/systemd/system
- *     or /lib/systemd/system, or as a wants link): Elemental copies the image's /etc/systemd over the
+ *   - the image carries no hvagent.service nor hvagent-console.service of its own (in
+ *     /etc/systemd/system, /usr/lib/systemd/system or /lib/systemd/system, or as a wants link): Elemental copies the image's /etc/systemd over the
  *     persistent one at every boot, so an /etc copy would replace ours, and one in /usr/lib would be a
  *     different agent shadowed by ours.
  * Facts are read from a directory tree or a squashfs (unsquashfs -lls / -cat) by the same code, with
@@ -19,7 +19,7 @@ import { lstat, mkdtemp, open, readlink, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { run } from '../../lib/exec.js';
-import { ELF_MACHINES, UNIT_NAME, UNIT_NODE_PATH, WANTS_NODE_PATH, type PayloadManifest } from '../../agent/payload/layout.js';
+import { ELF_MACHINES, UNIT_NAMES, unitNodePath, wantsNodePath, type PayloadManifest } from '../../agent/payload/layout.js';
 import { elfMachine } from '../../agent/payload/elf.js';
 import type { OsSource } from '../disk/contracts.js';
 
@@ -38,7 +38,7 @@ export interface ImageReader {
 }
 
 export const SYSTEMD_BINARIES = ['/usr/lib/systemd/systemd', '/lib/systemd/systemd'] as const;
-export const IMAGE_UNIT_PATHS = [UNIT_NODE_PATH, `/usr/lib/systemd/system/${UNIT_NAME}`, `/lib/systemd/system/${UNIT_NAME}`, WANTS_NODE_PATH] as const;
+export const IMAGE_UNIT_PATHS: readonly string[] = UNIT_NAMES.flatMap((u) => [unitNodePath(u), `/usr/lib/systemd/system/${u}`, `/lib/systemd/system/${u}`, wantsNodePath(u)]);
 
 /**
  * Resolves an absolute image path through the image's own symlinks (absolute targets restart at
@@ -81,7 +81,7 @@ export interface AgentSlotFacts {
   systemd?: string;
   /** The file the architecture was read from and its ELF e_machine (undefined: not an ELF binary). */
   archProbe?: { path: string; machine?: number };
-  /** Image paths that already carry hvagent.service. */
+  /** Image paths that already carry one of the payload's units (hvagent.service, hvagent-console.service). */
   sameNameUnits: string[];
 }
 

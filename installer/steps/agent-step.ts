@@ -1,11 +1,11 @@
 /**
  * The `agent` install step: the self-contained hvagent onto COS_PERSISTENT (/usr/local on the node),
- * its unit linked into the persistent /etc/systemd and enabled (agent-deploy.ts does the work and
+ * its units (hvagent.service, hvagent-console.service) linked into the persistent /etc/systemd and enabled (agent-deploy.ts does the work and
  * says why it is crash safe). Resumable: a killed copy continues where it stopped; a completed step
  * is kept only while the agent on disk still matches its manifest file by file (sha256) and the
  * payload of this run is the same one.
  */
-import { releaseId } from '../../agent/payload/layout.js';
+import { releaseId, UNIT_NAMES } from '../../agent/payload/layout.js';
 import { formatBytes } from '../disk/sizes.js';
 import type { Step } from './context.js';
 import { deployAgent, installedAgentProblem, removeAgent } from './agent-deploy.js';
@@ -37,7 +37,7 @@ export const agentStep: Step = {
         type: 'message',
         level: 'info',
         step: 'agent',
-        message: `${describeAgent(agent)}: at COS_PERSISTENT/${r.release} (${formatBytes(r.copiedBytes)} written${r.replaced ? `, replaced ${r.replaced}` : ''}), enabled as hvagent.service`,
+        message: `${describeAgent(agent)}: at COS_PERSISTENT/${r.release} (${formatBytes(r.copiedBytes)} written${r.replaced ? `, replaced ${r.replaced}` : ''}), enabled as ${UNIT_NAMES.join(' and ')}`,
       });
       return { agent: agent.dir, origin: agent.origin, ...r };
     });

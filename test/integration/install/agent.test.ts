@@ -1,10 +1,11 @@
 /**
  * The agent step on real loop devices (root), with the payload `make build` wrote: the agent and its
  * enable link land on COS_PERSISTENT; the installed launcher runs in a chroot that holds nothing but
- * that COS_PERSISTENT at /usr/local (and /proc); systemd-analyze verifies the installed unit; a kill
+ * that COS_PERSISTENT at /usr/local (and /proc); systemd-analyze verifies both installed units
+ * (hvagent.service and the status screen's hvagent-console.service, each linked and enabled); a kill
  * in the middle of the agent copy, resumed, gives the same files as an uninterrupted install; a full
- * COS_PERSISTENT, ENOSPC in the middle of the copy, an image carrying its own hvagent.service and an
- * image without systemd are refused with nothing enabled.
+ * COS_PERSISTENT, ENOSPC in the middle of the copy, an image carrying its own hvagent.service or
+ * hvagent-console.service and an image without systemd are refused with nothing enabled.
  *
  * The source trees are the small busybox test OS plus this host's real systemd binary at
  * /usr/lib/systemd/systemd: the install only looks for it (and reads its ELF header), it never runs it.
@@ -67,15 +68,17 @@ async function releaseKilledMounts(disk: string): Promise<void> {
 const absent = async (p: string): Promise<boolean> => !(await lstat(p).catch(() => undefined));
 const UNIT_LINK = '.state/etc-systemd.bind/system/hvagent.service';
 const WANTS_LINK = '.state/etc-systemd.bind/system/multi-user.target.wants/hvagent.service';
+const CONSOLE_LINK = '.state/etc-systemd.bind/system/hvagent-console.service';
+const CONSOLE_WANTS_LINK = '.state/etc-systemd.bind/system/multi-user.target.wants/hvagent-console.service';
 
 describe('the agent step', () => {
-  it('puts a self-contained, enabled hvagent on COS_PERSISTENT: it runs in a chroot of COS_PERSISTENT alone, and its unit verifies', async () => {
+  it('puts a self-contained, enabled hvagent on COS_PERSISTENT: it runs in a chroot of COS_PERSISTENT alone, and both its units (the agent, the status screen) verify', async () => {
     const t = await setup();
     const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir, ['--bundle', 'none']));
     expect(r.code, r.stderr).toBe(0);
     const ev = events(r.stdout);
     expect(ev.filter((e) => e.type === 'step' && e.phase === 'done').map((e) => e.step)).toContain('agent');
-    expect(ev.find((e) => e.type === 'message' && e.step === 'agent')?.message).toMatch(new RegExp(`hvagent 0\\.1\\.0 \\(${releaseId(manifest)}, node v20\\.[0-9.]+, x86_64\\) from the installer .*: 9 files, \\d+ MiB: at COS_PERSISTENT/lib/hvagent/releases/${releaseId(manifest)} \\(\\d+ MiB written\\), enabled as hvagent.service`));
+    expect(ev.find((e) => e.type === 'message' && e.step === 'agent')?.message).toMatch(new RegExp(`hvagent 0\\.1\\.0 \\(${releaseId(manifest)}, node v20\\.[0-9.]+, x86_64\\) from the installer .*: 10 files, \\d+ MiB: at COS_PERSISTENT/lib/hvagent/releases/${releaseId(manifest)} \\(\\d+ MiB written\\), enabled as hvagent.service and hvagent-console.service`));
 
     const dev = await persistentDev(t.disk);
     const root = path.join(t.dir, 'chroot');
@@ -87,6 +90,8 @@ describe('the agent step', () => {
     expect(await readlink(path.join(local, 'bin/hvagent'))).toBe('../lib/hvagent/current/bin/hvagent');
     expect(await readlink(path.join(local, UNIT_LINK))).toBe('/usr/local/lib/hvagent/current/hvagent.service');
     expect(await readlink(path.join(local, WANTS_LINK))).toBe('/etc/systemd/system/hvagent.service');
+    expect(await readlink(path.join(local, CONSOLE_LINK))).toBe('/usr/local/lib/hvagent/current/hvagent-console.service');
+    expect(await readlink(path.join(local, CONSOLE_WANTS_LINK))).toBe('/etc/systemd/system/hvagent-console.service');
     // The installed files are the payload's, byte for byte.
     const installed = await treeManifest(path.join(local, `lib/hvagent/releases/${releaseId(manifest)}`));
     expect(installed).toEqual(await treeManifest(PAYLOAD));
@@ -110,10 +115,12 @@ describe('the agent step', () => {
     expect(st.stdout).toContain('bootstrap: rancherd (hvagent prepares the node, then watches rke2, vip and promotion): the image carries rancherd');
     expect(st.stdout).toMatch(/registries\s+watching\s+1/);
 
-    // systemd-analyze verify of the unit as the node sees it: the /etc link into /usr/local, with
+    // systemd-analyze verify of the units as the node sees them: the /etc links into /usr/local, with
     // COS_PERSISTENT at /usr/local in a mount namespace of its own (the host's /usr/local untouched).
-    const verify = await sh('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', `mount --bind '${local}' /usr/local && systemd-analyze verify '${path.join(local, UNIT_LINK)}'`], { allowFailure: true });
-    expect({ code: verify.code, out: verify.stdout + verify.stderr }).toEqual({ code: 0, out: '' });
+    for (const link of [UNIT_LINK, CONSOLE_LINK]) {
+      const verify = await sh('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', `mount --bind '${local}' /usr/local && systemd-analyze verify '${path.join(local, link)}'`], { allowFailure: true });
+      expect({ link, code: verify.code, out: verify.stdout + verify.stderr }).toEqual({ link, code: 0, out: '' });
+    }
   });
 
   it('a kill in the middle of the agent copy leaves nothing enabled; the resumed install has the same files as an uninterrupted one', async () => {
@@ -123,8 +130,7 @@ describe('the agent step', () => {
     await releaseKilledMounts(a.disk);
     const devA = await persistentDev(a.disk);
     await withMount(devA, a.dir, async (m) => {
-      expect(await absent(path.join(m, WANTS_LINK))).toBe(true);
-      expect(await absent(path.join(m, UNIT_LINK))).toBe(true);
+      for (const link of [WANTS_LINK, UNIT_LINK, CONSOLE_WANTS_LINK, CONSOLE_LINK]) expect(await absent(path.join(m, link)), link).toBe(true);
       expect(await absent(path.join(m, 'lib/hvagent/current'))).toBe(true);
       expect(await absent(path.join(m, `lib/hvagent/.staging/${releaseId(manifest)}`))).toBe(false);
     });
@@ -138,7 +144,7 @@ describe('the agent step', () => {
     // File by file (mode, size, sha256, link targets) everywhere on COS_PERSISTENT.
     const files = async (dev: string, dir: string) => withMount(dev, dir, (m) => treeManifest(m, (rel) => rel === 'lost+found'));
     const fa = await files(devA, a.dir);
-    expect(Object.keys(fa)).toContain(`lib/hvagent/releases/${releaseId(manifest)}/bin/hvagent`);
+    expect(Object.keys(fa)).toEqual(expect.arrayContaining([`lib/hvagent/releases/${releaseId(manifest)}/bin/hvagent`, CONSOLE_WANTS_LINK]));
     expect(Object.keys(fa).some((k) => k.includes('.staging') || k.endsWith('tmp'))).toBe(false);
     expect(fa).toEqual(await files(await persistentDev(b.disk), b.dir));
   });
@@ -161,10 +167,11 @@ describe('the agent step', () => {
     const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir, ['--bundle', 'none', '--preserve-on-error']));
     expect(r.code).toBe(3);
     expect(r.stderr).toContain('install failed in step agent');
-    expect(r.stderr).toMatch(/hvagent does not fit on COS_PERSISTENT: \d+ MiB to write \(9 files\) plus 64 MiB headroom, \d+ MiB free; nothing was enabled/);
+    expect(r.stderr).toMatch(/hvagent does not fit on COS_PERSISTENT: \d+ MiB to write \(10 files\) plus 64 MiB headroom, \d+ MiB free; nothing was enabled/);
     expect(r.stderr).toContain('install.persistent_partition_size');
     await withMount(dev, t.dir, async (m) => {
       expect(await absent(path.join(m, WANTS_LINK))).toBe(true);
+      expect(await absent(path.join(m, CONSOLE_WANTS_LINK))).toBe(true);
       expect(await absent(path.join(m, 'lib/hvagent'))).toBe(true);
     });
   });
@@ -182,11 +189,12 @@ describe('the agent step', () => {
       exitCode: 3,
     });
     expect(await absent(path.join(small, WANTS_LINK))).toBe(true);
+    expect(await absent(path.join(small, CONSOLE_WANTS_LINK))).toBe(true);
     expect(await absent(path.join(small, `lib/hvagent/.staging/${releaseId(manifest)}`))).toBe(true);
     expect(Number((await sh('df', ['--output=used', '-B1', small])).stdout.split('\n')[1])).toBeLessThan(1024 * 1024);
   });
 
-  it('an image that carries its own hvagent.service, or one without systemd given --agent, is refused before any disk is touched', async () => {
+  it('an image that carries its own hvagent.service or hvagent-console.service, or one without systemd given --agent, is refused before any disk is touched', async () => {
     const t = await setup({
       tree: async (dir) => {
         const tree = await systemdShapedTree(dir);
@@ -199,6 +207,13 @@ describe('the agent step', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(`the image ${t.source} already carries /etc/systemd/system/hvagent.service: Elemental copies it over the persistent /etc/systemd at every boot, replacing the installer's`);
     expect(r.stderr).toContain('--agent none');
+
+    // The status screen's unit under the same name in the image's own units: shadowed, refused.
+    await mkdir(path.join(t.source, 'usr/lib/systemd/system'), { recursive: true });
+    await writeFile(path.join(t.source, 'usr/lib/systemd/system/hvagent-console.service'), '[Service]\nExecStart=/usr/bin/agetty tty1\n');
+    const rc = await hvinstall(installArgs(t.configFile, t.source, t.stateDir, ['--bundle', 'none']));
+    expect(rc.code).toBe(1);
+    expect(rc.stderr).toContain(`the image ${t.source} already carries /usr/lib/systemd/system/hvagent-console.service: a unit of the same name that the installer's would shadow`);
 
     const plain = await buildSmallOsTree(path.join(t.dir, 'plain'));
     const r2 = await hvinstall(installArgs(t.configFile, plain, t.stateDir, ['--bundle', 'none', '--agent', PAYLOAD]));

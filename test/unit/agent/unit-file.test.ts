@@ -11,7 +11,7 @@ import { LAUNCHER } from '../../../agent/payload/layout.js';
 import { PRE_BOOTSTRAP_GUARDS } from '../../../agent/sd-notify.js';
 import { SEEN_ADDRESS_PATH } from '../../../agent/identity/record.js';
 
-const UNIT = readFileSync(path.resolve(import.meta.dirname, '../../../agent/hvagent.service'), 'utf8');
+const unitText = (name: string): string => readFileSync(path.resolve(import.meta.dirname, '../../../agent', name), 'utf8');
 
 /** section -> key -> values (systemd list settings split on whitespace, repeated keys appended). */
 function parseUnit(text: string): Record<string, Record<string, string[]>> {
@@ -32,8 +32,8 @@ function parseUnit(text: string): Record<string, Record<string, string[]>> {
   }
   return out;
 }
-const unit = parseUnit(UNIT);
-const words = (section: string, key: string): string[] => (unit[section]?.[key] ?? []).flatMap((v) => v.split(/\s+/)).filter(Boolean);
+const unit = parseUnit(unitText('hvagent.service'));
+const words = (section: string, key: string, u = unit): string[] => (u[section]?.[key] ?? []).flatMap((v) => v.split(/\s+/)).filter(Boolean);
 
 function seconds(v: string): number {
   const m = /^(\d+)(min|s|h)?$/.exec(v);
@@ -87,5 +87,20 @@ describe('hvagent.service', () => {
     expect(words('Service', 'CapabilityBoundingSet')).toContain('CAP_SYS_ADMIN');
     expect(words('Service', 'CapabilityBoundingSet')).not.toContain('CAP_SYS_MODULE');
     expect(words('Service', 'SystemCallFilter').join(' ')).toMatch(/^~.*@reboot/);
+  });
+});
+
+describe('hvagent-console.service', () => {
+  const con = parseUnit(unitText('hvagent-console.service'));
+  it('is enabled by multi-user.target and runs the installed launcher on tty1 in place of its login prompt', () => {
+    expect(con.Install?.WantedBy).toEqual(['multi-user.target']);
+    expect(con.Service?.ExecStart).toEqual([`${LAUNCHER} console`]);
+    expect(con.Service?.TTYPath).toEqual(['/dev/tty1']);
+    expect(words('Unit', 'Conflicts', con)).toContain('getty@tty1.service');
+  });
+  it('is not ordered after hvagent: a Type=notify agent would keep the screen dark until the node is prepared', () => {
+    expect(unit.Service?.Type).toEqual(['notify']);
+    expect(words('Unit', 'After', con)).not.toContain('hvagent.service');
+    expect(words('Unit', 'Requires', con)).not.toContain('hvagent.service');
   });
 });

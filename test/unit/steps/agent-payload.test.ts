@@ -33,6 +33,7 @@ async function fakePayload(dir: string, marker = 'v1'): Promise<{ dir: string; m
     'lib/ld-linux-x86-64.so.2': { data: Buffer.from('loader'), mode: 0o755 },
     'lib/libc.so.6': { data: Buffer.from(`libc ${marker}`), mode: 0o755 },
     'hvagent.service': { data: Buffer.from('[Service]\nExecStart=/usr/local/bin/hvagent run\n'), mode: 0o644 },
+    'hvagent-console.service': { data: Buffer.from('[Service]\nExecStart=/usr/local/bin/hvagent console\n'), mode: 0o644 },
   };
   for (const [rel, f] of Object.entries(files)) {
     await mkdir(path.join(dir, path.dirname(rel)), { recursive: true });
@@ -56,6 +57,9 @@ describe('payload manifest', () => {
     expect(manifestProblem({ ...manifest, files: escaping, digest: payloadDigest(escaping) })).toMatch(/not relative and clean: "\.\.\/etc\/passwd"/);
     const noUnit = manifest.files.filter((f) => f.path !== 'hvagent.service');
     expect(manifestProblem({ ...manifest, files: noUnit, digest: payloadDigest(noUnit) })).toBe('it has no hvagent.service');
+    // A payload without the console's unit would leave tty1 to the image's login prompt, silently.
+    const noConsole = manifest.files.filter((f) => f.path !== 'hvagent-console.service');
+    expect(manifestProblem({ ...manifest, files: noConsole, digest: payloadDigest(noConsole) })).toBe('it has no hvagent-console.service');
   });
   it('digest changes with any byte, mode or name', () => {
     const f = [{ path: 'a', mode: 0o755, size: 1, sha256: '0'.repeat(64) }];
@@ -134,12 +138,15 @@ describe('the image\'s slot for hvagent', () => {
     await writeFile(path.join(root, 'usr/lib/systemd/systemd'), ELF_ARM);
     await symlink('usr/lib', path.join(root, 'lib'));
     await writeFile(path.join(root, 'usr/lib/systemd/system/hvagent.service'), '[Unit]\n');
+    await mkdir(path.join(root, 'etc/systemd/system/multi-user.target.wants'), { recursive: true });
+    await symlink('/usr/lib/systemd/system/hvagent-console.service', path.join(root, 'etc/systemd/system/multi-user.target.wants/hvagent-console.service'));
     expect(await readAgentSlotFacts(dirImage(root))).toEqual({
       usrLocal: 'dir',
       systemd: '/usr/lib/systemd/systemd',
       archProbe: { path: '/usr/lib/systemd/systemd', machine: 183 },
-      // /lib/systemd/system is the same directory through the link: both names are reported
-      sameNameUnits: ['/usr/lib/systemd/system/hvagent.service', '/lib/systemd/system/hvagent.service'],
+      // /lib/systemd/system is the same directory through the link: both names are reported;
+      // an enable link of the console's name counts even when it points nowhere
+      sameNameUnits: ['/usr/lib/systemd/system/hvagent.service', '/lib/systemd/system/hvagent.service', '/etc/systemd/system/multi-user.target.wants/hvagent-console.service'],
     });
   });
   it('parses an unsquashfs -lls listing', () => {
@@ -168,12 +175,31 @@ describe('deployAgent onto a COS_PERSISTENT root', () => {
     const p = await fakePayload(await tmp());
     const r = await deployAgent(root, p.dir, p.manifest, paths, { statfs: roomy });
     const id = p.manifest.digest.slice(0, 16);
-    expect(r).toMatchObject({ release: `lib/hvagent/releases/${id}`, files: 4, removed: [] });
+    expect(r).toMatchObject({ release: `lib/hvagent/releases/${id}`, files: 5, removed: [], enabled: ['hvagent.service', 'hvagent-console.service'] });
     expect(await readlink(path.join(root, 'lib/hvagent/current'))).toBe(`releases/${id}`);
     expect(await readlink(path.join(root, 'bin/hvagent'))).toBe('../lib/hvagent/current/bin/hvagent');
     expect(await readlink(path.join(root, '.state/etc-systemd.bind/system/hvagent.service'))).toBe('/usr/local/lib/hvagent/current/hvagent.service');
     expect(await readlink(path.join(root, '.state/etc-systemd.bind/system/multi-user.target.wants/hvagent.service'))).toBe('/etc/systemd/system/hvagent.service');
+    // The status screen on tty1, linked and enabled the same way, switching with `current`.
+    expect(await readlink(path.join(root, '.state/etc-systemd.bind/system/hvagent-console.service'))).toBe('/usr/local/lib/hvagent/current/hvagent-console.service');
+    expect(await readlink(path.join(root, '.state/etc-systemd.bind/system/multi-user.target.wants/hvagent-console.service'))).toBe('/etc/systemd/system/hvagent-console.service');
+    expect(await readFile(path.join(root, `lib/hvagent/releases/${id}/hvagent-console.service`), 'utf8')).toContain('ExecStart=/usr/local/bin/hvagent console');
     expect(await readFile(path.join(root, `lib/hvagent/releases/${id}/bin/hvagent`))).toEqual(await readFile(path.join(p.dir, 'bin/hvagent')));
+    expect(await installedAgentProblem(root, p.manifest, paths)).toBeUndefined();
+  });
+
+  it('an install whose console enable link is missing or wrong is not the installed agent (the step runs again)', async () => {
+    const root = await tmp();
+    const p = await fakePayload(await tmp());
+    await deployAgent(root, p.dir, p.manifest, paths, { statfs: roomy });
+    const wants = path.join(root, '.state/etc-systemd.bind/system/multi-user.target.wants/hvagent-console.service');
+    await rm(wants);
+    expect(await installedAgentProblem(root, p.manifest, paths)).toBe('.state/etc-systemd.bind/system/multi-user.target.wants/hvagent-console.service is not a link to /etc/systemd/system/hvagent-console.service');
+    await symlink('/usr/lib/systemd/system/getty@.service', wants);
+    expect(await installedAgentProblem(root, p.manifest, paths)).toMatch(/hvagent-console\.service is not a link to/);
+    // Running the step again repairs it, by replacing the link (atomically), not by writing through it.
+    await deployAgent(root, p.dir, p.manifest, paths, { statfs: roomy });
+    expect(await readlink(wants)).toBe('/etc/systemd/system/hvagent-console.service');
     expect(await installedAgentProblem(root, p.manifest, paths)).toBeUndefined();
   });
 
@@ -192,7 +218,7 @@ describe('deployAgent onto a COS_PERSISTENT root', () => {
     const root = await tmp();
     const p = await fakePayload(await tmp());
     await expect(deployAgent(root, p.dir, p.manifest, paths, { statfs: async () => ({ bsize: 4096, bavail: 100 }) })).rejects.toMatchObject({
-      message: expect.stringMatching(/^hvagent does not fit on COS_PERSISTENT: .* to write \(4 files\) plus 64 MiB headroom, 400 KiB free; nothing was enabled$/),
+      message: expect.stringMatching(/^hvagent does not fit on COS_PERSISTENT: .* to write \(5 files\) plus 64 MiB headroom, 400 KiB free; nothing was enabled$/),
       exitCode: 3,
     });
     expect(await readdir(root)).toEqual([]);
@@ -208,6 +234,7 @@ describe('deployAgent onto a COS_PERSISTENT root', () => {
     await expect(deployAgent(root, p.dir, p.manifest, paths, { statfs: roomy })).rejects.toThrow(/does not match its manifest: bin\/hvagent does not match its sha256/);
     expect(await lstat(path.join(root, 'lib/hvagent/current')).catch(() => undefined)).toBeUndefined();
     expect(await lstat(path.join(root, '.state/etc-systemd.bind/system/multi-user.target.wants/hvagent.service')).catch(() => undefined)).toBeUndefined();
+    expect(await lstat(path.join(root, '.state/etc-systemd.bind/system/multi-user.target.wants/hvagent-console.service')).catch(() => undefined)).toBeUndefined();
     expect(await readdir(path.join(root, 'lib/hvagent/.staging')).catch(() => [])).toEqual([]);
   });
 
@@ -215,12 +242,16 @@ describe('deployAgent onto a COS_PERSISTENT root', () => {
     const root = await tmp();
     const p = await fakePayload(await tmp());
     const ap = agentPaths(paths);
-    await mkdir(path.dirname(path.join(root, ap.wants)), { recursive: true });
-    await symlink('/etc/systemd/system/hvagent.service', path.join(root, ap.wants));
+    const [agentUnit, consoleUnit] = ap.units;
+    expect(ap.units.map((u) => u.name)).toEqual(['hvagent.service', 'hvagent-console.service']);
+    await mkdir(path.dirname(path.join(root, agentUnit!.wants)), { recursive: true });
+    await symlink('/etc/systemd/system/hvagent.service', path.join(root, agentUnit!.wants));
+    await symlink('/etc/systemd/system/hvagent-console.service', path.join(root, consoleUnit!.wants));
     await expect(deployAgent(root, p.dir, p.manifest, paths, { statfs: async () => ({ bsize: 4096, bavail: 1 }) })).rejects.toThrow(/does not fit/);
-    expect(await lstat(path.join(root, ap.wants)).catch(() => undefined)).toBeUndefined();
+    expect(await lstat(path.join(root, agentUnit!.wants)).catch(() => undefined)).toBeUndefined();
+    expect(await lstat(path.join(root, consoleUnit!.wants)).catch(() => undefined)).toBeUndefined();
     await deployAgent(root, p.dir, p.manifest, paths, { statfs: roomy });
-    expect(await removeAgent(root, paths)).toEqual([ap.wants, ap.unit, ap.launcher, ap.home]);
+    expect(await removeAgent(root, paths)).toEqual([agentUnit!.wants, consoleUnit!.wants, agentUnit!.unit, consoleUnit!.unit, ap.launcher, ap.home]);
     expect(await installedAgentProblem(root, p.manifest, paths)).toMatch(/does not point to/);
   });
 
