@@ -72,6 +72,7 @@ export type StepName =
   | 'bootloader'
   | 'oem'
   | 'persistent'
+  | 'chroot'
   | 'finish';
 
 export interface PlannedStep {
