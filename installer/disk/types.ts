@@ -73,6 +73,7 @@ export type StepName =
   | 'oem'
   | 'persistent'
   | 'agent'
+  | 'chroot'
   | 'finish';
 
 export interface PlannedStep {

@@ -25,6 +25,7 @@ import type { BundleSource } from './bundle-source.js';
 import type { InstallContext, Step } from './context.js';
 import { clearStep, formatStep, partitionStep, verifyStep } from './disk-steps.js';
 import { bootloaderStep, deployStep, makeFinishStep, oemStep, persistentStep, saveInstallRecord } from './content-steps.js';
+import { chrootStep } from './chroot-step.js';
 import { newJournal, readJournal, JournalWriter, type Journal } from './journal.js';
 import { lockDevice, type DeviceLock } from './lock.js';
 import { mountsUnder, releaseStaleMounts } from './mounts.js';
@@ -73,7 +74,7 @@ export function journalPaths(stateDir: string, device: string): { journalFile: s
 
 /** The steps after the guard, in order. */
 export function pipelineSteps(finish: Step): Step[] {
-  return [clearStep, partitionStep, formatStep, verifyStep, deployStep, bootloaderStep, oemStep, persistentStep, agentStep, finish];
+  return [clearStep, partitionStep, formatStep, verifyStep, deployStep, bootloaderStep, oemStep, persistentStep, agentStep, chrootStep, finish];
 }
 
 /** A log that holds lines in memory until the journal says whether to append (resume) or start afresh. */

@@ -29,7 +29,7 @@ GUEST_SERVER=10.0.2.100
 
 # Which stages run: HV_E2E_STAGES="install boot-installed ..." (spaces or commas), else all but 4kn
 # minus what the older switches turn off.
-ALL_STAGES="install boot-installed negative-missing-disk iso-url pxe-bios console iso-cd-bios iso-cd-uefi iso-usb-sb medium-missing reproducible 4kn"
+ALL_STAGES="install boot-installed negative-missing-disk iso-url pxe-bios console iso-cd-bios iso-cd-uefi iso-usb-sb medium-missing reproducible image-out 4kn"
 if [ -n "${HV_E2E_STAGES:-}" ]; then
   STAGES=" ${HV_E2E_STAGES//,/ } "
 else
@@ -280,7 +280,16 @@ done
 if wanted medium-missing; then stage_start medium-missing; medium_missing_stage; stage_end medium-missing; fi
 if wanted reproducible; then stage_start reproducible; reproducible_stage; stage_end reproducible; fi
 
-# --- 10. optional: the UEFI install onto a 4Kn NVMe namespace (test/e2e/install-4kn.sh)
+# --- 10. hvinstall image: a qcow2 written on this host boots in QEMU (test/e2e/image-out.sh)
+if wanted image-out; then
+  # shellcheck source=image-out.sh
+  . "$REPO/test/e2e/image-out.sh"
+  stage_start image-out
+  image_out_stage
+  stage_end image-out
+fi
+
+# --- 11. optional: the UEFI install onto a 4Kn NVMe namespace (test/e2e/install-4kn.sh)
 if wanted 4kn; then
   # shellcheck source=install-4kn.sh
   . "$REPO/test/e2e/install-4kn.sh"

@@ -37,7 +37,8 @@ describe('hvinstall plan', () => {
     expect(out).toContain('HARV_LH_DEFAULT');
     expect(out).toContain('cOS/passive.img');
     expect(out).toContain('10. agent');
-    expect(out).toContain('11. finish');
+    expect(out).toContain('11. chroot');
+    expect(out).toContain('12. finish');
     expect(out + err).not.toContain('plan-secret-token');
   });
 
