@@ -5,6 +5,7 @@ import path from 'node:path';
 import { HvError, ExitCode } from '../lib/errors.js';
 import { run } from '../lib/exec.js';
 import { BUSYBOX } from './test-os-tree.js';
+import { copyKernelModules } from './initrd-parts.js';
 
 export interface BootChainOptions {
   /** Where the downloaded kernel package and its unpacked tree are kept between runs. */
@@ -33,23 +34,7 @@ export async function addBootChain(tree: string, opts: BootChainOptions): Promis
     await symlink('bin', path.join(root, 'sbin')); // the kernel calls /sbin/modprobe for module requests
     await copyFile(BUSYBOX, path.join(root, 'bin/busybox'));
     await chmod(path.join(root, 'bin/busybox'), 0o755);
-    const loaded: string[] = [];
-    for (const m of INITRD_MODULES) {
-      const r = await run('modprobe', ['-d', kernel.modulesRoot, '-S', kernel.version, '--show-depends', m], { allowFailure: true });
-      if (r.exitCode !== 0) continue; // built into this kernel
-      for (const line of r.stdout.split('\n')) {
-        const ko = /^insmod (\S+)/.exec(line.trim())?.[1];
-        if (!ko) continue;
-        const rel = path.relative(kernel.modulesRoot, ko);
-        const dest = path.join(root, rel.replace(/\.(xz|zst|gz)$/, ''));
-        await mkdir(path.dirname(dest), { recursive: true });
-        if (ko.endsWith('.xz')) await run('sh', ['-c', `xz -dc '${ko}' > '${dest}'`]);
-        else if (ko.endsWith('.zst')) await run('zstd', ['-q', '-f', '-d', ko, '-o', dest]);
-        else await copyFile(ko, dest);
-      }
-      loaded.push(m);
-    }
-    await run('depmod', ['-b', root, kernel.version]);
+    const loaded = await copyKernelModules(root, kernel.modulesRoot, kernel.version, INITRD_MODULES);
     await writeFile(path.join(root, 'modules.list'), loaded.join('\n') + '\n');
     await writeFile(path.join(root, 'init'), INITRD_INIT, { mode: 0o755 });
     const initrd = path.join(tree, 'boot/initrd');
