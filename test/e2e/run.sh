@@ -9,7 +9,8 @@
 # Details: docs/e2e.md. Knobs: HV_E2E_OUT, HV_E2E_CACHE, HV_E2E_INSTALL_TIMEOUT, HV_E2E_BOOT_TIMEOUT,
 # HV_E2E_SYSTEM_SIZE, HV_E2E_MEM, HV_E2E_NEGATIVE=0 (skip the negative case), HV_E2E_PXE=0 (skip the
 # PXE-under-BIOS case through hvpxe serve, test/e2e/install-pxe.sh), HV_E2E_4KN=1 (add a UEFI
-# install + boot on a 4Kn NVMe namespace, test/e2e/install-4kn.sh).
+# install + boot on a 4Kn NVMe namespace, test/e2e/install-4kn.sh), HV_E2E_FIRSTBOOT=0 (skip the
+# systemd OS first boot, test/e2e/first-boot.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
@@ -44,9 +45,11 @@ fi
 # --- every process we start is tracked and ended on exit
 PIDS=()
 LOOP=
+CLEANUPS=() # functions a stage adds to undo what it set up (mounts, network namespaces)
 cleanup() {
   local rc=$?
   set +e
+  for fn in "${CLEANUPS[@]}"; do "$fn"; done
   [ -n "$LOOP" ] && losetup --detach "$LOOP"
   for pid in "${PIDS[@]}"; do
     if kill -0 "$pid" 2>/dev/null; then kill "$pid" 2>/dev/null; sleep 1; kill -9 "$pid" 2>/dev/null; fi
@@ -218,9 +221,16 @@ if [ "${HV_E2E_4KN:-0}" = 1 ]; then
   stage_end 4kn
 fi
 
+# --- 9. the first boot of a real systemd node installed by hvinstall (test/e2e/first-boot.sh)
+if [ "${HV_E2E_FIRSTBOOT:-1}" != 0 ]; then
+  # shellcheck source=first-boot.sh
+  . "$REPO/test/e2e/first-boot.sh"
+  firstboot_stage
+fi
+
 TIMES[total]=$(($(date +%s) - T0))
 {
   echo "e2e passed $(date -u +%FT%TZ)"
-  for k in build-live install boot-installed negative-missing-disk iso-url pxe-bios 4kn total; do [ -n "${TIMES[$k]:-}" ] && echo "$k: ${TIMES[$k]} s"; done
+  for k in build-live install boot-installed negative-missing-disk iso-url pxe-bios 4kn firstboot-build firstboot-install firstboot-boot1 firstboot-boot2 firstboot-passive total; do [ -n "${TIMES[$k]:-}" ] && echo "$k: ${TIMES[$k]} s"; done
 } | tee "$OUT/summary.txt"
 say "PASS (disk image left at $OUT/disk.raw; consoles in $OUT/console-*.log)"

@@ -40,6 +40,7 @@ echo "HVT-FILE node-only=$(cat /etc/ssh/node-only 2>/dev/null)"
 echo "HVT-FILE extra=$(cat /var/lib/extra/written 2>/dev/null)"
 echo "HVT-FILE machine-id=$(cat /etc/machine-id 2>/dev/null)"
 echo "HVT-FILE layout=$(grep -c . /run/cos/cos-layout.env 2>/dev/null)"
+echo "HVT-FILE opt-mode=$(stat -c %a /opt)"
 echo "HVT-FSTAB $(tr '\\n' '|' < /etc/fstab)"
 echo "changed by the node" > /etc/ssh/from-image 2>/dev/null
 mkdir -p /var/lib/extra 2>/dev/null && echo "written on an earlier boot" > /var/lib/extra/written
@@ -69,6 +70,7 @@ beforeAll(async () => {
   await writeFile(path.join(tree, 'sbin/init'), REPORT_INIT);
   await chmod(path.join(tree, 'sbin/init'), 0o755);
   await writeFile(path.join(tree, 'etc/ssh/from-image'), `${IMAGE_COPY}\n`);
+  await chmod(path.join(tree, 'opt'), 0o750);
   await writeFile(path.join(tree, 'etc/fstab'), '# the image\'s\n');
   await copyFile(systemdOsFile('00_rootfs.yaml'), path.join(tree, 'system/oem/00_rootfs.yaml'));
   const state = path.join(work, 'state');
@@ -175,6 +177,8 @@ describe('the test OS initramfs (QEMU, Debian kernel)', () => {
     expect(first.files['from-image']).toBe(IMAGE_COPY);
     expect(first.files['node-only']).toBe('kept from before');
     expect(first.files.extra).toBe('');
+    // an empty image directory gives its mode to the bind dir mounted over it
+    expect(first.files['opt-mode']).toBe('750');
   });
 
   it('on the next boot keeps what the node wrote and mirrors the image over what it changed', async () => {
