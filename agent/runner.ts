@@ -1,5 +1,5 @@
 /**
- * The guard runner: loads guards by name, runs each once its dependencies have succeeded, retries a
+ * The guard runner: runs each guard once its dependencies have succeeded, retries a
  * `retry` result with doubling backoff until the guard's deadline (then reports the last reason as
  * the diagnosis), keeps the state with watch() in `run` mode, writes the status document after every
  * change, and stops cleanly when its signal aborts (SIGTERM/SIGINT in the CLI).
@@ -9,7 +9,7 @@ import type { HarvesterConfig } from '../installer/config/types.js';
 import type { Logger } from '../lib/logger.js';
 import { sleep } from '../lib/wait.js';
 import { GUARD_ORDER, type Guard, type GuardContext, type GuardName, type GuardResult, type StatusDocument } from './guard.js';
-import { defaultGuardLoader, NOT_AVAILABLE, type GuardLoader } from './load-guard.js';
+import { GUARDS } from './guards/index.js';
 import { guardDeadlineMs, guardSettings, STATUS_PATH, type AgentSettings } from './settings.js';
 import { StatusStore } from './status.js';
 
@@ -26,7 +26,8 @@ export interface RunnerOptions {
   only?: GuardName[];
   /** The guard set (default: all of GUARD_ORDER). */
   names?: GuardName[];
-  loadGuard?: GuardLoader;
+  /** The guards by name (default: agent/guards/index.ts); tests pass their own. */
+  guards?: Partial<Record<GuardName, Guard>>;
   /** Time a reconcile may overrun the deadline (when it ignores its abort signal) before it is abandoned. */
   overrunGraceMs?: number;
   now?: () => number;
@@ -39,7 +40,7 @@ export interface RunOutcome {
   status: StatusDocument;
 }
 
-type Outcome = 'ok' | 'skip' | 'failed' | 'unavailable' | 'stopped';
+type Outcome = 'ok' | 'skip' | 'failed' | 'stopped';
 
 /** Notifies waiters whenever any guard's outcome changes. */
 class Changes {
@@ -75,7 +76,9 @@ export async function runGuards(opts: RunnerOptions): Promise<RunOutcome> {
   const iso = (t = now()): string => new Date(t).toISOString();
   const all = opts.names ?? GUARD_ORDER;
   const names = opts.only ? all.filter((n) => opts.only!.includes(n)) : all;
-  const loader = opts.loadGuard ?? defaultGuardLoader;
+  const registry = opts.guards ?? GUARDS;
+  const missing = names.filter((n) => !registry[n]);
+  if (missing.length) throw new Error(`runGuards: no guard named ${missing.join(', ')}`);
   const grace = opts.overrunGraceMs ?? 10_000;
   const root = (p: string): string => (opts.rootDir === '/' ? p : path.join(opts.rootDir, p));
   const store = new StatusStore(statusFile(opts.rootDir), names, opts.mode, opts.log.redactor, opts.log, now);
@@ -101,15 +104,14 @@ export async function runGuards(opts: RunnerOptions): Promise<RunOutcome> {
   }
 
   /** Waits until every dependency succeeded or was skipped; says which one blocks otherwise. */
-  async function waitForDependencies(name: GuardName, deps: GuardName[]): Promise<'ready' | 'stopped' | { blockedBy: GuardName; why: string }> {
+  async function waitForDependencies(name: GuardName, deps: GuardName[]): Promise<'ready' | 'stopped' | { why: string }> {
     for (;;) {
       if (stop.aborted) return 'stopped';
       const waitingFor: string[] = [];
       for (const d of deps) {
         const o = outcomes.get(d);
         if (o === 'ok' || o === 'skip') continue;
-        if (o === 'unavailable') return { blockedBy: d, why: `dependency ${d} is ${NOT_AVAILABLE}` };
-        if (o === 'failed' && opts.mode === 'once') return { blockedBy: d, why: `dependency ${d} failed` };
+        if (o === 'failed' && opts.mode === 'once') return { why: `dependency ${d} failed` };
         waitingFor.push(o === 'failed' ? `${d} (failed; retried later)` : d);
       }
       if (waitingFor.length === 0) return 'ready';
@@ -194,14 +196,7 @@ export async function runGuards(opts: RunnerOptions): Promise<RunOutcome> {
   }
 
   async function driveGuard(name: GuardName): Promise<void> {
-    const loaded = await loader(name);
-    if (!loaded.ok) {
-      store.update(name, { phase: 'failed', lastError: `failed: ${loaded.reason}`, finishedAt: iso() });
-      opts.log.error('guard not loaded', { guard: name, reason: loaded.reason });
-      setOutcome(name, 'unavailable');
-      return;
-    }
-    const guard = loaded.guard;
+    const guard = registry[name]!;
     const deps = opts.only ? [] : guard.dependsOn.filter((d) => names.includes(d));
     for (;;) {
       const ready = await waitForDependencies(name, deps);
@@ -209,8 +204,7 @@ export async function runGuards(opts: RunnerOptions): Promise<RunOutcome> {
       if (ready !== 'ready') {
         store.update(name, { phase: 'failed', detail: undefined, lastError: `not run: ${ready.why}`, finishedAt: iso() });
         opts.log.error('guard not run', { guard: name, reason: ready.why });
-        // A dependency that is missing from the build never appears: nothing to wait for.
-        return setOutcome(name, outcomes.get(ready.blockedBy) === 'unavailable' ? 'unavailable' : 'failed');
+        return setOutcome(name, 'failed');
       }
       const o = await reconcileUntilDeadline(guard);
       setOutcome(name, o);

@@ -3,9 +3,11 @@
  * by key name anywhere in a structure, and by value (registered secret strings are
  * replaced wherever they appear inside any string, e.g. inside a command line or URL).
  */
+import { setOwn } from './own-keys.js';
+
 export const REDACTED = '<redacted>';
 
-const SECRET_KEY = /^(token|password|passphrase|passwd|secret|auth|identitytoken|identity_token|basicauth|basic_auth|authorization|private[_-]?key|key_file|keyfile|tls[_-]?key|agent[_-]?token|server[_-]?token|client[_-]?secret)$/i;
+const SECRET_KEY = /^(token|password|passphrase|passwd|secret|auth|identitytoken|identity_token|basicauth|basic_auth|authorization|private[_-]?key|key_file|keyfile|tls[_-]?key|agent[_-]?token|server[_-]?token|client[_-]?secret|admin_?password)$/i;
 
 /** True when a key's value is a secret by name alone. */
 export function isSecretKey(key: string): boolean {
@@ -59,7 +61,7 @@ function redactObject(value: object, r: Redactor, allSecret: boolean): unknown {
   if (Array.isArray(value)) return value.map((v) => (allSecret ? REDACTED : redactValue(v, r)));
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value)) {
-    out[k] = allSecret && (typeof v !== 'object' || v === null) ? REDACTED : redactValue(v, r, k);
+    setOwn(out, k, allSecret && (typeof v !== 'object' || v === null) ? REDACTED : redactValue(v, r, k));
   }
   return out;
 }

@@ -5,6 +5,7 @@
  * Templates are written in the user's spelling (snake_case as in Harvester's docs, or camelCase);
  * every key we set replaces all spellings of that key, so the fuzzy-name loader never sees two.
  */
+import { ownValue, setOwn } from '../lib/own-keys.js';
 import type { Catalog, Machine, ProfilesFile } from './profiles.js';
 
 export class RenderError extends Error {
@@ -30,7 +31,7 @@ function spellings(camel: string): string[] {
 }
 
 function findKey(o: Obj, camel: string): string | undefined {
-  return spellings(camel).find((k) => k in o);
+  return spellings(camel).find((k) => Object.hasOwn(o, k));
 }
 
 function getIn(o: Obj, path: string[]): unknown {
@@ -52,17 +53,21 @@ function setIn(o: Obj, path: string[], value: unknown): void {
     for (const other of spellings(p)) if (other !== k) delete cur[other];
     if (i === path.length - 1) {
       if (value === undefined) delete cur[k];
-      else cur[k] = value;
+      else setOwn(cur, k, value);
       return;
     }
-    if (!isObj(cur[k])) cur[k] = {};
+    if (!isObj(ownValue(cur, k))) setOwn(cur, k, {});
     cur = cur[k] as Obj;
   }
 }
 
+/** Keys of profiles.yaml are data: own properties only, so `__proto__` is a key (the validator reports it), never a prototype. */
 function deepMerge(base: Obj, over: Obj): Obj {
   const out: Obj = { ...base };
-  for (const [k, v] of Object.entries(over)) out[k] = isObj(v) && isObj(out[k]) ? deepMerge(out[k] as Obj, v) : v;
+  for (const [k, v] of Object.entries(over)) {
+    const cur = ownValue(out, k);
+    setOwn(out, k, isObj(v) && isObj(cur) ? deepMerge(cur, v) : v);
+  }
   return out;
 }
 
@@ -72,7 +77,7 @@ function substitute(value: unknown, vars: Record<string, string>, where: string)
   if (typeof value === 'string') {
     return value.replace(PLACEHOLDER, (all, name: string | undefined) => {
       if (name === undefined) return '$';
-      if (!(name in vars)) throw new RenderError(`${where}: unknown placeholder \${${name}} (known: ${Object.keys(vars).sort().join(', ')})`);
+      if (!Object.hasOwn(vars, name)) throw new RenderError(`${where}: unknown placeholder \${${name}} (known: ${Object.keys(vars).sort().join(', ')})`);
       return vars[name];
     });
   }
@@ -123,7 +128,7 @@ export function renderMachineConfig(cat: Catalog, m: Machine, serverUrl: string)
   const spec = m.spec;
   const ip = spec.ip?.split('/')[0];
   const vars: Record<string, string> = {};
-  for (const [k, v] of Object.entries({ ...group.values, ...spec.values })) vars[k] = String(v);
+  for (const [k, v] of Object.entries({ ...group.values, ...spec.values })) setOwn(vars, k, String(v));
   Object.assign(vars, {
     machine: m.name,
     hostname: spec.hostname ?? '',

@@ -36,7 +36,9 @@ Installs onto DISK, destroying everything on it (and on install.data_disk and th
                         where the node's image preload finds it as /var/lib/rancher/hvagent/bundle
                         (default: the automatic-mode ISO's bundle/, else the live ISO's
                         /run/initramfs/live/bundle when it exists, else none); none: install without one
-  --yes                 confirm the destruction (not needed with install.automatic: true)
+  --yes                 confirm the destruction (not needed in automatic mode, --cmdline-file: there the
+                        kernel command line's harvester.install.automatic=true is the consent; a config
+                        file's install.automatic never is)
   --progress MODE       tty: one updating line; plain: a line every few seconds; json: JSON lines on stdout
                         (default: tty on a terminal, plain otherwise)
   --preserve-on-error   on failure, leave the disk as it is instead of invalidating it
@@ -93,6 +95,7 @@ export default async function install(argv: string[]): Promise<number> {
     loaded: auto?.loaded,
     device: values.device,
     source: values.source ?? auto?.source,
+    isoRelease: auto?.isoRelease,
     requireSource: true,
     systemSizeMiB: parseSystemSize(values['system-size']),
   });
@@ -100,7 +103,9 @@ export default async function install(argv: string[]): Promise<number> {
   const say = (s: string): void => void (mode === 'json' ? process.stderr : process.stdout).write(s);
   for (const w of prepared.warnings) process.stderr.write(`warning: ${w}\n`);
 
-  const automatic = config.install?.automatic === true;
+  // Consent to destroy comes from this run's arguments: --yes, or automatic mode from the kernel
+  // command line. A config file's install.automatic is content, not consent (it may come from anywhere).
+  const automatic = automaticMode;
   if (!values.yes && !automatic) {
     process.stderr.write(
       `hvinstall: refusing to install without --yes. This would destroy everything on:\n${plan.destroys.map((d) => `  - ${d}`).join('\n')}\n\n` +
@@ -172,6 +177,8 @@ interface AutomaticSetup {
   source?: string;
   /** The opened ISO's bundle/ (it may not exist: resolveBundleSource checks). */
   isoBundle?: string;
+  /** The opened ISO's harvester-release.yaml (it may not exist). */
+  isoRelease?: string;
   eventsSink?: import('../steps/progress.js').Sink;
   close(): Promise<void>;
 }
@@ -203,6 +210,7 @@ async function prepareAutomatic(cmdlineFile: string, source: string | undefined,
   const from = automaticOsSource(auto.media, source, fallbackSource);
   let osSource = 'path' in from ? from.path : undefined;
   let isoBundle: string | undefined;
+  let isoRelease: string | undefined;
   log.info('automatic install: where the OS comes from', { from: from.from, path: osSource, isoUrl: auto.media.kind });
   if (from.from === 'iso') {
     const { fetchInstallIso } = await import('../remote/install-media.js');
@@ -218,12 +226,14 @@ async function prepareAutomatic(cmdlineFile: string, source: string | undefined,
     }
     osSource = path.join(media.root, 'rootfs.squashfs');
     isoBundle = path.join(media.root, 'bundle');
+    isoRelease = path.join(media.root, 'harvester-release.yaml');
   }
   return {
     configSource: auto.source,
     loaded: { config, warnings: auto.loaded.warnings.map(fmt) },
     source: osSource,
     isoBundle,
+    isoRelease,
     eventsSink: auto.events.url ? auto.events.sink : undefined,
     close: async () => {
       for (const c of closers) await c().catch(() => undefined);

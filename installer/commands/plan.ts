@@ -16,6 +16,7 @@ install would use, and what it would refuse. Touches no disk.
   --config FILE      the config.yaml (path, http(s) URL or -)
   --device DISK      the install disk when the config does not name it (must match install.device when it does)
   --source S         the OS tree or squashfs, to size active.img (default: Harvester's 3072 MiB)
+                     and to see who bootstraps it (rancherd or hvagent) and its release versions
   --system-size MIB  active.img size (elemental's system.size)
   --facts FILE       plan against machine facts captured as JSON (hvinstall preflight --json)
   --json             the plan as JSON

@@ -1,8 +1,10 @@
 /**
- * `hvinstall render --config F --out DIR [--facts FILE] [--seeds FILE]`: writes the installed node's
- * files under DIR exactly as they land on the node (DIR/oem/…, DIR/etc/rancher/rke2/…) with their
- * modes, and prints what it wrote. Re-running gives byte-identical files: the seeds used are
- * recorded in DIR/oem/hvinstall/render-seeds.json and read back on the next run.
+ * `hvinstall render --config F --out DIR [--facts FILE] [--seeds FILE] [--source S] [--release FILE]`:
+ * writes the installed node's files under DIR exactly as they land on the node (DIR/oem/…,
+ * DIR/etc/rancher/…) with their modes, and prints what it wrote: the files the install writes,
+ * and those the initramfs stage of 90_custom.yaml writes at every boot (rancherd's). Re-running
+ * gives byte-identical files: the seeds used are recorded in DIR/oem/hvinstall/render-seeds.json
+ * and read back on the next run.
  */
 import { readFile, rm, stat } from 'node:fs/promises';
 import { createHash, randomBytes } from 'node:crypto';
@@ -12,21 +14,30 @@ import { parseArgs } from 'node:util';
 import { writeFileAtomic } from '../../lib/atomic-write.js';
 import { ExitCode, HvError } from '../../lib/errors.js';
 import { renderNode, SEEDS_PATH } from '../render/index.js';
-import type { RenderedFile, RenderFacts, RenderSeeds } from '../render/types.js';
+import type { ImageFacts, RenderedFile, RenderFacts, RenderSeeds } from '../render/types.js';
+import { imageFactsOf, machineArch } from '../steps/image-facts.js';
+import { resolveSource } from '../steps/source.js';
 
 export const MANIFEST_PATH = '/oem/hvinstall/render-manifest.json';
 
 const USAGE = `usage: hvinstall render --config FILE --out DIR [--facts FILE] [--seeds FILE]
+                        [--source DIR|SQUASHFS] [--release FILE]
 
-Renders the installed node's files (yip, NetworkManager, RKE2, kube-vip, Longhorn values,
-registries.yaml, harvester.config) under DIR as they land on the node, and prints a table.
+Renders the installed node's files (yip, NetworkManager, RKE2, kube-vip, registries.yaml,
+harvester.config, and rancherd's config and bootstrap resources) under DIR as they land on the
+node, and prints a table (BY: install = written by the install, boot = by 90_custom.yaml's
+initramfs stage at every boot).
 
-  --config FILE  the node's config.yaml (file, http(s) URL or -)
-  --out DIR      where to write (DIR/oem/..., DIR/etc/...); usable as hvagent --root
-  --facts FILE   JSON {cpuCount, nics:[{name,mac}], hasDataPartition?, dhcpHostname?};
-                 default: this machine's CPU count and no NIC lookup
-  --seeds FILE   JSON {seed?, hostnameSuffix?, passwordSalt?}; default: the seeds recorded
-                 in DIR by an earlier render, else fresh random ones`;
+  --config FILE   the node's config.yaml (file, http(s) URL or -)
+  --out DIR       where to write (DIR/oem/..., DIR/etc/...); usable as hvagent --root
+  --facts FILE    JSON {cpuCount, nics:[{name,mac}], hasDataPartition?, dhcpHostname?, arch?};
+                  default: this machine's CPU count and architecture and no NIC lookup
+  --seeds FILE    JSON {seed?, hostnameSuffix?, passwordSalt?}; default: the seeds recorded
+                  in DIR by an earlier render, else fresh random ones
+  --source S      the OS image to install (directory tree or squashfs): whether it carries
+                  rancherd, and its /etc/harvester-release.yaml; default: not inspected, rendered
+                  as for an image without rancherd
+  --release FILE  a harvester-release.yaml from the ISO root, read with the image's own`;
 
 export interface ManifestEntry {
   path: string;
@@ -35,6 +46,8 @@ export interface ManifestEntry {
   secret: boolean;
   size: number;
   sha256: string;
+  /** install: the install writes it; boot: the initramfs stage of /oem/90_custom.yaml does, at every boot. */
+  by: 'install' | 'boot';
 }
 
 async function readJson(file: string, what: string): Promise<unknown> {
@@ -58,7 +71,7 @@ export function parseFacts(raw: unknown, where: string): RenderFacts {
   };
   if (!raw || typeof raw !== 'object' || Array.isArray(raw)) fail('must be a JSON object');
   const o = raw as Record<string, unknown>;
-  for (const k of Object.keys(o)) if (!['cpuCount', 'nics', 'hasDataPartition', 'dhcpHostname'].includes(k)) fail(`unknown key "${k}"`);
+  for (const k of Object.keys(o)) if (!['cpuCount', 'nics', 'hasDataPartition', 'dhcpHostname', 'arch'].includes(k)) fail(`unknown key "${k}"`);
   if (!Number.isInteger(o.cpuCount) || (o.cpuCount as number) < 1) fail('cpuCount must be a positive integer');
   const nics = o.nics ?? [];
   if (!Array.isArray(nics)) fail('nics must be a list');
@@ -70,7 +83,14 @@ export function parseFacts(raw: unknown, where: string): RenderFacts {
   });
   if (o.hasDataPartition !== undefined && typeof o.hasDataPartition !== 'boolean') fail('hasDataPartition must be true or false');
   if (o.dhcpHostname !== undefined && typeof o.dhcpHostname !== 'string') fail('dhcpHostname must be a string');
-  return { cpuCount: o.cpuCount as number, nics: parsed, hasDataPartition: o.hasDataPartition as boolean | undefined, dhcpHostname: o.dhcpHostname as string | undefined };
+  if (o.arch !== undefined && o.arch !== 'amd64' && o.arch !== 'arm64') fail('arch must be amd64 or arm64');
+  return {
+    cpuCount: o.cpuCount as number,
+    nics: parsed,
+    hasDataPartition: o.hasDataPartition as boolean | undefined,
+    dhcpHostname: o.dhcpHostname as string | undefined,
+    ...(o.arch ? { arch: o.arch as 'amd64' | 'arm64' } : {}),
+  };
 }
 
 function parseSeeds(raw: unknown, where: string): RenderSeeds {
@@ -89,15 +109,16 @@ function fileBytes(f: RenderedFile): Buffer {
   return typeof f.content === 'string' ? Buffer.from(f.content, 'utf8') : Buffer.from(f.content);
 }
 
-export function manifestOf(files: RenderedFile[]): ManifestEntry[] {
-  return files.map((f) => {
+export function manifestOf(files: RenderedFile[], bootFiles: RenderedFile[] = []): ManifestEntry[] {
+  const entry = (f: RenderedFile, by: ManifestEntry['by']): ManifestEntry => {
     const b = fileBytes(f);
-    return { path: f.path, mode: `0${f.mode.toString(8)}`, owner: f.owner, secret: f.secret, size: b.length, sha256: createHash('sha256').update(b).digest('hex') };
-  });
+    return { path: f.path, mode: `0${f.mode.toString(8)}`, owner: f.owner, secret: f.secret, size: b.length, sha256: createHash('sha256').update(b).digest('hex'), by };
+  };
+  return [...files.map((f) => entry(f, 'install')), ...bootFiles.map((f) => entry(f, 'boot'))].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
 
 export function formatTable(entries: ManifestEntry[]): string {
-  const rows = [['MODE', 'OWNER', 'SIZE', 'SECRET', 'PATH'], ...entries.map((e) => [e.mode.padStart(4, '0'), e.owner, String(e.size), e.secret ? 'yes' : 'no', e.path])];
+  const rows = [['MODE', 'OWNER', 'SIZE', 'SECRET', 'BY', 'PATH'], ...entries.map((e) => [e.mode.padStart(4, '0'), e.owner, String(e.size), e.secret ? 'yes' : 'no', e.by, e.path])];
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
   return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n');
 }
@@ -109,21 +130,36 @@ function under(dir: string, nodePath: string): string {
   return p;
 }
 
-/** Writes the file set under DIR (atomic, final modes), removing files an earlier render wrote that this one no longer does. */
-export async function writeRenderedTree(dir: string, files: RenderedFile[]): Promise<ManifestEntry[]> {
-  const manifest = manifestOf(files);
+/**
+ * Writes the file set under DIR (atomic, final modes), the boot-written files as they will land,
+ * and removes files an earlier render wrote that this one no longer does.
+ */
+export async function writeRenderedTree(dir: string, files: RenderedFile[], bootFiles: RenderedFile[] = []): Promise<ManifestEntry[]> {
+  const manifest = manifestOf(files, bootFiles);
   const previous = (await readFile(under(dir, MANIFEST_PATH), 'utf8').then((t) => JSON.parse(t) as { files?: ManifestEntry[] }, () => undefined))?.files ?? [];
-  for (const f of files) await writeFileAtomic(under(dir, f.path), f.content, { mode: f.mode });
-  const now = new Set(files.map((f) => f.path));
+  for (const f of [...files, ...bootFiles]) await writeFileAtomic(under(dir, f.path), f.content, { mode: f.mode });
+  const now = new Set(manifest.map((f) => f.path));
   for (const old of previous) if (typeof old.path === 'string' && !now.has(old.path)) await rm(under(dir, old.path), { force: true });
   await writeFileAtomic(under(dir, MANIFEST_PATH), JSON.stringify({ version: 1, files: manifest }, null, 2) + '\n', { mode: 0o644 });
   return manifest;
 }
 
+/** --source and --release: the image facts, or undefined when the image is not inspected. */
+async function inspectImage(source: string | undefined, release: string | undefined): Promise<ImageFacts | undefined> {
+  if (release !== undefined && source === undefined) throw new HvError('--release needs --source: the release metadata is read for an image that carries rancherd', { hint: USAGE, exitCode: ExitCode.usage });
+  if (source === undefined) return undefined;
+  return imageFactsOf(await resolveSource(source), release === undefined ? {} : { isoRelease: release, isoReleaseRequired: true });
+}
+
 export default async function render(argv: string[]): Promise<number> {
   let values: Record<string, string | boolean | undefined>;
   try {
-    ({ values } = parseArgs({ args: argv, options: { config: { type: 'string' }, out: { type: 'string' }, facts: { type: 'string' }, seeds: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }));
+    ({ values } = parseArgs({
+      args: argv,
+      options: { config: { type: 'string' }, out: { type: 'string' }, facts: { type: 'string' }, seeds: { type: 'string' }, source: { type: 'string' }, release: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+      strict: true,
+      allowPositionals: false,
+    }));
   } catch (err) {
     process.stderr.write(`hvinstall render: ${(err as Error).message}\n\n${USAGE}\n`);
     return ExitCode.usage;
@@ -138,7 +174,9 @@ export default async function render(argv: string[]): Promise<number> {
   }
   const out = path.resolve(values.out);
 
-  const facts = typeof values.facts === 'string' ? parseFacts(await readJson(values.facts, 'facts file'), values.facts) : { cpuCount: availableParallelism(), nics: [] };
+  const given = typeof values.facts === 'string' ? parseFacts(await readJson(values.facts, 'facts file'), values.facts) : { cpuCount: availableParallelism(), nics: [] };
+  const image = await inspectImage(values.source as string | undefined, values.release as string | undefined);
+  const facts: RenderFacts = { ...given, arch: given.arch ?? machineArch(), ...(image ? { image } : {}) };
   let seeds: RenderSeeds;
   if (typeof values.seeds === 'string') seeds = parseSeeds(await readJson(values.seeds, 'seeds file'), values.seeds);
   else {
@@ -161,10 +199,12 @@ export default async function render(argv: string[]): Promise<number> {
   if (target && !target.isDirectory()) throw new HvError(`--out ${out} exists and is not a directory`, { where: out, hint: 'give a directory (it is created when missing)', exitCode: ExitCode.usage });
   let manifest: ManifestEntry[];
   try {
-    manifest = await writeRenderedTree(out, report.files);
+    manifest = await writeRenderedTree(out, report.files, report.yipFiles);
   } catch (err) {
     throw new HvError(`cannot write the rendered files under ${out}: ${(err as Error).message}`, { where: out, hint: 'check the directory is writable and has space', exitCode: ExitCode.usage, cause: err });
   }
-  process.stdout.write(`${formatTable(manifest)}\n\nhostname ${report.hostname.name} (${report.hostname.source}); ${manifest.length} files under ${out}\n`);
+  const v = report.bootstrap.versions;
+  const versions = v ? `\nversions: ${(['kubernetes', 'rancher', 'harvesterChart', 'monitoringChart', 'loggingChart'] as const).map((k) => `${k} ${v[k]} (${v.from[k]})`).join(', ')}` : '';
+  process.stdout.write(`${formatTable(manifest)}\n\nhostname ${report.hostname.name} (${report.hostname.source}); ${manifest.length} files under ${out}\nbootstrap: ${report.bootstrap.why}${versions}\n`);
   return ExitCode.ok;
 }

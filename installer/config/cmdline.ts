@@ -5,6 +5,7 @@
  * spelling works here too; positions are the column of each parameter.
  */
 import { emptyPositions, escapePointer, type PositionIndex } from './parse-yaml.js';
+import { ownValue, setOwn } from '../../lib/own-keys.js';
 import type { Finding } from './types.js';
 
 export interface CmdlineToken {
@@ -78,6 +79,8 @@ export function parseCmdline(text: string, source = '<cmdline>'): ParsedCmdline 
       warnings.push({ severity: 'warning', path: '', source, ...at, message: `kernel parameter ${JSON.stringify(tok.text)} has an empty key part and is ignored` });
       continue;
     }
+    // Keys come from the network (PXE): read and write own properties only, so `__proto__`,
+    // `constructor` and friends are plain keys (reported as unknown) and never reach a prototype.
     let node: Record<string, unknown> = raw;
     let ptr = '';
     let clash = false;
@@ -85,30 +88,30 @@ export function parseCmdline(text: string, source = '<cmdline>'): ParsedCmdline 
       ptr += `/${escapePointer(part)}`;
       if (!positions.key.has(ptr)) positions.key.set(ptr, at);
       if (i === parts.length - 1) break;
-      const next = node[part];
+      const next = ownValue(node, part);
       if (next === undefined) {
-        node[part] = {};
+        setOwn(node, part, {});
         positions.value.set(ptr, at);
       } else if (typeof next !== 'object' || Array.isArray(next)) {
         clash = true;
         break;
       }
-      node = node[part] as Record<string, unknown>;
+      node = ownValue(node, part) as Record<string, unknown>;
     }
     const leaf = parts[parts.length - 1];
-    const existing = node[leaf];
+    const existing = ownValue(node, leaf);
     if (clash || (existing !== undefined && typeof existing === 'object' && !Array.isArray(existing))) {
       errors.push({ severity: 'error', path: key, source, ...at, message: `kernel parameter harvester.${key} sets both a value and nested keys under the same name` });
       continue;
     }
     if (existing === undefined) {
-      node[leaf] = value;
+      setOwn(node, leaf, value);
       positions.value.set(ptr, at);
     } else if (Array.isArray(existing)) {
       positions.value.set(`${ptr}/${existing.length}`, at);
       existing.push(value);
     } else {
-      node[leaf] = [existing, value];
+      setOwn(node, leaf, [existing, value]);
       positions.value.set(`${ptr}/0`, positions.value.get(ptr) ?? at);
       positions.value.set(`${ptr}/1`, at);
     }

@@ -6,6 +6,7 @@
  */
 import type { HarvesterConfig } from './types.js';
 import type { Origins } from './findings.js';
+import { ownValue, setOwn } from '../../lib/own-keys.js';
 
 export interface Mergeable {
   config: HarvesterConfig;
@@ -54,8 +55,8 @@ function mergeValue(h: unknown, l: unknown, ptr: string, ho: Origins, lo: Origin
     const keys = [...Object.keys(h), ...Object.keys(l).filter((k) => !Object.hasOwn(h, k))];
     for (const k of keys) {
       const childPtr = `${ptr}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`;
-      const v = mergeValue(h[k], l[k], childPtr, ho, lo, out);
-      if (v !== undefined) Object.defineProperty(result, k, { value: v, enumerable: true, writable: true, configurable: true });
+      const v = mergeValue(ownValue(h, k), ownValue(l, k), childPtr, ho, lo, out);
+      if (v !== undefined) setOwn(result, k, v);
     }
     return result;
   }

@@ -45,5 +45,3 @@ export function cidrContains(cidr: { base: number; prefix: number }, ip: string)
   const mask = (~0 << (32 - cidr.prefix)) >>> 0;
   return ((cidr.base & mask) >>> 0) === ((ipv4ToInt(ip) & mask) >>> 0);
 }
-
-export const MAC_ADDRESS = /^[0-9A-Fa-f]{2}([:-][0-9A-Fa-f]{2}){5}$/;

@@ -11,6 +11,7 @@ import { removedKey, IGNORED_WHEN_SET } from './legacy.js';
 import { FindingList, joinPath, joinPointer, type Origins } from './findings.js';
 import { escapePointer, type PositionIndex } from './parse-yaml.js';
 import { parseInterfaceSpec } from './interface-spec.js';
+import { setOwn } from '../../lib/own-keys.js';
 import type { Finding, HarvesterConfig } from './types.js';
 
 export interface SourceInfo {
@@ -47,11 +48,6 @@ function describe(v: unknown): string {
   if (typeof v === 'object') return 'a mapping';
   if (typeof v === 'string') return `the string ${JSON.stringify(v.length > 60 ? v.slice(0, 57) + '...' : v)}`;
   return `${typeof v === 'number' ? 'the number' : 'the value'} ${String(v)}`;
-}
-
-/** Sets an own property even for keys like `__proto__` (user map keys are data, never prototypes). */
-export function setOwn(o: Record<string, unknown>, k: string, v: unknown): void {
-  Object.defineProperty(o, k, { value: v, enumerable: true, writable: true, configurable: true });
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {

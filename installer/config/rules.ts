@@ -11,6 +11,8 @@ import type { HarvesterConfig, ManagementInterface, Webhook } from './types.js';
 import { cidrContains, isDns1123Subdomain, isIPv4, parseCidr, subnetMaskError } from './net.js';
 import { labelValueErrors, qualifiedNameErrors } from './k8s-names.js';
 import { closest } from './spellings.js';
+import { adminPasswordProblem } from './admin-password.js';
+import { containerdRegistryProblem } from './containerd-registry.js';
 
 export interface RuleContext {
   /** The already-installed path (install mode on an installed system): no iso_url, no device needed. */
@@ -100,6 +102,13 @@ export function checkRules(cfg: HarvesterConfig, out: FindingList, ctx: RuleCont
   // cordoned (harvester/harvester HEAD)
   if (install.cordoned && mode === 'create') out.error('/install/cordoned', "install.cordoned can't be set in create mode");
   if (install.cordoned && install.role === 'witness') out.error('/install/cordoned', "install.cordoned can't be set for nodes with the witness role");
+
+  // admin_password (hvinstall, beyond Harvester): the create node bootstraps the cluster's admin.
+  if (install.adminPassword !== undefined) {
+    const problem = adminPasswordProblem(install.adminPassword);
+    if (problem) out.error('/install/adminPassword', problem, 'give at least 12 characters, or a $pbkdf2-sha3-512$ hash (docs/config.md)');
+    else if (mode !== 'create') out.warn('/install/adminPassword', `admin_password is used only in create mode (the cluster's admin is set once, by the node that creates it); ignored in ${mode || 'this'} mode`);
+  }
 
   checkPartitionSize(cfg, out);
   checkForceGpt(cfg, out);
@@ -233,61 +242,12 @@ function checkSystemSettings(cfg: HarvesterConfig, mode: string, out: FindingLis
   if (mode !== 'create') out.warn('/systemSettings', 'system_settings are applied only in create mode and are ignored here');
   const registry = settings['containerd-registry'];
   if (registry !== undefined) {
-    const err = containerdRegistryError(registry);
-    if (err) out.error('/systemSettings/containerd-registry', 'could not parse containerd-registry as JSON', err);
+    const problem = containerdRegistryProblem(registry);
+    if (problem) out.error('/systemSettings/containerd-registry', problem.message, problem.hint);
   }
   if (settings['ntp-servers'] !== undefined && cfg.os?.ntpServers?.length) {
     out.warn('/systemSettings/ntp-servers', 'ntp-servers is replaced by the value built from os.ntp_servers', 'set the servers in one place only');
   }
-}
-
-/** The shape of wharfie's registries.Registry, checked the way Go's encoding/json decodes it (keys case-insensitive). */
-export function containerdRegistryError(text: string): string | undefined {
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch (err) {
-    return `not JSON: ${(err as Error).message}`;
-  }
-  if (v === null) return undefined;
-  if (typeof v !== 'object' || Array.isArray(v)) return 'expected a JSON object {"Mirrors": {...}, "Configs": {...}}';
-  const get = (o: Record<string, unknown>, k: string) => Object.entries(o).find(([key]) => key.toLowerCase() === k.toLowerCase())?.[1];
-  const obj = (x: unknown) => typeof x === 'object' && x !== null && !Array.isArray(x);
-  const strList = (x: unknown) => x === null || x === undefined || (Array.isArray(x) && x.every((e) => typeof e === 'string'));
-  const mirrors = get(v as Record<string, unknown>, 'Mirrors');
-  if (mirrors !== undefined && mirrors !== null) {
-    if (!obj(mirrors)) return 'Mirrors must be an object of registry name -> {"Endpoints": [...]}';
-    for (const [name, m] of Object.entries(mirrors as Record<string, unknown>)) {
-      if (!obj(m)) return `Mirrors.${name} must be an object {"Endpoints": [...]}`;
-      if (!strList(get(m as Record<string, unknown>, 'Endpoints'))) return `Mirrors.${name}.Endpoints must be a list of URLs`;
-      const rewrites = get(m as Record<string, unknown>, 'Rewrites');
-      if (rewrites !== undefined && rewrites !== null && (!obj(rewrites) || !Object.values(rewrites as object).every((r) => typeof r === 'string'))) {
-        return `Mirrors.${name}.Rewrites must map patterns to strings`;
-      }
-    }
-  }
-  const configs = get(v as Record<string, unknown>, 'Configs');
-  if (configs !== undefined && configs !== null) {
-    if (!obj(configs)) return 'Configs must be an object of registry host -> {"Auth": {...}, "TLS": {...}}';
-    for (const [name, c] of Object.entries(configs as Record<string, unknown>)) {
-      if (!obj(c)) return `Configs.${name} must be an object`;
-      for (const [section, fields] of [
-        ['Auth', ['Username', 'Password', 'Auth', 'IdentityToken']],
-        ['TLS', ['CAFile', 'CertFile', 'KeyFile']],
-      ] as const) {
-        const s = get(c as Record<string, unknown>, section);
-        if (s === undefined || s === null) continue;
-        if (!obj(s)) return `Configs.${name}.${section} must be an object`;
-        for (const f of fields) {
-          const fv = get(s as Record<string, unknown>, f);
-          if (fv !== undefined && fv !== null && typeof fv !== 'string') return `Configs.${name}.${section}.${f} must be a string`;
-        }
-        const insecure = get(s as Record<string, unknown>, 'InsecureSkipVerify');
-        if (section === 'TLS' && insecure !== undefined && insecure !== null && typeof insecure !== 'boolean') return `Configs.${name}.TLS.InsecureSkipVerify must be true or false`;
-      }
-    }
-  }
-  return undefined;
 }
 
 function checkLabels(labels: Record<string, string> | undefined, out: FindingList): void {

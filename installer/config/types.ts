@@ -145,6 +145,11 @@ export interface Install {
   /** `^\d+(Mi|Gi)$`, e.g. "150Gi". */
   persistentPartitionSize?: string;
   cordoned?: boolean;
+  /**
+   * hvinstall, beyond Harvester: the initial UI admin password (create mode). Clear text or a
+   * `$pbkdf2-sha3-512$` hash (installer/render/admin-password.ts); stored on the node as the hash.
+   */
+  adminPassword?: string;
 }
 
 export interface HarvesterConfig {

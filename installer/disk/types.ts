@@ -2,6 +2,8 @@
  * The install plan: everything `hvinstall install` will do to the disks, computed up front from the
  * config and the machine's facts (pure), printable by `hvinstall plan` and applied by the steps.
  */
+import type { ImageFacts } from '../render/types.js';
+
 export type Firmware = 'efi' | 'bios';
 export type PartitionTableKind = 'gpt' | 'msdos';
 export type FsType = 'vfat' | 'ext4' | 'none';
@@ -102,4 +104,6 @@ export interface InstallPlan {
   notes: string[];
   /** Bytes destroyed: a list of what is on the disks now (for the confirmation prompt). */
   destroys: string[];
+  /** What the OS image brings (who bootstraps, its release metadata), when the source was inspected; the oem step renders with it. */
+  image?: ImageFacts;
 }

@@ -3,7 +3,7 @@
  * read-only where the kernel has iso9660, else extract the wanted paths with `xorriso -osirrox`
  * (this build machine's kernel has no iso9660). `iso_url: local` means the medium we booted from.
  */
-import { mkdir, readFile, rm, stat } from 'node:fs/promises';
+import { mkdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
@@ -20,7 +20,7 @@ export interface IsoMedia {
 }
 
 /** Harvester ISOs carry these; the installer needs the squashfs (live root) and the image bundle. */
-export const DEFAULT_ISO_PATHS = ['/rootfs.squashfs', '/bundle'];
+export const DEFAULT_ISO_PATHS = ['/rootfs.squashfs', '/bundle', '/harvester-release.yaml'];
 
 /**
  * The device or file of the medium we booted from (Harvester's `iso_url: local`, commit 2a7a1d4a):
@@ -89,14 +89,4 @@ export async function openIsoMedia(iso: string, workDir: string, opts: { paths?:
     throw new HvError(`${iso} contains none of ${wanted.join(', ')}; is it a Harvester ISO?`, { exitCode: ExitCode.installFailed });
   }
   return { root: dest, method: 'xorriso', found, close: () => rm(dest, { recursive: true, force: true }) };
-}
-
-/** Reads one small file from an ISO without mounting it (e.g. a version file). */
-export async function readIsoFile(iso: string, isoPath: string, workDir: string): Promise<string> {
-  const m = await openIsoMedia(iso, workDir, { paths: [isoPath], preferMount: false });
-  try {
-    return await readFile(path.join(m.root, isoPath), 'utf8');
-  } finally {
-    await m.close();
-  }
 }

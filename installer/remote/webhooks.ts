@@ -16,6 +16,7 @@ import { Agent, request, type Dispatcher } from 'undici';
 import type { HarvesterConfig, Webhook, WebhookEvent } from '../config/types.js';
 import { Logger } from '../../lib/logger.js';
 import { isSecretKey } from '../../lib/redact.js';
+import { ownValue, setOwn } from '../../lib/own-keys.js';
 import { sleep } from '../../lib/wait.js';
 import { renderGoTemplate } from './go-template.js';
 
@@ -137,8 +138,9 @@ async function sendOnce(h: PreparedWebhook, timeoutMs: number, signal: AbortSign
   const timeout = AbortSignal.timeout(timeoutMs);
   const headers: Record<string, string | string[]> = {};
   for (const [k, v] of h.headers) {
-    const cur = headers[k];
-    headers[k] = cur === undefined ? v : Array.isArray(cur) ? [...cur, v] : [cur, v];
+    // Header names are the config's keys: own properties only (`constructor`, `__proto__` are headers too).
+    const cur = ownValue(headers, k) as string | string[] | undefined;
+    setOwn(headers, k, cur === undefined ? v : Array.isArray(cur) ? [...cur, v] : [cur, v]);
   }
   if (h.basicAuth) headers.authorization = `Basic ${Buffer.from(`${h.basicAuth.user}:${h.basicAuth.password}`).toString('base64')}`;
   try {

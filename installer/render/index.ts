@@ -8,16 +8,22 @@ import type { HarvesterConfig } from '../config/types.js';
 import { toHarvesterConfigYaml } from '../config/serialise.js';
 import { ExitCode, HvError } from '../../lib/errors.js';
 import { cryptSaltFrom, isCryptHash } from './crypt.js';
+import { ADMIN_PASSWORD_PATH, renderAdminPasswordDropIn, withHashedAdminPassword } from './admin-password.js';
+import { bootstrapFiles, renderBootstrapFile } from './bootstrap-resources.js';
 import { renderKubeVipManifest, KUBE_VIP_MANIFEST_PATH } from './kube-vip.js';
 import { defaultHasDataPartition } from './layout.js';
-import { HARVESTER_VALUES_PATH, renderHarvesterValues } from './longhorn.js';
 import { NM_CONNECTIONS_DIR, renderNetworkManagerProfiles } from './network.js';
-import { parseContainerdRegistry, registryCredentials, renderRegistriesFile } from './registries.js';
+import { RANCHERD_CONFIG_DIR, RANCHERD_CONFIG_PATH, renderRancherdConfig } from './rancherd.js';
+import { renderRegistriesFile } from './registries.js';
+import { resolveBootstrapVersions, type BootstrapVersions } from './release.js';
 import { renderRke2DropIns } from './rke2.js';
-import type { RenderedFile, RenderFacts, RenderReport, RenderSeeds } from './types.js';
+import type { ImageFacts, RenderedFile, RenderFacts, RenderReport, RenderSeeds } from './types.js';
 import { passwordHash, renderGrubenv, renderYip, thirdPartyKernelArgs, YIP_PATH } from './yip.js';
 
-export type { RenderedFile, RenderFacts, RenderNic, RenderReport, RenderSeeds } from './types.js';
+export type { ImageFacts, RenderedFile, RenderFacts, RenderNic, RenderReport, RenderSeeds } from './types.js';
+export { parseReleaseMetadata, mediaRelease, resolveBootstrapVersions, IMAGE_RELEASE_PATH, ISO_RELEASE_PATH } from './release.js';
+export type { BootstrapVersions, MediaRelease, ReleaseMetadata } from './release.js';
+export { RANCHERD_CONFIG_PATH, RANCHERD_CONFIG_DIR } from './rancherd.js';
 export { renderRegistriesYaml, renderRegistriesFile, parseContainerdRegistry, registriesHoldCredentials, registryCredentials } from './registries.js';
 export type { RegistriesDocument } from './registries.js';
 export { sha512Crypt, isCryptHash } from './crypt.js';
@@ -91,27 +97,31 @@ function withHostname(config: HarvesterConfig, name: string): HarvesterConfig {
   return config.os?.hostname === name ? config : { ...config, os: { ...config.os, hostname: name } };
 }
 
-/** Every secret value the config carries (token, password, registry credentials, webhook auth), for redaction and leak checks. */
-export function configSecrets(config: HarvesterConfig): string[] {
-  const out = new Set<string>();
-  if (config.token) out.add(config.token);
-  if (config.os?.password && !isCryptHash(config.os.password)) out.add(config.os.password);
-  const reg = config.systemSettings?.['containerd-registry'];
-  if (reg) {
-    try {
-      for (const c of registryCredentials(parseContainerdRegistry(reg))) out.add(c);
-    } catch {
-      // An unparsable setting fails rendering with its own message; nothing to collect here.
-    }
-  }
-  for (const w of config.install?.webhooks ?? []) {
-    if (w.basicAuth?.password) out.add(w.basicAuth.password);
-    for (const [k, vs] of Object.entries(w.headers ?? {})) if (/^(authorization|proxy-authorization)$/i.test(k)) for (const v of vs) out.add(v);
-  }
-  return [...out].filter((s) => s.length > 0);
+/** Without image facts the node is rendered as for an image without rancherd. */
+const NO_IMAGE: ImageFacts = { bootstrapper: 'hvagent', why: 'the OS image was not inspected: rendered for hvagent driving RKE2' };
+
+function byPath(a: RenderedFile, b: RenderedFile): number {
+  return a.path < b.path ? -1 : a.path > b.path ? 1 : 0;
 }
 
-/** Renders the node's files plus what was decided (seeds, hostname, warnings). */
+/**
+ * rancherd's files, written by the initramfs stage of 90_custom.yaml at every boot as Harvester
+ * writes them: the config (every cluster node) and, on the create node, the bootstrap resources
+ * and the admin-password drop-in.
+ */
+function rancherdFiles(config: HarvesterConfig, mode: string, hostname: string, versions: BootstrapVersions, facts: RenderFacts, seed: string, warnings: string[]): RenderedFile[] {
+  const files: RenderedFile[] = [{ path: RANCHERD_CONFIG_PATH, mode: 0o600, owner: OWNER, secret: true, content: renderRancherdConfig(config, hostname, versions) }];
+  if (mode !== 'create') return files;
+  for (const f of bootstrapFiles(config, versions, facts.arch ?? 'amd64', warnings)) {
+    // Settings may carry credentials (containerd-registry, backup-target, http-proxy).
+    files.push({ path: `${RANCHERD_CONFIG_DIR}/${f.name}`, mode: 0o600, owner: OWNER, secret: f.name === '20-harvester-settings.yaml' && f.resources.length > 0, content: renderBootstrapFile(f) });
+  }
+  const admin = config.install?.adminPassword;
+  if (admin) files.push({ path: ADMIN_PASSWORD_PATH, mode: 0o600, owner: OWNER, secret: true, content: renderAdminPasswordDropIn(admin, seed, versions.rancher) });
+  return files.sort(byPath);
+}
+
+/** Renders the node's files plus what was decided (seeds, hostname, warnings, who bootstraps). */
 export function renderNode(config: HarvesterConfig, facts: RenderFacts, seeds?: RenderSeeds): RenderReport {
   const mode = String(config.install?.mode ?? '').toLowerCase();
   if (mode !== 'create' && mode !== 'join' && mode !== 'install') {
@@ -119,6 +129,8 @@ export function renderNode(config: HarvesterConfig, facts: RenderFacts, seeds?: 
   }
   // mode install ("binaries only"): the OS part only; the network and cluster are configured when the node is set up later, as in Harvester.
   const clusterNode = mode !== 'install';
+  const image = facts.image ?? NO_IMAGE;
+  const rancherd = image.bootstrapper === 'rancherd';
   const warnings: string[] = [];
   const used = resolveSeeds(config, facts, seeds);
   const hostname = resolveHostname(config, facts, used.hostnameSuffix);
@@ -126,22 +138,27 @@ export function renderNode(config: HarvesterConfig, facts: RenderFacts, seeds?: 
   const files: RenderedFile[] = [];
   const add = (path: string, content: string | Uint8Array, mode: number, secret: boolean) => files.push({ path, content, mode: secret ? 0o600 : mode, owner: OWNER, secret });
 
-  const yip = renderYip({ config, hostname: hostname.name, hasDataPartition, passwordSalt: used.passwordSalt, warnings });
-  // Always 0600: besides the password hash it may carry proxy credentials and the user's write_files.
+  // Versions first: an image with rancherd but no versions fails here, before anything else is decided.
+  const versions = rancherd && clusterNode ? resolveBootstrapVersions(config, image.release) : undefined;
+  const yipFiles = versions ? rancherdFiles(config, mode, hostname.name, versions, facts, used.seed, warnings) : [];
+  if (config.install?.adminPassword && mode === 'create' && !rancherd) warnings.push('install.admin_password is ignored: this image has no rancherd, so no Rancher UI is bootstrapped');
+
+  const yip = renderYip({ config, hostname: hostname.name, hasDataPartition, passwordSalt: used.passwordSalt, warnings, bootFiles: yipFiles.map((f) => ({ path: f.path, mode: f.mode, content: String(f.content) })) });
+  // Always 0600: besides the password hash it may carry proxy credentials, the user's write_files and rancherd's token.
   add(YIP_PATH, yip, 0o600, true);
   const kargs = thirdPartyKernelArgs(config);
   add('/oem/grubenv', renderGrubenv(kargs ? { third_party_kernel_args: kargs } : {}), 0o644, false);
   add('/oem/grubcustom', '', 0o644, false);
-  // The persisted copies carry the password's crypt hash, never the clear text, and the hostname the node got
+  // The persisted copies carry the passwords' hashes, never the clear text, and the hostname the node got
   // (Harvester saves the DHCP or generated name too), so re-rendering from them gives the same files.
-  const persisted = withHostname(withHashedPassword(config, used.passwordSalt), hostname.name);
+  const persisted = withHostname(withHashedAdminPassword(withHashedPassword(config, used.passwordSalt), used.seed), hostname.name);
   add(HARVESTER_CONFIG_PATH, toHarvesterConfigYaml(persisted), 0o600, true);
   add(CANONICAL_CONFIG_PATH, JSON.stringify(persisted, null, 2) + '\n', 0o600, true);
   add(SEEDS_PATH, JSON.stringify({ ...used, hostname: hostname.name, hostnameSource: hostname.source }, null, 2) + '\n', 0o600, true);
 
   if (clusterNode) {
     for (const p of renderNetworkManagerProfiles(config, facts)) add(`${NM_CONNECTIONS_DIR}/${p.fileName}`, p.content, 0o600, false);
-    for (const d of renderRke2DropIns(config, facts.cpuCount)) add(d.path, d.content, d.mode, d.secret);
+    for (const d of renderRke2DropIns(config, facts.cpuCount, { rancherd })) add(d.path, d.content, d.mode, d.secret);
   }
 
   const registry = config.systemSettings?.['containerd-registry'];
@@ -149,18 +166,18 @@ export function renderNode(config: HarvesterConfig, facts: RenderFacts, seeds?: 
     const r = renderRegistriesFile(registry);
     add(REGISTRIES_PATH, r.content, r.mode, r.secret);
   }
-  if (mode === 'create') {
+  // With rancherd the harvester chart's kube-vip DaemonSet owns the VIP: a second announcer of the same address must not run.
+  if (mode === 'create' && !rancherd) {
     const manifest = renderKubeVipManifest(config);
     if (manifest) add(KUBE_VIP_MANIFEST_PATH, manifest, 0o644, false);
-    add(HARVESTER_VALUES_PATH, renderHarvesterValues(config), 0o644, false);
   }
   for (const f of sshdFiles(config)) files.push(f);
 
-  files.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+  files.sort(byPath);
   for (let i = 1; i < files.length; i++) {
     if (files[i]!.path === files[i - 1]!.path) throw new HvError(`two rendered files share the path ${files[i]!.path}`, { where: 'installer/render', exitCode: ExitCode.installFailed });
   }
-  return { files, seeds: used, hostname, warnings };
+  return { files, seeds: used, hostname, warnings, yipFiles, bootstrap: { bootstrapper: image.bootstrapper, why: image.why, ...(versions ? { versions } : {}) } };
 }
 
 /** The public contract: the node's file set, sorted by path. */

@@ -1,7 +1,10 @@
 /**
  * RKE2 configuration drop-ins (/etc/rancher/rke2/config.yaml.d/), as Harvester writes them
- * (harvester/harvester-installer pkg/config/cos.go initRancherdStage, pkg/config/templates), plus
- * what rancherd would otherwise have supplied: the token, the join server and the managed-node label.
+ * (harvester/harvester-installer pkg/config/cos.go initRancherdStage, pkg/config/templates). On an
+ * image without rancherd, hvagent starts RKE2 itself, so these also carry what rancherd would
+ * otherwise supply (rancher/rancherd pkg/runtime, its 40-rancherd.yaml): the token, cluster-init,
+ * the join server, the disabled charts and the managed and install-cordoned labels. With rancherd
+ * those stand-ins are left out, and only what Harvester's installer writes remains.
  * Create nodes are servers with cluster-init; join nodes start as agents.
  */
 import { stringify } from 'yaml';
@@ -66,12 +69,16 @@ export function supervisorUrl(serverUrl: string): string {
   return `https://${u.hostname}:${SUPERVISOR_PORT}`;
 }
 
-/** The node labels kubelet registers with: managed, role, user labels (sorted), install-cordoned. */
-export function nodeLabels(config: HarvesterConfig): string[] {
-  const labels: Record<string, string> = { 'harvesterhci.io/managed': 'true' };
+/**
+ * The node labels kubelet registers with: the role label and the user's labels (Harvester's
+ * roleSetup adds the role to os.labels), sorted; without rancherd also the labels rancherd would
+ * pass (managed, install-cordoned).
+ */
+export function nodeLabels(config: HarvesterConfig, opts: { rancherd?: boolean } = {}): string[] {
+  const labels: Record<string, string> = opts.rancherd ? {} : { 'harvesterhci.io/managed': 'true' };
   const role = String(config.install?.role ?? 'default').toLowerCase();
   if (role && role !== 'default') labels[`node-role.harvesterhci.io/${role}`] = 'true';
-  if (config.install?.cordoned) labels['harvesterhci.io/install-cordoned'] = 'true';
+  if (config.install?.cordoned && !opts.rancherd) labels['harvesterhci.io/install-cordoned'] = 'true';
   for (const [k, v] of Object.entries(config.os?.labels ?? {})) labels[k] = v;
   return Object.keys(labels).sort().map((k) => `${k}=${labels[k]}`);
 }
@@ -90,7 +97,8 @@ export function auditPolicy(): string {
   });
 }
 
-export function renderRke2DropIns(config: HarvesterConfig, cpuCount: number): Rke2DropIn[] {
+/** `rancherd`: the image's rancherd supplies the token, server, cluster-init, disabled charts and its labels. */
+export function renderRke2DropIns(config: HarvesterConfig, cpuCount: number, opts: { rancherd?: boolean } = {}): Rke2DropIn[] {
   const mode = String(config.install?.mode ?? '').toLowerCase();
   if (mode !== 'create' && mode !== 'join') {
     throw new HvError(`RKE2 configuration is rendered for create and join nodes, not mode "${mode}"`, { where: 'install.mode', exitCode: ExitCode.checkFailed });
@@ -101,13 +109,14 @@ export function renderRke2DropIns(config: HarvesterConfig, cpuCount: number): Rk
   const witness = role === 'witness';
   const files: Rke2DropIn[] = [];
 
-  files.push({ path: `${RKE2_CONFIG_DIR}/10-hvinstall-token.yaml`, content: yamlDoc({ token: config.token }), mode: 0o600, secret: true });
+  const standIns = !opts.rancherd;
+  if (standIns) files.push({ path: `${RKE2_CONFIG_DIR}/10-hvinstall-token.yaml`, content: yamlDoc({ token: config.token }), mode: 0o600, secret: true });
 
   if (isCreate(config)) {
     const vip = config.install?.vip?.trim();
     const tlsSan = [...(vip ? [vip] : []), ...(config.sans ?? []).filter((s) => s && s !== vip)];
     const server: Record<string, unknown> = {
-      'cluster-init': true,
+      ...(standIns ? { 'cluster-init': true } : {}),
       cni: 'multus,canal',
       'cluster-cidr': config.install?.clusterPodCidr || DEFAULT_POD_CIDR,
       'service-cidr': config.install?.clusterServiceCidr || DEFAULT_SERVICE_CIDR,
@@ -116,14 +125,16 @@ export function renderRke2DropIns(config: HarvesterConfig, cpuCount: number): Rk
     if (tlsSan.length) server['tls-san'] = tlsSan;
     server['audit-policy-file'] = AUDIT_POLICY_PATH;
     // What rancherd's extraConfig passes to RKE2 on Harvester (harvester/harvester-installer pkg/config/templates/rancherd-config.yaml); promote.sh disables the same charts.
-    server.disable = DISABLED_CHARTS;
+    if (standIns) server.disable = DISABLED_CHARTS;
     files.push({ path: `${RKE2_CONFIG_DIR}/90-harvester-server.yaml`, content: yamlDoc(server), mode: DROPIN_MODE, secret: false });
-  } else {
+  } else if (standIns) {
+    // With rancherd, the join server reaches RKE2 through rancherd (and Harvester's image rewrites 90-harvester-vip.yaml at every start).
     if (!config.serverUrl) throw new HvError('server_url is required in join mode', { where: 'server_url', exitCode: ExitCode.checkFailed });
     files.push({ path: `${RKE2_CONFIG_DIR}/90-harvester-vip.yaml`, content: yamlDoc({ server: supervisorUrl(config.serverUrl) }), mode: DROPIN_MODE, secret: false });
   }
 
-  const kubeletArgs = [`max-pods=${MAX_PODS}`, `node-labels=${nodeLabels(config).join(',')}`];
+  const labels = nodeLabels(config, opts);
+  const kubeletArgs = [`max-pods=${MAX_PODS}`, ...(labels.length ? [`node-labels=${labels.join(',')}`] : [])];
   if (witness) kubeletArgs.push(`register-with-taints=${WITNESS_TAINT}`);
   files.push({ path: `${RKE2_CONFIG_DIR}/90-harvester-agent.yaml`, content: yamlDoc({ 'kubelet-arg': kubeletArgs }), mode: DROPIN_MODE, secret: false });
   files.push({ path: `${RKE2_CONFIG_DIR}/91-harvester-cdi.yaml`, content: yamlDoc({ 'nonroot-devices': true }), mode: DROPIN_MODE, secret: false });

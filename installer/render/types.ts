@@ -4,6 +4,8 @@
  * node path (through `placeRenderedFile` for paths that live on COS_PERSISTENT); the agent's
  * registries guard calls `renderRegistriesYaml` itself.
  */
+import type { Bootstrapper } from '../../lib/image-profile.js';
+import type { BootstrapVersions, MediaRelease } from './release.js';
 
 /** One file of the installed node. `path` is the absolute path as the node sees it once booted. */
 export interface RenderedFile {
@@ -39,6 +41,23 @@ export interface RenderFacts {
   hasDataPartition?: boolean;
   /** Hostname the DHCP server gave during the install (used when os.hostname is empty; `rancher` counts as none). */
   dhcpHostname?: string;
+  /** Machine architecture in Go's names; Harvester adds the multus node selector on arm64 only. Default amd64. */
+  arch?: 'amd64' | 'arm64';
+  /** What the OS image being installed brings (who bootstraps, its release metadata). Default: no rancherd. */
+  image?: ImageFacts;
+}
+
+/**
+ * The facts of the install media that shape the node's bootstrap, gathered from the source tree
+ * (and the ISO root) by the caller so rendering stays pure.
+ */
+export interface ImageFacts {
+  /** lib/image-profile.ts chooseBootstrapper: rancherd when the image carries its binary and unit. */
+  bootstrapper: Bootstrapper;
+  /** Why, in one line (shown by `hvinstall render` and the install log). */
+  why: string;
+  /** The media's harvester-release.yaml, when there is one. */
+  release?: MediaRelease;
 }
 
 /**
@@ -64,4 +83,11 @@ export interface RenderReport {
   hostname: { name: string; source: 'config' | 'dhcp' | 'generated' };
   /** Non-fatal findings (e.g. a write_files permission that is not octal: 0600 used, as Harvester does). */
   warnings: string[];
+  /**
+   * Files the initramfs stage of /oem/90_custom.yaml writes at every boot (rancherd's config and
+   * bootstrap resources), as they land on the node; not written to disk by the install itself.
+   */
+  yipFiles: RenderedFile[];
+  /** Who bootstraps the node, and the versions rancherd gets (when it does). */
+  bootstrap: { bootstrapper: Bootstrapper; why: string; versions?: BootstrapVersions };
 }

@@ -43,6 +43,19 @@ export interface YipInputs {
   hasDataPartition: boolean;
   passwordSalt: string;
   warnings: string[];
+  /** Files the initramfs stage writes at every boot besides its own (rancherd's config and bootstrap resources). */
+  bootFiles?: ReadonlyArray<{ path: string; mode: number; content: string }>;
+}
+
+/**
+ * yip renders every file's content as a Go template before writing it (rancher/yip pkg/plugins
+ * files.go templateSysData), so a literal `{{` in content hvinstall generates must come out of that
+ * rendering unchanged: `{{"{{"}}` prints `{{`, and a lone `}}` is plain text to Go templates.
+ * (Harvester masks its Grafana dashboards the same way: harvester-installer pkg/config/templates.go
+ * escapeMustaches.) Users' own write_files are left as they are: they may use yip's templating.
+ */
+function escapeGoTemplate(text: string): string {
+  return text.split('{{').join('{{"{{"}}');
 }
 
 /** os.password as yip's passwd: hashed with SHA-512 crypt when clear text, kept when already a crypt hash. */
@@ -184,6 +197,8 @@ export function yipDocument(inp: YipInputs): Record<string, unknown> {
     if (mp) files.push({ path: '/etc/multipath.conf', permissions: 0o644, content: renderMultipathConf(mp) });
     enable.push('multipathd');
   }
+
+  for (const f of inp.bootFiles ?? []) files.push({ path: f.path, permissions: f.mode, content: escapeGoTemplate(f.content) });
 
   const initramfs: Record<string, unknown> = { name: 'Harvester node configuration' };
   initramfs.commands = [...modules.map((m) => `modprobe ${m}`), 'rm -f /var/lib/kubelet/cpu_manager_state'];

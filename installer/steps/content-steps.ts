@@ -4,7 +4,6 @@ import path from 'node:path';
 import { writeFileAtomic } from '../../lib/atomic-write.js';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
-import { serialiseHarvesterConfig } from '../config/index.js';
 import { partitionPath } from '../disk/commands.js';
 import { bootVisibleSignatures } from '../disk/block.js';
 import { installDisks } from './disk-steps.js';
@@ -12,20 +11,20 @@ import type { DeployResult, ImageRecord } from '../disk/contracts.js';
 import type { InstallPlan, PlannedFile } from '../disk/types.js';
 import type { HarvesterConfig } from '../config/types.js';
 import type { MachineFacts } from '../preflight/types.js';
-import type { InstallContext, Step } from './context.js';
+import type { Step } from './context.js';
 import { withMounted } from './mounted.js';
-import { loadDeployImages, loadInstallBootloader, loadRenderer, type RenderedFileLike } from './seams.js';
+import { deployImages } from '../deploy/index.js';
+import { installBootloader } from '../bootloader/index.js';
+import { placeNodePath, renderNode, type RenderedFile, type RenderReport } from '../render/index.js';
 import { killIfAsked } from './test-faults.js';
 import { BUNDLE_NODE_PATH, copyBundle, scanTree } from './bundle-copy.js';
 import { formatBytes } from '../disk/sizes.js';
+import type { ImageFacts } from '../render/types.js';
+import { machineArch } from './image-facts.js';
 
 export const deployStep: Step = {
   name: 'deploy',
   async run(ctx) {
-    const deployImages = await loadDeployImages();
-    if (!deployImages) {
-      throw new HvError('OS image deploy is not part of this build (installer/deploy/index.js is missing)', { where: 'deploy', exitCode: ExitCode.installFailed });
-    }
     const plan = ctx.plan;
     const workDir = path.join(ctx.runDir, 'work');
     await mkdir(workDir, { recursive: true });
@@ -75,10 +74,6 @@ export const deployStep: Step = {
 export const bootloaderStep: Step = {
   name: 'bootloader',
   async run(ctx) {
-    const installBootloader = await loadInstallBootloader();
-    if (!installBootloader) {
-      throw new HvError('the bootloader installer is not part of this build (installer/bootloader/index.js is missing)', { where: 'bootloader', exitCode: ExitCode.installFailed });
-    }
     const plan = ctx.plan;
     const efi = plan.partitions.find((p) => p.role === 'efi');
     const labelCheckDevices = (await bootVisibleSignatures(installDisks(plan))).map((s) => s.DEVNAME!);
@@ -122,34 +117,41 @@ async function removeStaleTemps(dir: string): Promise<void> {
   }
 }
 
-/** The renderer's files for this node, or undefined when the renderer is not part of the build. */
-export async function renderFiles(config: HarvesterConfig, facts: MachineFacts, plan: InstallPlan): Promise<RenderedFileLike[] | undefined> {
-  const renderer = await loadRenderer();
-  if (!renderer?.renderNodeFiles) return undefined;
+/** The renderer's files for this node. */
+export function renderFiles(config: HarvesterConfig, facts: MachineFacts, plan: InstallPlan): RenderedFile[] {
+  return renderFor(config, facts, plan).files;
+}
+
+function renderFor(config: HarvesterConfig, facts: MachineFacts, plan: InstallPlan): RenderReport {
   const hasDataPartition = plan.partitions.some((p) => p.role === 'data') || !!plan.dataDisk;
-  const report = (await renderer.renderNodeFiles(
+  return renderNode(
     config,
-    { cpuCount: facts.cpu.threads || facts.cpu.cores, nics: facts.nics.filter((n) => !n.loopback).map((n) => ({ name: n.name, mac: (n.mac ?? '').toLowerCase() })), hasDataPartition },
+    {
+      cpuCount: facts.cpu.threads || facts.cpu.cores,
+      nics: facts.nics.filter((n) => !n.loopback).map((n) => ({ name: n.name, mac: (n.mac ?? '').toLowerCase() })),
+      hasDataPartition,
+      arch: machineArch(),
+      ...(plan.image ? { image: plan.image } : {}),
+    },
     // Seeded by the plan, so a re-run renders byte-identical files (hostname suffix, password salt).
     { seed: plan.digest },
-  )) as { files?: RenderedFileLike[] } | RenderedFileLike[];
-  return Array.isArray(report) ? report : (report.files ?? []);
+  );
 }
 
-async function renderedFiles(ctx: InstallContext): Promise<RenderedFileLike[] | undefined> {
-  return renderFiles(ctx.config, await ctx.facts(), ctx.plan);
-}
-
-/** The plan's file list with the renderer's files (when present) in place of the minimal set. */
-export async function withRenderedFileList(config: HarvesterConfig, facts: MachineFacts, plan: InstallPlan): Promise<InstallPlan> {
-  const rendered = await renderFiles(config, facts, plan);
-  if (!rendered) return plan;
-  const place = placer(await loadRenderer(), plan.persistentStatePaths);
-  const files: PlannedFile[] = rendered.map((f) => {
-    const where = place(f.path);
+/**
+ * The plan's file list with the renderer's files in place of the minimal set, and the image facts
+ * (who bootstraps, the release metadata) the oem step renders with.
+ */
+export function withRenderedFileList(config: HarvesterConfig, facts: MachineFacts, planned: InstallPlan, image?: ImageFacts): InstallPlan {
+  const withImage: InstallPlan = image ? { ...planned, image, notes: [...planned.notes, `bootstrap: ${image.why}`] } : planned;
+  const report = renderFor(config, facts, withImage);
+  // The renderer's warnings (an addon left out, a setting ignored) belong where the operator reads the plan.
+  const plan: InstallPlan = report.warnings.length ? { ...withImage, notes: [...withImage.notes, ...report.warnings.map((w) => `render: ${w}`)] } : withImage;
+  const files: PlannedFile[] = report.files.map((f) => {
+    const where = placeNodePath(f.path, plan.persistentStatePaths);
     return {
       on: where.partition === 'COS_PERSISTENT' ? 'COS_PERSISTENT' : 'COS_OEM',
-      path: where.relPath ?? f.path,
+      path: where.partition === 'none' ? f.path : where.relPath,
       mode: f.mode,
       what: `${f.path}${f.secret ? ' (secret)' : ''}`,
     };
@@ -157,46 +159,26 @@ export async function withRenderedFileList(config: HarvesterConfig, facts: Machi
   return { ...plan, files: [...files, ...plan.files.filter((f) => f.path.startsWith('install/'))] };
 }
 
-type Placement = { partition: 'COS_OEM' | 'COS_PERSISTENT' | 'none'; relPath?: string; reason?: string };
-
-/** Where a rendered node path goes: the renderer's own placement when it exports one, else ours. */
-function placer(renderer: Awaited<ReturnType<typeof loadRenderer>>, statePaths: string[]): (p: string) => Placement {
-  const theirs = renderer?.placeNodePath as ((p: string, paths: string[]) => Placement) | undefined;
-  if (theirs) return (p) => theirs(p, statePaths);
-  return (p) => {
-    if (p.startsWith('/oem/')) return { partition: 'COS_OEM', relPath: p.slice('/oem/'.length) };
-    const rel = persistentLocation(p, statePaths);
-    return rel ? { partition: 'COS_PERSISTENT', relPath: rel } : { partition: 'none', reason: `${p} is not under /oem or a persistent state path` };
-  };
-}
-
 export const oemStep: Step = {
   name: 'oem',
   async run(ctx) {
     const plan = ctx.plan;
-    const renderer = await loadRenderer();
-    const rendered = await renderedFiles(ctx);
-    const place = placer(renderer, plan.persistentStatePaths);
+    const rendered = renderFiles(ctx.config, await ctx.facts(), plan);
     const written: string[] = [];
     await withMounted(plan, ctx.runDir, ['COS_OEM', 'COS_PERSISTENT'], async (dirs) => {
       await removeStaleTemps(dirs.COS_OEM);
       await removeStaleTemps(dirs.COS_PERSISTENT);
-      // Without the renderer, the minimal set: harvester.config in Harvester's lowercase form.
-      if (!rendered?.some((f) => f.path === '/oem/harvester.config')) {
-        await writeFileAtomic(path.join(dirs.COS_OEM, 'harvester.config'), await serialiseHarvesterConfig(ctx.config), { mode: 0o600 });
-        written.push('/oem/harvester.config');
-      }
-      for (const f of rendered ?? []) {
-        const where = place(f.path);
-        if (where.partition === 'none' || !where.relPath) {
-          throw new HvError(`the renderer produced ${f.path}, which has no place on the installed disk: ${where.reason ?? 'not on /oem or a persistent path'}`, { where: 'oem', exitCode: ExitCode.installFailed });
+      for (const f of rendered) {
+        const where = placeNodePath(f.path, plan.persistentStatePaths);
+        if (where.partition === 'none') {
+          throw new HvError(`the renderer produced ${f.path}, which has no place on the installed disk: ${where.reason}`, { where: 'oem', exitCode: ExitCode.installFailed });
         }
         const root = where.partition === 'COS_OEM' ? dirs.COS_OEM : dirs.COS_PERSISTENT;
         await writeFileAtomic(path.join(root, where.relPath), f.content, { mode: f.secret ? f.mode & 0o700 : f.mode });
         written.push(f.path);
       }
     });
-    return { files: written, renderer: rendered ? 'installer/render' : 'absent: harvester.config only' };
+    return { files: written };
   },
 };
 

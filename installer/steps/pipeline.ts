@@ -28,7 +28,7 @@ import { lockDevice, type DeviceLock } from './lock.js';
 import { mountsUnder, releaseStaleMounts } from './mounts.js';
 import { busyHolders } from './holders.js';
 import type { EventBus } from './progress.js';
-import { loadSendWebhooks } from './seams.js';
+import { sendWebhooks } from '../remote/webhooks.js';
 import { killIfAsked } from './test-faults.js';
 
 export interface RunInstallOptions {
@@ -102,8 +102,7 @@ export async function runInstall(opts: RunInstallOptions): Promise<InstallOutcom
   bus.addSink({ event: (e) => log.info(e.type, e as unknown as Record<string, unknown>) });
   const sendWebhook = async (event: 'STARTED' | 'SUCCEEDED' | 'FAILED'): Promise<void> => {
     if (opts.webhooks === false || !opts.config.install?.webhooks?.length) return;
-    const send = await loadSendWebhooks().catch(() => undefined);
-    if (send) await send(event, opts.config, { log }).catch((err) => log.warn('webhook failed', { event, error: String(err) }));
+    await sendWebhooks(event, opts.config, { log }).catch((err) => log.warn('webhook failed', { event, error: String(err) }));
   };
 
   const steps = pipelineSteps(

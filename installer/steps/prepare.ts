@@ -9,9 +9,10 @@ import type { OsSource } from '../disk/contracts.js';
 import { planInstall } from '../disk/plan.js';
 import type { InstallPlan } from '../disk/types.js';
 import type { MachineFacts } from '../preflight/types.js';
-import { loadGatherMachineFacts } from './seams.js';
+import { gatherMachineFacts } from '../preflight/index.js';
 import { resolveSource, sourceSizeBytes } from './source.js';
 import { withRenderedFileList } from './content-steps.js';
+import { imageFactsOf } from './image-facts.js';
 
 export interface PrepareOptions {
   configPath: string;
@@ -24,6 +25,8 @@ export interface PrepareOptions {
   systemSizeMiB?: number;
   /** Plan against captured facts (JSON) instead of this machine. */
   factsFile?: string;
+  /** The ISO root's harvester-release.yaml (automatic mode), read with the source's own. */
+  isoRelease?: string;
 }
 
 export interface Prepared {
@@ -51,9 +54,7 @@ export async function loadInstallConfig(configPath: string): Promise<{ config: H
 
 export async function gatherFacts(factsFile?: string): Promise<MachineFacts> {
   if (factsFile) return JSON.parse(await readFile(factsFile, 'utf8')) as MachineFacts;
-  const gather = await loadGatherMachineFacts();
-  if (!gather) throw new HvError('machine facts are not available in this build (installer/preflight is missing)', { exitCode: ExitCode.usage });
-  return gather(new Host('/'));
+  return gatherMachineFacts(new Host('/'));
 }
 
 export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
@@ -64,7 +65,9 @@ export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
   const redactor = new Redactor().addFrom(config);
   const source = opts.source || opts.requireSource ? await resolveSource(opts.source) : undefined;
   const facts = await gatherFacts(opts.factsFile);
-  const plan = await withRenderedFileList(
+  // Read before any disk is touched: an image with rancherd but no versions fails the render here.
+  const image = source ? await imageFactsOf(source, { isoRelease: opts.isoRelease }) : undefined;
+  const plan = withRenderedFileList(
     config,
     facts,
     planInstall(config, facts, {
@@ -72,6 +75,7 @@ export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
       systemSizeMiB: opts.systemSizeMiB,
       sourceSizeBytes: source ? await sourceSizeBytes(source) : undefined,
     }),
+    image,
   );
   return { config, warnings, facts, plan, source, redactor };
 }

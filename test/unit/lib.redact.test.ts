@@ -24,6 +24,22 @@ describe('Redactor', () => {
     expect(r.redactString('echo abcd1234 pass-word')).toBe(`echo ${REDACTED} ${REDACTED}`);
   });
 
+  it('a redacted copy keeps keys named __proto__ or constructor as plain keys (a printed config shows them, redacted)', () => {
+    const value = JSON.parse('{"labels":{"__proto__":"x","constructor":"y"},"__proto__":{"token":"t0ken-value"}}') as Record<string, unknown>;
+    const out = new Redactor().redact(value);
+    expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
+    expect(JSON.stringify(out)).toBe(`{"labels":{"__proto__":"x","constructor":"y"},"__proto__":{"token":"${REDACTED}"}}`);
+  });
+
+  it('a secret that contains another is replaced whole, in whatever order they were registered', () => {
+    const short = 'pass-1234';
+    const long = 'K10::server:pass-1234-and-more';
+    for (const r of [new Redactor().add(short, long), new Redactor().add(long, short)]) {
+      expect(r.redactString(`token=${long} pw=${short}`)).toBe(`token=${REDACTED} pw=${REDACTED}`);
+      expect(r.redact({ note: `joined with ${long}` }).note).toBe(`joined with ${REDACTED}`);
+    }
+  });
+
   it('the logger never writes a registered secret', () => {
     const sink = new MemorySink();
     const log = new Logger(sink);

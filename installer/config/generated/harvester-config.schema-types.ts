@@ -131,6 +131,7 @@ export type SchemaInstall = {
   rawDiskImagePath?: string;
   persistentPartitionSize?: string;
   cordoned?: boolean;
+  adminPassword?: string;
 };
 
 export type SchemaHarvesterConfig = {

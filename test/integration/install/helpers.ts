@@ -5,7 +5,7 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { chmod, mkdir, mkdtemp, readdir, readFile, readlink, rm, stat, symlink, writeFile, lstat } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, open, readdir, readFile, readlink, rm, stat, symlink, writeFile, lstat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -287,4 +287,50 @@ export function events(stdout: string): Array<Record<string, unknown>> {
     .split('\n')
     .filter((l) => l.startsWith('{'))
     .map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+const SEED_REGION = 1024 * 1024;
+
+/**
+ * Random bytes at the start, the middle and the end of a sparse disk file (where partition tables,
+ * superblocks and the GPT backup live), and a fingerprint of the whole file: its allocated blocks
+ * after a sync plus the sha256 of those regions. A write anywhere else allocates blocks (nothing in
+ * the install path discards), a write inside a region changes its hash: equal fingerprints mean not
+ * one byte of the disk changed.
+ */
+export async function seedDisk(file: string): Promise<() => Promise<string>> {
+  const size = (await stat(file)).size;
+  const offsets = [0, Math.floor(size / 2 / SEED_REGION) * SEED_REGION, size - SEED_REGION];
+  const fh = await open(file, 'r+');
+  try {
+    for (const off of offsets) await fh.write(randomBytes(SEED_REGION), 0, SEED_REGION, off);
+  } finally {
+    await fh.close();
+  }
+  return async () => {
+    await sh('sync', []); // the loop device's dirty pages reach the file, and the file's blocks are counted
+    const h = createHash('sha256');
+    const f = await open(file, 'r');
+    try {
+      for (const off of offsets) {
+        const buf = Buffer.alloc(SEED_REGION);
+        await f.read(buf, 0, SEED_REGION, off);
+        h.update(buf);
+      }
+      return `${(await f.stat()).blocks} blocks, regions ${h.digest('hex')}`;
+    } finally {
+      await f.close();
+    }
+  };
+}
+
+/** A directory of stand-ins for reboot, poweroff and halt that record their call; put it first on PATH. */
+export async function powerStubs(dir: string): Promise<{ bin: string; calls: () => Promise<string> }> {
+  const bin = path.join(dir, 'power-stubs');
+  const log = path.join(dir, 'power-calls.log');
+  await mkdir(bin, { recursive: true });
+  for (const cmd of ['reboot', 'poweroff', 'halt', 'shutdown']) {
+    await writeFile(path.join(bin, cmd), `#!/bin/sh\necho "${cmd} $*" >> '${log}'\n`, { mode: 0o755 });
+  }
+  return { bin, calls: () => readFile(log, 'utf8').catch(() => '') };
 }

@@ -18,7 +18,9 @@ import {
   installArgs,
   loopDisk,
   partitionNode,
+  powerStubs,
   probe,
+  seedDisk,
   sh,
   tempDir,
   TEST_SYSTEM_SIZE_MIB,
@@ -165,6 +167,28 @@ describe('hvinstall install', () => {
     expect(r.stderr).toContain('refusing to install without --yes');
     expect(r.stderr).toContain(`${t.disk} (260 GiB)`);
     expect((await sh('blkid', ['-p', t.disk], { allowFailure: true })).code).toBe(2); // still blank
+  });
+
+  it('install.automatic: true in a --config file is no consent: without --yes it refuses (exit 2) and not one byte of the disk changes', async () => {
+    const t = await setup({ extraInstall: '  automatic: true\n  iso_url: local' });
+    const fingerprint = await seedDisk(path.join(t.dir, 'target.raw'));
+    const before = await fingerprint();
+    const stubs = await powerStubs(t.dir);
+    const args = installArgs(t.configFile, t.source, t.stateDir).filter((a) => a !== '--yes');
+    const r = await hvinstall(args, { PATH: `${stubs.bin}:${process.env.PATH}` });
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toContain('refusing to install without --yes');
+    expect(await fingerprint()).toBe(before);
+    expect(await stubs.calls()).toBe('');
+  });
+
+  it('install.automatic: true in a --config file installs with --yes but never reboots or powers off (no --no-reboot given)', async () => {
+    const t = await setup({ forceEfi: true, extraInstall: '  automatic: true\n  iso_url: local\n  power_off: true' });
+    const stubs = await powerStubs(t.dir);
+    const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir, ['--bundle', 'none']), { PATH: `${stubs.bin}:${process.env.PATH}` });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout + r.stderr).not.toMatch(/reboot|poweroff|power off/);
+    expect(await stubs.calls()).toBe('');
   });
 
   it('resumed with another bundle choice, the persistent step is redone: killed after it with --bundle DIR, re-run with --bundle none leaves no bundle', async () => {

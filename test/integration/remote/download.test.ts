@@ -212,12 +212,14 @@ describe('openIsoMedia', () => {
     await mkdir(path.join(src, 'bundle', 'harvester', 'images'), { recursive: true });
     await writeFile(path.join(src, 'rootfs.squashfs'), 'squash');
     await writeFile(path.join(src, 'bundle', 'harvester', 'images', 'a.tar.zst'), 'img');
+    await writeFile(path.join(src, 'harvester-release.yaml'), 'harvester: v1.8.1\n');
     const iso = path.join(dir, 'test.iso');
     await execa('xorriso', ['-as', 'mkisofs', '-quiet', '-R', '-V', 'COS_LIVE', '-o', iso, src]);
     const work = path.join(dir, 'work');
     const m = await openIsoMedia(iso, work);
     try {
-      expect(m.found).toEqual(['/rootfs.squashfs', '/bundle']);
+      expect(m.found).toEqual(['/rootfs.squashfs', '/bundle', '/harvester-release.yaml']);
+      expect(await readFile(path.join(m.root, 'harvester-release.yaml'), 'utf8')).toBe('harvester: v1.8.1\n');
       expect(await readFile(path.join(m.root, 'rootfs.squashfs'), 'utf8')).toBe('squash');
       expect(await readFile(path.join(m.root, 'bundle/harvester/images/a.tar.zst'), 'utf8')).toBe('img');
     } finally {

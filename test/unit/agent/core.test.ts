@@ -5,7 +5,8 @@ import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { HvError } from '../../../lib/errors.js';
 import { Redactor } from '../../../lib/redact.js';
-import { loadGuardModule } from '../../../agent/load-guard.js';
+import { GUARDS } from '../../../agent/guards/index.js';
+import { GUARD_ORDER } from '../../../agent/guard.js';
 import { configCandidates, registerConfigSecrets } from '../../../agent/node-config.js';
 import { guardDeadlineMs, guardSettings, loadSettings, parseDuration, resolveSettings } from '../../../agent/settings.js';
 import { formatStatusTable, readStatus } from '../../../agent/status.js';
@@ -52,32 +53,15 @@ describe('settings', () => {
   });
 });
 
-describe('loadGuardModule', () => {
-  it('reports a guard module that is not in the build as not available', async () => {
-    const r = await loadGuardModule('promotion', pathToFileURL(dir + '/'));
-    expect(r).toEqual({ ok: false, reason: 'not available in this build' });
-  });
-
-  it('reports a module that fails to load, and one without a Guard default export', async () => {
-    await writeFile(path.join(dir, 'vip.js'), "import './missing-dependency.js';\nexport default {};\n");
-    await writeFile(path.join(dir, 'rke2.js'), 'export default { name: "rke2" };\n');
-    const vip = await loadGuardModule('vip', pathToFileURL(dir + '/'));
-    expect(vip.ok).toBe(false);
-    expect(!vip.ok && vip.reason).toMatch(new RegExp(`^cannot load ${dir}/vip\\.js: .*missing-dependency`));
-    const rke2 = await loadGuardModule('rke2', pathToFileURL(dir + '/'));
-    expect(!rke2.ok && rke2.reason).toBe(`${dir}/rke2.js has no default export implementing Guard 'rke2'`);
-  });
-
-  it('loads a guard module by name', async () => {
-    await writeFile(path.join(dir, 'vip.js'), 'export default { name: "vip", dependsOn: [], deadlineMs: 5, reconcile: async () => ({ status: "ok" }) };\n');
-    const r = await loadGuardModule('vip', pathToFileURL(dir + '/'));
-    expect(r.ok && r.guard.name).toBe('vip');
-  });
-
-  it('loads the guards of this tree', async () => {
-    for (const name of ['network-online', 'registries', 'longhorn-disk'] as const) {
-      const r = await loadGuardModule(name);
-      expect(r.ok ? r.guard.name : r.reason).toBe(name);
+describe('the guard set', () => {
+  it('has one guard for every name in the dependency order, under its own name, depending only on guards before it', () => {
+    expect(Object.keys(GUARDS).sort()).toEqual([...GUARD_ORDER].sort());
+    for (const [i, name] of GUARD_ORDER.entries()) {
+      const g = GUARDS[name];
+      expect(g.name).toBe(name);
+      expect(typeof g.reconcile).toBe('function');
+      expect(g.deadlineMs).toBeGreaterThan(0);
+      for (const d of g.dependsOn) expect(GUARD_ORDER.indexOf(d), `${name} depends on ${d}`).toBeLessThan(i);
     }
   });
 });

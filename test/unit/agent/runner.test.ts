@@ -5,7 +5,6 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Logger, MemorySink } from '../../../lib/logger.js';
 import { Redactor } from '../../../lib/redact.js';
 import type { Guard, GuardContext, GuardName, GuardResult, StatusDocument } from '../../../agent/guard.js';
-import type { GuardLoader } from '../../../agent/load-guard.js';
 import { runGuards, statusFile } from '../../../agent/runner.js';
 import { defaultSettings, type AgentSettings } from '../../../agent/settings.js';
 
@@ -26,11 +25,8 @@ function testDoubleGuard(name: GuardName, opts: Partial<Guard> & { results?: Gua
   };
 }
 
-function loaderOf(guards: Guard[]): GuardLoader {
-  return async (name) => {
-    const g = guards.find((x) => x.name === name);
-    return g ? { ok: true, guard: g } : { ok: false, reason: 'not available in this build' };
-  };
+function guardSet(guards: Guard[]): Partial<Record<GuardName, Guard>> {
+  return Object.fromEntries(guards.map((g) => [g.name, g]));
 }
 
 let dir: string;
@@ -63,7 +59,7 @@ describe('runGuards ordering', () => {
       testDoubleGuard('registries', { dependsOn: ['network-online'], log: order }),
       testDoubleGuard('network-online', { log: order, reconcile: async () => { await new Promise((r) => setTimeout(r, 30)); order.push('network-online'); return { status: 'ok' }; } }),
     ];
-    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['promotion', 'rke2', 'registries', 'network-online'], loadGuard: loaderOf(guards) });
+    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['promotion', 'rke2', 'registries', 'network-online'], guards: guardSet(guards) });
     expect(r.ok).toBe(true);
     expect(order).toEqual(['network-online', 'registries', 'rke2', 'promotion']);
     expect(r.status.state).toBe('finished');
@@ -71,7 +67,7 @@ describe('runGuards ordering', () => {
 
   it('a skipped dependency counts as satisfied', async () => {
     const guards = [testDoubleGuard('vip', { results: [{ status: 'skip', reason: 'not a control-plane node' }] }), testDoubleGuard('promotion', { dependsOn: ['vip'] })];
-    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['vip', 'promotion'], loadGuard: loaderOf(guards) });
+    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['vip', 'promotion'], guards: guardSet(guards) });
     expect(r.ok).toBe(true);
     expect(r.status.guards.map((g) => [g.name, g.phase, g.detail])).toEqual([['vip', 'skipped', 'not a control-plane node'], ['promotion', 'succeeded', undefined]]);
   });
@@ -83,7 +79,7 @@ describe('runGuards ordering', () => {
       testDoubleGuard('registries', { dependsOn: ['network-online'], log: order }),
       testDoubleGuard('longhorn-disk', { log: order }),
     ];
-    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online', 'registries', 'longhorn-disk'], loadGuard: loaderOf(guards) });
+    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online', 'registries', 'longhorn-disk'], guards: guardSet(guards) });
     expect(r.ok).toBe(false);
     expect(order.sort()).toEqual(['longhorn-disk', 'network-online']);
     const byName = Object.fromEntries(r.status.guards.map((g) => [g.name, g]));
@@ -95,27 +91,24 @@ describe('runGuards ordering', () => {
   it('--guard runs only the named guards, without their dependencies', async () => {
     const order: string[] = [];
     const guards = [testDoubleGuard('network-online', { log: order }), testDoubleGuard('registries', { dependsOn: ['network-online'], log: order })];
-    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online', 'registries'], only: ['registries'], loadGuard: loaderOf(guards) });
+    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online', 'registries'], only: ['registries'], guards: guardSet(guards) });
     expect(r.ok).toBe(true);
     expect(order).toEqual(['registries']);
     expect(r.status.guards.map((g) => g.name)).toEqual(['registries']);
   });
 
-  it('a guard missing from the build is reported failed, not a crash, and blocks only its dependents', async () => {
-    const guards = [testDoubleGuard('network-online'), testDoubleGuard('rke2', { dependsOn: ['image-preload'] })];
-    const r = await runGuards({ mode: 'run', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online', 'image-preload', 'rke2'], loadGuard: loaderOf(guards) });
-    expect(r.ok).toBe(false);
-    const byName = Object.fromEntries(r.status.guards.map((g) => [g.name, g]));
-    expect(byName['image-preload']).toMatchObject({ phase: 'failed', lastError: 'failed: not available in this build' });
-    expect(byName.rke2).toMatchObject({ phase: 'failed', lastError: 'not run: dependency image-preload is not available in this build' });
-    expect(byName['network-online']!.phase).toBe('succeeded');
+  it('a guard name without a guard is a programming error, refused before anything runs', async () => {
+    const order: string[] = [];
+    const guards = [testDoubleGuard('network-online', { log: order }), testDoubleGuard('rke2', { dependsOn: ['image-preload'], log: order })];
+    await expect(runGuards({ mode: 'run', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online', 'image-preload', 'rke2'], guards: guardSet(guards) })).rejects.toThrow('runGuards: no guard named image-preload');
+    expect(order).toEqual([]);
   });
 });
 
 describe('runGuards retries and deadlines', () => {
   it('retries a retry result with doubling backoff and succeeds, counting attempts', async () => {
     const g = testDoubleGuard('registries', { results: [{ status: 'retry', reason: 'a' }, { status: 'retry', reason: 'b' }, { status: 'retry', reason: 'c' }, { status: 'ok', detail: 'rendered' }] });
-    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['registries'], loadGuard: loaderOf([g]) });
+    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['registries'], guards: guardSet([g]) });
     expect(r.ok).toBe(true);
     expect(r.status.guards[0]).toMatchObject({ phase: 'succeeded', attempts: 4, detail: 'rendered' });
     expect(r.status.guards[0]!.lastError).toBeUndefined();
@@ -126,7 +119,7 @@ describe('runGuards retries and deadlines', () => {
   it('backoff is capped at the maximum', async () => {
     const results: GuardResult[] = [...Array.from({ length: 6 }, (_, i): GuardResult => ({ status: 'retry', reason: `r${i}` })), { status: 'ok' }];
     const g = testDoubleGuard('registries', { results });
-    await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['registries'], loadGuard: loaderOf([g]) });
+    await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['registries'], guards: guardSet([g]) });
     const delays = sink.lines.map((l) => JSON.parse(l) as { msg: string; retryInMs?: number }).filter((l) => l.msg === 'guard not there yet').map((l) => l.retryInMs);
     expect(delays).toEqual([5, 10, 20, 40, 40, 40]);
   });
@@ -134,7 +127,7 @@ describe('runGuards retries and deadlines', () => {
   it('ends in a diagnosis with the last reason when the deadline passes', async () => {
     let n = 0;
     const g = testDoubleGuard('network-online', { deadlineMs: 150, reconcile: async () => ({ status: 'retry', reason: `no default route (check ${++n})` }) });
-    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online'], loadGuard: loaderOf([g]) });
+    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online'], guards: guardSet([g]) });
     expect(r.ok).toBe(false);
     const s = r.status.guards[0]!;
     expect(s.phase).toBe('failed');
@@ -146,14 +139,14 @@ describe('runGuards retries and deadlines', () => {
   it('a deadline in the settings overrides the guard default', async () => {
     settings.guards['network-online'] = { deadline: '100ms' };
     const g = testDoubleGuard('network-online', { deadlineMs: 3_600_000, reconcile: async () => ({ status: 'retry', reason: 'no carrier on mgmt-br' }) });
-    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online'], loadGuard: loaderOf([g]) });
+    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online'], guards: guardSet([g]) });
     expect(r.status.guards[0]!.lastError).toMatch(/^not reached within 100 ms .*no carrier on mgmt-br$/);
   });
 
   it('a thrown error is retried like a retry result, with its message as the reason', async () => {
     let n = 0;
     const g = testDoubleGuard('registries', { reconcile: async () => { if (++n < 3) throw new Error(`EIO on attempt ${n}`); return { status: 'ok' }; } });
-    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['registries'], loadGuard: loaderOf([g]) });
+    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['registries'], guards: guardSet([g]) });
     expect(r.ok).toBe(true);
     expect(r.status.guards[0]!.attempts).toBe(3);
     expect(sink.lines.some((l) => l.includes('EIO on attempt 2'))).toBe(true);
@@ -163,7 +156,7 @@ describe('runGuards retries and deadlines', () => {
     let sawAbort = false;
     const aware = testDoubleGuard('network-online', { deadlineMs: 50, reconcile: (ctx) => new Promise((resolve) => ctx.signal.addEventListener('abort', () => { sawAbort = true; resolve({ status: 'retry', reason: 'interrupted at the deadline' }); })) });
     const deaf = testDoubleGuard('registries', { deadlineMs: 50, reconcile: () => new Promise<GuardResult>(() => undefined) });
-    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online', 'registries'], loadGuard: loaderOf([aware, deaf]), overrunGraceMs: 50 });
+    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online', 'registries'], guards: guardSet([aware, deaf]), overrunGraceMs: 50 });
     expect(sawAbort).toBe(true);
     expect(r.status.guards[0]!.lastError).toMatch(/interrupted at the deadline$/);
     expect(r.status.guards[1]!.lastError).toMatch(/^reconcile did not return within the deadline/);
@@ -175,7 +168,7 @@ describe('runGuards retries and deadlines', () => {
       testDoubleGuard('network-online', { log: order, results: [{ status: 'fail', diagnosis: 'no carrier' }, { status: 'ok' }] }),
       testDoubleGuard('registries', { dependsOn: ['network-online'], log: order }),
     ];
-    const r = await runGuards({ mode: 'run', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online', 'registries'], loadGuard: loaderOf(guards) });
+    const r = await runGuards({ mode: 'run', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online', 'registries'], guards: guardSet(guards) });
     expect(r.ok).toBe(true);
     expect(order).toEqual(['network-online', 'network-online', 'registries']);
     expect(r.status.guards[0]).toMatchObject({ phase: 'succeeded', attempts: 2 });
@@ -194,7 +187,7 @@ describe('runGuards status document, watch and stop', () => {
       },
     });
     settings.backoff = { initialMs: 60, maxMs: 60 };
-    await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['registries'], loadGuard: loaderOf([g]) });
+    await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['registries'], guards: guardSet([g]) });
     // Seen from inside attempt 2: the document on disk says attempt 2 is running after attempt 1's error.
     expect(seen[0]!.guards[0]).toMatchObject({ name: 'registries', phase: 'running', attempts: 2, lastError: 'registry not answering (1)' });
     expect(seen[0]!.state).toBe('running');
@@ -210,7 +203,7 @@ describe('runGuards status document, watch and stop', () => {
     const stop = new AbortController();
     settings.backoff = { initialMs: 60_000, maxMs: 60_000 };
     const g = testDoubleGuard('registries', { reconcile: async () => ({ status: 'retry', reason: 'containerd socket missing' }) });
-    const running = runGuards({ mode: 'run', rootDir: dir, settings, log, signal: stop.signal, names: ['registries'], loadGuard: loaderOf([g]) });
+    const running = runGuards({ mode: 'run', rootDir: dir, settings, log, signal: stop.signal, names: ['registries'], guards: guardSet([g]) });
     let doc: StatusDocument | undefined;
     for (let i = 0; i < 200 && doc?.guards[0]?.phase !== 'waiting'; i++) {
       await new Promise((r) => setTimeout(r, 20));
@@ -240,7 +233,7 @@ describe('runGuards status document, watch and stop', () => {
     });
     const pending = testDoubleGuard('promotion', { reconcile: async () => ({ status: 'retry', reason: 'no promotion request yet' }) });
     settings.backoff = { initialMs: 60_000, maxMs: 60_000 };
-    const running = runGuards({ mode: 'run', rootDir: dir, settings, log, signal: stop.signal, names: ['registries', 'promotion'], loadGuard: loaderOf([g, pending]) });
+    const running = runGuards({ mode: 'run', rootDir: dir, settings, log, signal: stop.signal, names: ['registries', 'promotion'], guards: guardSet([g, pending]) });
     for (let i = 0; i < 200 && !watchCtx; i++) await new Promise((r) => setTimeout(r, 10));
     let doc: StatusDocument | undefined;
     for (let i = 0; i < 200 && doc?.guards[0]?.phase !== 'watching'; i++) {
@@ -261,7 +254,7 @@ describe('runGuards status document, watch and stop', () => {
   it('once mode never calls watch', async () => {
     let watched = false;
     const g = testDoubleGuard('registries', { watch: async () => { watched = true; } });
-    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['registries'], loadGuard: loaderOf([g]) });
+    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['registries'], guards: guardSet([g]) });
     expect(r.ok).toBe(true);
     expect(watched).toBe(false);
   });
@@ -279,7 +272,7 @@ describe('runGuards status document, watch and stop', () => {
         void ctx;
       },
     });
-    await runGuards({ mode: 'run', rootDir: dir, settings, log, signal: stop.signal, names: ['registries'], loadGuard: loaderOf([g]) });
+    await runGuards({ mode: 'run', rootDir: dir, settings, log, signal: stop.signal, names: ['registries'], guards: guardSet([g]) });
     expect(reconciles).toBe(2);
     expect(sink.lines.some((l) => l.includes('inotify limit reached') && l.includes('"level":"warn"'))).toBe(true);
   });
@@ -287,7 +280,7 @@ describe('runGuards status document, watch and stop', () => {
   it('redacts registered secrets in logs and in the status document', async () => {
     log.redactor.add('s3cr3t-token-value');
     const g = testDoubleGuard('rke2', { results: [{ status: 'fail', diagnosis: 'server rejected token s3cr3t-token-value' }] });
-    await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['rke2'], loadGuard: loaderOf([g]) });
+    await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['rke2'], guards: guardSet([g]) });
     const text = await readFile(statusFile(dir), 'utf8');
     expect(text).not.toContain('s3cr3t-token-value');
     expect(text).toContain('server rejected token <redacted>');
@@ -306,7 +299,7 @@ describe('runGuards stop during a reconcile pass', () => {
       }),
     });
     const dependent = testDoubleGuard('registries', { dependsOn: ['network-online'] });
-    const running = runGuards({ mode: 'run', rootDir: dir, settings, log, signal: stop.signal, names: ['network-online', 'registries'], loadGuard: loaderOf([g, dependent]) });
+    const running = runGuards({ mode: 'run', rootDir: dir, settings, log, signal: stop.signal, names: ['network-online', 'registries'], guards: guardSet([g, dependent]) });
     for (let i = 0; i < 200 && !started; i++) await new Promise((r) => setTimeout(r, 5));
     stop.abort();
     const r = await running;

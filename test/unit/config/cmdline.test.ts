@@ -146,3 +146,60 @@ describe('merge priority (cmdline over file)', () => {
     expect(r.errors).toEqual([]);
   });
 });
+
+describe('keys named like Object.prototype members (the command line comes over the network with PXE)', () => {
+  const polluted = () => ['mode', 'device', 'token', 'polluted'].filter((k) => Object.prototype.hasOwnProperty(k) || ({} as Record<string, unknown>)[k] !== undefined);
+  const clean = () => {
+    for (const k of ['mode', 'device', 'token', 'polluted']) delete (Object.prototype as Record<string, unknown>)[k];
+  };
+
+  it('harvester.__proto__.mode=create sets nothing on Object.prototype; the unknown key and the missing mode are still reported', async () => {
+    try {
+      const r = await loadConfig(undefined, { cmdline: 'harvester.__proto__.mode=create harvester.install.__proto__.device=/dev/sda harvester.scheme_version=1 harvester.install.automatic=true' });
+      expect(polluted()).toEqual([]);
+      expect(r.errors).toContainEqual(expect.objectContaining({ path: '__proto__', message: 'unknown key "__proto__"' }));
+      expect(r.errors).toContainEqual(expect.objectContaining({ path: 'install.__proto__', message: 'unknown key "__proto__"' }));
+      expect(r.errors).toContainEqual(expect.objectContaining({ path: 'install.mode', message: 'unknown mode: ' }));
+      expect(r.config.install?.mode).toBeUndefined();
+      expect(r.config.install?.device).toBeUndefined();
+    } finally {
+      clean();
+    }
+  });
+
+  it.each(['constructor', 'prototype', 'toString', 'hasOwnProperty'])('harvester.%s.polluted=1 is an unknown key like any other (not a clash with an inherited member)', (name) => {
+    try {
+      const { parsed, n } = cmdlineConfig(`harvester.${name}.polluted=1 harvester.install.${name}=x`);
+      expect(polluted()).toEqual([]);
+      expect(parsed.errors).toEqual([]);
+      expect(Object.keys(parsed.raw)).toEqual([name, 'install']);
+      expect(n.errors.map((e) => [e.path, e.message])).toEqual([
+        [name, `unknown key "${name}"`],
+        [`install.${name}`, `unknown key "${name}"`],
+      ]);
+    } finally {
+      clean();
+    }
+  });
+
+  it('a repeated harvester.__proto__ becomes a list, not a prototype', () => {
+    const { parsed } = cmdlineConfig('harvester.os.__proto__=a harvester.os.__proto__=b');
+    expect(Object.getPrototypeOf(parsed.raw.os)).toBe(Object.prototype);
+    expect(Object.getOwnPropertyDescriptor(parsed.raw.os, '__proto__')?.value).toEqual(['a', 'b']);
+  });
+});
+
+describe('merge with keys named like Object.prototype members', () => {
+  it('a file label named constructor or __proto__ keeps its value when the command line adds labels', async () => {
+    const file = `${tmp}/proto-labels.yaml`;
+    writeFileSync(file, ['scheme_version: 1', 'os:', '  labels: {constructor: file-c, __proto__: file-p}', ''].join('\n'));
+    const r = await loadConfig(file, { cmdline: 'harvester.os.labels.rack=r1' });
+    const labels = r.config.os?.labels as Record<string, unknown>;
+    expect(Object.getPrototypeOf(labels)).toBe(Object.prototype);
+    expect(Object.entries(labels)).toEqual([
+      ['rack', 'r1'],
+      ['constructor', 'file-c'],
+      ['__proto__', 'file-p'],
+    ]);
+  });
+});

@@ -1,11 +1,21 @@
 import { describe, expect, it } from 'vitest';
-import { planInstall, PlanRefusedError, targetInUseProblems, gptBackupBytes, LONGHORN_DEFAULT_DISK } from '../../../installer/disk/plan.js';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { planInstall, PlanRefusedError, targetInUseProblems, LONGHORN_DEFAULT_DISK } from '../../../installer/disk/plan.js';
+import { gptCommand } from '../../../installer/disk/commands.js';
 import { formatPlanText } from '../../../installer/disk/format-plan.js';
 import type { HarvesterConfig } from '../../../installer/config/types.js';
 import type { InstallPlan } from '../../../installer/disk/types.js';
 import { disk, machine, GiB } from './facts-fixture.js';
 
 const MiB = 1024 * 1024;
+/**
+ * What GPT keeps at the end of a disk (UEFI spec, GPT disk layout): the backup entry array, 128
+ * entries of 128 bytes, and the backup header, one sector. 33 sectors of 512, 5 of 4096.
+ */
+const GPT_BACKUP_BYTES: Record<number, number> = { 512: 33 * 512, 4096: 5 * 4096 };
 
 function cfg(install: HarvesterConfig['install'] = {}, extra: Partial<HarvesterConfig> = {}): HarvesterConfig {
   return { schemeVersion: 1, token: 'secret-token', os: { hostname: 'node1' }, install: { mode: 'create', device: '/dev/vda', ...install }, ...extra };
@@ -33,7 +43,7 @@ function checkGeometry(plan: InstallPlan): void {
     expect((p.endSector + 1) * sector).toBe(p.startBytes + p.sizeBytes);
     prevEnd = p.startBytes + p.sizeBytes;
   }
-  const limit = plan.table === 'gpt' ? plan.deviceSizeBytes - gptBackupBytes(sector) : plan.deviceSizeBytes;
+  const limit = plan.table === 'gpt' ? plan.deviceSizeBytes - GPT_BACKUP_BYTES[sector]! : plan.deviceSizeBytes;
   expect(prevEnd).toBeLessThanOrEqual(limit);
   expect(limit - prevEnd).toBeLessThan(MiB);
   const labels = plan.partitions.map((p) => p.label).filter(Boolean);
@@ -121,17 +131,42 @@ describe('planInstall layout matrix', () => {
 
   it('exact layout of a 300 GiB UEFI single disk', () => {
     const plan = planInstall(cfg(), machine([disk('vda', 300)]));
-    const end = Math.floor((300 * GiB - gptBackupBytes(512)) / MiB);
+    // 300 GiB is 307200 MiB; the first MiB is the alignment gap, the GPT backup takes part of the last MiB.
     expect(summary(plan)).toEqual([
       ['COS_GRUB', 64],
       ['COS_OEM', 50],
       ['COS_RECOVERY', 8192],
       ['COS_STATE', 15360],
       ['COS_PERSISTENT', 153600],
-      ['HARV_LH_DEFAULT', end - 1 - 64 - 50 - 8192 - 15360 - 153600],
+      ['HARV_LH_DEFAULT', 307200 - 1 - 1 - 64 - 50 - 8192 - 15360 - 153600],
     ]);
     expect(plan.partitions[0]!.startSector).toBe(2048);
   });
+
+  // Sizes a few KiB either side of a MiB boundary: where the GPT backup decides whether the last MiB is usable.
+  it.each([300 * GiB, 300 * GiB + 10 * 1024, 300 * GiB + 20 * 1024, 300 * GiB + MiB - 512])(
+    'sgdisk itself accepts the planned table on a sparse disk of %d bytes; the last partition ends within a MiB of its last usable sector',
+    (sizeBytes) => {
+      const dir = mkdtempSync(path.join(tmpdir(), 'hvplan-sgdisk-'));
+      try {
+        const file = path.join(dir, 'disk.raw');
+        execFileSync('truncate', ['-s', String(sizeBytes), file]);
+        const plan = planInstall(cfg(), machine([disk('vda', 300, { sizeBytes })]));
+        const cmd = gptCommand(plan);
+        execFileSync(cmd.file, [...cmd.args.slice(0, -1), file], { stdio: 'pipe' });
+        const printed = execFileSync('sgdisk', ['-p', file], { encoding: 'utf8' });
+        const lastUsable = Number(/last usable sector is (\d+)/.exec(printed)![1]);
+        const last = plan.partitions.at(-1)!;
+        const info = execFileSync('sgdisk', ['-i', String(last.number), file], { encoding: 'utf8' });
+        expect(Number(/Last sector: (\d+)/.exec(info)![1])).toBe(last.endSector);
+        expect(last.endSector).toBeLessThanOrEqual(lastUsable);
+        expect((lastUsable + 1) * 512 - (last.endSector + 1) * 512).toBeLessThan(MiB);
+        expect(printed).toContain(`Disk identifier (GUID): ${plan.diskGuid.toUpperCase()}`);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
 
   it('4Kn sectors: sector numbers are in 4096-byte units; legacy BIOS on 4Kn gets a warning note', () => {
     const bios = planInstall(cfg(), machine([disk('vda', 300, { logicalSectorSize: 4096 })], false));

@@ -127,6 +127,16 @@ describe('renderMachineConfig', () => {
     const cat = buildCatalog(await parseProfiles(profilesText().replace('tok-${cluster}', 'tok-${nope}')));
     expect(() => renderMachineConfig(cat, machineByName(cat, 'node-1')!, URL_)).toThrow(/token: unknown placeholder \$\{nope\}/);
   });
+  it('keys named like Object.prototype members stay plain keys: a group config __proto__ is served (and so reported), ${constructor} is an unknown placeholder', async () => {
+    const cat = buildCatalog(await parseProfiles(profilesText().replace("config: { server_url: https://10.0.0.100:443, install: { mode: join } }", "config: { server_url: https://10.0.0.100:443, install: { mode: join }, __proto__: { install: { mode: create } } }")));
+    const spare = renderMachineConfig(cat, machineByName(cat, 'spare-aabbccddeeff')!, URL_);
+    expect(Object.getPrototypeOf(spare)).toBe(Object.prototype);
+    expect(Object.keys(spare)).toContain('__proto__');
+    expect((spare as any).install.mode).toBe('join');
+    expect(({} as any).install).toBeUndefined();
+    const ctor = buildCatalog(await parseProfiles(profilesText().replace('tok-${cluster}', 'tok-${constructor}')));
+    expect(() => renderMachineConfig(ctor, machineByName(ctor, 'node-1')!, URL_)).toThrow(/token: unknown placeholder \$\{constructor\}/);
+  });
   it('validates every servable config, default group included, and reports which machine failed', async () => {
     const cat = buildCatalog(await parseProfiles(profilesText().replace('server_url: https://10.0.0.100:443, ', '')));
     const r = await renderAndValidateConfigs(cat, URL_, validatorDouble);

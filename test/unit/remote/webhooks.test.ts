@@ -10,6 +10,8 @@ interface Seen {
   method: string;
   url: string;
   headers: http.IncomingHttpHeaders;
+  /** Name/value pairs as sent (node's parsed headers drop a header named __proto__). */
+  rawHeaders: string[];
   body: string;
 }
 
@@ -28,7 +30,7 @@ async function receiver(respond: (i: number, req: http.IncomingMessage, res: htt
     let body = '';
     req.on('data', (c) => (body += c));
     req.on('end', () => {
-      seen.push({ method: req.method!, url: req.url!, headers: req.headers, body });
+      seen.push({ method: req.method!, url: req.url!, headers: req.headers, rawHeaders: req.rawHeaders, body });
       respond(seen.length - 1, req, res);
     });
   });
@@ -130,6 +132,16 @@ describe('sendWebhooks', () => {
     expect(logs).toContain('webhook sent');
     expect(logs).not.toContain('s3cr3t-pw');
     expect(logs).not.toContain(Buffer.from('admin:s3cr3t-pw').toString('base64'));
+  });
+
+  it('header names like constructor and __proto__ are plain headers: sent with their own values', async () => {
+    const r = await receiver();
+    const { log } = logger();
+    const headers = JSON.parse('{"constructor": ["c-value"], "__proto__": ["p-value"], "X-Multi": ["a", "b"]}') as Record<string, string[]>;
+    await sendWebhooks('STARTED', cfg([{ event: 'STARTED', method: 'POST', url: `${r.base}/h`, headers }]), { vars, log });
+    expect(r.seen).toHaveLength(1);
+    const sent = r.seen[0].rawHeaders.flatMap((v, i, all) => (i % 2 === 0 ? [`${v.toLowerCase()}: ${all[i + 1]}`] : []));
+    expect(sent).toEqual(expect.arrayContaining(['constructor: c-value', '__proto__: p-value', 'x-multi: a', 'x-multi: b']));
   });
 
   it('retries a timed-out request 3 more times, then logs and stops the remaining hooks', async () => {

@@ -1,6 +1,6 @@
 /** The golden cases: configs as installer/config would hand them over (canonical camelCase), plus facts and seeds. */
 import type { HarvesterConfig } from '../../../installer/config/types.js';
-import type { RenderFacts, RenderSeeds } from '../../../installer/render/types.js';
+import type { ImageFacts, RenderFacts, RenderSeeds } from '../../../installer/render/types.js';
 
 export interface RenderCase {
   name: string;
@@ -16,6 +16,49 @@ export const PASSWORD = 'Golden-p4ss!';
 export const REGISTRY_PASSWORD = 'reg-s3cret-pw';
 export const WEBHOOK_PASSWORD = 'hook-s3cret-pw';
 export const WEBHOOK_BEARER = 'Bearer hook-bearer-s3cret';
+export const ADMIN_PASSWORD = 'correct horse battery staple';
+/** A token with every YAML-special character the token rule allows. */
+export const SPECIAL_TOKEN = `K10-sp3cial::server:"dq" 'sq' #hash & *star ! %pct @at \\back {brace} [list] |pipe >gt ,comma`;
+
+/** A release as Harvester's build writes it (values invented for the tests). */
+export const RELEASE_TEXT = `harvester: v1.8.1
+harvesterChart: 1.8.1
+installer: 8064e123
+os: Harvester v1.8.1
+kubernetes: v1.35.6+rke2r1
+rancher: v2.14.2
+monitoringChart: 108.0.0+up77.9.1-rancher.11
+loggingChart: 108.0.0+up4.10.0-rancher.14
+loggingChartHarvesterEventRouter: rancher/harvester-eventrouter:v1.8.1
+kubevirt: v1.6.0-150700.3.11.1
+minUpgradableVersion: 'v1.7.0'
+rancherDependencies:
+  fleet:
+    chart: 108.0.1+up0.14.1
+    app: 0.14.1
+`;
+export const RELEASE_SOURCE = '/src/etc/harvester-release.yaml';
+export const RANCHERD_IMAGE: ImageFacts = {
+  bootstrapper: 'rancherd',
+  why: 'the image carries rancherd (/usr/bin/rancherd, /usr/lib/systemd/system/rancherd.service): rancherd bootstraps RKE2, Rancher and Harvester',
+  release: {
+    source: RELEASE_SOURCE,
+    metadata: {
+      harvester: 'v1.8.1',
+      harvesterChart: '1.8.1',
+      installer: '8064e123',
+      os: 'Harvester v1.8.1',
+      kubernetes: 'v1.35.6+rke2r1',
+      rancher: 'v2.14.2',
+      monitoringChart: '108.0.0+up77.9.1-rancher.11',
+      loggingChart: '108.0.0+up4.10.0-rancher.14',
+      loggingChartHarvesterEventRouter: 'rancher/harvester-eventrouter:v1.8.1',
+      kubevirt: 'v1.6.0-150700.3.11.1',
+      minUpgradableVersion: 'v1.7.0',
+      rancherDependencies: { fleet: { chart: '108.0.1+up0.14.1', app: '0.14.1' } },
+    },
+  },
+};
 
 const nics = [
   { name: 'eno1', mac: '52:54:00:aa:00:01' },
@@ -195,5 +238,99 @@ export const CASES: RenderCase[] = [
     facts,
     seeds,
     secrets: [TOKEN, PASSWORD, REGISTRY_PASSWORD, WEBHOOK_PASSWORD, WEBHOOK_BEARER],
+  },
+  {
+    name: 'install-only',
+    config: (() => {
+      const c = createBase();
+      c.install = { mode: 'install', device: '/dev/vda' };
+      delete c.token;
+      return c;
+    })(),
+    facts,
+    seeds,
+    secrets: [PASSWORD],
+  },
+  {
+    name: 'rancherd-create',
+    config: (() => {
+      const c = createBase();
+      c.sans = ['harvester.example.com'];
+      c.systemSettings = {
+        'log-level': 'debug',
+        // A value with Go-template braces: yip must write it unchanged.
+        'ui-index': 'https://ui.example.com/{{index}}/index.html',
+        'containerd-registry': JSON.stringify({ Mirrors: { 'docker.io': { Endpoints: ['https://mirror.example.com:5000'] } }, Configs: { 'mirror.example.com:5000': { Auth: { Username: 'puller', Password: REGISTRY_PASSWORD } } } }),
+        // Replaced by the value built from os.ntp_servers, as Harvester does.
+        'ntp-servers': '{"ntpServers":["ignored.example.com"]}',
+      };
+      c.kubeovnChartVersion = '1.16.2';
+      c.install = {
+        ...c.install,
+        adminPassword: ADMIN_PASSWORD,
+        addons: { rancher_monitoring: { enabled: true }, rancher_logging: { enabled: false }, kubeovn_operator: { enabled: false } },
+        harvester: { storageClass: { replicaCount: 2 }, longhorn: { defaultSettings: { guaranteedInstanceManagerCPU: 10 } } },
+      };
+      return c;
+    })(),
+    facts: { ...facts, arch: 'amd64', image: RANCHERD_IMAGE },
+    seeds,
+    secrets: [TOKEN, PASSWORD, ADMIN_PASSWORD, REGISTRY_PASSWORD],
+  },
+  {
+    name: 'rancherd-create-arm64',
+    config: (() => {
+      const c = createBase();
+      c.os = { ...c.os, ntpServers: [] };
+      // The config's versions win over the media's, as in Harvester.
+      c.runtimeVersion = 'v1.34.9+rke2r1';
+      c.rancherVersion = 'v2.13.4';
+      c.install = {
+        ...c.install,
+        vipMode: 'dhcp',
+        vipHwAddr: '52:54:00:EE:00:01',
+        adminPassword: '$pbkdf2-sha3-512$i=210000$AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=$ZGGlY8m6lF8NsyWTwTJXVbCo0YDQyRzsxGpLEuqm9ms=',
+      };
+      return c;
+    })(),
+    facts: { ...facts, arch: 'arm64', image: RANCHERD_IMAGE },
+    seeds,
+    secrets: [TOKEN, PASSWORD],
+  },
+  {
+    name: 'rancherd-join',
+    config: (() => {
+      const c = joinBase();
+      c.token = SPECIAL_TOKEN;
+      c.os = { ...c.os, labels: { 'topology.kubernetes.io/zone': 'zone-b' } };
+      c.install = { ...c.install, cordoned: true, role: 'management' };
+      return c;
+    })(),
+    facts: { ...facts, image: RANCHERD_IMAGE },
+    seeds,
+    secrets: [SPECIAL_TOKEN, PASSWORD],
+  },
+  {
+    name: 'rancherd-join-witness',
+    config: (() => {
+      const c = joinBase();
+      c.install = { ...c.install, role: 'witness' };
+      return c;
+    })(),
+    facts: { ...facts, image: RANCHERD_IMAGE },
+    seeds,
+    secrets: [TOKEN, PASSWORD],
+  },
+  {
+    name: 'rancherd-install-only',
+    config: (() => {
+      const c = createBase();
+      c.install = { mode: 'install', device: '/dev/vda', adminPassword: ADMIN_PASSWORD };
+      delete c.token;
+      return c;
+    })(),
+    facts: { ...facts, image: RANCHERD_IMAGE },
+    seeds,
+    secrets: [PASSWORD, ADMIN_PASSWORD],
   },
 ];

@@ -1,11 +1,20 @@
 /** `hvinstall render` usage and input errors: exit code, message, and nothing written. */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import render, { formatTable, parseFacts } from '../../../installer/commands/render.js';
 import { HvError } from '../../../lib/errors.js';
-import { CASES } from './cases.js';
+import { CASES, RELEASE_TEXT } from './cases.js';
+
+/** A source tree shaped like Harvester's image: rancherd's binary and unit, and optionally its release metadata. */
+function harvesterTree(root: string, release?: string): string {
+  for (const [p, content] of Object.entries({ 'usr/bin/rancherd': '#!/bin/sh\n', 'usr/lib/systemd/system/rancherd.service': '[Service]\n', ...(release ? { 'etc/harvester-release.yaml': release } : {}) })) {
+    mkdirSync(path.dirname(path.join(root, p)), { recursive: true });
+    writeFileSync(path.join(root, p), content);
+  }
+  return root;
+}
 
 let dir: string;
 let out: string[];
@@ -21,6 +30,12 @@ afterEach(() => {
   vi.restoreAllMocks();
   rmSync(dir, { recursive: true, force: true });
 });
+
+function writeSeeds(): string {
+  const f = path.join(dir, 'seeds.json');
+  writeFileSync(f, JSON.stringify({ seed: 'cmd-seed' }));
+  return f;
+}
 
 describe('hvinstall render', () => {
   it('exits 2 with usage when --config or --out is missing, or an option is unknown', async () => {
@@ -95,9 +110,50 @@ describe('hvinstall render', () => {
     expect(readFileSync(target, 'utf8')).toBe('keep');
   });
 
+  it('--source with rancherd: the boot-written rancherd files are shown (BY boot) and written 0600, with the versions and where they came from', async () => {
+    const cfg = path.join(dir, 'c.json');
+    writeFileSync(cfg, JSON.stringify(CASES.find((k) => k.name === 'rancherd-create')!.config));
+    const src = harvesterTree(path.join(dir, 'src'), RELEASE_TEXT);
+    const target = path.join(dir, 'out');
+    expect(await render(['--config', cfg, '--out', target, '--source', src, '--seeds', writeSeeds()])).toBe(0);
+    const table = out.join('');
+    expect(table).toMatch(/^MODE\s+OWNER\s+SIZE\s+SECRET\s+BY\s+PATH$/m);
+    for (const p of ['/etc/rancher/rancherd/config.yaml', '/etc/rancher/rancherd/config.yaml.d/10-harvester.yaml', '/etc/rancher/rancherd/config.yaml.d/60-hvinstall-admin-password.yaml']) {
+      expect(table).toMatch(new RegExp(`^0600\\s+root:root\\s+\\d+\\s+(yes|no)\\s+boot\\s+${p.replace(/\./g, '\\.')}$`, 'm'));
+      expect(statSync(path.join(target, p)).mode & 0o777).toBe(0o600);
+    }
+    expect(table).toMatch(/^0600\s+root:root\s+\d+\s+yes\s+install\s+\/oem\/90_custom\.yaml$/m);
+    expect(table).toContain(`bootstrap: the image carries rancherd (/usr/bin/rancherd, /usr/lib/systemd/system/rancherd.service)`);
+    expect(table).toContain(`kubernetes v1.35.6+rke2r1 (${path.join(src, 'etc/harvester-release.yaml')} kubernetes)`);
+    expect(existsSync(path.join(target, 'var/lib/rancher/rke2/agent/pod-manifests/kube-vip.yaml'))).toBe(false);
+  });
+
+  it('--source with rancherd but no release and no versions in the config: refused, nothing written', async () => {
+    const cfg = path.join(dir, 'c.json');
+    writeFileSync(cfg, JSON.stringify(CASES[0]!.config));
+    const target = path.join(dir, 'out');
+    const e = await render(['--config', cfg, '--out', target, '--source', harvesterTree(path.join(dir, 'src'))]).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(HvError);
+    expect((e as HvError).message).toMatch(/^the OS image carries rancherd, but no version is known for kubernetes/);
+    expect((e as HvError).exitCode).toBe(1);
+    expect(existsSync(target)).toBe(false);
+  });
+
+  it('--release without --source is a usage error', async () => {
+    const e = await render(['--config', 'c', '--out', path.join(dir, 'out'), '--release', 'r.yaml']).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(HvError);
+    expect((e as HvError).message).toMatch(/--release needs --source/);
+    expect((e as HvError).exitCode).toBe(2);
+  });
+
   it('formats the table with aligned columns', () => {
-    expect(formatTable([{ path: '/oem/a', mode: '0600', owner: 'root:root', secret: true, size: 12, sha256: '' }])).toBe(
-      'MODE  OWNER      SIZE  SECRET  PATH\n0600  root:root  12    yes     /oem/a',
+    expect(
+      formatTable([
+        { path: '/etc/rancher/rancherd/config.yaml', mode: '0600', owner: 'root:root', secret: true, size: 412, sha256: '', by: 'boot' },
+        { path: '/oem/a', mode: '0644', owner: 'root:root', secret: false, size: 12, sha256: '', by: 'install' },
+      ]),
+    ).toBe(
+      'MODE  OWNER      SIZE  SECRET  BY       PATH\n0600  root:root  412   yes     boot     /etc/rancher/rancherd/config.yaml\n0644  root:root  12    no      install  /oem/a',
     );
   });
 });

@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { gunzipSync } from 'node:zlib';
 import { renderNode } from '../../../installer/render/index.js';
 import { validateConfig } from '../../../installer/config/index.js';
-import { CASES, PASSWORD } from './cases.js';
+import { ADMIN_PASSWORD, CASES, PASSWORD } from './cases.js';
 import { assertKubernetesPod, assertSchema, parseYamlStrict, validateRegistries, validateRke2, validateYip } from './consumers.js';
 
 const text = (c: string | Uint8Array) => (typeof c === 'string' ? c : Buffer.from(c).toString('utf8'));
@@ -39,7 +39,9 @@ describe.each(CASES)('consumers of $name', (c) => {
 
   it('every RKE2 drop-in parses and matches the RKE2 config schema; the audit policy is an audit Policy', () => {
     const dropIns = report.files.filter((f) => f.path.startsWith('/etc/rancher/rke2/config.yaml.d/'));
-    expect(dropIns.length).toBeGreaterThanOrEqual(6);
+    // Install-only nodes get none; with rancherd the token, server and cluster-init drop-ins are rancherd's.
+    expect(dropIns.length).toBeGreaterThanOrEqual(c.config.install?.mode === 'install' ? 0 : c.facts.image?.bootstrapper === 'rancherd' ? 4 : 6);
+    if (c.config.install?.mode === 'install') expect(dropIns).toEqual([]);
     for (const f of dropIns) {
       const doc = parseYamlStrict(text(f.content)) as Record<string, unknown>;
       if (f.path.endsWith('92-harvester-kube-audit-policy.yaml')) {
@@ -60,9 +62,9 @@ describe.each(CASES)('consumers of $name', (c) => {
     assertSchema(validateRegistries, parseYamlStrict(text(f!.content)), 'registries.yaml');
   });
 
-  it('the kube-vip manifest (create nodes) validates as a core/v1 Pod', async () => {
+  it('the kube-vip manifest (create nodes without rancherd) validates as a core/v1 Pod', async () => {
     const f = byPath.get('/var/lib/rancher/rke2/agent/pod-manifests/kube-vip.yaml');
-    if (c.config.install?.mode !== 'create') {
+    if (c.config.install?.mode !== 'create' || c.facts.image?.bootstrapper === 'rancherd') {
       expect(f).toBeUndefined();
       return;
     }
@@ -96,13 +98,16 @@ describe.each(CASES)('consumers of $name', (c) => {
     expect(again.map((f) => [f.path, text(f.content)])).toEqual(first.map((f) => [f.path, text(f.content)]));
   });
 
-  it('the clear-text password is in no file at all: the persisted configs carry its hash', () => {
-    for (const f of report.files) expect(text(f.content).includes(PASSWORD), f.path).toBe(false);
+  it('the clear-text passwords (rancher, UI admin) are in no file at all: the persisted configs carry their hashes', () => {
+    for (const f of [...report.files, ...report.yipFiles]) {
+      expect(text(f.content).includes(PASSWORD), f.path).toBe(false);
+      expect(text(f.content).includes(ADMIN_PASSWORD), f.path).toBe(false);
+    }
   });
 
-  it('each secret appears only in 0600 files marked secret', () => {
+  it('each secret appears only in 0600 files marked secret, on disk and among the files yip writes at boot', () => {
     for (const secret of c.secrets) {
-      const holders = report.files.filter((f) => text(f.content).includes(secret));
+      const holders = [...report.files, ...report.yipFiles].filter((f) => text(f.content).includes(secret));
       for (const f of holders) {
         expect({ path: f.path, mode: f.mode.toString(8), secret: f.secret }).toEqual({ path: f.path, mode: '600', secret: true });
       }

@@ -14,6 +14,8 @@ function compile(name: string): ValidateFunction {
 export const validateYip = compile('yip.schema.json');
 export const validateRke2 = compile('rke2-config.schema.json');
 export const validateRegistries = compile('registries.schema.json');
+export const validateRancherdConfig = compile('rancherd-config.schema.json');
+export const validateRancherdResource = compile('rancherd-resources.schema.json');
 
 /** Throws with ajv's messages when `doc` does not match. */
 export function assertSchema(validate: ValidateFunction, doc: unknown, what: string): void {

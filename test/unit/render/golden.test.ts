@@ -1,8 +1,11 @@
 /**
- * Golden files: every case renders to exactly the bytes and modes under test/fixtures/render/<case>/.
- * Regenerate after a deliberate change with `UPDATE_GOLDEN=1 npx vitest run test/unit/render/golden.test.ts`
- * and review the diff. /oem/harvester.config is installer/config's serialisation and is checked by
- * round trip in consumers.test.ts instead.
+ * Golden files: every case renders to exactly the bytes and modes under test/fixtures/render/<case>/:
+ * the files the install writes (`install` in modes.txt) and those the initramfs stage of
+ * 90_custom.yaml writes at every boot (`boot`: rancherd's config and bootstrap resources), each as it
+ * lands on the node. Regenerate after a deliberate change with
+ * `UPDATE_GOLDEN=1 npx vitest run test/unit/render/golden.test.ts` and review the diff.
+ * /oem/harvester.config is installer/config's serialisation and is checked by round trip in
+ * consumers.test.ts instead.
  */
 import { describe, expect, it } from 'vitest';
 import { mkdirSync, readFileSync, rmSync, writeFileSync, existsSync, readdirSync, statSync } from 'node:fs';
@@ -24,10 +27,11 @@ function listTree(dir: string, base = dir): string[] {
 
 describe.each(CASES)('golden $name', (c) => {
   const report = renderNode(c.config, c.facts, c.seeds);
-  const files = report.files.filter((f) => !SKIP_PATHS.has(f.path));
+  const boot = new Set(report.yipFiles);
+  const files = [...report.files.filter((f) => !SKIP_PATHS.has(f.path)), ...report.yipFiles].sort((a, b) => (a.path < b.path ? -1 : 1));
   const caseDir = path.join(FIXTURES, c.name);
   const treeDir = path.join(caseDir, 'tree');
-  const modes = files.map((f) => `0${f.mode.toString(8)} ${f.owner} ${f.secret ? 'secret' : 'plain'} ${f.path}`).join('\n') + '\n';
+  const modes = files.map((f) => `0${f.mode.toString(8)} ${f.owner} ${f.secret ? 'secret' : 'plain'} ${boot.has(f) ? 'boot' : 'install'} ${f.path}`).join('\n') + '\n';
 
   if (UPDATE) {
     rmSync(caseDir, { recursive: true, force: true });
@@ -37,7 +41,7 @@ describe.each(CASES)('golden $name', (c) => {
       writeFileSync(p, f.content);
     }
     writeFileSync(path.join(caseDir, 'modes.txt'), modes);
-    writeFileSync(path.join(caseDir, 'report.json'), JSON.stringify({ hostname: report.hostname, warnings: report.warnings }, null, 2) + '\n');
+    writeFileSync(path.join(caseDir, 'report.json'), JSON.stringify({ hostname: report.hostname, warnings: report.warnings, bootstrap: report.bootstrap }, null, 2) + '\n');
   }
 
   it('renders the same set of files with the same modes', () => {
@@ -52,8 +56,8 @@ describe.each(CASES)('golden $name', (c) => {
     }
   });
 
-  it('reports the same hostname and warnings', () => {
-    expect({ hostname: report.hostname, warnings: report.warnings }).toEqual(JSON.parse(readFileSync(path.join(caseDir, 'report.json'), 'utf8')));
+  it('reports the same hostname, warnings and bootstrap decision', () => {
+    expect({ hostname: report.hostname, warnings: report.warnings, bootstrap: report.bootstrap }).toEqual(JSON.parse(readFileSync(path.join(caseDir, 'report.json'), 'utf8')));
   });
 
   it('is deterministic: a second render is identical', () => {

@@ -36,8 +36,8 @@ describe('renderRegistriesYaml', () => {
     expect(a.indexOf('a.io')).toBeLessThan(a.indexOf('b.io'));
   });
 
-  it('renders an empty setting as an empty document that still matches the schema', () => {
-    assertSchema(validateRegistries, parse(renderRegistriesYaml('')), 'empty');
+  it('renders a setting without mirrors or configs as an empty document that still matches the schema', () => {
+    for (const empty of ['{}', 'null', '{"Mirrors":null,"Configs":{}}']) assertSchema(validateRegistries, parse(renderRegistriesYaml(empty)), empty);
   });
 
   it.each([

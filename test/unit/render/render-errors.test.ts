@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { gzipSync } from 'node:zlib';
 import { renderNode, renderNodeFiles, placeNodePath, persistentStatePaths, defaultHasDataPartition } from '../../../installer/render/index.js';
 import { maskToPrefix } from '../../../installer/render/network.js';
-import { harvesterChartValues } from '../../../installer/render/longhorn.js';
+import { harvesterChartValues } from '../../../installer/render/bootstrap-resources.js';
 import { reservedMilliCpu, reservedResourcesArgs, supervisorUrl } from '../../../installer/render/rke2.js';
 import { renderGrubenv, renderMultipathConf, rke2ProxyEnvironment } from '../../../installer/render/yip.js';
 import type { HarvesterConfig } from '../../../installer/config/types.js';
@@ -213,17 +213,24 @@ describe('hostname and seeds', () => {
 });
 
 describe('Harvester chart values', () => {
-  it('clamps replicas to 3, instance-manager CPU to 12 and reserved storage to 30, and omits zeros', () => {
+  it("clamps replicas to 3, instance-manager CPU to 12 and reserved storage to 30, as Harvester's setConfigDefaultValues does", () => {
     const c = clone();
     c.install!.harvester = { storageClass: { replicaCount: 7 }, longhorn: { defaultSettings: { guaranteedInstanceManagerCPU: 40, storageReservedPercentageForDefaultDisk: 99 } } };
     const v = harvesterChartValues(c) as { storageClass: unknown; longhorn: { defaultSettings: Record<string, unknown> } };
     expect(v.storageClass).toEqual({ replicaCount: 3 });
     expect(v.longhorn.defaultSettings).toMatchObject({ guaranteedInstanceManagerCPU: 12, storageReservedPercentageForDefaultDisk: '30', defaultDataPath: '/var/lib/harvester/defaultdisk' });
+  });
+
+  it('leaves replicas to the chart at 0, omits an unset instance-manager CPU, and passes the reserved storage as "0" by default', () => {
+    const c = clone();
     c.install!.harvester = { storageClass: { replicaCount: 0 } };
     const z = harvesterChartValues(c) as Record<string, { defaultSettings?: Record<string, unknown> }>;
     expect(z.storageClass).toBeUndefined();
-    expect(z.longhorn!.defaultSettings).not.toHaveProperty('storageReservedPercentageForDefaultDisk');
-    expect(z['harvester-node-disk-manager']).toEqual({ enabled: true, labelFilter: ['COS_*', 'HARV_*'] });
+    expect(z.longhorn!.defaultSettings).not.toHaveProperty('guaranteedInstanceManagerCPU');
+    expect(z.longhorn!.defaultSettings!.storageReservedPercentageForDefaultDisk).toBe('0');
+    expect(z['harvester-node-disk-manager']).toEqual({ enabled: true, image: { pullPolicy: 'IfNotPresent' }, labelFilter: ['COS_*', 'HARV_*'] });
+    // The chart's kube-vip DaemonSet owns the VIP when rancherd bootstraps Harvester.
+    expect(z['kube-vip']).toEqual({ enabled: true });
   });
 });
 

@@ -1,0 +1,19 @@
+/** Every guard of hvagent, by name; the runner takes its set from here. */
+import type { Guard, GuardName } from '../guard.js';
+import imagePreload from './image-preload.js';
+import longhornDisk from './longhorn-disk.js';
+import networkOnline from './network-online.js';
+import promotion from './promotion.js';
+import registries from './registries.js';
+import rke2 from './rke2.js';
+import vip from './vip.js';
+
+export const GUARDS: Readonly<Record<GuardName, Guard>> = {
+  'network-online': networkOnline,
+  registries,
+  'image-preload': imagePreload,
+  rke2,
+  vip,
+  'longhorn-disk': longhornDisk,
+  promotion,
+};
