@@ -4,19 +4,18 @@
  * /boot/vmlinuz and /boot/initrd (initrd.ts), /etc/cos/grub.cfg and bootargs.cfg, the layout
  * defaults in /system/oem, an os-release with GRUB_ENTRY_NAME, containerd where RKE2 keeps it,
  * SSH host keys made on first boot, and the boot report that prints TAP for the harness.
- * Cached under the key of the root and of every file put in; built beside its final place and
- * renamed there whole.
+ * Cached (cache.ts) under the key of the root and of every file put in.
  */
 import { createHash } from 'node:crypto';
-import { chmod, mkdir, mkdtemp, readdir, readFile, rename, rm, stat, symlink, unlink, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { run } from '../../lib/exec.js';
-import { ExitCode, HvError } from '../../lib/errors.js';
 import { BUSYBOX } from '../test-os-tree.js';
 import { FILES_DIR, systemdOsFile } from './files.js';
 import { buildCosInitrd, type CosInitrd } from './initrd.js';
 import { SOURCE_DATE_EPOCH } from './packages.js';
-import { ensureBaseRoot, pruneOld, touch, type BaseRoot } from './root.js';
+import { publishEntry, readEntry } from './cache.js';
+import { ensureBaseRoot, type BaseRoot } from './root.js';
 
 /** Bumped when the assembly below changes in a way the inputs' digests do not show. */
 export const IMAGE_RECIPE = 1;
@@ -76,9 +75,8 @@ export async function buildSystemdOs(cacheDir: string, log: (s: string) => void 
   const dir = path.join(cacheDir, 'systemd-os');
   const final = path.join(dir, `image-${key}`);
   const built = { rootSec: root.builtInSec } as SystemdOsImage['built'];
-  const cached = await readImageManifest(final);
+  const cached = await readEntry<ImageManifest>(final, ['os.squashfs']);
   if (cached) {
-    await touch(final);
     return { ...cached, squashfs: path.join(final, 'os.squashfs'), built };
   }
   const t0 = Date.now();
@@ -119,27 +117,12 @@ export async function buildSystemdOs(cacheDir: string, log: (s: string) => void 
       packages: Object.keys(root.manifest.installed).length,
       builtAt: new Date().toISOString(),
     };
-    await writeFile(path.join(work, 'manifest.json'), JSON.stringify(manifest, null, 1) + '\n');
-    if (!(await readImageManifest(final))) {
-      await rm(final, { recursive: true, force: true });
-      await rename(work, final).catch((err: NodeJS.ErrnoException) => {
-        if (err.code !== 'ENOTEMPTY' && err.code !== 'EEXIST') throw err;
-      });
-    }
-    await pruneOld(dir, 'image-', path.basename(final));
-    const published = await readImageManifest(final);
-    if (!published) throw new HvError(`the built image did not land at ${final}`, { where: 'iso-build/systemd-os', exitCode: ExitCode.usage });
+    const published = await publishEntry(work, final, manifest, ['os.squashfs']);
     built.imageSec = Math.round((Date.now() - t0) / 1000);
     return { ...published, squashfs: path.join(final, 'os.squashfs'), built };
   } finally {
     await rm(work, { recursive: true, force: true });
   }
-}
-
-async function readImageManifest(dir: string): Promise<ImageManifest | undefined> {
-  const m = await readFile(path.join(dir, 'manifest.json'), 'utf8').then((t) => JSON.parse(t) as ImageManifest, () => undefined);
-  if (!m || !(await stat(path.join(dir, 'os.squashfs')).catch(() => undefined))) return undefined;
-  return m;
 }
 
 /** The wants link of an image-owned unit (in /usr/lib: /etc/systemd is a persistent path on the node). */

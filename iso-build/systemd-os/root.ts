@@ -1,14 +1,13 @@
 /**
- * The Debian root of the systemd test OS, built with mmdebstrap and kept in the cache under the key
- * of its package versions (packages.ts). Built in a temp directory beside its final place and
- * renamed there, so a reader never sees half a root; two builds racing both finish and the first
- * rename wins. Downloaded .debs are kept in the cache too, so a rebuild after a version change
- * fetches only what changed.
+ * The Debian root of the systemd test OS, built with mmdebstrap and kept in the cache (cache.ts)
+ * under the key of its package versions (packages.ts). Downloaded .debs are kept in the cache too,
+ * so a rebuild after a version change fetches only what changed.
  */
-import { mkdir, mkdtemp, readdir, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { run } from '../../lib/exec.js';
 import { ExitCode, HvError } from '../../lib/errors.js';
+import { publishEntry, readEntry } from './cache.js';
 import { APT_LISTS, DPKG_OPTIONS, OS_PACKAGES, SOURCE_DATE_EPOCH, SUITE, VARIANT, hostAptSources, resolveVersions, rootKey } from './packages.js';
 
 export interface BaseRoot {
@@ -71,9 +70,8 @@ export async function ensureBaseRoot(cacheDir: string, log: (s: string) => void 
   const versions = await resolveVersions(dir);
   const key = rootKey({ packages: OS_PACKAGES, versions, sources: sourcesText });
   const final = path.join(dir, `root-${key}`);
-  const cached = await readManifest(final);
+  const cached = await readEntry<RootManifest>(final);
   if (cached) {
-    await touch(final);
     return { key, tree: path.join(final, 'tree'), manifest: cached };
   }
 
@@ -109,25 +107,12 @@ export async function ensureBaseRoot(cacheDir: string, log: (s: string) => void 
     const kernels = await readdir(path.join(tree, 'lib/modules'));
     if (kernels.length !== 1) throw new HvError(`expected one kernel in the root, found ${kernels.join(', ') || 'none'}`, { where: 'iso-build/systemd-os', exitCode: ExitCode.usage });
     const manifest: RootManifest = { key, suite: SUITE, variant: VARIANT, packages: [...OS_PACKAGES], installed, kernelVersion: kernels[0]!, builtAt: new Date().toISOString() };
-    await writeFile(path.join(work, 'manifest.json'), JSON.stringify(manifest, null, 1) + '\n');
     await pruneDebs(debCache, installed);
-    if (!(await readManifest(final))) {
-      await rm(final, { recursive: true, force: true });
-      await rename(work, final).catch((err: NodeJS.ErrnoException) => {
-        if (err.code !== 'ENOTEMPTY' && err.code !== 'EEXIST') throw err;
-      });
-    }
-    await pruneOld(dir, 'root-', path.basename(final));
-    const published = await readManifest(final);
-    if (!published) throw new HvError(`the built root did not land at ${final}`, { where: 'iso-build/systemd-os', exitCode: ExitCode.usage });
+    const published = await publishEntry(work, final, manifest);
     return { key, tree: path.join(final, 'tree'), manifest: published, builtInSec: Math.round((Date.now() - t0) / 1000) };
   } finally {
     await rm(work, { recursive: true, force: true });
   }
-}
-
-async function readManifest(dir: string): Promise<RootManifest | undefined> {
-  return readFile(path.join(dir, 'manifest.json'), 'utf8').then((t) => JSON.parse(t) as RootManifest, () => undefined);
 }
 
 export async function installedPackages(tree: string): Promise<Record<string, string>> {
@@ -152,20 +137,5 @@ async function pruneDebs(debCache: string, installed: Record<string, string>): P
     }
     const m = /^(.+_.+)_[^_]+\.deb$/.exec(f);
     if (m && !keep.has(m[1]!)) await rm(path.join(debCache, f), { force: true });
-  }
-}
-
-export async function touch(p: string): Promise<void> {
-  const now = new Date();
-  await utimes(p, now, now).catch(() => undefined);
-}
-
-/** Cache entries with this prefix not used for three days go (the one just used never does). */
-export async function pruneOld(dir: string, prefix: string, keep: string): Promise<void> {
-  const limit = Date.now() - 3 * 24 * 3600_000;
-  for (const name of await readdir(dir)) {
-    if (!name.startsWith(prefix) || name === keep) continue;
-    const s = await stat(path.join(dir, name)).catch(() => undefined);
-    if (s && s.mtimeMs < limit) await rm(path.join(dir, name), { recursive: true, force: true });
   }
 }
