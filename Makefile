@@ -4,7 +4,7 @@ NODE  ?= node
 TSC   := node_modules/.bin/tsc
 VITEST := node_modules/.bin/vitest
 
-.PHONY: all deps build generate typecheck test test-unit test-integration demo e2e bench clean
+.PHONY: all deps build generate typecheck test test-unit test-integration demo e2e iso bench mutation clean
 
 all: build
 
@@ -39,8 +39,22 @@ demo: build
 e2e: build
 	@bash test/e2e/run.sh
 
+# The hybrid BIOS/UEFI live ISO and the PXE artifacts, in out/ (docs/iso.md). ISO_ARGS: more options.
+ISO_OUT ?= out
+iso: build
+	@$(NODE) dist/iso-build/live/cli.js --out $(ISO_OUT) $(ISO_ARGS)
+
 bench: build
 	@$(NODE) bench/run.mjs
+
+# Mutation testing (docs/testing.md): long and CPU-bound, so niced and not part of `make test`.
+# One scope per run (config, disk, redact-safe-path); `make mutation SCOPE=disk` runs one.
+MUTATION_SCOPES ?= $(or $(SCOPE),redact-safe-path disk config)
+mutation: build
+	@for s in $(MUTATION_SCOPES); do \
+	  echo "== mutation scope $$s"; \
+	  HV_MUTATION_SCOPE=$$s HV_FUZZ_SEED=20261201 HV_FUZZ_SCALE=0.05 nice -n 19 node_modules/.bin/stryker run stryker.config.mjs || exit $$?; \
+	done
 
 clean:
 	rm -rf dist

@@ -11,7 +11,7 @@ import { runGuards, statusFile } from './runner.js';
 import { loadSettings, SETTINGS_PATH } from './settings.js';
 import { formatStatusTable, isProcessAlive, readStatus } from './status.js';
 
-const USAGE = `usage: hvagent <run|once|status> [options]
+const USAGE = `usage: hvagent <run|once|status|console> [options]
 
   run    [--guard NAME]... [--root DIR] [--settings FILE] [--log-level LEVEL]
          run the guards as a daemon: each keeps its state after success (SIGTERM stops cleanly)
@@ -19,6 +19,9 @@ const USAGE = `usage: hvagent <run|once|status> [options]
          one pass; exit code 0 when every guard succeeded or was skipped, 1 otherwise
   status [--json] [--root DIR]
          each guard's phase, attempts, detail or last error, next retry and timestamps
+  console [--root DIR] [--settings FILE] [--refresh SEC]
+         the node's status screen for tty1: management URL, role, node and cluster state, each
+         guard's phase and diagnosis, refreshed; F12 opens a shell (docs/console.md)
 
   --guard NAME   only this guard (repeatable), without its dependencies: for debugging one guard
   --root DIR     every node path (/oem, /etc, /run, /sys, …) under DIR (default /)
@@ -60,7 +63,7 @@ async function runCommand(mode: 'run' | 'once', args: string[]): Promise<number>
   const redactor = new Redactor();
   const log = new Logger(undefined, redactor, level as 'info');
   const node = await loadNodeConfig(root, configCandidates(settings.common));
-  registerConfigSecrets(redactor, node.config, log);
+  registerConfigSecrets(redactor, node.config);
   for (const p of node.problems) log.warn('node config', { problem: p });
   if (node.source) log.info('node config loaded', { source: node.source });
 
@@ -90,6 +93,17 @@ async function statusCommand(args: string[]): Promise<number> {
   return doc.guards.some((g) => g.phase === 'failed') ? ExitCode.checkFailed : ExitCode.ok;
 }
 
+async function consoleCommand(args: string[]): Promise<number> {
+  const v = parse(args, { root: { type: 'string' }, settings: { type: 'string' }, refresh: { type: 'string' } });
+  if (!process.stdin.isTTY || !process.stdout.isTTY) throw new HvError('hvagent console needs a terminal', { hint: 'it runs on tty1 (hvagent-console.service); elsewhere use hvagent status', exitCode: ExitCode.usage });
+  const refresh = (v.refresh as string | undefined) ?? '5';
+  if (!/^\d+$/.test(refresh) || Number(refresh) < 1) throw usageError(`--refresh must be a whole number of seconds, got '${refresh}'`);
+  const rootDir = path.resolve((v.root as string | undefined) ?? '/');
+  const settings = await loadSettings((v.settings as string | undefined) ?? path.join(rootDir, SETTINGS_PATH));
+  const { runDashboard } = await import('./console/run.js');
+  return runDashboard({ rootDir, settings, refreshMs: Number(refresh) * 1000, shell: process.env.SHELL || '/bin/bash' });
+}
+
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
   if (!cmd || cmd === '--help' || cmd === '-h' || cmd === 'help') {
@@ -98,6 +112,7 @@ export async function main(argv: string[]): Promise<number> {
   }
   if (cmd === 'run' || cmd === 'once') return runCommand(cmd, rest);
   if (cmd === 'status') return statusCommand(rest);
+  if (cmd === 'console') return consoleCommand(rest);
   process.stderr.write(`hvagent: unknown command '${cmd}'\n\n${USAGE}\n`);
   return ExitCode.usage;
 }

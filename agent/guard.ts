@@ -6,10 +6,19 @@
 import type { Logger } from '../lib/logger.js';
 import type { HarvesterConfig } from '../installer/config/types.js';
 
-export type GuardName = 'network-online' | 'image-preload' | 'registries' | 'rke2' | 'vip' | 'longhorn-disk' | 'promotion';
+export type GuardName =
+  | 'network-online'
+  | 'node-identity'
+  | 'time-sync'
+  | 'image-preload'
+  | 'registries'
+  | 'rke2'
+  | 'vip'
+  | 'longhorn-disk'
+  | 'promotion';
 
 /** Dependency order; a guard runs once everything before it that it depends on has succeeded. */
-export const GUARD_ORDER: GuardName[] = ['network-online', 'registries', 'image-preload', 'rke2', 'vip', 'longhorn-disk', 'promotion'];
+export const GUARD_ORDER: GuardName[] = ['network-online', 'node-identity', 'time-sync', 'registries', 'image-preload', 'rke2', 'vip', 'longhorn-disk', 'promotion'];
 
 /** `stopped`: the agent was stopped (SIGTERM) before the guard finished. */
 export type GuardPhase = 'pending' | 'running' | 'waiting' | 'succeeded' | 'failed' | 'skipped' | 'watching' | 'stopped';
@@ -25,6 +34,12 @@ export interface GuardContext {
   settings: Record<string, unknown>;
   /** Report progress for `hvagent status` (e.g. "archive 3/6: 412 MiB"). */
   progress: (detail: string) => void;
+  /**
+   * Structured facts for `hvagent status --json` (and the metrics that will read them): the last
+   * measured clock offset, the recorded and the current address, re-import counts. Replaces the
+   * guard's previous data.
+   */
+  report?: (data: Record<string, unknown>) => void;
   now: () => number;
 }
 
@@ -37,6 +52,13 @@ export type GuardResult =
   | { status: 'retry'; reason: string }
   /** Cannot succeed without a person: stop and report. */
   | { status: 'fail'; diagnosis: string; hint?: string };
+
+/** What a guard that needs the node's configuration reports without one. */
+export const NO_NODE_CONFIG: GuardResult = {
+  status: 'fail',
+  diagnosis: 'no node configuration found under /oem',
+  hint: 'the installer writes /oem/harvester.config; reinstall or restore it',
+};
 
 export interface Guard {
   name: GuardName;
@@ -64,6 +86,8 @@ export interface GuardStatus {
   startedAt?: string;
   finishedAt?: string;
   updatedAt: string;
+  /** What the guard last reported through ctx.report (numbers and names, no prose). */
+  data?: Record<string, unknown>;
 }
 
 /** /run/hvagent/status.json */

@@ -4,7 +4,7 @@
  */
 import { access } from 'node:fs/promises';
 import type { HarvesterConfig } from '../installer/config/types.js';
-import type { Logger } from '../lib/logger.js';
+import { configSecrets } from '../installer/config/secrets.js';
 import type { Redactor } from '../lib/redact.js';
 
 export interface NodeConfigResult {
@@ -45,21 +45,7 @@ export async function loadNodeConfig(root: (p: string) => string, candidates: st
   return { problems };
 }
 
-/** Registers every secret of the config with the redactor (token, passwords, registry credentials, webhook auth). */
-export function registerConfigSecrets(redactor: Redactor, config: HarvesterConfig | undefined, log?: Logger): void {
-  if (!config) return;
-  redactor.add(config.token, config.os?.password);
-  redactor.addFrom(config);
-  const registry = config.systemSettings?.['containerd-registry'];
-  if (registry) {
-    try {
-      redactor.addFrom(JSON.parse(registry));
-    } catch {
-      log?.warn('system_settings.containerd-registry is not JSON; its credentials cannot be registered for redaction');
-    }
-  }
-  for (const w of config.install?.webhooks ?? []) {
-    redactor.add(w.basicAuth?.password);
-    for (const [k, vs] of Object.entries(w.headers ?? {})) if (/^authorization$/i.test(k)) redactor.add(...vs);
-  }
+/** Registers every secret of the config with the redactor (installer/config configSecrets: token, passwords, registry credentials, webhook auth). */
+export function registerConfigSecrets(redactor: Redactor, config: HarvesterConfig | undefined): void {
+  if (config) redactor.add(...configSecrets(config));
 }

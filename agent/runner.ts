@@ -99,6 +99,7 @@ export async function runGuards(opts: RunnerOptions): Promise<RunOutcome> {
       signal,
       settings: guardSettings(opts.settings, guard.name),
       progress: (detail) => store.update(guard.name, { detail }),
+      report: (data) => store.update(guard.name, { data }),
       now,
     };
   }

@@ -14,6 +14,7 @@ const COMMANDS: CommandInfo[] = [
   { name: 'preflight', summary: 'gather hardware facts and check this machine can run a node' },
   { name: 'plan', summary: 'print the partition table, images and steps an install would use' },
   { name: 'install', summary: 'install onto a disk (destroys it): partition, format, deploy, bootloader' },
+  { name: 'console', summary: "the interactive installer (Harvester's console pages), on a terminal" },
   { name: 'render', summary: "render the installed node's configuration files into a directory" },
   { name: 'fetch', summary: 'fetch a remote config or ISO with retries and checksum verification' },
 ];

@@ -1,17 +1,21 @@
-import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { HvError, ExitCode } from '../lib/errors.js';
 import { run } from '../lib/exec.js';
+import { fetchDebianPackage } from './debian-package.js';
+import { copyKernelModules } from './kernel-modules.js';
+import { FALLBACK_EPOCH, packCpio } from './reproducible.js';
 import { BUSYBOX } from './test-os-tree.js';
-import { copyKernelModules } from './initrd-parts.js';
 
 export interface BootChainOptions {
   /** Where the downloaded kernel package and its unpacked tree are kept between runs. */
   cacheDir: string;
   /** Debian package; default: what linux-image-amd64 depends on. */
   kernelPackage?: string;
+  /** The time stamped on the initrd's files (reproducible builds). */
+  epoch?: number;
 }
 
 /** Modules the initramfs loads (with their dependencies) to reach COS_STATE and the image. */
@@ -39,7 +43,7 @@ export async function addBootChain(tree: string, opts: BootChainOptions): Promis
     await writeFile(path.join(root, 'init'), INITRD_INIT, { mode: 0o755 });
     const initrd = path.join(tree, 'boot/initrd');
     await mkdir(path.dirname(initrd), { recursive: true });
-    await run('sh', ['-c', `cd '${root}' && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -1 > '${initrd}'`]);
+    await packCpio(root, initrd, { epoch: opts.epoch ?? FALLBACK_EPOCH, compression: 'gzip' });
     await copyFile(kernel.vmlinuz, path.join(tree, 'boot/vmlinuz'));
     return {
       'boot/vmlinuz': await sha256Of(path.join(tree, 'boot/vmlinuz')),
@@ -55,47 +59,21 @@ interface DebianKernel {
   vmlinuz: string;
   /** Directory holding lib/modules/<version> (a modprobe -d base). */
   modulesRoot: string;
+  /** The package file (its name carries the version). */
+  deb: string;
 }
 
-/** Downloads (once) and unpacks Debian's kernel package into the cache. */
+/** Downloads (once) and unpacks Debian's kernel package (signed vmlinuz, modules) into the cache. */
 export async function fetchDebianKernel(cacheDir: string, pkg?: string): Promise<DebianKernel> {
-  await mkdir(cacheDir, { recursive: true });
   const name = pkg ?? (await defaultKernelPackage());
-  const unpacked = path.join(cacheDir, name);
-  if (!(await stat(path.join(unpacked, 'boot')).catch(() => undefined))) {
-    // Several tests (and make e2e) may fetch at once: each works in its own directory and publishes
-    // with an atomic rename, so no one ever sees a half-written .deb or a half-unpacked tree.
-    const work = await mkdtemp(path.join(cacheDir, `.${name}.`));
-    try {
-      let deb = (await readdir(cacheDir)).find((f) => f.startsWith(`${name}_`) && f.endsWith('.deb'));
-      if (!deb) {
-        await run('apt-get', ['download', name], { cwd: work, timeoutMs: 20 * 60_000 }).catch((err: unknown) => {
-          throw new HvError(`cannot download the kernel package ${name}`, {
-            where: 'iso-build: apt-get download',
-            hint: 'run apt-get update, and check that Debian mirrors are reachable',
-            exitCode: ExitCode.usage,
-            cause: err,
-          });
-        });
-        deb = (await readdir(work)).find((f) => f.startsWith(`${name}_`) && f.endsWith('.deb'));
-        if (!deb) throw new HvError(`apt-get download ${name} left no .deb in ${work}`, { where: 'iso-build', exitCode: ExitCode.usage });
-        await rename(path.join(work, deb), path.join(cacheDir, deb));
-      }
-      const tmp = path.join(work, 'unpacked');
-      await run('dpkg-deb', ['-x', path.join(cacheDir, deb), tmp], { timeoutMs: 20 * 60_000 });
-      await run('depmod', ['-b', tmp, (await readdir(path.join(tmp, 'lib/modules')))[0]]);
-      // A leftover without boot/ (an old interrupted unpack) is replaced; a complete one from a
-      // concurrent fetch makes our rename fail, which is fine.
-      if (!(await stat(path.join(unpacked, 'boot')).catch(() => undefined))) await rm(unpacked, { recursive: true, force: true });
-      await rename(tmp, unpacked).catch((err: NodeJS.ErrnoException) => {
-        if (err.code !== 'ENOTEMPTY' && err.code !== 'EEXIST') throw err;
-      });
-    } finally {
-      await rm(work, { recursive: true, force: true });
-    }
-  }
-  const version = (await readdir(path.join(unpacked, 'lib/modules')))[0];
-  return { version, vmlinuz: path.join(unpacked, 'boot', `vmlinuz-${version}`), modulesRoot: unpacked };
+  const unpacked = await fetchDebianPackage(cacheDir, name, {
+    purpose: 'the kernel',
+    afterUnpack: async (dir) => {
+      await run('depmod', ['-b', dir, (await readdir(path.join(dir, 'lib/modules')))[0]]);
+    },
+  });
+  const version = (await readdir(path.join(unpacked.dir, 'lib/modules')))[0];
+  return { version, vmlinuz: path.join(unpacked.dir, 'boot', `vmlinuz-${version}`), modulesRoot: unpacked.dir, deb: unpacked.deb };
 }
 
 async function defaultKernelPackage(): Promise<string> {

@@ -79,7 +79,7 @@ export async function buildTestOsTree(dir: string, opts: TestOsTreeOptions = {})
   if (opts.payloadBytes && opts.payloadBytes > 0) Object.assign(files, await writePayload(dir, opts.payloadBytes));
   if (opts.kernel) {
     const { addBootChain } = await import('./boot-chain.js');
-    Object.assign(files, await addBootChain(dir, opts.kernel));
+    Object.assign(files, await addBootChain(dir, { epoch, ...opts.kernel }));
   }
   await setTimes(dir, epoch);
   return { dir, files };

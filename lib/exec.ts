@@ -14,6 +14,8 @@ export interface RunOptions {
   allowFailure?: boolean;
   /** Binary stdout (Buffer) instead of a string. */
   encoding?: 'utf8' | 'buffer';
+  /** Aborting it kills the command (SIGTERM); the error names the abort's reason. */
+  signal?: AbortSignal;
 }
 
 export interface RunResult {
@@ -61,8 +63,13 @@ export async function run(file: string, args: readonly string[] = [], opts: RunO
     reject: false,
     stripFinalNewline: false,
     encoding: 'utf8',
+    ...(opts.signal ? { cancelSignal: opts.signal } : {}),
   };
   const r = await execa(file, [...args], execaOpts);
+  if (r.isCanceled) {
+    const why = opts.signal?.reason instanceof Error ? opts.signal.reason.message : String(opts.signal?.reason ?? 'aborted');
+    throw new CommandError(command, r.exitCode, redactor.redactString(String(r.stderr ?? '')), String(r.stdout ?? ''), `stopped (${why})`);
+  }
   const stdout = String(r.stdout ?? '');
   const stderr = redactor.redactString(String(r.stderr ?? ''));
   if (r.timedOut) {

@@ -7,11 +7,11 @@ import { setOwn } from './own-keys.js';
 
 export const REDACTED = '<redacted>';
 
-const SECRET_KEY = /^(token|password|passphrase|passwd|secret|auth|identitytoken|identity_token|basicauth|basic_auth|authorization|private[_-]?key|key_file|keyfile|tls[_-]?key|agent[_-]?token|server[_-]?token|client[_-]?secret|admin_?password)$/i;
+const SECRET_KEY = /^(token|password|passphrase|passwd|secret|auth|identity[_-]?token|basic[_-]?auth|authorization|private[_-]?key|key[_-]?file|tls[_-]?key|agent[_-]?token|server[_-]?token|client[_-]?secret|admin[_-]?password)$/i;
 
 /** True when a key's value is a secret by name alone. */
 export function isSecretKey(key: string): boolean {
-  return SECRET_KEY.test(key.replace(/-/g, '_'));
+  return SECRET_KEY.test(key);
 }
 
 export class Redactor {
@@ -23,20 +23,15 @@ export class Redactor {
     return this;
   }
 
-  /** Registers every string under secret-named keys of a structure (a config, say). */
+  /** Registers every string under secret-named keys of a structure. */
   addFrom(value: unknown): this {
-    walk(value, (key, v) => {
-      if (key !== undefined && isSecretKey(key)) collectStrings(v, (s) => this.add(s));
-    });
-    return this;
+    return this.add(...stringsUnderSecretKeys(value));
   }
 
   redactString(s: string): string {
     let out = s;
     // Longest first so a secret containing another is replaced whole.
-    for (const secret of [...this.secrets].sort((a, b) => b.length - a.length)) {
-      if (out.includes(secret)) out = out.split(secret).join(REDACTED);
-    }
+    for (const secret of [...this.secrets].sort((a, b) => b.length - a.length)) out = out.split(secret).join(REDACTED);
     // user:password@ in URLs
     return out.replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^/\s:@]+:)[^@\s/]+@/gi, `$1${REDACTED}@`);
   }
@@ -48,32 +43,43 @@ export class Redactor {
 }
 
 function redactValue(value: unknown, r: Redactor, key?: string): unknown {
-  if (key !== undefined && isSecretKey(key) && value !== null && value !== undefined && value !== '') {
-    return typeof value === 'object' ? redactObject(value, r, true) : REDACTED;
-  }
+  // An empty or absent secret stays as it is: "<redacted>" would claim there was one.
+  if (key !== undefined && isSecretKey(key) && value !== null && value !== undefined && value !== '') return redactAll(value);
   if (typeof value === 'string') return r.redactString(value);
-  if (Array.isArray(value)) return value.map((v) => redactValue(v, r));
-  if (value && typeof value === 'object') return redactObject(value, r, false);
+  if (value && typeof value === 'object') return copyShape(value, (v, k) => redactValue(v, r, k));
   return value;
 }
 
-function redactObject(value: object, r: Redactor, allSecret: boolean): unknown {
-  if (Array.isArray(value)) return value.map((v) => (allSecret ? REDACTED : redactValue(v, r)));
+/** Everything under a secret-named key, at any depth: the shape kept, every value replaced. */
+function redactAll(value: unknown): unknown {
+  return value && typeof value === 'object' ? copyShape(value, (v) => redactAll(v)) : REDACTED;
+}
+
+/** A copy of an array or object with each value mapped (object keys passed along; array items get none). */
+function copyShape(value: object, map: (v: unknown, key?: string) => unknown): unknown {
+  if (Array.isArray(value)) return value.map((v) => map(v));
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value)) {
-    setOwn(out, k, allSecret && (typeof v !== 'object' || v === null) ? REDACTED : redactValue(v, r, k));
-  }
+  for (const [k, v] of Object.entries(value)) setOwn(out, k, map(v, k));
   return out;
 }
 
-function walk(value: unknown, visit: (key: string | undefined, v: unknown) => void, key?: string): void {
-  visit(key, value);
-  if (Array.isArray(value)) value.forEach((v) => walk(v, visit));
-  else if (value && typeof value === 'object') for (const [k, v] of Object.entries(value)) walk(v, visit, k);
+/** Every string found under a secret-named key of a structure, at any depth. */
+export function stringsUnderSecretKeys(value: unknown): string[] {
+  const out: string[] = [];
+  walk(value, (key, v) => {
+    if (key !== undefined && isSecretKey(key)) collectStrings(v, (s) => out.push(s));
+  });
+  return out;
 }
 
+/** Visits every value with the key it sits under (array indices name no secret, so they pass as keys too). */
+function walk(value: unknown, visit: (key: string | undefined, v: unknown) => void, key?: string): void {
+  visit(key, value);
+  if (value && typeof value === 'object') for (const [k, v] of Object.entries(value)) walk(v, visit, k);
+}
+
+/** Every string in a value, at any depth (arrays are objects here: their items are their values). */
 function collectStrings(value: unknown, out: (s: string) => void): void {
   if (typeof value === 'string') out(value);
-  else if (Array.isArray(value)) value.forEach((v) => collectStrings(v, out));
   else if (value && typeof value === 'object') Object.values(value).forEach((v) => collectStrings(v, out));
 }

@@ -12,13 +12,19 @@ import { guessSubnet, renderDnsmasqConfig } from './dnsmasq.js';
 import { initExample } from './init.js';
 import { PxeServer } from './server.js';
 import { renderAndValidateConfigs, type Validator } from './state.js';
+import { HISTORY_FILE, parseHistory, requestRearm } from './history.js';
+import { readFile } from 'node:fs/promises';
 
 const USAGE = `usage: hvpxe <command> [options]
 
 commands:
   init DIR                       scaffold an example: profiles.yaml (three-node fleet), artifacts/, README.md
   serve --root DIR --profiles FILE [--listen ADDR:PORT] [--server-url URL] [--tls-cert FILE --tls-key FILE]
-                                 serve boot scripts, configs and artifacts (SIGHUP reloads profiles.yaml)
+        [--state-dir DIR]        serve boot scripts, configs and artifacts (SIGHUP reloads profiles.yaml); the
+                                 machine history is kept in the state dir (default: state/ next to profiles.yaml)
+  rearm [--state-dir DIR | --profiles FILE] MACHINE
+                                 install MACHINE again on its next network boot (it reported a finished install,
+                                 so hvpxe serves it a local boot until then)
   render-dnsmasq --profiles FILE [--server-url URL] [--subnet NET] [--netmask MASK] [--tftp-root DIR] [--interface IF]
                                  print a proxy-DHCP + TFTP dnsmasq configuration
   render-ipxe --profiles FILE [--server-url URL] [--platform efi|pcbios] [--out DIR]
@@ -54,6 +60,16 @@ async function serverUrlFrom(flag: string | undefined, profilesPath: string): Pr
   return url.replace(/\/+$/, '');
 }
 
+/** The state directory: --state-dir, else state/ next to profiles.yaml. Never under the served root (the history names machines). */
+export function stateDirFor(stateDir: string | undefined, profilesPath: string, root?: string): string {
+  const dir = path.resolve(stateDir ?? path.join(path.dirname(path.resolve(profilesPath)), 'state'));
+  if (root) {
+    const rel = path.relative(path.resolve(root), dir);
+    if (rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel))) throw usageError(`the state directory ${dir} is inside --root ${root}, which hvpxe serves: pass --state-dir outside it`);
+  }
+  return dir;
+}
+
 async function serve(argv: string[]): Promise<number> {
   const { values } = parse(argv, {
     root: { type: 'string' },
@@ -62,9 +78,11 @@ async function serve(argv: string[]): Promise<number> {
     'server-url': { type: 'string' },
     'tls-cert': { type: 'string' },
     'tls-key': { type: 'string' },
+    'state-dir': { type: 'string' },
   });
   if (values.help) return help();
   if (!values.root || !values.profiles) throw usageError('serve needs --root DIR and --profiles FILE');
+  const stateDir = stateDirFor(values['state-dir'], values.profiles, values.root);
   if (!!values['tls-cert'] !== !!values['tls-key']) throw usageError('--tls-cert and --tls-key go together');
   const { host, port } = parseListen(values.listen ?? '0.0.0.0:8080');
   const profilesPath = path.resolve(values.profiles);
@@ -83,6 +101,7 @@ async function serve(argv: string[]): Promise<number> {
     tls: values['tls-cert'] ? { certFile: values['tls-cert'], keyFile: values['tls-key']! } : undefined,
     log,
     validate,
+    stateDir,
   });
   const url = await server.start();
   process.stdout.write(`hvpxe: serving ${url} (root ${values.root}, profiles ${values.profiles}); SIGHUP reloads\n`);
@@ -98,6 +117,37 @@ async function serve(argv: string[]): Promise<number> {
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
   });
+  return ExitCode.ok;
+}
+
+async function rearm(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(argv, { 'state-dir': { type: 'string' }, profiles: { type: 'string' } }, true);
+  if (values.help) return help();
+  if (positionals.length !== 1) throw usageError('rearm needs exactly one machine name');
+  if (!values['state-dir'] && !values.profiles) throw usageError('rearm needs --state-dir DIR (or --profiles FILE, for the state/ next to it)');
+  const name = positionals[0]!;
+  const dir = stateDirFor(values['state-dir'], values.profiles ?? '.');
+  const file = path.join(dir, HISTORY_FILE);
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new HvError(`cannot read the machine history ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, { hint: 'pass the --state-dir hvpxe serve uses', exitCode: ExitCode.usage });
+  }
+  let machines;
+  try {
+    machines = parseHistory(text);
+  } catch (err) {
+    throw new HvError(`${file}: ${(err as Error).message}`, { hint: 'hvpxe serve sets a broken history aside at start-up; restart it first', exitCode: ExitCode.usage });
+  }
+  const m = machines.find((x) => x.name === name);
+  if (!m) throw new HvError(`no machine named ${name} in ${file}`, { hint: `machines in the history: ${machines.map((x) => x.name).join(', ') || 'none'}`, exitCode: ExitCode.checkFailed });
+  if (!m.installed) {
+    process.stdout.write(`hvpxe: ${name} has not reported a finished install: its next network boot installs it anyway\n`);
+    return ExitCode.ok;
+  }
+  const marker = await requestRearm(dir, name);
+  process.stdout.write(`hvpxe: ${name} (installed ${m.installed.at}) re-armed: its next network boot installs it again, wiping its disk (${marker})\n`);
   return ExitCode.ok;
 }
 
@@ -183,6 +233,8 @@ export async function main(argv: string[]): Promise<number> {
     }
     case 'serve':
       return serve(rest);
+    case 'rearm':
+      return rearm(rest);
     case 'render-dnsmasq':
       return renderDnsmasq(rest);
     case 'render-ipxe':

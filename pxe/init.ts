@@ -3,11 +3,11 @@ import { mkdir, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { HvError } from '../lib/errors.js';
 import { writeFileAtomic } from '../lib/atomic-write.js';
+import { EXAMPLE_HARVESTER_VERSION, harvesterArtifactNames } from '../lib/harvester-artifacts.js';
 
-export const EXAMPLE_VERSION = 'v1.7.0';
-
-export function exampleProfiles(v = EXAMPLE_VERSION): string {
+export function exampleProfiles(v = EXAMPLE_HARVESTER_VERSION): string {
   const zero = '0'.repeat(64);
+  const names = harvesterArtifactNames(v);
   return `# hvpxe profiles (schema: schemas/pxe-profiles.schema.json, guide: docs/pxe.md).
 # Start with:  hvpxe serve --root artifacts --profiles profiles.yaml --listen 0.0.0.0:8080
 # and reload after edits with:  kill -HUP <pid>  (an invalid edit is refused; the old one keeps serving).
@@ -15,13 +15,14 @@ export function exampleProfiles(v = EXAMPLE_VERSION): string {
 # The URL machines use to reach this server (the address of this host on the PXE network).
 server_url: http://10.0.0.1:8080
 
-# Files under --root. Replace each sha256 with the output of \`sha256sum artifacts/<file>\`:
-# hvpxe refuses to start while a checksum does not match.
+# Files under --root, named as Harvester ${v} publishes them (and as \`make iso\` writes them).
+# Replace each sha256 with the output of \`sha256sum artifacts/<file>\` (\`make iso\` writes them
+# all to ${names.sha256}): hvpxe refuses to start while a checksum does not match.
 artifacts:
-  kernel: { path: harvester-${v}-vmlinuz-amd64, sha256: "${zero}" }
-  initrd: { path: harvester-${v}-initrd-amd64, sha256: "${zero}" }
-  rootfs: { path: harvester-${v}-rootfs-amd64.squashfs, sha256: "${zero}" }
-  iso: { path: harvester-${v}-amd64.iso, sha256: "${zero}" }
+  kernel: { path: ${names.kernel}, sha256: "${zero}" }
+  initrd: { path: ${names.initrd}, sha256: "${zero}" }
+  rootfs: { path: ${names.rootfs}, sha256: "${zero}" }
+  iso: { path: ${names.iso}, sha256: "${zero}" }
 
 profiles:
   harvester:

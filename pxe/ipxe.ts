@@ -86,3 +86,27 @@ export function renderNoMatchScript(q: { mac?: string; uuid?: string; hostname?:
     '',
   ].join('\n');
 }
+
+/**
+ * A finished machine's script: boot the local disk. BIOS: `sanboot --drive 0x80` boots the first
+ * disk's boot sector; UEFI: `exit` hands back to the firmware, which takes the next BootOrder entry.
+ * When the machine keeps coming back (an NVRAM without an entry for the disk sends UEFI firmware
+ * round to the network again), UEFI tries iPXE's own `sanboot --drive 0x80` too, which boots the
+ * disk's fallback path EFI/BOOT/BOOTX64.EFI on iPXE builds that support local drives, and the
+ * console says what is wrong.
+ */
+export function renderLocalBootScript(m: Machine, d: { installedAt: string; loop?: string }, opts: { platform?: Platform } = {}): string {
+  const efi = opts.platform === 'efi';
+  const sanboot = !efi || d.loop !== undefined;
+  return [
+    '#!ipxe',
+    `# hvpxe: machine ${m.name} reported a finished install at ${d.installedAt}: boot its disk (\`hvpxe rearm ${m.name}\` installs it again)`,
+    `echo hvpxe: ${m.name} is installed (${d.installedAt}); booting from the local disk`,
+    ...(d.loop ? [`echo hvpxe: ${m.name} ${d.loop}`, 'sleep 10'] : []),
+    ...(sanboot ? ['sanboot --no-describe --drive 0x80 || goto firmware'] : []),
+    ':firmware',
+    'echo hvpxe: handing back to the firmware for the next boot device',
+    'exit 0',
+    '',
+  ].join('\n');
+}

@@ -19,6 +19,8 @@ export interface ProfileSpec {
   iso?: string;
   kernel_args?: string[];
   report_events?: boolean;
+  /** What a machine that reported a finished install boots over the network: its disk (default), or the installer again. */
+  after_install?: 'local' | 'reinstall';
   config: Record<string, unknown>;
 }
 export interface MachineSpec {

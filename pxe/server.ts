@@ -5,8 +5,10 @@
  *   GET /ipxe/<machine>?mac=|uuid=  a named machine's script (the request must identify it)
  *   GET /config/<machine>.yaml?mac=|uuid=   the machine's config (only to that machine)
  *   GET /artifacts/<path>           files under --root, with Range, ETag, If-None-Match, If-Range
- *   GET /healthz, GET /machines     liveness; who fetched what and how far their install got
+ *   GET /healthz, GET /machines     liveness; who fetched what, how far their install got, what they boot
  *   POST /events/<machine>          install progress (webhooks) from the installer, ≤ 64 KiB
+ * A machine that reported a finished install gets a local-boot script until it is re-armed
+ * (boot-decision.ts); with --state-dir the machine history survives a restart (history.ts).
  */
 import http from 'node:http';
 import https from 'node:https';
@@ -14,7 +16,9 @@ import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../lib/logger.js';
 import { normaliseMac, normaliseUuid, matchMachine, machineByName, requestIdentifies, type Machine, type MatchQuery } from './profiles.js';
-import { renderBootScript, renderMachineScript, renderNoMatchScript, type Platform } from './ipxe.js';
+import { renderBootScript, renderLocalBootScript, renderMachineScript, renderNoMatchScript, type Platform } from './ipxe.js';
+import { decideBoot, loopOf, reportsSuccess, withLocalBoot, type BootDecision } from './boot-decision.js';
+import { HistoryStore, type MachineActivity } from './history.js';
 import { renderMachineConfig } from './render-config.js';
 import { checkRequestPath, openInsideRoot, type OpenedFile } from './safe-path.js';
 import type { FileHandle } from 'node:fs/promises';
@@ -31,6 +35,8 @@ export interface ServeOptions {
   log: Logger;
   validate: Validator;
   verifyArtifacts?: boolean;
+  /** Where the machine history is kept (machines.json, rearm/); without it the history lives in memory only. */
+  stateDir?: string;
 }
 
 export const LIMITS = {
@@ -46,22 +52,53 @@ export const LIMITS = {
   readChunk: 512 * 1024,
 };
 
-interface MachineActivity {
-  name: string;
-  group: string;
-  profile: string;
-  mac?: string;
-  uuid?: string;
-  hostname?: string;
-  matchedBy?: string;
-  lastSeen?: string;
-  lastAddress?: string;
-  fetched: { ipxe?: string; config?: string; artifacts: Record<string, { at: string; bytes: number; status: number }> };
-  progress?: { event: string; at: string; summary?: string };
-  events: Array<{ at: string; event: string; data: unknown }>;
+const TEXT = 'text/plain; charset=utf-8';
+
+/** What the request log line reports, filled in as the request is handled. */
+interface RequestNote {
+  status: number;
+  bytes: number;
+  machine?: string;
+  /** Set by serveFile before it writes the head (headers given to writeHead are not readable back). */
+  fileReply: { status: number; length: number };
 }
 
-const TEXT = 'text/plain; charset=utf-8';
+interface RequestContext {
+  req: http.IncomingMessage;
+  res: http.ServerResponse;
+  state: ServedState;
+  query: URLSearchParams;
+  reply: (code: number, body: string, type?: string, extra?: Record<string, string>) => void;
+  note: RequestNote;
+}
+
+/** A path, a prefix (ends with `/`: the rest is the parameter) or a pattern (its first group is). */
+interface Route {
+  path: string | RegExp;
+  handle: (c: RequestContext, param: string) => void | Promise<void>;
+}
+
+function findRoute(routes: Route[], pathname: string): { route: Route; param: string } | undefined {
+  for (const route of routes) {
+    const p = route.path;
+    if (typeof p !== 'string') {
+      const m = p.exec(pathname);
+      if (m) return { route, param: m[1] ?? '' };
+    } else if (p.endsWith('/') ? pathname.startsWith(p) : pathname === p) {
+      return { route, param: pathname.slice(p.length) };
+    }
+  }
+  return undefined;
+}
+
+function matchQuery(query: URLSearchParams): MatchQuery {
+  return { mac: query.get('mac') ?? undefined, uuid: query.get('uuid') ?? undefined, hostname: query.get('hostname') ?? undefined };
+}
+
+function platformOf(query: URLSearchParams): Platform | undefined {
+  const p = query.get('platform');
+  return p === 'pcbios' || p === 'efi' ? p : undefined;
+}
 
 function send(res: http.ServerResponse, status: number, body: string, type = TEXT, extra: Record<string, string> = {}): number {
   const buf = Buffer.from(body);
@@ -104,9 +141,13 @@ export class PxeServer {
   private readonly byAddress = new Map<string, string>();
   private reloads = 0;
   private lastReloadError?: string;
+  private readonly history?: HistoryStore;
+  private historyWarning?: string;
   url = '';
 
-  constructor(private readonly opts: ServeOptions) {}
+  constructor(private readonly opts: ServeOptions) {
+    if (opts.stateDir) this.history = new HistoryStore(opts.stateDir, opts.log);
+  }
 
   get current(): ServedState | undefined {
     return this.state;
@@ -137,6 +178,12 @@ export class PxeServer {
         resolve();
       });
     });
+    try {
+      await this.restoreHistory();
+    } catch (err) {
+      await this.close();
+      throw err;
+    }
     const addr = server.address() as AddressInfo;
     const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
     this.url = this.opts.serverUrl?.replace(/\/+$/, '') ?? `${this.opts.tls ? 'https' : 'http'}://${host}:${addr.port}`;
@@ -176,7 +223,63 @@ export class PxeServer {
     }
   }
 
+  /** Loads the machine history kept in the state directory (a broken file is set aside, with a warning). */
+  private async restoreHistory(): Promise<void> {
+    if (!this.history) return;
+    const loaded = await this.history.load();
+    for (const a of loaded.machines) this.activity.set(a.name, a);
+    this.historyWarning = loaded.warning;
+    this.history.track(() => [...this.activity.values()]);
+    const installed = loaded.machines.filter((a) => a.installed).map((a) => a.name);
+    this.opts.log.info('machine history restored', { file: this.history.file, machines: loaded.machines.length, installed });
+    await this.applyRearms();
+  }
+
+  /** Consumes `hvpxe rearm` requests: those machines get the installer again on their next network boot. */
+  private async applyRearms(): Promise<void> {
+    if (!this.history) return;
+    for (const [name, at] of await this.history.rearmRequests()) {
+      const a = this.activity.get(name);
+      if (a) {
+        this.opts.log.warn('machine re-armed: its next network boot installs it again', { machine: name, installedAt: a.installed?.at, requestedAt: at.toISOString() });
+        a.installed = undefined;
+        a.localBoots = undefined;
+        a.rearmedAt = at.toISOString();
+        this.history.save();
+      } else {
+        this.opts.log.warn('re-arm request for a machine with no history: nothing to re-arm', { machine: name });
+      }
+      await this.history.clearRearm(name);
+    }
+  }
+
+  private persist(): void {
+    this.history?.save();
+  }
+
+  /** The machine's script: its disk when it reported a finished install, else the installer. */
+  private async bootScript(state: ServedState, m: Machine, a: MachineActivity, platform: Platform | undefined, matchedBy?: string): Promise<string> {
+    await this.applyRearms();
+    const afterInstall = state.catalog.file.profiles[m.profile]?.after_install ?? 'local';
+    const d: BootDecision = decideBoot(a, afterInstall, Date.now());
+    if (d.kind === 'install') return renderMachineScript(state.catalog, m, this.url, { platform, matchedBy });
+    a.localBoots = withLocalBoot(a.localBoots, new Date().toISOString());
+    if (d.loop) this.opts.log.warn('machine loops back to the network after a local boot', { machine: m.name, detail: d.loop });
+    else this.opts.log.info('serving a local boot to an installed machine', { machine: m.name, installedAt: d.installedAt });
+    this.persist();
+    return renderLocalBootScript(m, d, { platform });
+  }
+
+  /** What /machines says the machine boots next, and whether it has been looping. */
+  private bootOf(a: MachineActivity, state: ServedState): { next: 'install' | 'local'; why: string; localBoots?: number; loop?: string } {
+    const d = decideBoot(a, state.catalog.file.profiles[a.profile]?.after_install ?? 'local', Date.now());
+    if (d.kind === 'install') return { next: 'install', why: d.why };
+    const loop = loopOf(a.localBoots, Date.now());
+    return { next: 'local', why: `installed ${d.installedAt} (${d.via}); \`hvpxe rearm ${a.name}\` installs it again`, localBoots: a.localBoots?.length ?? 0, ...(loop ? { loop } : {}) };
+  }
+
   async close(): Promise<void> {
+    await this.history?.flush();
     const s = this.server;
     if (!s) return;
     this.server = undefined;
@@ -210,35 +313,31 @@ export class PxeServer {
       this.byAddress.set(req.socket.remoteAddress, m.name);
       if (this.byAddress.size > LIMITS.addressesTracked) this.byAddress.delete(this.byAddress.keys().next().value!);
     }
+    this.persist();
     return a;
   }
 
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const started = Date.now();
     const rawUrl = req.url ?? '/';
-    let status = 0;
-    let bytes = 0;
-    let machine: string | undefined;
-    // Set by serveFile before it writes the head (headers given to writeHead are not readable back).
-    const fileReply = { status: 0, length: 0 };
+    const note: RequestNote = { status: 0, bytes: 0, fileReply: { status: 0, length: 0 } };
     // 'close' comes for every response, finished or cut off; artifact bytes are known only afterwards.
     res.on('close', () => {
       const complete = res.writableFinished;
-      const length = fileReply.length;
       this.opts.log.info('request', {
         method: req.method,
         path: rawUrl.split('?')[0].slice(0, 200),
-        status: status || fileReply.status || res.statusCode,
-        bytes: bytes || (complete && req.method !== 'HEAD' ? length : undefined),
+        status: note.status || note.fileReply.status || res.statusCode,
+        bytes: note.bytes || (complete && req.method !== 'HEAD' ? note.fileReply.length : undefined),
         ...(complete ? {} : { aborted: true }),
         ms: Date.now() - started,
-        machine,
+        machine: note.machine,
         client: req.socket.remoteAddress,
       });
     });
     const reply = (code: number, body: string, type?: string, extra?: Record<string, string>): void => {
-      status = code;
-      bytes = send(res, code, body, type, extra);
+      note.status = code;
+      note.bytes = send(res, code, body, type, extra);
     };
     if (rawUrl.length > LIMITS.maxUrlLength) return reply(414, 'request URI too long\n');
     if (!rawUrl.startsWith('/')) return reply(400, 'bad request\n');
@@ -248,95 +347,132 @@ export class PxeServer {
     const method = req.method ?? 'GET';
     const state = this.state;
     if (!state) return reply(503, 'hvpxe is starting\n', TEXT, { 'Retry-After': '1' });
+    const c: RequestContext = { req, res, state, query, reply, note };
 
-    if (pathname.startsWith('/events/')) {
+    const post = findRoute(this.postRoutes, pathname);
+    if (post) {
       if (method !== 'POST') return reply(405, 'POST only\n', TEXT, { Allow: 'POST' });
-      const name = pathname.slice('/events/'.length);
-      const m = /^[a-z0-9-]{1,100}$/.test(name) ? machineByName(state.catalog, name) : undefined;
-      if (!m) {
-        req.resume();
-        return reply(404, 'unknown machine\n');
-      }
-      machine = m.name;
-      const body = await readBounded(req, LIMITS.maxEventBody);
-      if (body === undefined) {
-        res.setHeader('Connection', 'close');
-        return reply(413, `event body larger than ${LIMITS.maxEventBody} bytes\n`);
-      }
-      this.recordEvent(m, req, body, state);
-      return reply(204, '');
+      return post.route.handle(c, post.param);
     }
     if (method !== 'GET' && method !== 'HEAD') {
       req.resume();
       return reply(405, 'method not allowed\n', TEXT, { Allow: 'GET, HEAD' });
     }
     req.resume();
+    const get = findRoute(this.getRoutes, pathname);
+    if (!get) return reply(404, 'not found\n');
+    return get.route.handle(c, get.param);
+  }
 
-    if (pathname === '/healthz') {
-      return reply(200, JSON.stringify({ status: 'ok', loadedAt: state.loadedAt, reloads: this.reloads, lastReloadError: this.lastReloadError, machines: state.catalog.machines.length }) + '\n', 'application/json');
-    }
-    if (pathname === '/machines') {
-      const known = state.catalog.machines.map((m) => this.activityOf(m));
-      const others = [...this.activity.values()].filter((a) => !known.includes(a));
-      return reply(200, JSON.stringify({ machines: [...known, ...others] }, null, 2) + '\n', 'application/json');
-    }
-    if (pathname === '/boot.ipxe') return reply(200, renderBootScript(this.url), TEXT);
+  /** POST routes (the module header lists every route). */
+  private readonly postRoutes: Route[] = [{ path: '/events/', handle: (c, name) => this.events(c, name) }];
 
-    const q: MatchQuery = { mac: query.get('mac') ?? undefined, uuid: query.get('uuid') ?? undefined, hostname: query.get('hostname') ?? undefined };
-    const platform: Platform | undefined = query.get('platform') === 'pcbios' ? 'pcbios' : query.get('platform') === 'efi' ? 'efi' : undefined;
+  /** GET and HEAD routes, first match wins. */
+  private readonly getRoutes: Route[] = [
+    { path: '/healthz', handle: (c) => this.healthz(c) },
+    { path: '/machines', handle: (c) => this.machines(c) },
+    { path: '/boot.ipxe', handle: (c) => c.reply(200, renderBootScript(this.url), TEXT) },
+    { path: '/ipxe/auto', handle: (c) => this.ipxeAuto(c) },
+    { path: '/ipxe/', handle: (c, name) => this.ipxeNamed(c, name) },
+    { path: /^\/config\/([a-z0-9-]{1,100})\.yaml$/, handle: (c, name) => this.config(c, name) },
+    { path: '/artifacts/', handle: (c, rel) => this.artifact(c, rel) },
+  ];
 
-    if (pathname === '/ipxe/auto') {
-      const match = matchMachine(state.catalog, q);
-      if (!match) {
-        this.opts.log.warn('no profile matches a booting machine', { mac: normaliseMac(q.mac), uuid: normaliseUuid(q.uuid), client: req.socket.remoteAddress });
-        return reply(200, renderNoMatchScript(q), TEXT);
-      }
-      machine = match.machine.name;
-      const a = this.seen(match.machine, req);
-      a.matchedBy = match.by;
-      a.fetched.ipxe = a.lastSeen;
-      return reply(200, renderMachineScript(state.catalog, match.machine, this.url, { platform, matchedBy: match.by }), TEXT, { 'Cache-Control': 'no-store' });
+  private async events(c: RequestContext, name: string): Promise<void> {
+    const m = /^[a-z0-9-]{1,100}$/.test(name) ? machineByName(c.state.catalog, name) : undefined;
+    if (!m) {
+      c.req.resume();
+      return c.reply(404, 'unknown machine\n');
     }
-    if (pathname.startsWith('/ipxe/')) {
-      const m = machineByName(state.catalog, pathname.slice('/ipxe/'.length));
-      if (!m || !requestIdentifies(m, q)) return reply(404, 'no such machine (the request must carry the machine\'s mac= or uuid=)\n');
-      machine = m.name;
-      const a = this.seen(m, req);
-      a.fetched.ipxe = a.lastSeen;
-      return reply(200, renderMachineScript(state.catalog, m, this.url, { platform }), TEXT, { 'Cache-Control': 'no-store' });
+    c.note.machine = m.name;
+    const body = await readBounded(c.req, LIMITS.maxEventBody);
+    if (body === undefined) {
+      c.res.setHeader('Connection', 'close');
+      return c.reply(413, `event body larger than ${LIMITS.maxEventBody} bytes\n`);
     }
-    const cfgMatch = /^\/config\/([a-z0-9-]{1,100})\.yaml$/.exec(pathname);
-    if (cfgMatch) {
-      const m = machineByName(state.catalog, cfgMatch[1]);
-      // The same answer for "unknown" and "not yours", so configs cannot be probed.
-      if (!m || !requestIdentifies(m, q)) return reply(404, "no such machine (the request must carry the machine's mac= or uuid=)\n");
-      machine = m.name;
-      const yaml = m.viaDefault ? serialiseServedConfig(m, renderMachineConfig(state.catalog, m, this.url)) : state.configs.get(m.name)!;
-      const a = this.seen(m, req);
-      a.fetched.config = a.lastSeen;
-      return reply(200, yaml, 'application/yaml', { 'Cache-Control': 'no-store' });
+    this.recordEvent(m, c.req, body, c.state);
+    return c.reply(204, '');
+  }
+
+  private healthz(c: RequestContext): void {
+    const { state } = c;
+    const history = this.history ? { file: this.history.file, ...(this.historyWarning ? { warning: this.historyWarning } : {}) } : undefined;
+    c.reply(200, JSON.stringify({ status: 'ok', loadedAt: state.loadedAt, reloads: this.reloads, lastReloadError: this.lastReloadError, machines: state.catalog.machines.length, history }) + '\n', 'application/json');
+  }
+
+  private async machines(c: RequestContext): Promise<void> {
+    await this.applyRearms();
+    const known = c.state.catalog.machines.map((m) => this.activityOf(m));
+    const others = [...this.activity.values()].filter((a) => !known.includes(a));
+    const machines = [...known, ...others].map((a) => ({ ...a, boot: this.bootOf(a, c.state) }));
+    c.reply(200, JSON.stringify({ machines, ...(this.historyWarning ? { historyWarning: this.historyWarning } : {}) }, null, 2) + '\n', 'application/json');
+  }
+
+  private async ipxeAuto(c: RequestContext): Promise<void> {
+    const q = matchQuery(c.query);
+    const match = matchMachine(c.state.catalog, q);
+    if (!match) {
+      this.opts.log.warn('no profile matches a booting machine', { mac: normaliseMac(q.mac), uuid: normaliseUuid(q.uuid), client: c.req.socket.remoteAddress });
+      return c.reply(200, renderNoMatchScript(q), TEXT);
     }
-    if (pathname.startsWith('/artifacts/')) {
-      const check = checkRequestPath(pathname.slice('/artifacts/'.length));
-      if (!check.ok) return reply(404, 'not found\n');
-      const file = await openInsideRoot(state.rootReal, check.segments);
-      if (!file) {
-        // `<artifact>.sha256` (sha256sum format) for every declared artifact, so the installer can verify an ISO.
-        const rel = check.segments.join('/');
-        const declared = rel.endsWith('.sha256') ? state.artifactsByPath.get(rel.slice(0, -'.sha256'.length)) : undefined;
-        if (declared) return reply(200, `${declared.sha256}  ${check.segments.at(-1)!.slice(0, -'.sha256'.length)}\n`, TEXT);
-        return reply(404, 'not found\n');
-      }
-      const who = this.byAddress.get(req.socket.remoteAddress ?? '');
-      machine = who;
-      const r = await this.serveFile(req, res, file, fileReply);
-      status = r.status;
-      bytes = r.bytes;
-      const m = who ? machineByName(state.catalog, who) : undefined;
-      if (m) this.activityOf(m).fetched.artifacts[check.segments.join('/')] = { at: new Date().toISOString(), bytes: r.bytes, status: r.status };
-      return;
+    c.note.machine = match.machine.name;
+    const a = this.seen(match.machine, c.req);
+    a.matchedBy = match.by;
+    a.fetched.ipxe = a.lastSeen;
+    c.reply(200, await this.bootScript(c.state, match.machine, a, platformOf(c.query), match.by), TEXT, { 'Cache-Control': 'no-store' });
+  }
+
+  /** A named machine's script or config: only to a request that identifies that machine. */
+  private identified(c: RequestContext, name: string): Machine | undefined {
+    const m = machineByName(c.state.catalog, name);
+    // The same answer for "unknown" and "not yours", so scripts and configs cannot be probed.
+    if (!m || !requestIdentifies(m, matchQuery(c.query))) {
+      c.reply(404, "no such machine (the request must carry the machine's mac= or uuid=)\n");
+      return undefined;
     }
-    return reply(404, 'not found\n');
+    c.note.machine = m.name;
+    return m;
+  }
+
+  private async ipxeNamed(c: RequestContext, name: string): Promise<void> {
+    const m = this.identified(c, name);
+    if (!m) return;
+    const a = this.seen(m, c.req);
+    a.fetched.ipxe = a.lastSeen;
+    c.reply(200, await this.bootScript(c.state, m, a, platformOf(c.query)), TEXT, { 'Cache-Control': 'no-store' });
+  }
+
+  private config(c: RequestContext, name: string): void {
+    const m = this.identified(c, name);
+    if (!m) return;
+    const yaml = m.viaDefault ? serialiseServedConfig(m, renderMachineConfig(c.state.catalog, m, this.url)) : c.state.configs.get(m.name)!;
+    const a = this.seen(m, c.req);
+    a.fetched.config = a.lastSeen;
+    c.reply(200, yaml, 'application/yaml', { 'Cache-Control': 'no-store' });
+  }
+
+  private async artifact(c: RequestContext, encoded: string): Promise<void> {
+    const { state } = c;
+    const check = checkRequestPath(encoded);
+    if (!check.ok) return c.reply(404, 'not found\n');
+    const file = await openInsideRoot(state.rootReal, check.segments);
+    if (!file) {
+      // `<artifact>.sha256` (sha256sum format) for every declared artifact, so the installer can verify an ISO.
+      const rel = check.segments.join('/');
+      const declared = rel.endsWith('.sha256') ? state.artifactsByPath.get(rel.slice(0, -'.sha256'.length)) : undefined;
+      if (declared) return c.reply(200, `${declared.sha256}  ${check.segments.at(-1)!.slice(0, -'.sha256'.length)}\n`, TEXT);
+      return c.reply(404, 'not found\n');
+    }
+    const who = this.byAddress.get(c.req.socket.remoteAddress ?? '');
+    c.note.machine = who;
+    const r = await this.serveFile(c.req, c.res, file, c.note.fileReply);
+    c.note.status = r.status;
+    c.note.bytes = r.bytes;
+    const m = who ? machineByName(state.catalog, who) : undefined;
+    if (m) {
+      this.activityOf(m).fetched.artifacts[check.segments.join('/')] = { at: new Date().toISOString(), bytes: r.bytes, status: r.status };
+      this.persist();
+    }
   }
 
   private recordEvent(m: Machine, req: http.IncomingMessage, body: Buffer, state: ServedState): void {
@@ -360,6 +496,12 @@ export class PxeServer {
     a.events.push({ at, event, data });
     if (a.events.length > LIMITS.eventsKept) a.events.splice(0, a.events.length - LIMITS.eventsKept);
     a.progress = { event, at, ...(summary ? { summary } : {}) };
+    if (reportsSuccess(data)) {
+      a.installed = { at, via: obj?.type === 'install' ? 'hvinstall events' : 'SUCCEEDED webhook' };
+      a.localBoots = undefined;
+      this.opts.log.info('machine reported a finished install: it boots from its disk from now on', { machine: m.name, via: a.installed.via });
+    }
+    this.persist();
   }
 
   private async serveFile(req: http.IncomingMessage, res: http.ServerResponse, file: OpenedFile, reply: { status: number; length: number }): Promise<{ status: number; bytes: number }> {

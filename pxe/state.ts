@@ -10,6 +10,7 @@ import { stringify } from 'yaml';
 import { HvError, ExitCode } from '../lib/errors.js';
 import { Redactor } from '../lib/redact.js';
 import type { ValidationResult } from '../installer/config/types.js';
+import { configSecrets } from '../installer/config/secrets.js';
 import { buildCatalog, defaultMachine, readProfiles, type Catalog, type Machine } from './profiles.js';
 import { asInstallSees, renderMachineConfig, RenderError } from './render-config.js';
 import { checkRequestPath, openInsideRoot } from './safe-path.js';
@@ -64,8 +65,12 @@ export function serialiseServedConfig(m: Machine, cfg: Record<string, unknown>):
   return `# Rendered by hvpxe for machine ${m.name} (group ${m.group}, profile ${m.profile}).\n${stringify(cfg, { lineWidth: 0 })}`;
 }
 
+/**
+ * The validator's errors, and its placeholder warnings: Harvester installs a `change-me` token as
+ * written, but a server handing it to every machine that boots would build a fleet on it.
+ */
 function formatFindings(prefix: string, r: ValidationResult): string[] {
-  return r.errors.map((f) => `${prefix}: ${f.path ? `${f.path}: ` : ''}${f.message}${f.hint ? ` (${f.hint})` : ''}`);
+  return [...r.errors, ...r.warnings.filter((f) => f.kind === 'placeholder')].map((f) => `${prefix}: ${f.path ? `${f.path}: ` : ''}${f.message}${f.hint ? ` (${f.hint})` : ''}`);
 }
 
 export async function loadState(opts: LoadStateOptions): Promise<ServedState> {
@@ -137,14 +142,14 @@ export async function renderAndValidateConfigs(
       }
       throw err;
     }
-    redactor.addFrom(cfg);
     let result: ValidationResult;
     try {
       result = await validate(asInstallSees(cfg), { source: `${label}` });
     } catch (err) {
       throw new HvError(`cannot validate configs: ${(err as Error).message}`, { exitCode: ExitCode.usage });
     }
-    if (!result.valid) errors.push(...formatFindings(label, result));
+    redactor.add(...configSecrets(result.config));
+    errors.push(...formatFindings(label, result));
     if (!m.viaDefault) configs.set(m.name, serialiseServedConfig(m, cfg));
   }
   return { configs, errors, redactor };

@@ -3,13 +3,17 @@ import type { Guard, GuardName } from '../guard.js';
 import imagePreload from './image-preload.js';
 import longhornDisk from './longhorn-disk.js';
 import networkOnline from './network-online.js';
+import nodeIdentity from './node-identity.js';
 import promotion from './promotion.js';
 import registries from './registries.js';
 import rke2 from './rke2.js';
+import timeSync from './time-sync.js';
 import vip from './vip.js';
 
 export const GUARDS: Readonly<Record<GuardName, Guard>> = {
   'network-online': networkOnline,
+  'node-identity': nodeIdentity,
+  'time-sync': timeSync,
   registries,
   'image-preload': imagePreload,
   rke2,

@@ -8,6 +8,9 @@ import { sleep } from '../../lib/wait.js';
 import type { Guard, GuardContext, GuardResult } from '../guard.js';
 import { assessNetwork, bondLinkFailures, type NetworkAssessment, type NetworkWant } from '../network/assess.js';
 import { observeNetwork, type ObserveOptions } from '../network/observe.js';
+import { loadNodeIdentity } from '../identity/record.js';
+import type { DeclaredNic } from '../identity/nics.js';
+import type { NodeIdentity } from '../../installer/render/index.js';
 
 const DEFAULT_LEASE_FILES = ['/var/lib/NetworkManager/*.lease', '/var/lib/NetworkManager/*.leases', '/var/lib/dhcp/*.leases'];
 
@@ -15,8 +18,11 @@ function num(v: unknown, fallback: number): number {
   return typeof v === 'number' && Number.isFinite(v) ? v : fallback;
 }
 
-/** What "online" means for this node: from the config, overridable by settings. Pure. */
-export function networkWant(config: HarvesterConfig | undefined, settings: Record<string, unknown>): NetworkWant {
+/**
+ * What "online" means for this node: from the config, overridable by settings; the install's
+ * identity record names the bond's NICs with their MACs (so a renamed one can be named). Pure.
+ */
+export function networkWant(config: HarvesterConfig | undefined, settings: Record<string, unknown>, identity?: NodeIdentity): NetworkWant {
   const mi = config?.install?.managementInterface;
   const vlan = mi?.vlanId ?? 0;
   const bridge = typeof settings.bridge === 'string' ? settings.bridge : 'mgmt-br';
@@ -28,12 +34,18 @@ export function networkWant(config: HarvesterConfig | undefined, settings: Recor
     bridge,
     bond,
     expectedSlaves: mi?.interfaces?.length ?? 0,
+    declaredNics: identity?.nics.length ? identity.nics : declaredNicsOf(config),
     method,
     staticIp: mi?.ip,
     gateway: mi?.gateway,
     dnsServers: config?.os?.dnsNameservers ?? [],
     requireDns: settings.requireDns === true,
   };
+}
+
+/** The management NICs as the config names them (name and/or MAC). */
+export function declaredNicsOf(config: HarvesterConfig | undefined): DeclaredNic[] {
+  return (config?.install?.managementInterface?.interfaces ?? []).map((n) => ({ ...(n.name ? { name: n.name } : {}), ...(n.hwAddr ? { mac: n.hwAddr.trim().toLowerCase() } : {}) }));
 }
 
 function observeOptions(ctx: GuardContext, want: NetworkWant): ObserveOptions {
@@ -63,7 +75,7 @@ async function observe(ctx: GuardContext, want: NetworkWant): Promise<{ assessme
  * `stableMs` (a bond that is renegotiating drops carrier again within moments).
  */
 async function reconcile(ctx: GuardContext): Promise<GuardResult> {
-  const want = networkWant(ctx.config, ctx.settings);
+  const want = networkWant(ctx.config, ctx.settings, (await loadNodeIdentity(ctx.root)).value);
   const pollMs = num(ctx.settings.pollIntervalMs, 250);
   const stableMs = num(ctx.settings.stableMs, 2000);
   const windowEnd = ctx.now() + num(ctx.settings.pollWindowMs, 10_000);
@@ -104,7 +116,7 @@ async function reconcile(ctx: GuardContext): Promise<GuardResult> {
 
 /** After online: keep observing, log when the network drops and comes back (not fatal). */
 async function watch(ctx: GuardContext): Promise<void> {
-  const want = networkWant(ctx.config, ctx.settings);
+  const want = networkWant(ctx.config, ctx.settings, (await loadNodeIdentity(ctx.root)).value);
   const every = num(ctx.settings.watchIntervalMs, 5000);
   let wasOnline = true;
   while (!ctx.signal.aborted) {

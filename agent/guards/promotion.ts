@@ -4,7 +4,7 @@
  * RKE2 from agent to server and record the outcome on the Node.
  */
 import os from 'node:os';
-import type { Guard, GuardContext, GuardResult } from '../guard.js';
+import { NO_NODE_CONFIG, type Guard, type GuardContext, type GuardResult } from '../guard.js';
 import { rke2Settings, type Rke2Settings } from '../rke2/settings.js';
 import { nodeNameOf } from '../rke2/role.js';
 import { isPromoted } from '../rke2/bringup.js';
@@ -43,7 +43,7 @@ const guard: Guard = {
   deadlineMs: 5 * 60_000,
   async reconcile(ctx) {
     const config = ctx.config;
-    if (!config) return { status: 'fail', diagnosis: 'no node configuration found under /oem' };
+    if (!config) return NO_NODE_CONFIG;
     if ((config.install?.mode ?? '').toLowerCase() !== 'join') {
       return { status: 'skip', reason: 'only join nodes are promoted (a create node is control-plane from the start)' };
     }

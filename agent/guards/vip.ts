@@ -5,7 +5,7 @@
  */
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { Guard } from '../guard.js';
+import { NO_NODE_CONFIG, type Guard } from '../guard.js';
 import { rke2Settings } from '../rke2/settings.js';
 import { desiredRole } from '../rke2/role.js';
 import { isPromoted } from '../rke2/bringup.js';
@@ -21,7 +21,7 @@ const guard: Guard = {
   deadlineMs: 5 * 60_000,
   async reconcile(ctx) {
     const config = ctx.config;
-    if (!config) return { status: 'fail', diagnosis: 'no node configuration found under /oem' };
+    if (!config) return NO_NODE_CONFIG;
     const s = rke2Settings(ctx.settings);
     if (desiredRole(config, await isPromoted(ctx)) !== 'server') {
       return { status: 'skip', reason: 'not a control-plane node (kube-vip runs on control-plane nodes only)' };

@@ -4,9 +4,15 @@
  * bond slaves, carrier, address, default route, DNS.
  */
 
+import { describeNicChanges, nicChanges, type DeclaredNic, type LinkIdentity } from '../identity/nics.js';
+
 /** One link as `ip -j -d link show` reports it (the fields we read). */
 export interface IpLink {
   ifname: string;
+  /** The MAC in use (a bond slave shows the bond's). */
+  address?: string;
+  /** The NIC's own MAC, when it differs from `address` (newer iproute2). */
+  permaddr?: string;
   flags?: string[];
   operstate?: string;
   master?: string;
@@ -15,7 +21,7 @@ export interface IpLink {
     info_kind?: string;
     info_slave_kind?: string;
     info_data?: Record<string, unknown>;
-    info_slave_data?: { state?: string; mii_status?: string; link_failure_count?: number };
+    info_slave_data?: { state?: string; mii_status?: string; link_failure_count?: number; perm_hwaddr?: string };
   };
 }
 
@@ -56,6 +62,8 @@ export interface NetworkWant {
   bond?: string;
   /** Slave count the config declares (0: unknown, use what the bond has). */
   expectedSlaves: number;
+  /** The bond's NICs as the install recorded them: a missing slave is then named (renamed, gone). */
+  declaredNics?: DeclaredNic[];
   method: 'dhcp' | 'static';
   staticIp?: string;
   gateway?: string;
@@ -65,6 +73,16 @@ export interface NetworkWant {
 }
 
 export type NetworkAssessment = { online: true; detail: string } | { online: false; missing: string };
+
+/** Links that borrow a MAC from a port (mgmt-br, mgmt-bo, mgmt-br.<vlan>): never a NIC of the bond. */
+const MAC_BORROWERS = new Set(['bridge', 'bond', 'vlan', 'team', 'macvlan', 'ipvlan']);
+
+/** Each NIC's name and own MAC (a bond slave's permanent address, not the bond's); bridges, bonds and VLANs left out. */
+export function linkIdentities(links: readonly IpLink[]): LinkIdentity[] {
+  return links
+    .filter((l) => !MAC_BORROWERS.has(l.linkinfo?.info_kind ?? ''))
+    .map((l) => ({ ifname: l.ifname, mac: l.linkinfo?.info_slave_data?.perm_hwaddr ?? l.permaddr ?? l.address }));
+}
 
 const hasCarrier = (l: IpLink): boolean => (l.flags ?? []).includes('LOWER_UP') && l.operstate !== 'DOWN' && l.operstate !== 'LOWERLAYERDOWN';
 
@@ -95,7 +113,10 @@ export function assessNetwork(f: NetworkFacts, w: NetworkWant): NetworkAssessmen
     const total = Math.max(slaves.length, w.expectedSlaves);
     const active = slaves.filter((s) => slaveProblem(s) === undefined);
     const problems = slaves.filter((s) => slaveProblem(s) !== undefined).map((s) => `${s.ifname}: ${slaveProblem(s)}`);
-    if (slaves.length < w.expectedSlaves) problems.push(`${w.expectedSlaves - slaves.length} declared slave(s) not enslaved`);
+    if (slaves.length < w.expectedSlaves) {
+      const named = describeNicChanges(nicChanges(w.declaredNics ?? [], linkIdentities(f.links)), w.bond);
+      problems.push(named.length ? named.join('; ') : `${w.expectedSlaves - slaves.length} declared slave(s) not enslaved`);
+    }
     if (active.length === 0) {
       return { online: false, missing: `bond ${w.bond}: 0 of ${total} slaves active${problems.length ? ` (${problems.join(', ')})` : ''}` };
     }

@@ -43,6 +43,12 @@ export interface PreloadSettings {
   containerdBinary?: string;
   containerdRoot: string;
   containerdState: string;
+  /** run mode, after success: how often the bundle's images are checked against containerd's. */
+  watchIntervalMs: number;
+  /** At most one re-import of images kubelet's image GC removed per this interval … */
+  reimportMinIntervalMs: number;
+  /** … and at most this many a day (GC under disk pressure would remove them again at once). */
+  reimportsPerDay: number;
 }
 
 /** Where the bundle is looked for, in order (node paths). */
@@ -78,6 +84,9 @@ export function defaultPreloadSettings(): PreloadSettings {
     startContainerd: 'auto',
     containerdRoot: RKE2_CONTAINERD_ROOT,
     containerdState: RKE2_CONTAINERD_STATE,
+    watchIntervalMs: 300_000,
+    reimportMinIntervalMs: 900_000,
+    reimportsPerDay: 12,
   };
 }
 
@@ -121,11 +130,13 @@ const DURATIONS = {
   retryMaxDelay: 'retryMaxDelayMs',
   containerdWait: 'containerdWaitMs',
   verifyTimeout: 'verifyTimeoutMs',
+  watchInterval: 'watchIntervalMs',
+  reimportMinInterval: 'reimportMinIntervalMs',
 } as const;
 
 const KNOWN = [
   'containerdSocket', 'bundleDir', 'required', 'sections', 'namespace', 'parallelism', 'attempts',
-  ...Object.keys(DURATIONS), 'ctr', 'zstd', 'unpack', 'startContainerd', 'containerdBinary', 'containerdRoot', 'containerdState',
+  ...Object.keys(DURATIONS), 'ctr', 'zstd', 'unpack', 'startContainerd', 'containerdBinary', 'containerdRoot', 'containerdState', 'reimportsPerDay',
 ];
 
 /** Edit distance, for telling a misspelt key of ours from another guard's key. */
@@ -207,6 +218,9 @@ export function resolvePreloadSettings(raw: Record<string, unknown>): PreloadSet
         break;
       case 'containerdState':
         s.containerdState = nonEmptyString(key, value);
+        break;
+      case 'reimportsPerDay':
+        s.reimportsPerDay = positiveInt(key, value, 1000);
         break;
       default:
         // Common settings meant for other guards pass through every guard's settings; only a key

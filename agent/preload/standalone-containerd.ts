@@ -1,5 +1,5 @@
 /**
- * A standalone containerd for the preload, as Harvester's installer does in ISO mode (PR #458): the
+ * A standalone containerd for the preload, as Harvester's installer does in ISO mode (harvester/harvester-installer#458): the
  * rke2 guard waits for this guard, so RKE2's own containerd is not running yet on a first boot. We
  * start containerd on RKE2's root, state and socket, import, and stop it; RKE2's containerd later
  * opens the same content store and metadata and finds the images. The CRI plugin is disabled: the

@@ -21,7 +21,7 @@ import type { Readable, Writable } from 'node:stream';
 import type { BundleArchive } from './bundle.js';
 import type { CtrTarget } from './containerd.js';
 import { formatBytes, type FailureKind } from './diagnosis.js';
-import { StallWatchdog } from './watchdog.js';
+import { StallWatchdog } from '../../lib/stall-watchdog.js';
 
 /** 1 MiB: larger than zstd's last block plus a tar's end-of-archive padding. */
 export const HOLD_BACK_BYTES = 1 << 20;
@@ -172,16 +172,44 @@ export function importArchiveOnce(opts: ImportAttemptOptions): Promise<ImportAtt
   return opts.archive.sha256 ? importRelayed(opts) : importDirect(opts);
 }
 
-function importDirect(opts: ImportAttemptOptions): Promise<ImportAttemptResult> {
+/** Where an attempt stands at a tick: bytes still moving (the watchdog follows `measure`), or all of them through. */
+type Progress = { state: 'moving'; measure: number; shownBytes: number; why: string } | { state: 'through' };
+
+type Failure = { kind: FailureKind; message: string };
+
+/** What one way of importing adds to the supervisor: its progress, how it settles, the streams it holds. */
+interface AttemptWay {
+  /** Undefined while not known yet (no tick then). */
+  progress(): Progress | undefined | Promise<Progress | undefined>;
+  /** Verb for the finish timeout: every byte was `read` / `sent`. */
+  throughVerb: string;
+  /** A failure seen while running, worded for the error (e.g. with cat's complaint). */
+  failureMessage?(failure: Failure, output: string): string;
+  /** The outcome once the import group has exited and no failure was seen. */
+  settle(code: number | null, signal: NodeJS.Signals | null, output: string): ImportAttemptResult | ImportAttemptError;
+  /** Stops listening on the attempt's own streams (a reader stuck in the kernel may keep them open). */
+  close(): void;
+}
+
+/**
+ * Runs one import group (`script` under bash, in its own process group) and supervises it the same
+ * way whichever way the bytes travel: the stall watchdog on bytes moved, the finish deadline once
+ * every byte is through, the agent's abort signal, and one SIGKILL to the group for any of them.
+ */
+function superviseAttempt(
+  opts: ImportAttemptOptions,
+  script: string,
+  stdin: 'pipe' | 'ignore',
+  start: (child: ReturnType<typeof spawn>, fail: (kind: FailureKind, message: string) => void, running: () => boolean) => AttemptWay,
+): Promise<ImportAttemptResult> {
   const now = opts.now ?? Date.now;
-  const started = now();
   const { archive } = opts;
   return new Promise<ImportAttemptResult>((resolve, reject) => {
     if (opts.signal.aborted) return reject(opts.signal.reason ?? new Error('aborted'));
     const child = spawn(
       'bash',
-      ['-c', DIRECT_SCRIPT, 'hvagent-preload', archive.archivePath, archive.compression, opts.zstd, ...ctrImportArgs(opts.target, opts.unpack)],
-      { detached: true, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] },
+      ['-c', script, 'hvagent-preload', archive.archivePath, archive.compression, opts.zstd, ...ctrImportArgs(opts.target, opts.unpack)],
+      { detached: true, stdio: [stdin, 'pipe', 'pipe', 'pipe'] },
     );
     let output = '';
     const collect = (b: Buffer): void => {
@@ -189,23 +217,9 @@ function importDirect(opts: ImportAttemptOptions): Promise<ImportAttemptResult> 
     };
     child.stdout!.on('data', collect);
     child.stderr!.on('data', collect);
-    let pidText = '';
-    let readerPid: number | undefined;
-    const pidPipe = child.stdio[3] as Readable;
-    pidPipe.on('data', (b: Buffer) => {
-      pidText += b.toString('utf8');
-      const m = /^(\d+)\n/.exec(pidText);
-      if (m) readerPid = Number(m[1]);
-    });
-    pidPipe.on('error', () => undefined);
 
-    let readBytes = 0;
-    let readingDone = false;
-    let finishingSince: number | undefined;
-    let failure: { kind: FailureKind; message: string } | undefined;
+    let failure: Failure | undefined;
     let settled = false;
-    let polling = false;
-    const watchdog = new StallWatchdog(opts.stallTimeoutMs, now);
     const killGroup = (): void => {
       try {
         if (child.pid) process.kill(-child.pid, 'SIGKILL');
@@ -218,27 +232,27 @@ function importDirect(opts: ImportAttemptOptions): Promise<ImportAttemptResult> 
       failure = { kind, message };
       killGroup();
     };
+    const way = start(child, fail, () => !failure && !settled);
 
+    const watchdog = new StallWatchdog(opts.stallTimeoutMs, now);
+    let throughSince: number | undefined;
+    let polling = false;
     const tick = setInterval(() => {
-      if (failure || settled || polling || readerPid === undefined) return;
+      if (failure || settled || polling) return;
       polling = true;
-      void bytesReadBy(readerPid).then((n) => {
+      void Promise.resolve(way.progress()).then((p) => {
         polling = false;
-        if (failure || settled) return;
-        if (n === undefined) readingDone = true;
-        else readBytes = archive.sizeBytes !== undefined ? Math.min(n, archive.sizeBytes) : n;
-        if (archive.sizeBytes !== undefined && readBytes >= archive.sizeBytes) readingDone = true;
-        opts.onBytes?.(readBytes);
-        if (!readingDone) {
-          watchdog.observe(readBytes);
+        if (failure || settled || !p) return;
+        if (p.state === 'moving') {
+          watchdog.observe(p.measure);
           if (watchdog.stalled()) {
-            fail('stalled', `stalled: no bytes moved for ${Math.round(watchdog.idleMs() / 1000)} s at ${formatBytes(readBytes)}${archive.sizeBytes ? ` of ${formatBytes(archive.sizeBytes)}` : ''}: the import stopped reading the archive (hung or very slow medium, or containerd stopped accepting data)`);
+            fail('stalled', `stalled: no bytes moved for ${Math.round(watchdog.idleMs() / 1000)} s at ${formatBytes(p.shownBytes)}${archive.sizeBytes ? ` of ${formatBytes(archive.sizeBytes)}` : ''}: ${p.why}`);
           }
           return;
         }
-        finishingSince ??= now();
-        if (now() - finishingSince >= opts.finishTimeoutMs) {
-          fail('finish-timeout', `every byte was read but ctr did not finish within ${Math.round(opts.finishTimeoutMs / 1000)} s`);
+        throughSince ??= now();
+        if (now() - throughSince >= opts.finishTimeoutMs) {
+          fail('finish-timeout', `every byte was ${way.throughVerb} but ctr did not finish within ${Math.round(opts.finishTimeoutMs / 1000)} s`);
         }
       });
     }, Math.max(50, Math.min(1000, Math.floor(opts.stallTimeoutMs / 4))));
@@ -252,20 +266,19 @@ function importDirect(opts: ImportAttemptOptions): Promise<ImportAttemptResult> 
       clearInterval(tick);
       opts.signal.removeEventListener('abort', onAbort);
       killGroup();
-      pidPipe.destroy();
+      way.close();
       if (opts.signal.aborted) return reject(opts.signal.reason ?? new Error('aborted'));
-      if (failure) return reject(new ImportAttemptError(failure.kind, failure.message, output));
-      const bad = classifyExit(code, sig, output, true);
-      if (bad) return reject(new ImportAttemptError(bad.kind, bad.message, output));
-      const bytes = archive.sizeBytes ?? readBytes;
-      opts.onBytes?.(bytes);
-      resolve({ bytes, durationMs: now() - started });
+      if (failure) return reject(new ImportAttemptError(failure.kind, way.failureMessage?.(failure, output) ?? failure.message, output));
+      const outcome = way.settle(code, sig, output);
+      if (outcome instanceof ImportAttemptError) reject(outcome);
+      else resolve(outcome);
     };
     child.on('error', (err) => {
       fail('import-failed', `cannot start the import: ${err.message}`);
       finish(null, null);
     });
     child.on('exit', (code, sig) => {
+      // Give the pipes a moment to deliver the last output lines, then settle regardless.
       let done = false;
       const settle = (): void => {
         if (done) return;
@@ -278,29 +291,59 @@ function importDirect(opts: ImportAttemptOptions): Promise<ImportAttemptResult> 
   });
 }
 
+/** The import reads the archive itself; the agent follows the reader's rchar (its PID comes on fd 3). */
+function importDirect(opts: ImportAttemptOptions): Promise<ImportAttemptResult> {
+  const now = opts.now ?? Date.now;
+  const started = now();
+  const { archive } = opts;
+  return superviseAttempt(opts, DIRECT_SCRIPT, 'ignore', (child, _fail, running) => {
+    let pidText = '';
+    let readerPid: number | undefined;
+    const pidPipe = child.stdio[3] as Readable;
+    pidPipe.on('data', (b: Buffer) => {
+      pidText += b.toString('utf8');
+      const m = /^(\d+)\n/.exec(pidText);
+      if (m) readerPid = Number(m[1]);
+    });
+    pidPipe.on('error', () => undefined);
+    let readBytes = 0;
+    let readingDone = false;
+    return {
+      throughVerb: 'read',
+      async progress() {
+        if (readerPid === undefined) return undefined;
+        const n = await bytesReadBy(readerPid);
+        if (!running()) return undefined;
+        if (n === undefined) readingDone = true;
+        else readBytes = archive.sizeBytes !== undefined ? Math.min(n, archive.sizeBytes) : n;
+        if (archive.sizeBytes !== undefined && readBytes >= archive.sizeBytes) readingDone = true;
+        opts.onBytes?.(readBytes);
+        return readingDone
+          ? { state: 'through' }
+          : { state: 'moving', measure: readBytes, shownBytes: readBytes, why: 'the import stopped reading the archive (hung or very slow medium, or containerd stopped accepting data)' };
+      },
+      settle(code, sig, output) {
+        const bad = classifyExit(code, sig, output, true);
+        if (bad) return new ImportAttemptError(bad.kind, bad.message, output);
+        const bytes = archive.sizeBytes ?? readBytes;
+        opts.onBytes?.(bytes);
+        return { bytes, durationMs: now() - started };
+      },
+      close: () => pidPipe.destroy(),
+    };
+  });
+}
+
+/** The agent relays the archive from `cat` (fd 3) to the import's stdin, hashing it and holding back its tail. */
 function importRelayed(opts: ImportAttemptOptions): Promise<ImportAttemptResult> {
   const now = opts.now ?? Date.now;
   const started = now();
   const holdBack = opts.holdBackBytes ?? HOLD_BACK_BYTES;
   const { archive } = opts;
   const expected = archive.sha256;
-
-  return new Promise<ImportAttemptResult>((resolve, reject) => {
-    if (opts.signal.aborted) return reject(opts.signal.reason ?? new Error('aborted'));
-    const child = spawn(
-      'bash',
-      ['-c', SCRIPT, 'hvagent-preload', archive.archivePath, archive.compression, opts.zstd, ...ctrImportArgs(opts.target, opts.unpack)],
-      { detached: true, stdio: ['pipe', 'pipe', 'pipe', 'pipe'] },
-    );
+  return superviseAttempt(opts, SCRIPT, 'pipe', (child, fail, running) => {
     const source = child.stdio[3] as Readable;
     const sink = child.stdin as Writable;
-    let output = '';
-    const collect = (b: Buffer): void => {
-      output = tail(output + b.toString('utf8'));
-    };
-    child.stdout!.on('data', collect);
-    child.stderr!.on('data', collect);
-
     // Hashing costs CPU on every byte: only when there is a checksum to verify.
     const hash = expected ? createHash('sha256') : undefined;
     const held: Buffer[] = [];
@@ -308,40 +351,20 @@ function importRelayed(opts: ImportAttemptOptions): Promise<ImportAttemptResult>
     let readBytes = 0;
     let written = 0;
     let phase: 'streaming' | 'finishing' = 'streaming';
-    let allDeliveredAt: number | undefined;
     let sha256: string | undefined;
-    let failure: { kind: FailureKind; message: string } | undefined;
-    let settled = false;
-    const watchdog = new StallWatchdog(opts.stallTimeoutMs, now);
-
     const delivered = (): number => written - sink.writableLength;
-
-    const killGroup = (): void => {
-      try {
-        if (child.pid) process.kill(-child.pid, 'SIGKILL');
-      } catch {
-        // Already gone.
-      }
-    };
-    const fail = (kind: FailureKind, message: string): void => {
-      if (failure) return;
-      failure = { kind, message };
-      killGroup();
-    };
-
     const writeOut = (chunk: Buffer): void => {
       written += chunk.length;
       if (!sink.write(chunk)) source.pause();
     };
     sink.on('drain', () => {
-      if (phase === 'streaming' && !failure) source.resume();
+      if (phase === 'streaming' && running()) source.resume();
     });
     // EPIPE when ctr died: the exit status says why.
     sink.on('error', () => undefined);
     source.on('error', () => undefined);
-
     source.on('data', (chunk: Buffer) => {
-      if (failure) return;
+      if (!running()) return;
       hash?.update(chunk);
       readBytes += chunk.length;
       held.push(chunk);
@@ -354,7 +377,7 @@ function importRelayed(opts: ImportAttemptOptions): Promise<ImportAttemptResult>
       opts.onBytes?.(readBytes);
     });
     source.on('end', () => {
-      if (failure) return;
+      if (!running()) return;
       // A short read is the medium's fault (worth a retry), not the archive's: check it first.
       if (archive.sizeBytes !== undefined && readBytes !== archive.sizeBytes) {
         fail('read-failed', `read ${readBytes} bytes but the file has ${archive.sizeBytes}: the medium returned a short read`);
@@ -373,65 +396,30 @@ function importRelayed(opts: ImportAttemptOptions): Promise<ImportAttemptResult>
       heldBytes = 0;
       sink.end();
     });
-
-    const tick = setInterval(() => {
-      if (failure || settled) return;
-      if (phase === 'streaming' || delivered() < written) {
-        watchdog.observe(readBytes + delivered());
-        if (watchdog.stalled()) {
-          const side = source.isPaused() || phase === 'finishing'
-            ? 'ctr/containerd stopped accepting data'
-            : 'reading the archive stopped (hung or very slow medium?)';
-          fail('stalled', `stalled: no bytes moved for ${Math.round(watchdog.idleMs() / 1000)} s at ${formatBytes(readBytes)}${archive.sizeBytes ? ` of ${formatBytes(archive.sizeBytes)}` : ''}: ${side}`);
-        }
-        return;
-      }
-      allDeliveredAt ??= now();
-      if (now() - allDeliveredAt >= opts.finishTimeoutMs) {
-        fail('finish-timeout', `every byte was sent but ctr did not finish within ${Math.round(opts.finishTimeoutMs / 1000)} s`);
-      }
-    }, Math.max(50, Math.min(1000, Math.floor(opts.stallTimeoutMs / 4))));
-
-    const onAbort = (): void => fail('import-failed', 'stopped: the agent is shutting down');
-    opts.signal.addEventListener('abort', onAbort, { once: true });
-
-    const finish = (code: number | null, sig: NodeJS.Signals | null): void => {
-      if (settled) return;
-      settled = true;
-      clearInterval(tick);
-      opts.signal.removeEventListener('abort', onAbort);
-      // A reader stuck in the kernel may keep fd 3 open: stop listening rather than wait for it.
-      killGroup();
-      source.destroy();
-      sink.destroy();
-      if (opts.signal.aborted) return reject(opts.signal.reason ?? new Error('aborted'));
-      if (failure) {
+    return {
+      throughVerb: 'sent',
+      progress() {
+        if (phase === 'finishing' && delivered() >= written) return { state: 'through' };
+        const side = source.isPaused() || phase === 'finishing' ? 'ctr/containerd stopped accepting data' : 'reading the archive stopped (hung or very slow medium?)';
+        return { state: 'moving', measure: readBytes + delivered(), shownBytes: readBytes, why: side };
+      },
+      failureMessage(f, output) {
         // A short read: cat's own complaint (EIO, EISDIR, …) says why.
         const cat = output.split('\n').filter((l) => l.startsWith('cat:')).slice(-2).join(' | ');
-        const why = failure.kind === 'read-failed' && cat ? `: ${cat}` : '';
-        return reject(new ImportAttemptError(failure.kind, failure.message + why, output));
-      }
-      const bad = classifyExit(code, sig, output, phase === 'finishing');
-      if (bad) return reject(new ImportAttemptError(bad.kind, bad.message, output));
-      if (phase !== 'finishing') {
-        return reject(new ImportAttemptError('import-failed', `ctr finished before the whole archive was sent (${formatBytes(readBytes)} read): trailing data after the tar?`, output));
-      }
-      resolve({ bytes: readBytes, sha256, durationMs: now() - started });
+        return f.kind === 'read-failed' && cat ? `${f.message}: ${cat}` : f.message;
+      },
+      settle(code, sig, output) {
+        const bad = classifyExit(code, sig, output, phase === 'finishing');
+        if (bad) return new ImportAttemptError(bad.kind, bad.message, output);
+        if (phase !== 'finishing') {
+          return new ImportAttemptError('import-failed', `ctr finished before the whole archive was sent (${formatBytes(readBytes)} read): trailing data after the tar?`, output);
+        }
+        return { bytes: readBytes, sha256, durationMs: now() - started };
+      },
+      close() {
+        source.destroy();
+        sink.destroy();
+      },
     };
-    child.on('error', (err) => {
-      fail('import-failed', `cannot start the import: ${err.message}`);
-      finish(null, null);
-    });
-    child.on('exit', (code, sig) => {
-      // Give the pipes a moment to deliver the last output lines, then settle regardless.
-      let done = false;
-      const settle = (): void => {
-        if (done) return;
-        done = true;
-        finish(code, sig);
-      };
-      child.once('close', settle);
-      setTimeout(settle, 2000).unref();
-    });
   });
 }

@@ -14,6 +14,8 @@ import { loadServerTls, probeUrl } from './health.js';
 import { readMergedDropIns, checkDropIns } from './dropins.js';
 import { isWitness, PROMOTED_MARKER, type Rke2Role } from './role.js';
 import type { Rke2Settings } from './settings.js';
+import { explainCertificateTime, findCertificateTimeError } from './clock-hint.js';
+import { joinServerClockUrl, observeServerClock } from '../time/observe.js';
 
 export interface BringUpOutcome {
   ready: boolean;
@@ -76,7 +78,7 @@ export async function bringUp(
       const tail = await services.logTail(role);
       ctx.log.warn('rke2 exited', { role, exited: st.exited, crashes: n });
       if (n >= s.maxCrashes) {
-        return { ready: false, fatal: true, services, reason: `rke2-${role} exited ${n} times: ${st.exited}${withTail(tail)}` };
+        return { ready: false, fatal: true, services, reason: `rke2-${role} exited ${n} times: ${st.exited}${await explainTail(tail, config, ctx)}` };
       }
     }
     ctx.progress(`starting rke2-${role} (${services.kind})`);
@@ -96,10 +98,19 @@ export async function bringUp(
     return { ready: true, reason: value, services };
   } catch (err) {
     const reason = err instanceof DeadlineError ? err.diagnosis : (err as Error).message;
-    return { ready: false, services, reason: `rke2-${role} not ready: ${reason}${withTail(await services.logTail(role))}` };
+    return { ready: false, services, reason: `rke2-${role} not ready: ${reason}${await explainTail(await services.logTail(role), config, ctx)}` };
   }
 }
 
 function withTail(tail: string): string {
   return tail ? `\nlast log lines of rke2:\n${tail.split('\n').map((l) => `  ${l}`).join('\n')}` : '';
+}
+
+/** The log tail for a diagnosis, led by the clock when the tail shows a certificate-time error. */
+export async function explainTail(tail: string, config: HarvesterConfig, ctx: Pick<GuardContext, 'now'>): Promise<string> {
+  const e = findCertificateTimeError(tail);
+  if (!e) return withTail(tail);
+  const url = e.relation ? undefined : joinServerClockUrl(config);
+  const server = url ? await observeServerClock(url, ctx.now) : undefined;
+  return `\n${explainCertificateTime(e, server)}${withTail(tail)}`;
 }

@@ -2,17 +2,17 @@
  * `hvinstall fetch config|iso …`: the automatic install's remote fetches, by hand — to check a
  * config_url or pre-stage an ISO with the same retries, proxy, CA and checksum handling.
  */
-import { parseArgs } from 'node:util';
 import path from 'node:path';
 import { mkdir } from 'node:fs/promises';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { Logger } from '../../lib/logger.js';
 import { writeFileAtomic } from '../../lib/atomic-write.js';
-import { loadConfig, serialiseHarvesterConfig } from '../config/index.js';
+import { configSecrets, loadConfig, serialiseHarvesterConfig } from '../config/index.js';
 import { HARVESTER_CONFIG_FETCH } from '../remote/automatic.js';
 import { downloadFile, type DownloadProgress } from '../remote/iso.js';
 import { findLocalIso, openIsoMedia } from '../remote/media.js';
 import { fetchPublishedSha256 } from '../remote/install-media.js';
+import { parseCommandArgs } from './args.js';
 
 const USAGE = `usage: hvinstall fetch config [URL] [options]
        hvinstall fetch iso URL|local --output FILE [options]
@@ -53,10 +53,9 @@ function progressPrinter(label: string): (p: DownloadProgress) => void {
 }
 
 async function fetchConfig(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
+  const args = parseCommandArgs(
+    argv,
+    {
       cmdline: { type: 'string' },
       'cmdline-file': { type: 'string' },
       attempts: { type: 'string' },
@@ -66,7 +65,12 @@ async function fetchConfig(argv: string[]): Promise<number> {
       sha256: { type: 'string' },
       output: { type: 'string' },
     },
-  });
+    USAGE,
+    true,
+    "run 'hvinstall fetch --help'",
+  );
+  if (!args) return ExitCode.ok;
+  const { values, positionals } = args;
   if (positionals.length > 1) throw usageError('fetch config takes at most one URL');
   if (positionals.length === 0 && values.cmdline === undefined && values['cmdline-file'] === undefined) {
     throw usageError('give a URL, or --cmdline/--cmdline-file with harvester.install.config_url');
@@ -81,7 +85,7 @@ async function fetchConfig(argv: string[]): Promise<number> {
     caFile: values['ca-file'],
     sha256: values.sha256,
   });
-  log.redactor.addFrom(loaded.config);
+  log.redactor.add(...configSecrets(loaded.config));
   for (const f of [...loaded.errors, ...loaded.warnings]) {
     process.stderr.write(log.redactor.redactString(`${f.source ? `${f.source}${f.line ? `:${f.line}` : ''}: ` : ''}${f.severity}: ${f.path ? `${f.path}: ` : ''}${f.message}`) + '\n');
   }
@@ -96,10 +100,9 @@ async function fetchConfig(argv: string[]): Promise<number> {
 }
 
 async function fetchIso(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
+  const args = parseCommandArgs(
+    argv,
+    {
       output: { type: 'string' },
       sha256: { type: 'string' },
       attempts: { type: 'string' },
@@ -108,7 +111,12 @@ async function fetchIso(argv: string[]): Promise<number> {
       'ca-file': { type: 'string' },
       extract: { type: 'string' },
     },
-  });
+    USAGE,
+    true,
+    "run 'hvinstall fetch --help'",
+  );
+  if (!args) return ExitCode.ok;
+  const { values, positionals } = args;
   if (positionals.length !== 1) throw usageError('fetch iso takes one URL (or local)');
   const log = new Logger();
   let iso: string;
@@ -147,12 +155,7 @@ export default async function fetch(argv: string[]): Promise<number> {
     process.stdout.write(USAGE + '\n');
     return what ? ExitCode.ok : ExitCode.usage;
   }
-  try {
-    if (what === 'config') return await fetchConfig(rest);
-    if (what === 'iso') return await fetchIso(rest);
-  } catch (err) {
-    if ((err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) throw usageError((err as Error).message);
-    throw err;
-  }
+  if (what === 'config') return fetchConfig(rest);
+  if (what === 'iso') return fetchIso(rest);
   throw usageError(`unknown fetch target '${what}' (config or iso)`);
 }

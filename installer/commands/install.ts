@@ -4,7 +4,6 @@
  */
 import path from 'node:path';
 import { readFile, mkdir } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
 import { Logger } from '../../lib/logger.js';
 import { HvError, ExitCode, describeError } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
@@ -15,6 +14,7 @@ import { runInstall } from '../steps/pipeline.js';
 import { gatherFacts, prepareInstall } from '../steps/prepare.js';
 import { TEST_KILL_ENV } from '../steps/test-faults.js';
 import { parseSystemSize } from './plan.js';
+import { parseCommandArgs } from './args.js';
 
 const USAGE = `usage: hvinstall install (--config FILE | --cmdline-file /proc/cmdline) [--device DISK] [--source DIR|SQUASHFS]
                          [--fallback-source DIR|SQUASHFS] [--bundle DIR|none] [--yes] [--progress tty|plain|json] [--preserve-on-error]
@@ -49,34 +49,26 @@ Re-running after a crash, kill or power cut resumes the same install from its jo
 Exit codes: 0 installed, 1 refused (disk busy, config invalid, layout does not fit), 2 usage, 3 the install failed.`;
 
 export default async function install(argv: string[]): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        config: { type: 'string' },
-        'cmdline-file': { type: 'string' },
-        device: { type: 'string' },
-        source: { type: 'string' },
-        'fallback-source': { type: 'string' },
-        bundle: { type: 'string' },
-        yes: { type: 'boolean', short: 'y' },
-        progress: { type: 'string' },
-        'preserve-on-error': { type: 'boolean' },
-        'system-size': { type: 'string' },
-        'state-dir': { type: 'string' },
-        'no-reboot': { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-    }));
-  } catch (err) {
-    throw new HvError((err as Error).message, { hint: USAGE, exitCode: ExitCode.usage });
-  }
-  if (values.help) {
-    process.stdout.write(USAGE + '\n');
-    return ExitCode.ok;
-  }
+  const args = parseCommandArgs(
+    argv,
+    {
+      config: { type: 'string' },
+      'cmdline-file': { type: 'string' },
+      device: { type: 'string' },
+      source: { type: 'string' },
+      'fallback-source': { type: 'string' },
+      bundle: { type: 'string' },
+      yes: { type: 'boolean', short: 'y' },
+      progress: { type: 'string' },
+      'preserve-on-error': { type: 'boolean' },
+      'system-size': { type: 'string' },
+      'state-dir': { type: 'string' },
+      'no-reboot': { type: 'boolean' },
+    },
+    USAGE,
+  );
+  if (!args) return ExitCode.ok;
+  const { values } = args;
   if (!values.config && !values['cmdline-file']) throw new HvError('--config or --cmdline-file is required', { hint: USAGE, exitCode: ExitCode.usage });
   const mode = (values.progress ?? (process.stdout.isTTY ? 'tty' : 'plain')) as ProgressMode;
   if (!['tty', 'plain', 'json'].includes(mode)) throw new HvError(`--progress ${values.progress}: use tty, plain or json`, { exitCode: ExitCode.usage });
@@ -114,6 +106,20 @@ export default async function install(argv: string[]): Promise<number> {
     return ExitCode.usage;
   }
 
+  // github:/gitlab:/URL SSH keys are fetched once, now, before any disk is touched, and installed as
+  // keys (installer/remote/ssh-keys.ts says what happens when a source cannot be reached).
+  const { resolveSshKeys } = await import('../remote/ssh-keys.js');
+  const sshKeys = await resolveSshKeys(config, { caFile: auto?.caFile });
+  for (const w of sshKeys.warnings) process.stderr.write(`warning: ${w}\n`);
+  if (sshKeys.errors.length > 0) {
+    throw new HvError(`refusing to install: ${sshKeys.errors.join('; ')}`, {
+      where: 'os.ssh_authorized_keys',
+      hint: 'fix the key source, add a key written out, or set os.password',
+      exitCode: ExitCode.checkFailed,
+    });
+  }
+  const installConfig = sshKeys.config;
+
   const bus = new EventBus([sinkFor(mode, mode === 'tty' ? process.stderr : process.stdout)], prepared.redactor);
   if (auto?.eventsSink) bus.addSink(auto.eventsSink);
   const stateDir = values['state-dir'] ?? '/var/lib/hvinstall';
@@ -123,7 +129,7 @@ export default async function install(argv: string[]): Promise<number> {
   process.once('SIGTERM', onSignal);
   const outcome = await runInstall({
     plan,
-    config,
+    config: installConfig,
     source: prepared.source!,
     bundle,
     stateDir,
@@ -173,6 +179,8 @@ export default async function install(argv: string[]): Promise<number> {
 
 interface AutomaticSetup {
   configSource: string;
+  /** hvinstall.ca_file from the command line, for every https fetch of the install. */
+  caFile?: string;
   loaded: { config: import('../config/types.js').HarvesterConfig; warnings: string[] };
   source?: string;
   /** The opened ISO's bundle/ (it may not exist: resolveBundleSource checks). */
@@ -217,7 +225,7 @@ async function prepareAutomatic(cmdlineFile: string, source: string | undefined,
     const { openIsoMedia } = await import('../remote/media.js');
     const workDir = '/run/hvinstall/media';
     await mkdir(workDir, { recursive: true });
-    const iso = await fetchInstallIso(auto.media, workDir, { log });
+    const iso = await fetchInstallIso(auto.media, workDir, { log, caFile: auto.caFile });
     const media = await openIsoMedia(iso.path, workDir, { log });
     closers.unshift(() => media.close());
     if (!media.found.includes('/rootfs.squashfs')) {
@@ -230,6 +238,7 @@ async function prepareAutomatic(cmdlineFile: string, source: string | undefined,
   }
   return {
     configSource: auto.source,
+    caFile: auto.caFile,
     loaded: { config, warnings: auto.loaded.warnings.map(fmt) },
     source: osSource,
     isoBundle,

@@ -2,12 +2,12 @@
  * `hvinstall plan --config F [--device D] [--source S] [--system-size MiB] [--facts FILE] [--json]`:
  * prints what an install would do — partition table, images, files, steps — without touching a disk.
  */
-import { parseArgs } from 'node:util';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { formatPlanText } from '../disk/format-plan.js';
 import { findDisk, targetInUseProblems } from '../disk/plan.js';
 import { prepareInstall } from '../steps/prepare.js';
 import { busyHolders } from '../steps/holders.js';
+import { parseCommandArgs } from './args.js';
 
 const USAGE = `usage: hvinstall plan --config FILE [--device DISK] [--source DIR|SQUASHFS] [--system-size MIB] [--facts FACTS.json] [--json]
 
@@ -23,28 +23,20 @@ install would use, and what it would refuse. Touches no disk.
 Exit codes: 0 the install could proceed, 1 it would be refused, 2 usage error.`;
 
 export default async function plan(argv: string[]): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        config: { type: 'string' },
-        device: { type: 'string' },
-        source: { type: 'string' },
-        'system-size': { type: 'string' },
-        facts: { type: 'string' },
-        json: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-    }));
-  } catch (err) {
-    throw new HvError((err as Error).message, { hint: USAGE, exitCode: ExitCode.usage });
-  }
-  if (values.help) {
-    process.stdout.write(USAGE + '\n');
-    return ExitCode.ok;
-  }
+  const args = parseCommandArgs(
+    argv,
+    {
+      config: { type: 'string' },
+      device: { type: 'string' },
+      source: { type: 'string' },
+      'system-size': { type: 'string' },
+      facts: { type: 'string' },
+      json: { type: 'boolean' },
+    },
+    USAGE,
+  );
+  if (!args) return ExitCode.ok;
+  const { values } = args;
   if (!values.config) throw new HvError('--config is required', { hint: USAGE, exitCode: ExitCode.usage });
   const systemSizeMiB = parseSystemSize(values['system-size']);
   const prepared = await prepareInstall({

@@ -2,7 +2,6 @@
  * `hvinstall preflight [--config F] [--profile P] [--sysroot DIR] [--json]`: what this machine is and
  * whether it can run a node. Exit 0 no failures, 1 a check failed, 2 usage or environment error.
  */
-import { parseArgs } from 'node:util';
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { ExitCode, HvError } from '../../lib/errors.js';
@@ -12,16 +11,22 @@ import {
   decideInstallGate,
   formatPreflightReport,
   gatherMachineFacts,
+  probeNtpServers,
   PROFILES,
   resolveConfigAliases,
   runPreflightChecks,
+  type ImageBootFacts,
   type Profile,
 } from '../preflight/index.js';
+import { parseCommandArgs } from './args.js';
 
-const USAGE = `usage: hvinstall preflight [--config FILE|URL|-] [--profile testing|production] [--sysroot DIR] [--json]
+const USAGE = `usage: hvinstall preflight [--config FILE|URL|-] [--source DIR|SQUASHFS] [--profile testing|production] [--sysroot DIR] [--json]
 
 Gathers this machine's hardware facts and checks them against Harvester's requirements.
-  --config F     check the install device, data disk and management NICs the config names
+  --config F     check the install device, data disk and management NICs the config names,
+                 and ask its NTP servers for the time (UDP, 5 s each; not with --sysroot)
+  --source S     the OS image to install (default: the live medium's rootfs.squashfs when booted from
+                 one): with Secure Boot on, says whether the installed disk's boot chain will be refused
   --profile P    thresholds: testing (8 CPUs, 32GiB, 1Gbps; the default) or production (16, 64GiB, 10Gbps)
   --sysroot DIR  read /proc, /sys, /dev and /run under DIR (captured trees; labels from DIR/run/udev/data)
   --json         print the machine facts (the MachineFacts that 'hvinstall plan --facts' reads)
@@ -44,28 +49,35 @@ async function readConfig(source: string): Promise<HarvesterConfig> {
   return loaded.config;
 }
 
+/** The live medium's OS image (the live installer mounts its boot medium there). */
+const LIVE_ROOTFS = '/run/initramfs/live/rootfs.squashfs';
+
+async function imageFacts(source: string | undefined, sysroot: string): Promise<ImageBootFacts | undefined> {
+  const chosen = source ?? (sysroot === '/' && (await stat(LIVE_ROOTFS).catch(() => undefined)) ? LIVE_ROOTFS : undefined);
+  if (!chosen) return undefined;
+  if (!(await stat(chosen).catch(() => undefined))) {
+    throw new HvError(`--source ${chosen} does not exist`, { where: '--source', hint: 'pass the OS image to install: a directory tree or a squashfs', exitCode: ExitCode.usage });
+  }
+  const { imageShim } = await import('../bootloader/image-shim.js');
+  return { source: chosen, shim: await imageShim(chosen) };
+}
+
 export default async function preflight(argv: string[]): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        config: { type: 'string' },
-        profile: { type: 'string', default: 'testing' },
-        sysroot: { type: 'string', default: '/' },
-        json: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-      allowPositionals: false,
-      strict: true,
-    }));
-  } catch (err) {
-    throw usageError((err as Error).message);
-  }
-  if (values.help) {
-    process.stdout.write(USAGE + '\n');
-    return ExitCode.ok;
-  }
+  const args = parseCommandArgs(
+    argv,
+    {
+      config: { type: 'string' },
+      source: { type: 'string' },
+      profile: { type: 'string', default: 'testing' },
+      sysroot: { type: 'string', default: '/' },
+      json: { type: 'boolean', default: false },
+    },
+    USAGE,
+    false,
+    "run 'hvinstall preflight --help'",
+  );
+  if (!args) return ExitCode.ok;
+  const { values } = args;
   const profile = values.profile as Profile;
   if (!PROFILES.includes(profile)) throw usageError(`unknown profile '${values.profile}': use testing or production`);
   const sysroot = path.resolve(values.sysroot!);
@@ -81,7 +93,11 @@ export default async function preflight(argv: string[]): Promise<number> {
   const config = values.config !== undefined ? await readConfig(values.config) : undefined;
   const facts = await gatherMachineFacts(host);
   const aliases = await resolveConfigAliases(facts, config, host);
-  const report = runPreflightChecks(facts, { config, profile, aliases });
+  // The NTP servers are asked from this machine, so not for a captured sysroot.
+  const servers = sysroot === '/' ? (config?.os?.ntpServers ?? []) : [];
+  const ntp = servers.length ? await probeNtpServers(servers) : undefined;
+  const image = await imageFacts(values.source, sysroot);
+  const report = runPreflightChecks(facts, { config, profile, aliases, ntp, image });
   const gate = config
     ? decideInstallGate(report, { automatic: config.install?.automatic === true, skipchecks: config.install?.skipchecks === true })
     : undefined;
@@ -90,7 +106,7 @@ export default async function preflight(argv: string[]): Promise<number> {
     // One object that is both: a MachineFacts (so `preflight --json > facts.json` feeds
     // `hvinstall plan --facts`) and the report; the two share no key but sysroot (same value).
     const gateJson = gate && { proceed: gate.proceed, needsAcknowledgement: gate.needsAcknowledgement, message: gate.message };
-    process.stdout.write(JSON.stringify({ ...facts, ...report, gate: gateJson }, null, 2) + '\n');
+    process.stdout.write(JSON.stringify({ ...facts, ...report, gate: gateJson, ...(ntp ? { ntp } : {}) }, null, 2) + '\n');
   } else {
     let text = formatPreflightReport(report);
     if (gate) text += `Install (${config?.install?.automatic ? 'automatic' : 'interactive'}): ${gate.message}\n`;

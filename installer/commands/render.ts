@@ -30,7 +30,7 @@ initramfs stage at every boot).
 
   --config FILE   the node's config.yaml (file, http(s) URL or -)
   --out DIR       where to write (DIR/oem/..., DIR/etc/...); usable as hvagent --root
-  --facts FILE    JSON {cpuCount, nics:[{name,mac}], hasDataPartition?, dhcpHostname?, arch?};
+  --facts FILE    JSON {cpuCount, nics:[{name,mac}], hasDataPartition?, dhcpHostname?, managementAddress?, arch?};
                   default: this machine's CPU count and architecture and no NIC lookup
   --seeds FILE    JSON {seed?, hostnameSuffix?, passwordSalt?}; default: the seeds recorded
                   in DIR by an earlier render, else fresh random ones
@@ -71,7 +71,7 @@ export function parseFacts(raw: unknown, where: string): RenderFacts {
   };
   if (!raw || typeof raw !== 'object' || Array.isArray(raw)) fail('must be a JSON object');
   const o = raw as Record<string, unknown>;
-  for (const k of Object.keys(o)) if (!['cpuCount', 'nics', 'hasDataPartition', 'dhcpHostname', 'arch'].includes(k)) fail(`unknown key "${k}"`);
+  for (const k of Object.keys(o)) if (!['cpuCount', 'nics', 'hasDataPartition', 'dhcpHostname', 'managementAddress', 'arch'].includes(k)) fail(`unknown key "${k}"`);
   if (!Number.isInteger(o.cpuCount) || (o.cpuCount as number) < 1) fail('cpuCount must be a positive integer');
   const nics = o.nics ?? [];
   if (!Array.isArray(nics)) fail('nics must be a list');
@@ -84,11 +84,13 @@ export function parseFacts(raw: unknown, where: string): RenderFacts {
   if (o.hasDataPartition !== undefined && typeof o.hasDataPartition !== 'boolean') fail('hasDataPartition must be true or false');
   if (o.dhcpHostname !== undefined && typeof o.dhcpHostname !== 'string') fail('dhcpHostname must be a string');
   if (o.arch !== undefined && o.arch !== 'amd64' && o.arch !== 'arm64') fail('arch must be amd64 or arm64');
+  if (o.managementAddress !== undefined && (typeof o.managementAddress !== 'string' || !/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/.test(o.managementAddress))) fail('managementAddress must be an IPv4 address with prefix length, like 10.0.0.5/24');
   return {
     cpuCount: o.cpuCount as number,
     nics: parsed,
     hasDataPartition: o.hasDataPartition as boolean | undefined,
     dhcpHostname: o.dhcpHostname as string | undefined,
+    ...(o.managementAddress ? { managementAddress: o.managementAddress as string } : {}),
     ...(o.arch ? { arch: o.arch as 'amd64' | 'arm64' } : {}),
   };
 }

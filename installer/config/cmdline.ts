@@ -63,6 +63,18 @@ export function tokenizeCmdline(text: string): CmdlineToken[] {
   return tokens;
 }
 
+/**
+ * `hvinstall.ca_file=PATH`: a PEM bundle in the live system (on the boot medium, or an extra initrd
+ * that iPXE or GRUB loads beside the installer's) trusted, besides the system's CAs, for the https
+ * `config_url`, `iso_url` and key sources of an automatic install behind a private CA. Harvester has
+ * no way to pass one; `validate --cmdline-file` and `fetch config` honour it too. Pure.
+ */
+export function caFileFromCmdline(text: string): string | undefined {
+  let found: string | undefined;
+  for (const tok of tokenizeCmdline(text)) if (tok.text.startsWith('hvinstall.ca_file=')) found = tok.text.slice('hvinstall.ca_file='.length) || undefined;
+  return found;
+}
+
 export function parseCmdline(text: string, source = '<cmdline>'): ParsedCmdline {
   const raw: Record<string, unknown> = {};
   const positions = emptyPositions();

@@ -103,22 +103,23 @@ export class FindingList {
     return this.origins.get(ptr);
   }
 
-  add(severity: 'error' | 'warning', ptr: string, message: string, hint?: string): void {
+  add(severity: 'error' | 'warning', ptr: string, message: string, hint?: string, kind?: Finding['kind']): void {
     const o = this.locate(ptr);
-    this.push({ severity, path: o.path, message, hint, source: o.source || this.defaultSource, line: o.line, column: o.column });
+    this.push({ severity, path: o.path, message, hint, kind, source: o.source || this.defaultSource, line: o.line, column: o.column });
   }
 
   error(ptr: string, message: string, hint?: string): void {
     this.add('error', ptr, message, hint);
   }
 
-  warn(ptr: string, message: string, hint?: string): void {
-    this.add('warning', ptr, message, hint);
+  warn(ptr: string, message: string, hint?: string, kind?: Finding['kind']): void {
+    this.add('warning', ptr, message, hint, kind);
   }
 
   push(f: Finding): void {
     const clean: Finding = { severity: f.severity, path: f.path, message: f.message };
     if (f.hint) clean.hint = f.hint;
+    if (f.kind) clean.kind = f.kind;
     if (f.source) clean.source = f.source;
     if (f.line !== undefined) clean.line = f.line;
     if (f.column !== undefined) clean.column = f.column;

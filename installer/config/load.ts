@@ -7,7 +7,7 @@
 import { closeSync, openSync, readFileSync, readSync, statSync, type Stats } from 'node:fs';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { parseYamlWithPositions } from './parse-yaml.js';
-import { parseCmdline } from './cmdline.js';
+import { caFileFromCmdline, parseCmdline } from './cmdline.js';
 import { normaliseRaw, type NormalisedSource } from './normalise.js';
 import { validateSources } from './validate.js';
 import { sortFindings } from './findings.js';
@@ -85,7 +85,8 @@ async function readUrl(url: string, opts: LoadOptions): Promise<RawSource> {
   } catch (err) {
     if (err instanceof FetchError) {
       if (err.kind === 'too-large') return { name: url, bytes: Buffer.alloc(MAX_CONFIG_BYTES + 1) };
-      throw new HvError(`cannot fetch config: ${err.message}`, { where: url, hint: err.hint, exitCode: ExitCode.usage, cause: err });
+      const hint = err.kind === 'ca-file' && opts.caFileFrom === 'cmdline' ? `the kernel command line's hvinstall.ca_file=${opts.caFile} names it: ${err.hint ?? 'give a PEM file'}` : err.hint;
+      throw new HvError(`cannot fetch config: ${err.message}`, { where: url, hint, exitCode: ExitCode.usage, cause: err });
     }
     throw err;
   }
@@ -146,6 +147,9 @@ export async function loadConfig(source: string | undefined, opts: LoadOptions =
   const sources: NormalisedSource[] = [];
 
   const cmd = await readCmdline(opts);
+  // An explicit --ca-file wins; else the command line's hvinstall.ca_file (automatic installs).
+  const cmdlineCa = cmd && opts.caFile === undefined ? caFileFromCmdline(cmd.text) : undefined;
+  if (cmdlineCa !== undefined) opts = { ...opts, caFile: cmdlineCa, caFileFrom: 'cmdline' };
   let cmdlineConfigUrl: string | undefined;
   if (cmd) {
     const parsed = parseCmdline(cmd.text, cmd.name);
@@ -179,6 +183,6 @@ export async function loadConfig(source: string | undefined, opts: LoadOptions =
     const all = (sev: 'errors' | 'warnings') => sortFindings([...(sev === 'errors' ? errors : warnings), ...sources.flatMap((s) => s[sev])]);
     return { source: name, valid: false, errors: all('errors'), warnings: all('warnings'), config: {} };
   }
-  const result = validateSources(sources, { alreadyInstalled: opts.alreadyInstalled }, { errors, warnings });
+  const result = validateSources(sources, { alreadyInstalled: opts.alreadyInstalled, dhcpRanges: opts.dhcpRanges }, { errors, warnings });
   return { source: name, ...result };
 }

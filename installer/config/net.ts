@@ -45,3 +45,20 @@ export function cidrContains(cidr: { base: number; prefix: number }, ip: string)
   const mask = (~0 << (32 - cidr.prefix)) >>> 0;
   return ((cidr.base & mask) >>> 0) === ((ipv4ToInt(ip) & mask) >>> 0);
 }
+
+/** The network of an address at a prefix length, e.g. 10.0.0.7/24 -> 10.0.0.0/24. */
+export function networkOf(ip: string, prefix: number): { base: number; prefix: number } {
+  const mask = prefix === 0 ? 0 : (~0 << (32 - prefix)) >>> 0;
+  return { base: (ipv4ToInt(ip) & mask) >>> 0, prefix };
+}
+
+export function formatCidr(c: { base: number; prefix: number }): string {
+  const b = c.base >>> 0;
+  return `${[b >>> 24, (b >>> 16) & 255, (b >>> 8) & 255, b & 255].join('.')}/${c.prefix}`;
+}
+
+export function cidrsOverlap(a: { base: number; prefix: number }, b: { base: number; prefix: number }): boolean {
+  const p = Math.min(a.prefix, b.prefix);
+  const mask = p === 0 ? 0 : (~0 << (32 - p)) >>> 0;
+  return ((a.base & mask) >>> 0) === ((b.base & mask) >>> 0);
+}

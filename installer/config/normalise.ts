@@ -35,6 +35,8 @@ const TRUE_WORDS = new Set(['true', 't', 'yes', 'y']);
 const FALSE_WORDS = new Set(['false', 'f', 'no', 'n', '']);
 /** Values Harvester lowercases before use (harvester/harvester-installer pkg/console/install_panels.go addInstallPanel). */
 const LOWERCASED = new Set(['/install/managementInterface/method', '/install/vipMode']);
+/** A webhook's method, which Harvester upper-cases (harvester/harvester-installer pkg/console/webhooks.go prepareWebhook). */
+const UPPERCASED = /^\/install\/webhooks\/\d+\/method$/;
 
 interface Ctx {
   src: SourceInfo;
@@ -151,7 +153,7 @@ function normStruct(
     const childUser = joinPath(userPath, key);
     const canonical = spellings.get(key);
     if (!canonical) {
-      unknownKey(node, key, childRaw, childUser, canonPtr, ctx);
+      unknownKey(node, key, v, childRaw, childUser, canonPtr, ctx);
       continue;
     }
     const prior = firstSpelling.get(canonical);
@@ -171,10 +173,16 @@ function normStruct(
   return result;
 }
 
-function unknownKey(node: FieldNode, key: string, rawPtr: string, userPath: string, canonPtr: string, ctx: Ctx): void {
+function isEmptyValue(v: unknown): boolean {
+  return v === null || v === undefined || v === '' || (Array.isArray(v) && v.length === 0) || (isPlainObject(v) && Object.keys(v).length === 0);
+}
+
+function unknownKey(node: FieldNode, key: string, value: unknown, rawPtr: string, userPath: string, canonPtr: string, ctx: Ctx): void {
   const legacy = removedKey(structLocation(canonPtr), key);
   if (legacy) {
-    rawFinding(ctx, legacy.severity, userPath, rawPtr, legacy.message, legacy.hint, true);
+    // Harvester's own test data carries an empty `install.networks:` (pkg/config/testdata/userdata.yaml).
+    const message = isEmptyValue(value) ? `${legacy.message}; it is empty here, and ignored` : legacy.message;
+    rawFinding(ctx, legacy.severity, userPath, rawPtr, message, legacy.hint, true);
     return;
   }
   const names = [...new Set([...spellingsOf(node).values()].map(toSnakeCase))];
@@ -186,7 +194,9 @@ function unknownKey(node: FieldNode, key: string, rawPtr: string, userPath: stri
     if (other.length > 0) hint = `${key} belongs at ${other.map((p) => p).join(' or ')}`;
     else if (names.length <= 12) hint = `known keys here: ${names.join(', ')}`;
   }
-  rawFinding(ctx, 'error', userPath, rawPtr, `unknown key ${JSON.stringify(key)}`, hint, true);
+  // Harvester's reader drops keys its structs do not have, so the file installs without it: a
+  // warning (docs/config.md, the compatibility rule); `validate --strict` makes warnings fail.
+  rawFinding(ctx, 'warning', userPath, rawPtr, `unknown key ${JSON.stringify(key)}: Harvester ignores it`, hint, true);
 }
 
 function normValue(node: FieldNode | undefined, v: unknown, rawPtr: string, canonPtr: string, userPath: string, ctx: Ctx): unknown {
@@ -196,7 +206,7 @@ function normValue(node: FieldNode | undefined, v: unknown, rawPtr: string, cano
       const s = toStringValue(v, rawPtr, userPath, ctx);
       if (s === undefined || s === '') return undefined;
       record(ctx, canonPtr, userPath, rawPtr);
-      return LOWERCASED.has(canonPtr) ? s.toLowerCase() : s;
+      return LOWERCASED.has(canonPtr) ? s.toLowerCase() : UPPERCASED.test(canonPtr) ? s.toUpperCase() : s;
     }
     case 'bool': {
       const b = toBool(v, rawPtr, userPath, ctx);
@@ -283,7 +293,13 @@ function normValue(node: FieldNode | undefined, v: unknown, rawPtr: string, cano
             rawFinding(ctx, 'error', itemUser, itemRaw, `must be a mapping {name, hwAddr} (got ${describe(item)})`, `in a file write "- name: ${item}" or "- hwAddr: ${item}"; the bare form is only read from the kernel command line`);
             return;
           }
-          const spec = parseInterfaceSpec(item);
+          const parsed = parseInterfaceSpec(item);
+          if ('error' in parsed) {
+            // Harvester's ReadConfig fails on it and drops the whole command line (no automatic install).
+            rawFinding(ctx, 'error', itemUser, itemRaw, parsed.error, 'write hwAddr:<MAC>, <MAC>, name:<nic> or <nic>, comma-separated for both');
+            return;
+          }
+          const spec = parsed.spec;
           record(ctx, itemCanon, itemUser, itemRaw);
           for (const k of Object.keys(spec)) record(ctx, joinPointer(itemCanon, k), itemUser, itemRaw);
           outList.push(spec);

@@ -13,8 +13,12 @@ import { labelValueErrors, qualifiedNameErrors } from './k8s-names.js';
 import { closest } from './spellings.js';
 import { adminPasswordProblem } from './admin-password.js';
 import { containerdRegistryProblem } from './containerd-registry.js';
+import { DISK_MESSAGES, MIN_PERSISTENT_GIB, MIN_PERSISTENT_MIB, parsePartitionSizeMiB } from '../disk/sizes.js';
+import { checkFieldTraps, type TrapContext } from './field-traps.js';
+import { AUTHORIZED_KEY, REMOTE_SSH_KEY } from './ssh-key.js';
+import { renderWebhook, unknownTemplateFields, WEBHOOK_TEMPLATE_FIELDS } from '../remote/webhook-check.js';
 
-export interface RuleContext {
+export interface RuleContext extends TrapContext {
   /** The already-installed path (install mode on an installed system): no iso_url, no device needed. */
   alreadyInstalled?: boolean;
 }
@@ -25,8 +29,6 @@ export const NETWORKS_DEPRECATED =
   'networks is deprecated, please use management_interface for new config and refer https://docs.harvesterhci.io/v1.1/install/harvester-configuration/#installmanagement_interface';
 export const BOND_MODES = ['balance-rr', 'active-backup', 'balance-xor', 'broadcast', '802.3ad', 'balance-tlb', 'balance-alb'];
 const PLACEHOLDER = /^<[^<>]+>$|<\s*YOUR[_ -][^<>]*>|\bREPLACE[_-]?ME\b|\bCHANGE[_-]?ME\b/i;
-const SSH_KEY = /(^|\s)(ssh-(rsa|dss|ed25519)|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com)\s+[A-Za-z0-9+/]{16,}={0,3}(\s|$)/;
-const TEMPLATE_FIELDS = new Set(['Hostname', 'MACAddr', 'IPAddrV4', 'IPAddrV6']);
 
 type Ptr = string;
 
@@ -95,7 +97,6 @@ export function checkRules(cfg: HarvesterConfig, out: FindingList, ctx: RuleCont
   if (mode === 'create') checkVip(cfg, out);
   else if (install.vipMode && mode === 'join') out.warn('/install/vipMode', 'vip_mode is used only in create mode');
 
-  checkServerUrl(cfg, out);
   checkSystemSettings(cfg, mode, out);
   checkLabels(os.labels, out);
 
@@ -114,6 +115,7 @@ export function checkRules(cfg: HarvesterConfig, out: FindingList, ctx: RuleCont
   checkForceGpt(cfg, out);
   checkUrls(cfg, out);
   checkClusterNetworks(cfg, out);
+  checkFieldTraps(cfg, out, ctx);
   install.webhooks?.forEach((w, i) => checkWebhook(w, `/install/webhooks/${i}`, out));
   for (const [name, addon] of Object.entries(install.addons ?? {})) {
     if (addon.valuesContent !== undefined) {
@@ -131,7 +133,7 @@ export function checkRules(cfg: HarvesterConfig, out: FindingList, ctx: RuleCont
     out.warn('/os/password', 'password starts with $ but is not a known crypt hash ($6$, $5$, $1$, $apr1$); it is used as clear text');
   }
   (install.wipeDisksList ?? []).forEach((d, i) => {
-    if (d === install.device) out.error(`/install/wipeDisksList/${i}`, 'wipe_disks_list names the installation device', 'remove it: the installation device is partitioned anyway');
+    if (d === install.device) out.warn(`/install/wipeDisksList/${i}`, 'wipe_disks_list names the installation device; it is skipped there', 'remove it: the installation device is partitioned anyway');
   });
   (cfg.sans ?? []).forEach((s, i) => {
     if (!isIPv4(s) && !isDns1123Subdomain(s.replace(/^\*\./, 'wildcard.'))) out.warn(`/sans/${i}`, `${s} is not an IPv4 address or DNS name`, 'the RKE2 server certificate would not be valid for it');
@@ -210,32 +212,6 @@ function checkVip(cfg: HarvesterConfig, out: FindingList): void {
   if (install.vip && ip && install.vip === ip) out.error('/install/vip', "VIP must not be the same as management NIC's IP");
 }
 
-/** getFormattedServerURL (pkg/console/util.go): trims, adds https://, requires an IPv4 or DNS host, no path, port 443. */
-export function formatServerUrl(raw: string): { url?: string; error?: string } {
-  let s = raw.trim();
-  // Harvester would prepend https:// and then trip over the path; say what is actually wrong.
-  if (/^http:\/\//i.test(s)) return { error: 'server url invalid: http:// is not supported, the management address is https://<vip>:443' };
-  if (!s.startsWith('https://')) s = 'https://' + s;
-  let u: URL;
-  try {
-    u = new URL(s);
-  } catch {
-    return { error: `server url invalid: ${raw.trim()} is not a valid ip/domain` };
-  }
-  const host = u.hostname;
-  if (!isIPv4(host) && !isDns1123Subdomain(host)) return { error: `server url invalid: ${host || raw.trim()} is not a valid ip/domain` };
-  if (u.pathname && u.pathname !== '/') return { error: `server url invalid: path is not allowed in management address: ${u.pathname}` };
-  if (u.port && u.port !== '443') return { error: 'server url invalid: currently non-443 port are not allowed' };
-  return { url: `https://${host}:443` };
-}
-
-function checkServerUrl(cfg: HarvesterConfig, out: FindingList): void {
-  if (!cfg.serverUrl || cfg.install?.mode === 'create') return;
-  const r = formatServerUrl(cfg.serverUrl);
-  if (r.error) out.error('/serverUrl', r.error, 'write the cluster VIP as https://<vip>:443 (or just the VIP)');
-  else cfg.serverUrl = r.url;
-}
-
 function checkSystemSettings(cfg: HarvesterConfig, mode: string, out: FindingList): void {
   const settings = cfg.systemSettings;
   if (!settings || Object.keys(settings).length === 0) return;
@@ -245,7 +221,10 @@ function checkSystemSettings(cfg: HarvesterConfig, mode: string, out: FindingLis
     const problem = containerdRegistryProblem(registry);
     if (problem) out.error('/systemSettings/containerd-registry', problem.message, problem.hint);
   }
-  if (settings['ntp-servers'] !== undefined && cfg.os?.ntpServers?.length) {
+  // Harvester writes the setting itself from os.ntp_servers (pkg/console/util.go updateSystemSettings),
+  // so its own /oem/harvester.config carries both; only a different value is replaced.
+  const built = cfg.os?.ntpServers?.length ? JSON.stringify({ ntpServers: cfg.os.ntpServers }) : undefined;
+  if (settings['ntp-servers'] !== undefined && built !== undefined && settings['ntp-servers'] !== built) {
     out.warn('/systemSettings/ntp-servers', 'ntp-servers is replaced by the value built from os.ntp_servers', 'set the servers in one place only');
   }
 }
@@ -260,21 +239,14 @@ function checkLabels(labels: Record<string, string> | undefined, out: FindingLis
   }
 }
 
-/** `ParsePartitionSize`: the size in MiB, or undefined when the format is wrong (the schema reports it). */
-export function parsePartitionSizeMiB(size: string): number | undefined {
-  const m = /^(\d+)(Mi|Gi)$/.exec(size);
-  if (!m) return undefined;
-  return Number(m[1]) * (m[2] === 'Gi' ? 1024 : 1);
-}
-
 function checkPartitionSize(cfg: HarvesterConfig, out: FindingList): void {
   const install = cfg.install ?? {};
   if (!install.persistentPartitionSize) return;
   const mib = parsePartitionSizeMiB(install.persistentPartitionSize);
-  if (mib === undefined) return;
-  if (mib < 150 * 1024) {
-    if (install.skipchecks) out.warn('/install/persistentPartitionSize', 'partition size is too small. Minimum 150Gi is required', 'allowed because install.skipchecks is set');
-    else out.error('/install/persistentPartitionSize', 'partition size is too small. Minimum 150Gi is required', 'use at least 150Gi');
+  if (mib === undefined) return; // the schema reports the format
+  if (mib < MIN_PERSISTENT_MIB) {
+    if (install.skipchecks) out.warn('/install/persistentPartitionSize', DISK_MESSAGES.partitionTooSmall, 'allowed because install.skipchecks is set');
+    else out.error('/install/persistentPartitionSize', DISK_MESSAGES.partitionTooSmall, `use at least ${MIN_PERSISTENT_GIB}Gi`);
   }
   if (install.dataDisk && install.dataDisk !== install.device) {
     out.warn('/install/persistentPartitionSize', 'persistent_partition_size is used only when the data partition shares the installation disk', 'with a separate data_disk the persistent partition takes the rest of the installation disk');
@@ -325,34 +297,36 @@ function checkClusterNetworks(cfg: HarvesterConfig, out: FindingList): void {
   }
 }
 
-/** Checks a Go template's {{ .Field }} references; returns the first problem. */
-function templateError(text: string): string | undefined {
-  const opens = (text.match(/\{\{/g) ?? []).length;
-  const closes = (text.match(/\}\}/g) ?? []).length;
-  if (opens !== closes) return 'unbalanced {{ }} in the template';
-  for (const m of text.matchAll(/\{\{-?\s*([^}]*?)\s*-?\}\}/g)) {
-    const expr = m[1];
-    const field = /^\.(\w+)$/.exec(expr);
-    if (field && !TEMPLATE_FIELDS.has(field[1])) return `unknown template field .${field[1]} (known: ${[...TEMPLATE_FIELDS].map((f) => '.' + f).join(', ')})`;
-  }
-  return undefined;
-}
+/** Template values for checking a webhook's rendered URL (Harvester's context, getWebhookContext). */
+const SAMPLE_WEBHOOK_VARS = { Hostname: 'node-1', MACAddr: '52:54:00:12:34:56', IPAddrV4: '192.0.2.10', IPAddrV6: '2001:db8::10' };
+const WEBHOOK_DROPPED = "Harvester then sends none of this config's webhooks (it logs the error and installs on)";
 
+/**
+ * Webhooks never break an install: Harvester logs a webhook it cannot prepare and installs without
+ * any of them (pkg/console/install_panels.go, "Invalid webhook"). So every finding here is a warning,
+ * from the same check the sender runs (installer/remote/webhook-check.ts).
+ */
 function checkWebhook(w: Webhook, ptr: string, out: FindingList): void {
-  if (w.url) {
-    const terr = templateError(w.url);
-    if (terr) out.error(`${ptr}/url`, `webhook url: ${terr}`);
-    else {
-      const sample = w.url.replace(/\{\{[^}]*\}\}/g, 'x');
-      if (!urlOk(sample, ['http', 'https'])) out.error(`${ptr}/url`, `webhook url must be an http(s) URL (got ${JSON.stringify(w.url)})`);
+  const r = renderWebhook(w, SAMPLE_WEBHOOK_VARS);
+  // A wrong event or method that is set is the schema's finding (its enum, Harvester's message).
+  if ('problem' in r && !((r.problem.field === 'event' || r.problem.field === 'method') && w[r.problem.field])) {
+    const { field } = r.problem;
+    const message = field === 'url' && !w.url ? 'is empty, so the request cannot be made' : r.problem.message;
+    const prefix = field === 'url' || field === 'payload' ? `webhook ${field}: ` : '';
+    const hint = field === 'method' && !w.method ? `set method (e.g. POST); ${WEBHOOK_DROPPED}` : field === 'event' && !w.event ? `set event to STARTED, SUCCEEDED or FAILED; ${WEBHOOK_DROPPED}` : WEBHOOK_DROPPED;
+    out.warn(`${ptr}/${field}`, prefix + message, hint);
+  }
+  for (const field of ['url', 'payload'] as const) {
+    for (const name of unknownTemplateFields(w[field] ?? '')) {
+      const guess = closest(name, WEBHOOK_TEMPLATE_FIELDS);
+      out.warn(`${ptr}/${field}`, `webhook ${field}: .${name} is not a template field and renders as an empty string`, guess ? `did you mean .${guess}?` : `the fields are ${WEBHOOK_TEMPLATE_FIELDS.map((f) => '.' + f).join(', ')}`);
     }
   }
-  if (w.payload) {
-    const terr = templateError(w.payload);
-    if (terr) out.error(`${ptr}/payload`, `webhook payload: ${terr}`);
+  if (w.basicAuth && !!w.basicAuth.user !== !!w.basicAuth.password) {
+    out.warn(`${ptr}/basicAuth`, 'basic_auth is sent only when both user and password are set; this webhook goes without it', 'set both, or remove basic_auth');
   }
-  if (w.basicAuth && (w.basicAuth.user || w.basicAuth.password) && !w.basicAuth.user) out.error(`${ptr}/basicAuth/user`, 'basic_auth needs a user');
-  if (w.payload && (w.method === 'GET' || w.method === 'HEAD')) out.warn(`${ptr}/payload`, `a payload with method ${w.method} is usually dropped by servers`, 'use POST or PUT');
+  const method = (w.method ?? '').toUpperCase();
+  if (w.payload && (method === 'GET' || method === 'HEAD')) out.warn(`${ptr}/payload`, `a payload with method ${method} is usually dropped by servers`, 'use POST or PUT');
 }
 
 function checkWriteFile(f: { encoding?: string; content?: string; path: string; permissions?: string }, ptr: string, out: FindingList): void {
@@ -380,14 +354,20 @@ function checkWriteFile(f: { encoding?: string; content?: string; path: string; 
 
 function checkSshKeys(cfg: HarvesterConfig, out: FindingList): void {
   const keys = cfg.os?.sshAuthorizedKeys ?? [];
+  const looksFake = (k: string) => PLACEHOLDER.test(k) || /\.\.\.|…/.test(k);
+  // A node with a login: a password, a key, or a key source; the placeholders are none of these.
+  const login = !!cfg.os?.password || keys.some((k) => !looksFake(k));
   keys.forEach((k, i) => {
     const ptr = `/os/sshAuthorizedKeys/${i}`;
-    if (/^github:\S+$/.test(k.trim())) return;
-    if (PLACEHOLDER.test(k)) return; // reported by checkPlaceholders
-    if (/\.\.\.|…/.test(k)) {
-      const others = keys.length > 1 || !!cfg.os?.password;
-      out.add(others ? 'warning' : 'error', ptr, 'this SSH key looks like a placeholder ("...")', 'paste the whole public key (one line from ~/.ssh/id_*.pub) or use github:<user>');
-    } else if (!SSH_KEY.test(k)) {
+    if (REMOTE_SSH_KEY.test(k.trim())) return;
+    if (!login && looksFake(k)) {
+      // The one error here: the node would install with no way to log in (no password, no real key).
+      out.error(ptr, 'this SSH key is a placeholder and there is no other login: the node would be unreachable', 'paste the whole public key (one line from ~/.ssh/id_*.pub), use github:<user>, or set os.password');
+    } else if (PLACEHOLDER.test(k)) {
+      return; // checkPlaceholders says so
+    } else if (looksFake(k)) {
+      out.warn(ptr, 'this SSH key looks like a placeholder ("...")', 'paste the whole public key (one line from ~/.ssh/id_*.pub) or use github:<user>');
+    } else if (!AUTHORIZED_KEY.test(k)) {
       out.warn(ptr, 'this does not look like an SSH public key', 'expected "ssh-ed25519 AAAA... comment" (one line from ~/.ssh/id_*.pub) or github:<user>');
     }
   });
@@ -395,7 +375,9 @@ function checkSshKeys(cfg: HarvesterConfig, out: FindingList): void {
 
 function checkPlaceholders(v: unknown, ptr: string, out: FindingList): void {
   if (typeof v === 'string') {
-    if (PLACEHOLDER.test(v) && !out.hasErrorAt(ptr)) out.error(ptr, `${JSON.stringify(v.length > 40 ? v.slice(0, 37) + '...' : v)} looks like a placeholder`, 'replace it with the real value');
+    // A warning: Harvester installs with the text as written (docs/config.md); where that breaks the
+    // install (a URL, an address) the field's own rule has the error.
+    if (PLACEHOLDER.test(v) && !out.hasErrorAt(ptr)) out.warn(ptr, `${JSON.stringify(v.length > 40 ? v.slice(0, 37) + '...' : v)} looks like a placeholder`, 'replace it with the real value', 'placeholder');
     return;
   }
   if (Array.isArray(v)) v.forEach((x, i) => checkPlaceholders(x, `${ptr}/${i}`, out));

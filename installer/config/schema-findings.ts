@@ -1,7 +1,9 @@
 /**
  * Runs the precompiled schema validator (no schema compilation at run time) over a normalised
  * config and turns ajv's errors into findings, with Harvester's message where the schema names one
- * (`x-message`) and a "did you mean" for near-miss enum values.
+ * (`x-message`, e.g. `unknown mode: asdf`) and a "did you mean" for near-miss enum values. A node
+ * marked `x-severity: warning` gives warnings (Harvester installs anyway); one marked
+ * `x-only-in-mode` is checked only in that install.mode (Harvester checks it only there).
  */
 import { validate } from './generated/harvester-config.validator.js';
 import { FindingList, joinPointer } from './findings.js';
@@ -38,6 +40,9 @@ export function schemaFindings(config: unknown, out: FindingList): void {
     const parent = (e.parentSchema ?? {}) as Record<string, unknown>;
     const xMessage = typeof parent['x-message'] === 'string' ? (parent['x-message'] as string) : undefined;
     const xHint = typeof parent['x-hint'] === 'string' ? (parent['x-hint'] as string) : undefined;
+    const onlyInMode = parent['x-only-in-mode'];
+    if (typeof onlyInMode === 'string' && (config as { install?: { mode?: string } }).install?.mode !== onlyInMode) continue;
+    const severity = parent['x-severity'] === 'warning' ? 'warning' : 'error';
     let ptr = e.instancePath;
     let message: string;
     let hint = xHint;
@@ -50,9 +55,11 @@ export function schemaFindings(config: unknown, out: FindingList): void {
           const guess = closest(e.propertyName, allowed.map(String));
           hint = guess ? `did you mean ${show(guess)}?` : `allowed: ${allowed.join(', ')}`;
         } else {
-          message = `must be one of ${allowed.filter((a) => a !== '').join(', ')} (got ${show(e.data)})`;
+          const choices = allowed.filter((a) => a !== '').join(', ');
           const guess = typeof e.data === 'string' ? closest(e.data, allowed.map(String)) : undefined;
-          hint = guess ? `did you mean ${show(guess)}?` : xMessage ? `Harvester reports: ${fill(xMessage, e.data)}` : undefined;
+          // Harvester's own words where it has them (docs/config.md promises them), the choices in the hint.
+          message = xMessage ? fill(xMessage, e.data) : `must be one of ${choices} (got ${show(e.data)})`;
+          hint = [guess ? `did you mean ${show(guess)}?` : xMessage ? `use one of ${choices}` : undefined, xHint].filter(Boolean).join('; ') || undefined;
         }
         break;
       }
@@ -84,7 +91,7 @@ export function schemaFindings(config: unknown, out: FindingList): void {
     const key = `${ptr}\u0000${message}`;
     if (seen.has(key)) continue;
     seen.add(key);
-    out.error(ptr, message, hint);
+    out.add(severity, ptr, message, hint);
   }
 }
 

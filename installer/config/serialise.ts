@@ -1,9 +1,13 @@
 /**
  * Writes a config the way Harvester saves /oem/harvester.config (harvester/harvester-installer
- * pkg/config: its struct marshalled with Go's yaml.v3 defaults), so keys are the field names
- * lowercased without underscores (`serverurl`, `os: {sshauthorizedkeys: ...}`, `install: {managementinterface: ...}`), every field
- * is present in struct order with its zero value, and yaml.v3's 4-space indentation. Tools that read
- * the file (`yq .serverurl`, the dashboard, our own loader) rely on exactly this spelling.
+ * pkg/config: its struct marshalled with Go's yaml.v3 defaults). yaml.v3 ignores json tags: a key is
+ * the Go field name lowercased (go-yaml/yaml yaml.go getStructInfo), which for most fields is the
+ * json tag lowercased (`serverurl`, `os: {sshauthorizedkeys: ...}`, `install: {managementinterface: ...}`)
+ * and for a few is not (`os.externalstorage`, `os.writefiles[].rawfilepermissions`,
+ * `kubeovnoperatorchartversion`). Every field is present in Go struct order with its zero value
+ * (null for Go pointers and the multipath union), including `defaultroute` that Harvester's json
+ * reader ignores, with yaml.v3's 4-space indentation. Tools that read the file (`yq .serverurl`, the
+ * dashboard, our own loader) rely on exactly this spelling.
  */
 import { stringify } from 'yaml';
 import { fieldTree, type FieldNode } from './generated/harvester-config.fields.js';
@@ -16,7 +20,7 @@ function zeroOf(node: FieldNode): unknown {
     case 'bool':
       return false;
     case 'int':
-      return 0;
+      return node.z ? null : 0;
     case 'stringList':
     case 'structList':
       return [];
@@ -34,7 +38,7 @@ function zeroOf(node: FieldNode): unknown {
 function lowercaseStruct(node: FieldNode, value: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [name, child] of Object.entries(node.f ?? {})) {
-    out[name.toLowerCase()] = value[name] === undefined || value[name] === null ? zeroOf(child) : convert(child, value[name]);
+    out[node.g?.[name] ?? name.toLowerCase()] = value[name] === undefined || value[name] === null ? zeroOf(child) : convert(child, value[name]);
   }
   return out;
 }

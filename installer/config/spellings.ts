@@ -1,7 +1,10 @@
 /**
  * The key spellings Harvester accepts (its FuzzyNames mapper, harvester/harvester-installer pkg/config/rename.go): for a field whose
  * json tag is `serverUrl`: `serverUrl`, `server_url`, `serverurl`, and for names ending in s/es the
- * singular forms (`sysctl` for `sysctls`, `dns_nameserver` for `dnsNameservers`).
+ * singular forms (`sysctl` for `sysctls`, `dns_nameserver` for `dnsNameservers`). Also the key
+ * yaml.v3 writes to /oem/harvester.config for a field, its Go field name lowercased (go-yaml/yaml
+ * yaml.go getStructInfo ignores json tags), where that differs from the json tag: `externalstorage`
+ * (ExternalStorage, json externalStorageConfig), `rawfilepermissions`, `kubeovnoperatorchartversion`.
  */
 import type { FieldNode } from './generated/harvester-config.fields.js';
 
@@ -39,6 +42,8 @@ export function spellingsOf(node: FieldNode): Map<string, string> {
     if (name.length > 1 && name.endsWith('s')) addSpellings(map, name.slice(0, -1), name);
   }
   for (const name of fields) map.set(name, name);
+  // After the json-tag spellings: a yaml.v3 key never shadows another field's spelling.
+  for (const [name, key] of Object.entries(node.g ?? {})) if (!map.has(key)) map.set(key, name);
   cache.set(node, map);
   return map;
 }

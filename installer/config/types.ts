@@ -72,6 +72,8 @@ export interface ManagementInterface {
   ip?: string;
   subnetMask?: string;
   gateway?: string;
+  /** Ignored by Harvester (json:"-"); present because yaml.v3 writes it to /oem/harvester.config. */
+  defaultRoute?: boolean;
   /** Bond options as strings (mode, miimon, …); default {mode: active-backup, miimon: "100"}. */
   bondOptions?: Record<string, string>;
   mtu?: number;
@@ -84,10 +86,10 @@ export interface BasicAuth {
 }
 
 export interface Webhook {
-  event: WebhookEvent | string;
+  event?: WebhookEvent | string;
   method?: string;
   headers?: Record<string, string[]>;
-  url: string;
+  url?: string;
   payload?: string;
   insecure?: boolean;
   basicAuth?: BasicAuth;
@@ -175,6 +177,8 @@ export interface Finding {
   path: string;
   message: string;
   hint?: string;
+  /** Set on the findings a caller acts on by kind: hvpxe refuses to serve a placeholder to a fleet. */
+  kind?: 'placeholder';
   /** Source name (file path, URL, `<stdin>`, `<cmdline>`). */
   source?: string;
   line?: number;

@@ -1,6 +1,6 @@
 /**
- * `hvinstall validate [FILE|URL|-] [--cmdline STR | --cmdline-file F] [--json] [--print]`
- * Exit 0 valid (warnings allowed), 1 invalid, 2 cannot read or usage error.
+ * `hvinstall validate [FILE|URL|-] [--cmdline STR | --cmdline-file F] [--json] [--print] [--strict]`
+ * Exit 0 valid (warnings allowed unless --strict), 1 invalid, 2 cannot read or usage error.
  * Kept lean: it imports only the config pipeline (the URL fetcher is imported when a URL is given),
  * and `make build` bundles it into one file (installer/commands/validate.ts loads that).
  */
@@ -21,15 +21,17 @@ options:
   --cmdline-file F     read the kernel command line from a file (e.g. /proc/cmdline)
   --json               print {valid, errors, warnings} as JSON
   --print              print the normalised, merged config (secrets redacted)
+  --strict             warnings fail too (exit 1): what Harvester ignores or installs anyway
   --already-installed  validate for the already-installed path (no iso_url or device needed)
-  --ca-file F          extra CA bundle (PEM) for https URLs
+  --dhcp-range A-B     a DHCP pool of the management network (repeatable): the VIP must lie outside
+  --ca-file F          extra CA bundle (PEM) for https URLs (default: the command line's hvinstall.ca_file)
   --sha256 HEX         expected sha256 of the fetched config
   --timeout MS         per-attempt timeout for URLs (default 15000)
   --attempts N         attempts for URLs (default 3)
   -h, --help           show this help
 
 With only --cmdline/--cmdline-file, harvester.install.config_url is fetched as the file.
-Exit codes: 0 valid (warnings allowed), 1 invalid, 2 cannot read the input or usage error.`;
+Exit codes: 0 valid (warnings allowed, unless --strict), 1 invalid, 2 cannot read the input or usage error.`;
 
 
 function jsonFinding(f: Finding): Record<string, unknown> {
@@ -53,7 +55,9 @@ export async function runValidate(argv: string[]): Promise<number> {
         'cmdline-file': { type: 'string' },
         json: { type: 'boolean' },
         print: { type: 'boolean' },
+        strict: { type: 'boolean' },
         'already-installed': { type: 'boolean' },
+        'dhcp-range': { type: 'string', multiple: true },
         'ca-file': { type: 'string' },
         sha256: { type: 'string' },
         timeout: { type: 'string' },
@@ -84,12 +88,23 @@ export async function runValidate(argv: string[]): Promise<number> {
     return ExitCode.usage;
   }
 
+  const dhcpRanges: Array<{ first: string; last: string }> = [];
+  for (const r of values['dhcp-range'] ?? []) {
+    const m = /^\s*(\d+\.\d+\.\d+\.\d+)\s*-\s*(\d+\.\d+\.\d+\.\d+)\s*$/.exec(r);
+    if (!m) {
+      process.stderr.write(`hvinstall validate: --dhcp-range ${JSON.stringify(r)}: write FIRST-LAST, e.g. 10.0.0.100-10.0.0.200\n`);
+      return ExitCode.usage;
+    }
+    dhcpRanges.push({ first: m[1]!, last: m[2]! });
+  }
+
   let result;
   try {
     result = await loadConfig(source, {
       cmdline: values.cmdline,
       cmdlineFile: values['cmdline-file'],
       alreadyInstalled: values['already-installed'],
+      dhcpRanges,
       caFile: values['ca-file'],
       sha256: values.sha256,
       timeoutMs: positiveInt('timeout', values.timeout),
@@ -102,11 +117,13 @@ export async function runValidate(argv: string[]): Promise<number> {
     process.stdout.write(JSON.stringify({ valid: false, source: finding.source, errors: [jsonFinding(finding)], warnings: [] }, null, 2) + '\n');
     return err.exitCode;
   }
-  const exit = result.valid ? ExitCode.ok : ExitCode.checkFailed;
+  // --strict: a warning fails too (Harvester would install, but the operator asked for a clean file).
+  const valid = result.valid && !(values.strict && result.warnings.length > 0);
+  const exit = valid ? ExitCode.ok : ExitCode.checkFailed;
 
   if (values.json) {
     const doc: Record<string, unknown> = {
-      valid: result.valid,
+      valid,
       source: result.source,
       errors: result.errors.map(jsonFinding),
       warnings: result.warnings.map(jsonFinding),
@@ -119,13 +136,14 @@ export async function runValidate(argv: string[]): Promise<number> {
   const lines = [...result.errors, ...result.warnings].map(formatFinding);
   if (lines.length) process.stderr.write(lines.join('\n') + '\n');
   const count = (n: number, w: string) => `${n} ${w}${n === 1 ? '' : 's'}`;
-  const summary = `${result.source}: ${result.valid ? 'valid' : 'invalid'} (${count(result.errors.length, 'error')}, ${count(result.warnings.length, 'warning')})`;
+  const strictNote = valid !== result.valid ? '; --strict: warnings fail' : '';
+  const summary = `${result.source}: ${valid ? 'valid' : 'invalid'} (${count(result.errors.length, 'error')}, ${count(result.warnings.length, 'warning')}${strictNote})`;
   if (values.print) {
     const { stringify } = await import('yaml');
     process.stdout.write(stringify(redactConfig(result.config), { lineWidth: 0 }));
     process.stderr.write(summary + '\n');
   } else {
-    (result.valid ? process.stdout : process.stderr).write(summary + '\n');
+    (valid ? process.stdout : process.stderr).write(summary + '\n');
   }
   return exit;
 }

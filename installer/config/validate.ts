@@ -7,7 +7,9 @@ import { mergeConfigs } from './merge.js';
 import { FindingList, sortFindings, type Origins } from './findings.js';
 import { schemaFindings } from './schema-findings.js';
 import { checkRules, type RuleContext } from './rules.js';
+import { normaliseServerUrl } from './server-url.js';
 import { applyDefaults } from './defaults.js';
+import { completeNoProxy } from './no-proxy.js';
 import type { Finding, HarvesterConfig, ValidationResult } from './types.js';
 
 export interface ValidateOptions extends RuleContext {
@@ -28,12 +30,13 @@ export function validateSources(sources: NormalisedSource[], opts: RuleContext =
     s.errors.forEach((f) => out.push(f));
     s.warnings.forEach((f) => out.push(f));
   }
-  const config = structuredClone(merged.config);
+  let config = structuredClone(merged.config);
   if (sources.some((s) => s.fatal) || (extra.errors ?? []).length > 0 && sources.length === 0) {
     // Not a config at all (a list, a scalar): the rules would only list everything as missing.
     return { valid: false, errors: sortFindings(out.errors), warnings: sortFindings(out.warnings), config: {} };
   }
   schemaFindings(config, out);
+  config = normaliseServerUrl(config, out);
   const earlier = out.errors.map((e) => e.path);
   const firstRule = out.errors.length;
   checkRules(config, out, opts);
@@ -41,6 +44,8 @@ export function validateSources(sources: NormalisedSource[], opts: RuleContext =
   const related = (p: string, q: string) => p === q || p.startsWith(q + '.') || p.startsWith(q + '[') || q.startsWith(p + '.') || q.startsWith(p + '[');
   const ruleErrors = out.errors.splice(firstRule).filter((e) => !earlier.some((p) => related(e.path, p)));
   out.errors.push(...ruleErrors);
+  // What the node needs beyond the file, added and said (a warning each): no_proxy's own addresses.
+  completeNoProxy(config, out);
   const errors = sortFindings(out.errors);
   const warnings = sortFindings(out.warnings);
   return { valid: errors.length === 0, errors, warnings, config: applyDefaults(config) };

@@ -1,16 +1,29 @@
 import { open } from 'node:fs/promises';
 import { sharedBuffer, WorkerSha256 } from './hash-worker.js';
+import { beforeStall, StallError, StallWatchdog } from '../../lib/stall-watchdog.js';
 
 const CHUNK = 4 * 1024 * 1024;
 const SLOTS = 4;
 
 /**
  * sha256 of a whole file, streamed: the main thread reads ahead while a worker hashes, so several
- * files checked at once use several cores. onBytes gets each chunk's length.
+ * files checked at once use several cores. onBytes gets each chunk's length. With stallTimeoutMs,
+ * a read that returns nothing for that long rejects with StallError (a boot medium that hangs).
  */
-export async function sha256File(file: string, opts: { signal?: AbortSignal; onBytes?: (n: number) => void } = {}): Promise<string> {
+export async function sha256File(file: string, opts: { signal?: AbortSignal; onBytes?: (n: number) => void; stallTimeoutMs?: number } = {}): Promise<string> {
   const fh = await open(file, 'r');
   const hasher = new WorkerSha256();
+  const wd = opts.stallTimeoutMs ? new StallWatchdog(opts.stallTimeoutMs) : undefined;
+  let stalled = false;
+  const read = (buf: Uint8Array, pos: number) => {
+    const r = fh.read(buf, 0, CHUNK, pos);
+    if (!wd) return r;
+    wd.observe(pos);
+    return beforeStall(r, wd, (idle) => `no byte read from ${file} for ${Math.round(idle / 1000)} s at byte ${pos}`).catch((err: unknown) => {
+      stalled = err instanceof StallError;
+      throw err;
+    });
+  };
   try {
     const slots = Array.from({ length: SLOTS }, () => sharedBuffer(CHUNK));
     const inFlight: Array<Promise<void> | undefined> = new Array(SLOTS).fill(undefined);
@@ -18,7 +31,7 @@ export async function sha256File(file: string, opts: { signal?: AbortSignal; onB
     for (let i = 0; ; i = (i + 1) % SLOTS) {
       opts.signal?.throwIfAborted();
       await inFlight[i];
-      const { bytesRead } = await fh.read(slots[i], 0, CHUNK, pos);
+      const { bytesRead } = await read(slots[i], pos);
       if (bytesRead === 0) break;
       pos += bytesRead;
       inFlight[i] = settleLater(hasher.update(slots[i].subarray(0, bytesRead)));
@@ -27,7 +40,8 @@ export async function sha256File(file: string, opts: { signal?: AbortSignal; onB
     await Promise.all(inFlight);
     return await hasher.digest();
   } finally {
-    await fh.close();
+    // A stuck read keeps its handle: closing would wait for it.
+    if (!stalled) await fh.close();
     await hasher.close();
   }
 }

@@ -3,6 +3,7 @@ import { open, rm, stat } from 'node:fs/promises';
 import { run } from '../../lib/exec.js';
 import type { ImageRecord } from '../disk/contracts.js';
 import { flushWhileWriting } from './flush-behind.js';
+import { beforeStall, StallWatchdog } from '../../lib/stall-watchdog.js';
 
 export interface Ext2ImageSpec {
   tree: string;
@@ -47,12 +48,17 @@ export function e2fsprogsEnv(epoch: number): Record<string, string> {
   return { E2FSPROGS_FAKE_TIME: String(epoch) };
 }
 
+/** The default stall timeout for reads of the OS source (as hvagent's image preload). */
+export const SOURCE_STALL_TIMEOUT_MS = 120_000;
+
 /**
  * Builds an ext2 image straight from a directory with `mke2fs -d` (no loop mount, no copy through
  * a mounted filesystem) into a sparse file: only the tree's blocks and ext2 metadata are written.
- * onAllocated reports the bytes allocated so far while mke2fs runs.
+ * onAllocated reports the bytes allocated so far while mke2fs runs. mke2fs reads the source tree,
+ * which often sits on the boot medium: when the image stops growing for stallTimeoutMs, mke2fs is
+ * stopped and the build fails as stalled, even if mke2fs hangs in a read that cannot be killed.
  */
-export async function buildExt2Image(spec: Ext2ImageSpec, onAllocated?: (bytes: number) => void): Promise<void> {
+export async function buildExt2Image(spec: Ext2ImageSpec, onAllocated?: (bytes: number) => void, stallTimeoutMs = SOURCE_STALL_TIMEOUT_MS): Promise<void> {
   await rm(spec.file, { force: true });
   const fh = await open(spec.file, 'wx', 0o644);
   try {
@@ -60,17 +66,27 @@ export async function buildExt2Image(spec: Ext2ImageSpec, onAllocated?: (bytes: 
   } finally {
     await fh.close();
   }
-  const timer = onAllocated
-    ? setInterval(() => {
-        stat(spec.file).then((s) => onAllocated(s.blocks * 512), () => undefined);
-      }, 500)
-    : undefined;
+  const wd = new StallWatchdog(stallTimeoutMs);
+  const stop = new AbortController();
+  let allocated = 0;
+  const timer = setInterval(() => {
+    stat(spec.file).then((s) => {
+      allocated = s.blocks * 512;
+      wd.observe(allocated);
+      onAllocated?.(allocated);
+    }, () => undefined);
+  }, Math.max(20, Math.min(500, Math.floor(stallTimeoutMs / 8))));
   try {
     // Flushed while mke2fs writes, so the disk works while mke2fs and then the copy use the CPU;
     // the caller still fsyncs the image before renaming it into place.
-    await flushWhileWriting(spec.file, run('mke2fs', mkfsExt2Args(spec), { env: e2fsprogsEnv(spec.epoch), timeoutMs: 60 * 60_000 }));
+    const built = flushWhileWriting(spec.file, run('mke2fs', mkfsExt2Args(spec), { env: e2fsprogsEnv(spec.epoch), timeoutMs: 60 * 60_000, signal: stop.signal }));
+    await beforeStall(built, wd, (idle) => `mke2fs wrote nothing to ${spec.file} for ${Math.round(idle / 1000)} s at ${Math.round(allocated / 1048576)} MiB: reading the OS source ${spec.tree} stalled (a hung boot medium?)`).catch((err: unknown) => {
+      stop.abort(err);
+      built.catch(() => undefined);
+      throw err;
+    });
   } finally {
-    if (timer) clearInterval(timer);
+    clearInterval(timer);
   }
   if (onAllocated) onAllocated((await stat(spec.file)).blocks * 512);
 }

@@ -4,11 +4,12 @@ import { HvError, ExitCode } from '../../lib/errors.js';
 import { fsyncDir, writeFileAtomic } from '../../lib/atomic-write.js';
 import type { DeployRequest, DeployResult, ImageRecord } from '../disk/contracts.js';
 import { sha256File } from './checksum.js';
-import { buildExt2Image, relabelExt2Image } from './image-build.js';
+import { buildExt2Image, relabelExt2Image, SOURCE_STALL_TIMEOUT_MS } from './image-build.js';
 import { MiB, planImageGeometry } from './image-size.js';
 import { prepareSource, scanTree } from './source.js';
 import { copyImage, imageDigest } from './sparse-copy.js';
 import { Sha256Pool } from './hash-pool.js';
+import { StallError } from '../../lib/stall-watchdog.js';
 import { ext2LabelOffsets } from './ext2-label.js';
 import { parseStateYaml, renderStateYaml, STATE_FILE, type DeployState } from './state-file.js';
 
@@ -63,7 +64,7 @@ export async function deployImages(req: DeployRequest): Promise<DeployResult> {
   try {
     req.signal?.throwIfAborted();
     const scan = await scanTree(prepared.tree, req.signal);
-    const sourceDigest = req.source.kind === 'squashfs' ? await sha256File(req.source.path, { signal: req.signal }) : scan.digest;
+    const sourceDigest = req.source.kind === 'squashfs' ? await sha256File(req.source.path, { signal: req.signal, stallTimeoutMs: req.stallTimeoutMs ?? SOURCE_STALL_TIMEOUT_MS }).catch((err: unknown) => { throw stalledSource(err, req.source.path); }) : scan.digest;
     const geometry = planImageGeometry(scan, req.systemSizeMiB);
     const sizeBytes = geometry.sizeBytes;
 
@@ -101,9 +102,11 @@ export async function deployImages(req: DeployRequest): Promise<DeployResult> {
             if (bytes > allocated) report(bytes - allocated);
             allocated = Math.max(allocated, bytes);
           },
+          req.stallTimeoutMs,
         );
       } catch (err) {
         await rm(activeSource, { force: true });
+        if (err instanceof StallError) throw stalledSource(err, req.source.path);
         throw new HvError(`building cOS/active.img (${sizeBytes / MiB} MiB ext2) from ${req.source.path} failed: ${(err as Error).message}`, {
           where: abs(targets.active),
           hint: 'check free space on COS_STATE and that the source is readable; the step can be re-run',
@@ -166,6 +169,17 @@ export async function deployImages(req: DeployRequest): Promise<DeployResult> {
     await pool.close();
     await prepared.release();
   }
+}
+
+/** A stall reading the OS source, as an error that points at the medium; other errors pass through. */
+function stalledSource(err: unknown, source: string): unknown {
+  if (!(err instanceof StallError)) return err;
+  return new HvError(`reading the OS source stalled: ${err.message}`, {
+    where: source,
+    hint: 'the boot medium hangs (virtual media over a BMC often does under load): check dmesg for I/O errors, attach the ISO another way (USB, a local copy, PXE), then run the same install again to resume',
+    exitCode: ExitCode.installFailed,
+    cause: err,
+  });
 }
 
 /** The digest of a finished image from an earlier run, if it is for this source and still intact. */

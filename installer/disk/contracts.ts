@@ -30,6 +30,8 @@ export interface DeployRequest {
   workDir: string;
   onProgress?: ByteProgress;
   signal?: AbortSignal;
+  /** Reads of the source (often the boot medium) that move no byte for this long fail as a stall. */
+  stallTimeoutMs?: number;
 }
 
 export interface DeployResult {

@@ -11,13 +11,12 @@ import {
   BIOS_GRUB_MIB,
   DATA_DISK_MIN_GIB,
   DEFAULT_PERSISTENT_MIB,
+  DISK_MESSAGES,
   ESP_MIB,
-  GiB,
   MBR_MAX_BYTES,
   MIN_PARTITION_MIB,
   MIN_PERSISTENT_MIB,
   MIN_SHARED_DATA_MIB,
-  MULTIPLE_DISK_MIN_GIB,
   MiB,
   OEM_MIB,
   RECOVERY_MIB,
@@ -25,10 +24,12 @@ import {
   STATE_MIB,
   alignDown,
   formatBytes,
+  installDiskMinGiB,
   parsePartitionSizeMiB,
   recoverySizeMiB,
   stateSizeMiB,
   systemSizeForSourceMiB,
+  wholeGiB,
 } from './sizes.js';
 import type {
   Firmware,
@@ -110,75 +111,135 @@ export function findDisk(facts: MachineFacts, device: string): DiskFacts | undef
   return facts.disks.find((d) => d.path === want || `/dev/${d.name}` === want || d.name === want || d.links.includes(want));
 }
 
+type Install = NonNullable<HarvesterConfig['install']>;
+
+/**
+ * The stages, each a pure function of what came before: the target disk, the boot and table kind,
+ * the data disk, the image sizes, the partition sizes (with Harvester's checks), the partitions laid
+ * out, the digest the UUIDs derive from, the wipe list. Problems are gathered and reported at once;
+ * the target stage stops at the first, as nothing after it makes sense without a disk.
+ */
 export function planInstall(config: HarvesterConfig, facts: MachineFacts, opts: PlanOptions = {}): InstallPlan {
   const install = config.install ?? {};
-  const problems: string[] = [];
-  const where = 'install plan';
-  const fail = (): never => {
-    throw new PlanRefusedError(problems, where);
-  };
+  const target = resolveTarget(install, facts, opts);
+  const kind = chooseKind(install, facts, target);
+  const data = resolveDataDisk(install, facts, target, kind.witness);
+  const images = sizeImages(opts, kind.firmware, target);
+  const sizes = sizePartitions(install, target, kind, data.disk, images);
+  const problems = [...kind.problems, ...data.problems, ...sizes.problems];
+  if (problems.length) throw new PlanRefusedError(problems, PLAN_WHERE);
 
-  // --- the target disk
+  const specs = partitionSpecs(kind, images, sizes);
+  const digest = planDigest(config, target, data.disk, kind, specs, images.systemSizeMiB);
+  const partitions = layOut(specs, sizes, target.logicalSectorSize, digest);
+  const dataDisk = data.disk ? plannedDataDisk(data.disk, digest) : undefined;
+  const notes = [...images.notes, ...sizes.notes];
+  if (!sizes.hasDataPartition && !dataDisk) {
+    notes.push(`no Longhorn data partition (${kind.witness ? 'witness role' : 'msdos table without data_disk'}): ${LONGHORN_DEFAULT_DISK} lives on COS_PERSISTENT`);
+  }
+  const wipe = wipeList(install, facts, target, dataDisk, notes);
+
+  const persistentStatePaths = [...DEFAULT_PERSISTENT_STATE_PATHS];
+  for (const p of config.os?.persistentStatePaths ?? []) if (!persistentStatePaths.includes(p)) persistentStatePaths.push(p);
+  if (!sizes.hasDataPartition && !dataDisk) persistentStatePaths.push(LONGHORN_DEFAULT_DISK);
+
+  const destroys = [describeDisk(target)];
+  if (data.disk) destroys.push(describeDisk(data.disk));
+  for (const w of wipe) destroys.push(`${describeDisk(findDisk(facts, w)!)} (partition table wiped)`);
+
+  return {
+    digest,
+    device: target.path,
+    deviceSizeBytes: target.sizeBytes,
+    logicalSectorSize: target.logicalSectorSize,
+    firmware: kind.firmware,
+    table: kind.table,
+    diskGuid: deterministicUuid(digest, 'disk'),
+    role: kind.role,
+    mode: String(install.mode || 'create'),
+    partitions,
+    ...(dataDisk ? { dataDisk } : {}),
+    wipeDisks: wipe,
+    systemSizeMiB: images.systemSizeMiB,
+    images: plannedImages(images.systemSizeMiB),
+    files: plannedFiles(opts),
+    persistentStatePaths,
+    steps: STEP_DESCRIPTIONS.map((st) => ({ ...st })),
+    notes,
+    destroys,
+  };
+}
+
+const PLAN_WHERE = 'install plan';
+
+function refuse(problem: string): never {
+  throw new PlanRefusedError([problem], PLAN_WHERE);
+}
+
+/** The disk to install onto: named, present, the one the config names, with a supported sector size. */
+function resolveTarget(install: Install, facts: MachineFacts, opts: PlanOptions): DiskFacts {
   const configured = install.device?.trim() || undefined;
   const requested = opts.device?.trim() || configured;
-  if (!requested) {
-    problems.push('install.device is required: name the disk to install onto (or pass --device)');
-    fail();
+  if (!requested) refuse('install.device is required: name the disk to install onto (or pass --device)');
+  const disk = findDisk(facts, requested);
+  if (!disk) refuse(`${requested} is not a disk on this machine (known: ${facts.disks.map((d) => d.path).join(', ') || 'none'})`);
+  if (opts.device && configured && findDisk(facts, configured)?.path !== disk.path) {
+    refuse(`--device ${opts.device} is not the disk named in the config (install.device: ${configured}); refusing to touch a disk the config does not name`);
   }
-  const disk = findDisk(facts, requested!);
-  if (!disk) {
-    problems.push(`${requested} is not a disk on this machine (known: ${facts.disks.map((d) => d.path).join(', ') || 'none'})`);
-    fail();
-  }
-  if (opts.device && configured) {
-    const cfgDisk = findDisk(facts, configured);
-    if (!cfgDisk || cfgDisk.path !== disk!.path) {
-      problems.push(`--device ${opts.device} is not the disk named in the config (install.device: ${configured}); refusing to touch a disk the config does not name`);
-      fail();
-    }
-  }
-  const target = disk!;
-  const sector = target.logicalSectorSize;
-  if (sector !== 512 && sector !== 4096) {
-    problems.push(`${target.path} has ${sector}-byte logical sectors; only 512 and 4096 are supported`);
-    fail();
-  }
-  if (target.sizeBytes % sector !== 0) {
-    problems.push(`${target.path} size ${target.sizeBytes} is not a multiple of its ${sector}-byte sectors`);
-    fail();
-  }
+  const sector = disk.logicalSectorSize;
+  if (sector !== 512 && sector !== 4096) refuse(`${disk.path} has ${sector}-byte logical sectors; only 512 and 4096 are supported`);
+  if (disk.sizeBytes % sector !== 0) refuse(`${disk.path} size ${disk.sizeBytes} is not a multiple of its ${sector}-byte sectors`);
+  return disk;
+}
 
-  // --- role, firmware, table
+interface Kind {
+  role: string;
+  witness: boolean;
+  skipChecks: boolean;
+  firmware: Firmware;
+  table: PartitionTableKind;
+  problems: string[];
+}
+
+/** Role, firmware and partition table, and what forbids the combination. */
+function chooseKind(install: Install, facts: MachineFacts, target: DiskFacts): Kind {
   const role = String(install.role || 'default');
-  const witness = role === 'witness';
-  const skipChecks = install.skipchecks === true;
   const firmware: Firmware = install.forceEfi || facts.firmware.uefi ? 'efi' : 'bios';
   const table: PartitionTableKind = install.forceMbr ? 'msdos' : 'gpt';
+  const problems: string[] = [];
   if (table === 'msdos' && firmware === 'efi') {
     problems.push(`cannot force MBR on UEFI system: ${facts.firmware.uefi ? 'UEFI' : 'force_efi is set'} (remove install.force_mbr${install.forceEfi ? ' or install.force_efi' : ''})`);
   }
   if (table === 'msdos' && target.sizeBytes > MBR_MAX_BYTES) {
     problems.push(`disk size too large for MBR partitioning table: ${target.sizeBytes} (${target.path}; msdos tables address at most ${MBR_MAX_BYTES} bytes, remove install.force_mbr)`);
   }
+  return { role, witness: role === 'witness', skipChecks: install.skipchecks === true, firmware, table, problems };
+}
 
-  // --- data disk
-  let dataDiskFacts: DiskFacts | undefined;
-  const dataDiskName = install.dataDisk?.trim() || undefined;
-  if (dataDiskName) {
-    const d = findDisk(facts, dataDiskName);
-    if (!d) problems.push(`install.data_disk ${dataDiskName} is not a disk on this machine`);
-    else if (d.path !== target.path) dataDiskFacts = d; // Harvester clears data_disk when it equals device
-  }
-  if (dataDiskFacts && witness) {
-    problems.push(`a witness node holds no Longhorn data, but install.data_disk is ${dataDiskName}: remove it`);
-  }
+/** A separate data disk; Harvester clears data_disk when it names the install disk. */
+function resolveDataDisk(install: Install, facts: MachineFacts, target: DiskFacts, witness: boolean): { disk?: DiskFacts; problems: string[] } {
+  const name = install.dataDisk?.trim() || undefined;
+  if (!name) return { problems: [] };
+  const d = findDisk(facts, name);
+  if (!d) return { problems: [`install.data_disk ${name} is not a disk on this machine`] };
+  if (d.path === target.path) return { problems: [] };
+  return { disk: d, problems: witness ? [`a witness node holds no Longhorn data, but install.data_disk is ${name}: remove it`] : [] };
+}
 
-  // --- sizes
+interface ImageSizes {
+  systemSizeMiB: number;
+  stateMiB: number;
+  recoveryMiB: number;
+  notes: string[];
+}
+
+/** active.img and the partitions that hold it and its upgrade transition image. */
+function sizeImages(opts: PlanOptions, firmware: Firmware, target: DiskFacts): ImageSizes {
   const systemSizeMiB = opts.systemSizeMiB ?? systemSizeForSourceMiB(opts.sourceSizeBytes);
   const stateMiB = stateSizeMiB(systemSizeMiB);
   const recoveryMiB = recoverySizeMiB(systemSizeMiB);
   const notes: string[] = [];
-  if (firmware === 'bios' && sector === 4096) {
+  if (firmware === 'bios' && target.logicalSectorSize === 4096) {
     notes.push(`${target.path} has 4096-byte sectors: most legacy BIOS firmware cannot boot from such a disk; prefer UEFI (install.force_efi)`);
   }
   if (stateMiB > STATE_MIB) {
@@ -187,89 +248,112 @@ export function planInstall(config: HarvesterConfig, facts: MachineFacts, opts: 
   if (recoveryMiB > RECOVERY_MIB) {
     notes.push(`COS_RECOVERY grown from ${RECOVERY_MIB} to ${recoveryMiB} MiB to hold recovery.img and its upgrade transition image`);
   }
+  return { systemSizeMiB, stateMiB, recoveryMiB, notes };
+}
 
-  const diskGiB = Math.floor(target.sizeBytes / GiB);
-  const hasDataPartition = !dataDiskFacts && !witness && table === 'gpt';
-  const sharesDisk = hasDataPartition;
-  if (!skipChecks) {
-    const min = dataDiskFacts || witness ? MULTIPLE_DISK_MIN_GIB : SINGLE_DISK_MIN_GIB;
-    if (diskGiB < min) problems.push(`installation disk size is too small. Minimum ${min}Gi is required (${target.path} is ${diskGiB}Gi)`);
-    if (dataDiskFacts && Math.floor(dataDiskFacts.sizeBytes / GiB) < DATA_DISK_MIN_GIB) {
-      problems.push(`data disk size is too small. Minimum ${DATA_DISK_MIN_GIB}Gi is required (${dataDiskFacts.path} is ${Math.floor(dataDiskFacts.sizeBytes / GiB)}Gi)`);
+interface PartitionSizes {
+  hasDataPartition: boolean;
+  /** Partitions start at 1 MiB and end before the last whole MiB (and the GPT backup). */
+  firstMiB: number;
+  endMiB: number;
+  bootMiB: number;
+  persistentMiB: number | 'rest';
+  problems: string[];
+  notes: string[];
+}
+
+/** The partition sizes and Harvester's size rules: disk minimums, persistent_partition_size, the fit. */
+function sizePartitions(install: Install, target: DiskFacts, kind: Kind, dataDisk: DiskFacts | undefined, images: ImageSizes): PartitionSizes {
+  const problems: string[] = [];
+  const notes: string[] = [];
+  const diskGiB = wholeGiB(target.sizeBytes);
+  const hasDataPartition = !dataDisk && !kind.witness && kind.table === 'gpt';
+  if (!kind.skipChecks) {
+    const min = installDiskMinGiB({ separateDataDisk: !!dataDisk, witness: kind.witness });
+    if (diskGiB < min) problems.push(`${DISK_MESSAGES.installDiskTooSmall(min)} (${target.path} is ${diskGiB}Gi)`);
+    if (dataDisk && wholeGiB(dataDisk.sizeBytes) < DATA_DISK_MIN_GIB) {
+      problems.push(`${DISK_MESSAGES.dataDiskTooSmall} (${dataDisk.path} is ${wholeGiB(dataDisk.sizeBytes)}Gi)`);
     }
   }
 
   const firstMiB = 1;
-  const bootMiB = table === 'msdos' ? 0 : firmware === 'efi' ? ESP_MIB : BIOS_GRUB_MIB;
-  const fixedMiB = bootMiB + OEM_MIB + recoveryMiB + stateMiB;
-  const usableEndBytes = table === 'gpt' ? target.sizeBytes - gptBackupBytes(sector) : target.sizeBytes;
+  const bootMiB = kind.table === 'msdos' ? 0 : kind.firmware === 'efi' ? ESP_MIB : BIOS_GRUB_MIB;
+  const fixedMiB = bootMiB + OEM_MIB + images.recoveryMiB + images.stateMiB;
+  const usableEndBytes = kind.table === 'gpt' ? target.sizeBytes - gptBackupBytes(target.logicalSectorSize) : target.sizeBytes;
   const endMiB = Math.floor(alignDown(usableEndBytes, MiB) / MiB);
-  const availableMiB = endMiB - firstMiB; // MiB available to partitions
 
   let persistentMiB: number | 'rest' = 'rest';
-  if (sharesDisk) {
-    let wanted = DEFAULT_PERSISTENT_MIB;
-    if (install.persistentPartitionSize) {
-      try {
-        wanted = parsePartitionSizeMiB(install.persistentPartitionSize);
-      } catch (err) {
-        problems.push((err as Error).message);
-      }
+  if (hasDataPartition) {
+    const given = install.persistentPartitionSize;
+    let wanted = given ? parsePartitionSizeMiB(given) : DEFAULT_PERSISTENT_MIB;
+    if (wanted === undefined) {
+      problems.push(DISK_MESSAGES.partitionFormat);
+      wanted = DEFAULT_PERSISTENT_MIB;
     }
-    const targetMiB = Math.floor(target.sizeBytes / MiB);
-    const maxMiB = targetMiB - (fixedMiB + MIN_SHARED_DATA_MIB);
-    if (!skipChecks && diskGiB < SINGLE_DISK_MIN_GIB) {
+    const maxMiB = Math.floor(target.sizeBytes / MiB) - (fixedMiB + MIN_SHARED_DATA_MIB);
+    if (!kind.skipChecks && diskGiB < SINGLE_DISK_MIN_GIB) {
       // already reported above as the installation-disk minimum
-    } else if (!skipChecks && wanted < MIN_PERSISTENT_MIB) {
-      problems.push(`partition size is too small. Minimum ${MIN_PERSISTENT_MIB / 1024}Gi is required (install.persistent_partition_size: ${install.persistentPartitionSize})`);
+    } else if (!kind.skipChecks && wanted < MIN_PERSISTENT_MIB) {
+      problems.push(`${DISK_MESSAGES.partitionTooSmall} (install.persistent_partition_size: ${given})`);
     } else if (wanted > maxMiB) {
-      if (skipChecks && maxMiB >= MIN_PARTITION_MIB) {
+      if (kind.skipChecks && maxMiB >= MIN_PARTITION_MIB) {
         notes.push(`persistent_partition_size clamped from ${wanted} to ${maxMiB} MiB (skipchecks)`);
         wanted = maxMiB;
       } else {
-        problems.push(`partition size is too large. Maximum ${Math.max(0, Math.floor(maxMiB / 1024))}Gi is allowed (install.persistent_partition_size: ${install.persistentPartitionSize ?? `${DEFAULT_PERSISTENT_MIB / 1024}Gi default`}, ${target.path} is ${diskGiB}Gi)`);
+        problems.push(`${DISK_MESSAGES.partitionTooLarge(Math.max(0, Math.floor(maxMiB / 1024)))} (install.persistent_partition_size: ${given ?? `${DEFAULT_PERSISTENT_MIB / 1024}Gi default`}, ${target.path} is ${diskGiB}Gi)`);
       }
     }
     persistentMiB = wanted;
   }
 
   // Whatever else: the layout must physically fit, checks skipped or not.
-  const restMiB = availableMiB - fixedMiB - (typeof persistentMiB === 'number' ? persistentMiB : 0);
-  if (restMiB < MIN_PARTITION_MIB) {
-    const need = fixedMiB + (typeof persistentMiB === 'number' ? persistentMiB : 0) + MIN_PARTITION_MIB + firstMiB + 1;
+  const persistentFixed = typeof persistentMiB === 'number' ? persistentMiB : 0;
+  if (endMiB - firstMiB - fixedMiB - persistentFixed < MIN_PARTITION_MIB) {
+    const need = fixedMiB + persistentFixed + MIN_PARTITION_MIB + firstMiB + 1;
     problems.push(`the layout does not fit on ${target.path}: it needs at least ${need} MiB, the disk has ${Math.floor(target.sizeBytes / MiB)} MiB`);
   }
-  if (problems.length) fail();
+  return { hasDataPartition, firstMiB, endMiB, bootMiB, persistentMiB, problems, notes };
+}
 
-  // --- partitions (Elemental's PartitionsByInstallOrder: boot, oem, recovery, state, persistent, extra)
-  type Spec = { role: PartitionRole; name: string; label?: string; fs: PlannedPartition['fs']; type: string; mib: number | 'rest'; mount?: string; bootable?: boolean };
+type Spec = { role: PartitionRole; name: string; label?: string; fs: PlannedPartition['fs']; type: string; mib: number | 'rest'; mount?: string; bootable?: boolean };
+
+/** Elemental's PartitionsByInstallOrder: boot, oem, recovery, state, persistent, then the data partition. */
+function partitionSpecs(kind: Kind, images: ImageSizes, sizes: PartitionSizes): Spec[] {
   const specs: Spec[] = [];
-  if (table === 'gpt' && firmware === 'efi') specs.push({ role: 'efi', name: 'efi', label: 'COS_GRUB', fs: 'vfat', type: 'EF00', mib: ESP_MIB, mount: '/boot/efi' });
-  if (table === 'gpt' && firmware === 'bios') specs.push({ role: 'bios', name: 'bios', fs: 'none', type: 'EF02', mib: BIOS_GRUB_MIB });
-  const linux = table === 'gpt' ? '8300' : '83';
+  if (kind.table === 'gpt' && kind.firmware === 'efi') specs.push({ role: 'efi', name: 'efi', label: 'COS_GRUB', fs: 'vfat', type: 'EF00', mib: ESP_MIB, mount: '/boot/efi' });
+  if (kind.table === 'gpt' && kind.firmware === 'bios') specs.push({ role: 'bios', name: 'bios', fs: 'none', type: 'EF02', mib: BIOS_GRUB_MIB });
+  const linux = kind.table === 'gpt' ? '8300' : '83';
   specs.push({ role: 'oem', name: 'oem', label: 'COS_OEM', fs: 'ext4', type: linux, mib: OEM_MIB, mount: '/oem' });
-  specs.push({ role: 'recovery', name: 'recovery', label: 'COS_RECOVERY', fs: 'ext4', type: linux, mib: recoveryMiB });
-  specs.push({ role: 'state', name: 'state', label: 'COS_STATE', fs: 'ext4', type: linux, mib: stateMiB, mount: '/run/initramfs/cos-state', bootable: table === 'msdos' });
-  specs.push({ role: 'persistent', name: 'persistent', label: 'COS_PERSISTENT', fs: 'ext4', type: linux, mib: persistentMiB, mount: '/usr/local' });
-  if (hasDataPartition) specs.push({ role: 'data', name: 'HARV_LH_DEFAULT', label: 'HARV_LH_DEFAULT', fs: 'ext4', type: linux, mib: 'rest', mount: LONGHORN_DEFAULT_DISK });
+  specs.push({ role: 'recovery', name: 'recovery', label: 'COS_RECOVERY', fs: 'ext4', type: linux, mib: images.recoveryMiB });
+  specs.push({ role: 'state', name: 'state', label: 'COS_STATE', fs: 'ext4', type: linux, mib: images.stateMiB, mount: '/run/initramfs/cos-state', bootable: kind.table === 'msdos' });
+  specs.push({ role: 'persistent', name: 'persistent', label: 'COS_PERSISTENT', fs: 'ext4', type: linux, mib: sizes.persistentMiB, mount: '/usr/local' });
+  if (sizes.hasDataPartition) specs.push({ role: 'data', name: 'HARV_LH_DEFAULT', label: 'HARV_LH_DEFAULT', fs: 'ext4', type: linux, mib: 'rest', mount: LONGHORN_DEFAULT_DISK });
+  return specs;
+}
 
-  // Digest over everything that shapes the result; UUIDs derive from it so a resumed install and
-  // an uninterrupted one end byte-for-byte the same where it matters (table, labels, UUIDs, files).
-  const digest = sha256(
+/**
+ * The digest over everything that shapes the result; UUIDs derive from it so a resumed install and
+ * an uninterrupted one end byte-for-byte the same where it matters (table, labels, UUIDs, files).
+ */
+function planDigest(config: HarvesterConfig, target: DiskFacts, dataDisk: DiskFacts | undefined, kind: Kind, specs: Spec[], systemSizeMiB: number): string {
+  return sha256(
     stableJson({
       config,
-      disk: { size: target.sizeBytes, sector, serial: target.serial ?? '', wwn: target.wwn ?? '', model: target.model ?? '' },
-      dataDisk: dataDiskFacts ? { path: dataDiskFacts.path, size: dataDiskFacts.sizeBytes, serial: dataDiskFacts.serial ?? '' } : null,
-      firmware,
-      table,
+      disk: { size: target.sizeBytes, sector: target.logicalSectorSize, serial: target.serial ?? '', wwn: target.wwn ?? '', model: target.model ?? '' },
+      dataDisk: dataDisk ? { path: dataDisk.path, size: dataDisk.sizeBytes, serial: dataDisk.serial ?? '' } : null,
+      firmware: kind.firmware,
+      table: kind.table,
       specs,
       systemSizeMiB,
     }),
   );
+}
 
-  let cursorMiB = firstMiB;
-  const partitions: PlannedPartition[] = specs.map((s, i) => {
-    const mib = s.mib === 'rest' ? endMiB - cursorMiB : s.mib;
+/** Consecutive MiB-aligned partitions from 1 MiB; 'rest' takes what is left before the end. */
+function layOut(specs: Spec[], sizes: PartitionSizes, sector: number, digest: string): PlannedPartition[] {
+  let cursorMiB = sizes.firstMiB;
+  return specs.map((s, i) => {
+    const mib = s.mib === 'rest' ? sizes.endMiB - cursorMiB : s.mib;
     const startBytes = cursorMiB * MiB;
     const sizeBytes = mib * MiB;
     cursorMiB += mib;
@@ -292,23 +376,14 @@ export function planInstall(config: HarvesterConfig, facts: MachineFacts, opts: 
     if (s.fs === 'ext4') p.fsUuid = deterministicUuid(digest, `fs:${s.name}`);
     return p;
   });
+}
 
-  let dataDisk: PlannedDataDisk | undefined;
-  if (dataDiskFacts) {
-    dataDisk = {
-      path: dataDiskFacts.path,
-      sizeBytes: dataDiskFacts.sizeBytes,
-      label: 'HARV_LH_DEFAULT',
-      fs: 'ext4',
-      fsUuid: deterministicUuid(digest, 'fs:data-disk'),
-      mount: LONGHORN_DEFAULT_DISK,
-    };
-  }
-  if (!hasDataPartition && !dataDisk) {
-    notes.push(`no Longhorn data partition (${witness ? 'witness role' : 'msdos table without data_disk'}): ${LONGHORN_DEFAULT_DISK} lives on COS_PERSISTENT`);
-  }
+function plannedDataDisk(d: DiskFacts, digest: string): PlannedDataDisk {
+  return { path: d.path, sizeBytes: d.sizeBytes, label: 'HARV_LH_DEFAULT', fs: 'ext4', fsUuid: deterministicUuid(digest, 'fs:data-disk'), mount: LONGHORN_DEFAULT_DISK };
+}
 
-  // --- wipe list (other disks only; ones that do not exist are skipped, as Harvester does)
+/** Other disks to wipe, sorted: wipe_disks_list (missing ones skipped, as Harvester does) and, with wipe_all_disks, every old install. */
+function wipeList(install: Install, facts: MachineFacts, target: DiskFacts, dataDisk: PlannedDataDisk | undefined, notes: string[]): string[] {
   const wipe = new Set<string>();
   for (const name of install.wipeDisksList ?? []) {
     const d = findDisk(facts, name);
@@ -321,49 +396,24 @@ export function planInstall(config: HarvesterConfig, facts: MachineFacts, opts: 
       if (d.partitions.some((p) => p.label === 'COS_OEM')) wipe.add(d.path);
     }
   }
+  return [...wipe].sort();
+}
 
-  const images: PlannedImage[] = [
+function plannedImages(systemSizeMiB: number): PlannedImage[] {
+  return [
     { on: 'COS_STATE', file: 'cOS/active.img', label: 'COS_ACTIVE', fs: 'ext2', sizeMiB: systemSizeMiB },
     { on: 'COS_STATE', file: 'cOS/passive.img', label: 'COS_PASSIVE', fs: 'ext2', sizeMiB: systemSizeMiB },
     { on: 'COS_RECOVERY', file: 'cOS/recovery.img', label: 'COS_SYSTEM', fs: 'ext2', sizeMiB: systemSizeMiB },
   ];
+}
 
-  const files: PlannedFile[] = [
+function plannedFiles(opts: PlanOptions): PlannedFile[] {
+  return [
     { on: 'COS_OEM', path: 'harvester.config', mode: 0o600, what: "the config in Harvester's lowercase form (holds the token)" },
     ...(opts.extraOemFiles ?? []).map((f) => ({ on: 'COS_OEM' as const, ...f })),
     { on: 'COS_OEM', path: 'install/install.log', mode: 0o600, what: 'the install log, secrets redacted' },
     { on: 'COS_OEM', path: 'install/journal.json', mode: 0o644, what: 'the step journal of this install' },
   ];
-
-  const persistentStatePaths = [...DEFAULT_PERSISTENT_STATE_PATHS];
-  for (const p of config.os?.persistentStatePaths ?? []) if (!persistentStatePaths.includes(p)) persistentStatePaths.push(p);
-  if (!hasDataPartition && !dataDisk) persistentStatePaths.push(LONGHORN_DEFAULT_DISK);
-
-  const destroys = [describeDisk(target)];
-  if (dataDisk) destroys.push(describeDisk(dataDiskFacts!));
-  for (const w of wipe) destroys.push(`${describeDisk(findDisk(facts, w)!)} (partition table wiped)`);
-
-  return {
-    digest,
-    device: target.path,
-    deviceSizeBytes: target.sizeBytes,
-    logicalSectorSize: sector,
-    firmware,
-    table,
-    diskGuid: deterministicUuid(digest, 'disk'),
-    role,
-    mode: String(install.mode || 'create'),
-    partitions,
-    ...(dataDisk ? { dataDisk } : {}),
-    wipeDisks: [...wipe].sort(),
-    systemSizeMiB,
-    images,
-    files,
-    persistentStatePaths,
-    steps: STEP_DESCRIPTIONS.map((s) => ({ ...s })),
-    notes,
-    destroys,
-  };
 }
 
 /** The refusals that depend on what the machine is doing right now (not on the layout). */

@@ -1,6 +1,4 @@
 /** Harvester's partition sizes and limits (harvester/harvester-installer pkg/config/config.go, pkg/console/util.go, pkg/util/disk.go), in MiB unless named otherwise. */
-import { HvError, ExitCode } from '../../lib/errors.js';
-
 export const MiB = 1024 * 1024;
 export const GiB = 1024 * MiB;
 
@@ -13,28 +11,46 @@ export const STATE_MIB = 15360;
 export const SYSTEM_SIZE_MIB = 3072;
 /** Harvester's default persistent size when the data partition shares the disk. */
 export const DEFAULT_PERSISTENT_MIB = 150 * 1024;
-export const MIN_PERSISTENT_MIB = 150 * 1024;
+/** Harvester's smallest persistent_partition_size. */
+export const MIN_PERSISTENT_GIB = 150;
+export const MIN_PERSISTENT_MIB = MIN_PERSISTENT_GIB * 1024;
 /** The "VM data" room Harvester keeps on a shared disk when computing the largest persistent size. */
 export const MIN_SHARED_DATA_MIB = 51200;
 /** Elemental's smallest partition. */
 export const MIN_PARTITION_MIB = 64;
 
+/** Install disk alone: OS and the Longhorn default disk on one disk (`SingleDiskMinSizeGiB`). */
 export const SINGLE_DISK_MIN_GIB = 250;
+/** Install disk with a separate data disk, and for the witness role (`MultipleDiskMinSizeGiB`). */
 export const MULTIPLE_DISK_MIN_GIB = 180;
+/** A separate Longhorn data disk (`HardMinDataDiskSizeGiB`). */
 export const DATA_DISK_MIN_GIB = 50;
 /** Largest disk Harvester accepts for an msdos table (bytes). */
 export const MBR_MAX_BYTES = 2_199_023_255_040;
 
-/** Parses `persistent_partition_size` (`^\d+(Mi|Gi)$`) into MiB, with Harvester's message. */
-export function parsePartitionSizeMiB(value: string): number {
+/** The install disk's minimum: the OS and data on one disk need more than the OS alone. */
+export function installDiskMinGiB(layout: { separateDataDisk: boolean; witness: boolean }): number {
+  return layout.separateDataDisk || layout.witness ? MULTIPLE_DISK_MIN_GIB : SINGLE_DISK_MIN_GIB;
+}
+
+/** Whole GiB, rounded down, as Harvester computes them (bytes >> 30). */
+export function wholeGiB(bytes: number): number {
+  return Math.floor(bytes / GiB);
+}
+
+/** Harvester's messages for the disk and partition-size rules (pkg/config/validator.go, pkg/util/disk.go). */
+export const DISK_MESSAGES = {
+  installDiskTooSmall: (minGiB: number) => `installation disk size is too small. Minimum ${minGiB}Gi is required`,
+  dataDiskTooSmall: `data disk size is too small. Minimum ${DATA_DISK_MIN_GIB}Gi is required`,
+  partitionFormat: "partition size must end with 'Mi' or 'Gi'. Decimals and negatives are not allowed",
+  partitionTooSmall: `partition size is too small. Minimum ${MIN_PERSISTENT_GIB}Gi is required`,
+  partitionTooLarge: (maxGiB: number) => `partition size is too large. Maximum ${maxGiB}Gi is allowed`,
+} as const;
+
+/** `ParsePartitionSize`: `persistent_partition_size` (`^\d+(Mi|Gi)$`) in MiB, or undefined when the format is wrong. */
+export function parsePartitionSizeMiB(value: string): number | undefined {
   const m = /^(\d+)(Mi|Gi)$/.exec(value);
-  if (!m) {
-    throw new HvError(`partition size must end with 'Mi' or 'Gi'. Decimals and negatives are not allowed`, {
-      where: `install.persistent_partition_size: ${JSON.stringify(value)}`,
-      hint: 'write a whole number of MiB or GiB, e.g. 150Gi',
-      exitCode: ExitCode.checkFailed,
-    });
-  }
+  if (!m) return undefined;
   const n = Number.parseInt(m[1]!, 10);
   return m[2] === 'Gi' ? n * 1024 : n;
 }

@@ -2,15 +2,21 @@
 import type { HarvesterConfig } from '../config/types.js';
 import type { MachineFacts } from './types.js';
 import { summarise, type PreflightCheck, type PreflightReport, type Profile } from './report.js';
-import { checkCpuCores, checkCpuVirtFlags, checkDevKvm, checkFirmware, checkMemory, checkSecureBoot, checkVirtualisedHost } from './checks/hardware.js';
+import { checkCpuCores, checkCpuVirtFlags, checkDevKvm, checkFirmware, checkMemory, checkSecureBoot, checkVirtualisedHost, type ImageBootFacts } from './checks/hardware.js';
 import { checkDisks } from './checks/disks.js';
 import { checkNics } from './checks/nics.js';
+import { checkNtpServers } from './checks/ntp.js';
+import type { NtpProbe } from './ntp.js';
 
 export interface PreflightOptions {
   config?: HarvesterConfig;
   profile: Profile;
   /** Config disk names resolved through symlinks by the caller (see resolveConfigAliases). */
   aliases?: Record<string, string>;
+  /** What the config's NTP servers answered (probeNtpServers), when they were asked. */
+  ntp?: NtpProbe[];
+  /** The OS image to install, when known: Secure Boot is a warning when its boot chain would be refused. */
+  image?: ImageBootFacts;
 }
 
 export function runPreflightChecks(facts: MachineFacts, opts: PreflightOptions): PreflightReport {
@@ -23,10 +29,10 @@ export function runPreflightChecks(facts: MachineFacts, opts: PreflightOptions):
     checkVirtualisedHost(facts),
     checkFirmware(facts),
   ];
-  const sb = checkSecureBoot(facts);
+  const sb = checkSecureBoot(facts, opts.image);
   if (sb) checks.push(sb);
   const disks = checkDisks({ facts, config, profile, aliases: opts.aliases });
-  checks.push(...disks.checks, ...checkNics(facts, config, profile));
+  checks.push(...disks.checks, ...checkNics(facts, config, profile), ...checkNtpServers(opts.ntp ?? []));
   return {
     profile,
     sysroot: facts.sysroot,

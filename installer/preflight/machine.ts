@@ -1,6 +1,7 @@
 /** CPU, memory, firmware, hypervisor and NIC facts from /proc, /sys and /dev under a sysroot. */
 import path from 'node:path';
 import type { Host } from '../../lib/host.js';
+import { run } from '../../lib/exec.js';
 import type { CpuFacts, MachineFacts, NicFacts } from './types.js';
 
 /** Parses /proc/cpuinfo: logical CPUs, physical cores, model and the virtualisation flags. */
@@ -112,11 +113,33 @@ export async function gatherFirmware(host: Host): Promise<MachineFacts['firmware
   // efivarfs: 4 bytes of attributes, then the value (1 byte: 1 = Secure Boot on).
   const { readFile } = await import('node:fs/promises');
   const raw = await readFile(host.path(`/sys/firmware/efi/efivars/SecureBoot-${EFI_GLOBAL}`)).catch(() => undefined);
-  return { uefi, secureBoot: raw && raw.length >= 5 ? raw[4] === 1 : undefined };
+  if (raw && raw.length >= 5) return { uefi, secureBoot: raw[4] === 1 };
+  // No SecureBoot variable among readable ones: firmware without Secure Boot (it is off).
+  // Nothing readable at all (efivarfs not mounted): unknown.
+  const vars = await host.list('/sys/firmware/efi/efivars');
+  return { uefi, secureBoot: vars.length > 0 ? false : undefined };
+}
+
+/** Global IPv4 addresses per interface (`ip -j -4 addr`): a sysroot has no live addresses, so only for `/`. */
+async function gatherIpv4(host: Host): Promise<Map<string, string[]>> {
+  const out = new Map<string, string[]>();
+  if (host.sysroot !== '/') return out;
+  const r = await run('ip', ['-j', '-4', 'addr', 'show'], { allowFailure: true, timeoutMs: 10_000 }).catch(() => undefined);
+  if (!r || r.exitCode !== 0) return out;
+  try {
+    for (const e of JSON.parse(r.stdout) as Array<{ ifname?: string; addr_info?: Array<{ local?: string; prefixlen?: number; scope?: string }> }>) {
+      const addrs = (e.addr_info ?? []).filter((a) => a.local && a.scope === 'global').map((a) => `${a.local}/${a.prefixlen}`);
+      if (e.ifname && addrs.length) out.set(e.ifname, addrs);
+    }
+  } catch {
+    // unreadable output: no addresses known
+  }
+  return out;
 }
 
 export async function gatherNics(host: Host): Promise<NicFacts[]> {
   const nics: NicFacts[] = [];
+  const ipv4 = await gatherIpv4(host);
   for (const name of await host.list('/sys/class/net')) {
     const base = `/sys/class/net/${name}`;
     // bonding_masters is a file in /sys/class/net, not an interface.
@@ -137,6 +160,7 @@ export async function gatherNics(host: Host): Promise<NicFacts[]> {
       mtu: await host.readInt(`${base}/mtu`),
       virtual: link.includes('/devices/virtual/'),
       loopback: name === 'lo' || type === 772,
+      ...(ipv4.has(name) ? { ipv4: ipv4.get(name) } : {}),
     });
   }
   return nics;

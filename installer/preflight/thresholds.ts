@@ -1,7 +1,9 @@
-/** Harvester's hardware and disk thresholds (harvester/harvester-installer pkg/config/config.go, pkg/preflight/checks.go), per profile. */
+/**
+ * Harvester's hardware thresholds (harvester/harvester-installer pkg/preflight/checks.go), per profile.
+ * The disk minimums are the planner's too and live in installer/disk/sizes.ts.
+ */
+import { GiB } from '../disk/sizes.js';
 import type { Profile } from './report.js';
-
-export const GiB = 2 ** 30;
 
 export interface ProfileThresholds {
   cpuCores: number;
@@ -16,18 +18,6 @@ export const THRESHOLDS: Record<Profile, ProfileThresholds> = {
 
 /** MemTotal is below the installed RAM (kernel and firmware reservations): Harvester allows 10 %. */
 export const MEMINFO_ALLOWANCE = 0.9;
-
-/** Install disk alone (OS + Longhorn default disk on one disk). */
-export const SINGLE_DISK_MIN_GIB = 250;
-/** Install disk when a separate data disk is given, and for the witness role. */
-export const MULTI_DISK_MIN_GIB = 180;
-/** A separate Longhorn data disk. */
-export const DATA_DISK_MIN_GIB = 50;
-
-/** Whole GiB, rounded down, as Harvester computes them (bytes >> 30). */
-export function wholeGiB(bytes: number): number {
-  return Math.floor(bytes / GiB);
-}
 
 export function formatGiB(bytes: number): string {
   const g = bytes / GiB;

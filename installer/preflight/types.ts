@@ -62,6 +62,8 @@ export interface NicFacts {
   mtu?: number;
   virtual: boolean;
   loopback: boolean;
+  /** Global IPv4 addresses with prefix ("10.0.0.5/24"), on the live machine only (`ip -j addr`). */
+  ipv4?: string[];
 }
 
 export interface CpuFacts {

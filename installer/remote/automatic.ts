@@ -7,7 +7,8 @@
  */
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { Logger } from '../../lib/logger.js';
-import { loadConfig, type LoadedConfig } from '../config/index.js';
+import { configSecrets, loadConfig, type LoadedConfig } from '../config/index.js';
+import { caFileFromCmdline } from '../config/cmdline.js';
 import type { HarvesterConfig } from '../config/types.js';
 import { sendWebhooks, type WebhookVars } from './webhooks.js';
 import { HvpxeEventsSink, postProgressEvent } from './events-sink.js';
@@ -36,6 +37,8 @@ export type MediaSource = { kind: 'url'; url: string } | { kind: 'local' } | { k
 
 export interface AutomaticInstall {
   config: HarvesterConfig;
+  /** The CA bundle for https fetches: the options', else the command line's hvinstall.ca_file. */
+  caFile?: string;
   /** What was read: the config_url, or `<cmdline>` when the command line carried everything. */
   source: string;
   loaded: LoadedConfig;
@@ -99,6 +102,7 @@ export async function prepareAutomaticInstall(
     });
   }
   const f = { ...HARVESTER_CONFIG_FETCH, ...opts.fetch };
+  const caFile = f.caFile ?? caFileFromCmdline(cmdlineText);
   let loaded: LoadedConfig;
   try {
     loaded = await loadConfig(undefined, { cmdline: cmdlineText, attempts: f.attempts, retryDelayMs: f.retryDelayMs, timeoutMs: f.timeoutMs, caFile: f.caFile, sha256: f.sha256 });
@@ -108,7 +112,7 @@ export async function prepareAutomaticInstall(
     }
     throw err;
   }
-  log.redactor.addFrom(loaded.config);
+  log.redactor.add(...configSecrets(loaded.config));
   for (const w of loaded.warnings) log.warn('config warning', { path: w.path, message: w.message, source: w.source });
   if (!loaded.valid) {
     const lines = loaded.errors.map((e) => `  - ${e.source ? `${e.source}${e.line ? `:${e.line}` : ''}: ` : ''}${e.path ? `${e.path}: ` : ''}${e.message}`);
@@ -123,6 +127,7 @@ export async function prepareAutomaticInstall(
   log.info('automatic install config loaded', { source: loaded.source, mode: config.install?.mode, device: config.install?.device });
   return {
     config,
+    caFile,
     source: loaded.source,
     loaded,
     media: mediaSource(config),

@@ -18,7 +18,7 @@ import { Logger } from '../../lib/logger.js';
 import { isSecretKey } from '../../lib/redact.js';
 import { ownValue, setOwn } from '../../lib/own-keys.js';
 import { sleep } from '../../lib/wait.js';
-import { renderGoTemplate } from './go-template.js';
+import { renderWebhook } from './webhook-check.js';
 
 export interface WebhookVars {
   Hostname?: string;
@@ -49,8 +49,6 @@ export interface PreparedWebhook {
   basicAuth?: { user: string; password: string };
 }
 
-const EVENTS: readonly string[] = ['STARTED', 'SUCCEEDED', 'FAILED'];
-const METHODS: readonly string[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'CONNECT', 'OPTIONS', 'TRACE'];
 const SECRET_HEADER = /auth|token|secret|key|cookie|signature|password/i;
 
 /** Renders and checks every webhook; one invalid hook makes the whole list unusable (Harvester). Pure. */
@@ -58,25 +56,8 @@ export function prepareWebhooks(hooks: readonly Webhook[], vars: WebhookVars): {
   const out: PreparedWebhook[] = [];
   const ctx = vars as Record<string, string | undefined>;
   for (const [i, h] of hooks.entries()) {
-    const where = `install.webhooks[${i}]`;
-    const event = String(h.event ?? '');
-    const method = String(h.method ?? '').toUpperCase();
-    if (!EVENTS.includes(event)) return { error: `${where}: unknown install event: ${event}` };
-    if (!METHODS.includes(method)) return { error: `${where}: unknown HTTP method: ${method}` };
-    let url: string;
-    let payload: string;
-    try {
-      url = renderGoTemplate('URL', String(h.url ?? ''), ctx);
-      payload = renderGoTemplate('Payload', String(h.payload ?? ''), ctx);
-    } catch (err) {
-      return { error: `${where}: ${(err as Error).message}` };
-    }
-    try {
-      const u = new URL(url);
-      if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error(`unsupported protocol ${u.protocol}`);
-    } catch (err) {
-      return { error: `${where}: invalid URL '${url}': ${(err as Error).message}` };
-    }
+    const r = renderWebhook(h, ctx);
+    if ('problem' in r) return { error: `install.webhooks[${i}]: ${r.problem.message}` };
     const headers: Array<[string, string]> = [];
     for (const [k, vs] of Object.entries(h.headers ?? {})) {
       for (const v of Array.isArray(vs) ? vs : [vs]) headers.push([k, String(v)]);
@@ -84,10 +65,10 @@ export function prepareWebhooks(hooks: readonly Webhook[], vars: WebhookVars): {
     const user = h.basicAuth?.user ?? '';
     const password = h.basicAuth?.password ?? '';
     out.push({
-      event: event as WebhookEvent,
-      method,
-      url,
-      payload,
+      event: r.hook.event as WebhookEvent,
+      method: r.hook.method,
+      url: r.hook.url,
+      payload: r.hook.payload,
       headers,
       insecure: h.insecure === true,
       basicAuth: user !== '' && password !== '' ? { user, password } : undefined,

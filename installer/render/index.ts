@@ -17,6 +17,7 @@ import { RANCHERD_CONFIG_DIR, RANCHERD_CONFIG_PATH, renderRancherdConfig } from 
 import { renderRegistriesFile } from './registries.js';
 import { resolveBootstrapVersions, type BootstrapVersions } from './release.js';
 import { renderRke2DropIns } from './rke2.js';
+import { NODE_IDENTITY_PATH, renderNodeIdentity } from './identity.js';
 import type { ImageFacts, RenderedFile, RenderFacts, RenderReport, RenderSeeds } from './types.js';
 import { passwordHash, renderGrubenv, renderYip, thirdPartyKernelArgs, YIP_PATH } from './yip.js';
 
@@ -29,6 +30,8 @@ export type { RegistriesDocument } from './registries.js';
 export { sha512Crypt, isCryptHash } from './crypt.js';
 export { placeNodePath, persistentStatePaths, defaultHasDataPartition, bindStateDir } from './layout.js';
 export { managementInterfaceName } from './network.js';
+export { NODE_IDENTITY_PATH, nodeIdentity, type NodeIdentity, type NodeIdentityNic } from './identity.js';
+export { OPERATOR_PROFILE_PATH } from './operator-shell.js';
 export { renderKubeVipManifest, KUBE_VIP_MANIFEST_PATH } from './kube-vip.js';
 
 export const CANONICAL_CONFIG_PATH = '/oem/hvinstall/config.json';
@@ -158,7 +161,8 @@ export function renderNode(config: HarvesterConfig, facts: RenderFacts, seeds?: 
 
   if (clusterNode) {
     for (const p of renderNetworkManagerProfiles(config, facts)) add(`${NM_CONNECTIONS_DIR}/${p.fileName}`, p.content, 0o600, false);
-    for (const d of renderRke2DropIns(config, facts.cpuCount, { rancherd })) add(d.path, d.content, d.mode, d.secret);
+    for (const d of renderRke2DropIns(config, facts.cpuCount, { rancherd, nodeName: hostname.name })) add(d.path, d.content, d.mode, d.secret);
+    add(NODE_IDENTITY_PATH, renderNodeIdentity(config, facts, hostname.name), 0o644, false);
   }
 
   const registry = config.systemSettings?.['containerd-registry'];

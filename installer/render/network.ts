@@ -122,7 +122,13 @@ function ipv4Section(config: HarvesterConfig): Array<[string, string]> {
     if (dns.length) entries.push(['dns', `${dns.join(';')};`]);
     entries.push(['method', 'manual']);
   } else if (method === 'dhcp') {
-    if (dns.length) entries.push(['dns', `${dns.join(';')};`]);
+    if (dns.length) {
+      entries.push(['dns', `${dns.join(';')};`]);
+      // The declared servers, not DHCP's beside them: NetworkManager otherwise merges the lease's
+      // servers in (Harvester's keyfile lacks this, harvester/harvester-installer
+      // pkg/config/templates/nm-bridge.nmconnection), and CoreDNS then asks either at random.
+      entries.push(['ignore-auto-dns', 'true']);
+    }
     entries.push(['method', 'auto']);
   } else {
     throw new HvError('management network must configure with either static or DHCP method', { where: 'install.management_interface.method', exitCode: ExitCode.checkFailed });

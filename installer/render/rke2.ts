@@ -97,8 +97,29 @@ export function auditPolicy(): string {
   });
 }
 
-/** `rancherd`: the image's rancherd supplies the token, server, cluster-init, disabled charts and its labels. */
-export function renderRke2DropIns(config: HarvesterConfig, cpuCount: number, opts: { rancherd?: boolean } = {}): Rke2DropIn[] {
+/** hvinstall's drop-in pinning who the node is (no Harvester file carries these). */
+export const NODE_DROPIN_PATH = `${RKE2_CONFIG_DIR}/90-hvinstall-node.yaml`;
+
+/**
+ * The node's name and, for a static management address, its IP, pinned: kubelet then refuses to
+ * come up under another name or address rather than register a second node (harvester/harvester
+ * #7312: short name vs FQDN) or move etcd's member to an address the others do not know (#6941,
+ * #4290). A DHCP address is not pinned: the live installer's DHCP client may get another lease than
+ * the node's NetworkManager (another client id), so the node's first boot fixes it and hvagent's
+ * node-identity guard watches it from then on.
+ */
+export function nodeDropIn(config: HarvesterConfig, nodeName: string): Rke2DropIn {
+  const mi = config.install?.managementInterface;
+  const pinned: Record<string, unknown> = { 'node-name': nodeName };
+  if (String(mi?.method ?? '').toLowerCase() === 'static' && mi?.ip) pinned['node-ip'] = mi.ip;
+  return { path: NODE_DROPIN_PATH, content: yamlDoc(pinned), mode: DROPIN_MODE, secret: false };
+}
+
+/**
+ * `rancherd`: the image's rancherd supplies the token, server, cluster-init, disabled charts and its labels.
+ * `nodeName`: the hostname the install decided, pinned as node-name.
+ */
+export function renderRke2DropIns(config: HarvesterConfig, cpuCount: number, opts: { rancherd?: boolean; nodeName?: string } = {}): Rke2DropIn[] {
   const mode = String(config.install?.mode ?? '').toLowerCase();
   if (mode !== 'create' && mode !== 'join') {
     throw new HvError(`RKE2 configuration is rendered for create and join nodes, not mode "${mode}"`, { where: 'install.mode', exitCode: ExitCode.checkFailed });
@@ -137,6 +158,7 @@ export function renderRke2DropIns(config: HarvesterConfig, cpuCount: number, opt
   const kubeletArgs = [`max-pods=${MAX_PODS}`, ...(labels.length ? [`node-labels=${labels.join(',')}`] : [])];
   if (witness) kubeletArgs.push(`register-with-taints=${WITNESS_TAINT}`);
   files.push({ path: `${RKE2_CONFIG_DIR}/90-harvester-agent.yaml`, content: yamlDoc({ 'kubelet-arg': kubeletArgs }), mode: DROPIN_MODE, secret: false });
+  if (opts.nodeName) files.push(nodeDropIn(config, opts.nodeName));
   files.push({ path: `${RKE2_CONFIG_DIR}/91-harvester-cdi.yaml`, content: yamlDoc({ 'nonroot-devices': true }), mode: DROPIN_MODE, secret: false });
   files.push({ path: AUDIT_POLICY_PATH, content: auditPolicy(), mode: DROPIN_MODE, secret: false });
   if (witness) files.push({ path: `${RKE2_CONFIG_DIR}/99-harvester-witness.yaml`, content: yamlDoc({ 'node-taint': [WITNESS_TAINT] }), mode: DROPIN_MODE, secret: false });

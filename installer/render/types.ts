@@ -41,6 +41,11 @@ export interface RenderFacts {
   hasDataPartition?: boolean;
   /** Hostname the DHCP server gave during the install (used when os.hostname is empty; `rancher` counts as none). */
   dhcpHostname?: string;
+  /**
+   * The IPv4 address with prefix ("10.0.0.5/24") a management NIC had during a DHCP install:
+   * recorded in the node identity, so the agent can say when DHCP hands out another one.
+   */
+  managementAddress?: string;
   /** Machine architecture in Go's names; Harvester adds the multus node selector on arm64 only. Default amd64. */
   arch?: 'amd64' | 'arm64';
   /** What the OS image being installed brings (who bootstraps, its release metadata). Default: no rancherd. */

@@ -1,7 +1,7 @@
 /**
  * /oem/90_custom.yaml, the yip document Harvester's ConvertToCOS produces (harvester/harvester-installer pkg/config/cos.go ConvertToCOS,
  * pkg/config/templates; yip format: rancher/yip pkg/schema/schema.go): the rootfs layout, the initramfs stage (rancher user,
- * modules, sysctls, environment, files, multipath, hostname, timesyncd), the network stage
+ * modules, sysctls, environment, files, multipath, hostname, timesyncd, the operators' shell profile), the network stage
  * (hostname, SSH keys incl. github:) and after-install-chroot commands.
  */
 import { gunzipSync } from 'node:zlib';
@@ -10,6 +10,7 @@ import type { HarvesterConfig, MultipathBlacklistConfig, MultipathDevice } from 
 import { ExitCode, HvError } from '../../lib/errors.js';
 import { isCryptHash, sha512Crypt } from './crypt.js';
 import { OVERLAY, RW_PATHS, persistentStatePaths, volumes } from './layout.js';
+import { OPERATOR_PROFILE_PATH, operatorProfile } from './operator-shell.js';
 
 export const YIP_PATH = '/oem/90_custom.yaml';
 export const LOGIN_USER = 'rancher';
@@ -184,6 +185,7 @@ export function yipDocument(inp: YipInputs): Record<string, unknown> {
   files.push({ path: '/etc/sysctl.d/zz-harvester-enable-ipv6.conf', permissions: 0o644, content: '# Written by hvinstall: overrides /etc/sysctl.d/ipv6.conf\n' + Object.entries(IPV6_SYSCTLS).map(([k, v]) => `${k} = ${v}\n`).join('') });
   files.push({ path: '/etc/multipath/conf.d/99-longhorn.conf', permissions: 0o644, content: LONGHORN_MULTIPATH_CONF });
   files.push({ path: MULTIPATHD_DROPIN_PATH, permissions: 0o644, content: MULTIPATHD_DROPIN });
+  files.push({ path: OPERATOR_PROFILE_PATH, permissions: 0o644, content: operatorProfile() });
   const proxy = rke2ProxyEnvironment(config);
   if (proxy) {
     // systemd services do not read /etc/environment: RKE2 (and its containerd) take the proxy from these files.

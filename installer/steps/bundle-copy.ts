@@ -12,6 +12,8 @@ import path from 'node:path';
 import { fsyncDir } from '../../lib/atomic-write.js';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { formatBytes } from '../disk/sizes.js';
+import { beforeStall, StallError, StallWatchdog } from '../../lib/stall-watchdog.js';
+import { sleep } from '../../lib/wait.js';
 
 /** The node path the agent looks at first (agent/preload/settings.ts DEFAULT_BUNDLE_DIRS[0]). */
 export const BUNDLE_NODE_PATH = '/var/lib/rancher/hvagent/bundle';
@@ -172,7 +174,18 @@ export interface CopyBundleOptions {
   onProgress?: (done: number, total: number) => void;
   /** Injected in tests; default node:fs statfs. */
   statfs?: (p: string) => Promise<{ bsize: number; bavail: number }>;
+  /**
+   * No byte read from the source for this long is a stall (the bundle comes from the boot medium:
+   * virtual media over a BMC stops answering): the file is tried again, up to `attempts` times.
+   * The same defaults as hvagent's image preload.
+   */
+  stallTimeoutMs?: number;
+  attempts?: number;
+  retryDelayMs?: number;
 }
+
+export const COPY_STALL_TIMEOUT_MS = 120_000;
+export const COPY_ATTEMPTS = 3;
 
 export interface CopyBundleResult {
   files: number;
@@ -186,18 +199,30 @@ export interface CopyBundleResult {
 const CHUNK = 4 * 1024 * 1024;
 const tempName = (file: string): string => path.join(path.dirname(file), `.${path.basename(file)}.${randomBytes(6).toString('hex')}.hvbundle-tmp`);
 
-/** Writes src to a temp file next to dst with src's mode and mtime, fsyncs it, renames it over dst. */
-async function copyFileAtomic(src: string, dst: string, e: TreeEntry, onBytes: (n: number) => void, signal?: AbortSignal): Promise<void> {
+/**
+ * Writes src to a temp file next to dst with src's mode and mtime, fsyncs it, renames it over dst.
+ * Every read is watched: no byte for stallTimeoutMs rejects with StallError (the stuck read and its
+ * file handle are left behind: closing would wait for it).
+ */
+async function copyFileAtomic(src: string, dst: string, e: TreeEntry, onBytes: (n: number) => void, stallTimeoutMs: number, signal?: AbortSignal): Promise<void> {
   const tmp = tempName(dst);
-  const input = await open(src, 'r');
+  const wd = new StallWatchdog(stallTimeoutMs);
+  const input = await beforeStall(open(src, 'r'), wd, (idle) => `opening ${src} did not return for ${Math.round(idle / 1000)} s`);
   let output;
+  let stalled = false;
+  let done = 0;
   try {
     output = await open(tmp, 'wx', 0o600);
     const buf = Buffer.allocUnsafe(Math.min(CHUNK, Math.max(e.size, 1)));
     for (;;) {
       signal?.throwIfAborted();
-      const { bytesRead } = await input.read(buf, 0, buf.length, null);
+      wd.observe(done);
+      const { bytesRead } = await beforeStall(input.read(buf, 0, buf.length, null), wd, (idle) => `no byte read from ${src} for ${Math.round(idle / 1000)} s at ${formatBytes(done)} of ${formatBytes(e.size)}`).catch((err: unknown) => {
+        stalled = err instanceof StallError;
+        throw err;
+      });
       if (bytesRead === 0) break;
+      done += bytesRead;
       let off = 0;
       while (off < bytesRead) off += (await output.write(buf, off, bytesRead - off)).bytesWritten;
       onBytes(bytesRead);
@@ -213,7 +238,38 @@ async function copyFileAtomic(src: string, dst: string, e: TreeEntry, onBytes: (
     await unlink(tmp).catch(() => undefined);
     throw err;
   } finally {
-    await input.close();
+    if (!stalled) await input.close();
+  }
+}
+
+/** copyFileAtomic, tried again after a stall; the last stall becomes an error naming the medium. */
+async function copyFileWatched(src: string, dst: string, e: TreeEntry, onBytes: (n: number) => void, opts: CopyBundleOptions): Promise<void> {
+  const attempts = opts.attempts ?? COPY_ATTEMPTS;
+  const timeout = opts.stallTimeoutMs ?? COPY_STALL_TIMEOUT_MS;
+  let delay = opts.retryDelayMs ?? 2_000;
+  for (let attempt = 1; ; attempt++) {
+    let moved = 0;
+    try {
+      await copyFileAtomic(src, dst, e, (n) => {
+        moved += n;
+        onBytes(n);
+      }, timeout, opts.signal);
+      return;
+    } catch (err) {
+      if (!(err instanceof StallError)) throw err;
+      // What the failed attempt counted is counted again by the next one.
+      onBytes(-moved);
+      if (attempt >= attempts) {
+        throw new HvError(`the image bundle's source stopped delivering data: ${err.message} (${attempts} attempt${attempts === 1 ? '' : 's'})`, {
+          where: src,
+          hint: 'the boot medium hangs (virtual media over a BMC often does under load): check dmesg for I/O errors, attach the ISO another way (USB, a local copy, PXE), then run the same install again to resume',
+          exitCode: ExitCode.installFailed,
+          cause: err,
+        });
+      }
+      await sleep(delay, opts.signal);
+      delay *= 2;
+    }
   }
 }
 
@@ -244,10 +300,10 @@ export async function copyBundle(sourceRoot: string, destRoot: string, opts: Cop
   opts.onProgress?.(0, plan.copyBytes);
   for (const f of plan.copy) {
     const dst = path.join(destRoot, f.rel);
-    await copyFileAtomic(path.join(sourceRoot, f.rel), dst, f, (n) => {
+    await copyFileWatched(path.join(sourceRoot, f.rel), dst, f, (n) => {
       done += n;
       opts.onProgress?.(done, plan.copyBytes);
-    }, opts.signal);
+    }, opts);
     touched.add(path.dirname(dst));
   }
   for (const f of plan.fixMode) await chmod(path.join(destRoot, f.rel), f.mode);

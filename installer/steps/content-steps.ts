@@ -117,6 +117,23 @@ async function removeStaleTemps(dir: string): Promise<void> {
   }
 }
 
+/**
+ * The address a management NIC has while the installer runs (DHCP installs): recorded in the node
+ * identity so the node can tell when DHCP later hands out another. The first global IPv4 of the
+ * first management NIC (by name or MAC) that has one.
+ */
+export function managementAddressOf(config: HarvesterConfig, facts: MachineFacts): { managementAddress?: string } {
+  const mi = config.install?.managementInterface;
+  if (String(mi?.method ?? 'dhcp').toLowerCase() === 'static') return {};
+  for (const want of mi?.interfaces ?? []) {
+    const mac = want.hwAddr?.trim().toLowerCase();
+    const nic = facts.nics.find((n) => (want.name && n.name === want.name) || (mac && n.mac?.toLowerCase() === mac));
+    const addr = nic?.ipv4?.[0];
+    if (addr) return { managementAddress: addr };
+  }
+  return {};
+}
+
 /** The renderer's files for this node. */
 export function renderFiles(config: HarvesterConfig, facts: MachineFacts, plan: InstallPlan): RenderedFile[] {
   return renderFor(config, facts, plan).files;
@@ -130,6 +147,7 @@ function renderFor(config: HarvesterConfig, facts: MachineFacts, plan: InstallPl
       cpuCount: facts.cpu.threads || facts.cpu.cores,
       nics: facts.nics.filter((n) => !n.loopback).map((n) => ({ name: n.name, mac: (n.mac ?? '').toLowerCase() })),
       hasDataPartition,
+      ...managementAddressOf(config, facts),
       arch: machineArch(),
       ...(plan.image ? { image: plan.image } : {}),
     },

@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { Host } from '../../lib/host.js';
 import { Redactor } from '../../lib/redact.js';
-import { loadConfig } from '../config/index.js';
+import { configSecrets, loadConfig } from '../config/index.js';
 import type { HarvesterConfig } from '../config/types.js';
 import type { OsSource } from '../disk/contracts.js';
 import { planInstall } from '../disk/plan.js';
@@ -62,7 +62,7 @@ export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
   const warnings = loaded.warnings;
   // A device given only on the command line is recorded in the config, as the node will read it.
   const config: HarvesterConfig = loaded.config.install?.device || !opts.device ? loaded.config : { ...loaded.config, install: { ...loaded.config.install, device: opts.device } };
-  const redactor = new Redactor().addFrom(config);
+  const redactor = new Redactor().add(...configSecrets(config));
   const source = opts.source || opts.requireSource ? await resolveSource(opts.source) : undefined;
   const facts = await gatherFacts(opts.factsFile);
   // Read before any disk is touched: an image with rancherd but no versions fails the render here.

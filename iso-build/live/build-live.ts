@@ -1,18 +1,28 @@
 /**
- * Builds the live installer system as a kernel + one initramfs: Debian's kernel and the modules the
- * installer needs, busybox, node with its shared libraries, the built hvinstall (dist/ and only the
- * production node_modules), the disk tools the install engine runs, and an OS image to deploy
- * (os.squashfs: the test OS tree with its A/B boot chain). Its /init runs the automatic install
- * (harvester.install.automatic=true + harvester.install.config_url=…) as Harvester's live ISO does.
+ * Builds the live installer system in three parts (docs/iso.md):
+ * - the live root, a squashfs (hvlive/live.squashfs on the medium): Debian's kernel modules the
+ *   installer needs, busybox, node with its shared libraries, the built hvinstall (dist/ and only
+ *   the production node_modules) and the disk tools the install engine runs. Its /init
+ *   (init-script.ts) runs the automatic install (harvester.install.automatic=true +
+ *   harvester.install.config_url=…) as Harvester's live ISO does;
+ * - the small initramfs (initramfs.ts) that finds the medium by label and switch_roots into the
+ *   live root, and the PXE initrd (the same with the live root appended);
+ * - the OS image to install (rootfs.squashfs: the test OS tree with its A/B boot chain, or a given
+ *   image), which the ISO carries next to bundle/.
+ * Everything is stamped with one build time (reproducible.ts), so the same inputs give the same bytes.
  */
 import { createHash } from 'node:crypto';
 import { chmod, copyFile, cp, lstat, mkdir, mkdtemp, readFile, readlink, realpath, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
 import { fetchDebianKernel } from '../boot-chain.js';
+import { copyKernelModules } from '../kernel-modules.js';
+import { squashfsArgs } from '../reproducible.js';
 import { BUSYBOX } from '../test-os-tree.js';
+import { buildInitramfs, buildPxeInitrd } from './initramfs.js';
 import { buildOsImage } from './os-image.js';
 import { LIVE_INIT, UDHCPC_SCRIPT } from './init-script.js';
 import { LIVE_DATA_DIRS, LIVE_MODULES, LIVE_TOOLS, OPTIONAL_TOOLS } from './tools.js';
@@ -20,28 +30,40 @@ import { LIVE_DATA_DIRS, LIVE_MODULES, LIVE_TOOLS, OPTIONAL_TOOLS } from './tool
 export interface LiveBuildOptions {
   /** The repository whose dist/, bin/, package.json and package-lock.json are packed. */
   repoDir: string;
-  /** Where vmlinuz, initrd and os.squashfs are written. */
+  /** Where the parts are written (vmlinuz, initrd, initrd-pxe, live.squashfs, rootfs.squashfs). */
   outDir: string;
   /** Downloads kept between runs (the Debian kernel package). */
   cacheDir: string;
   kernelPackage?: string;
+  /** The build time stamped on every file (reproducible.ts buildEpoch). */
+  epoch: number;
+  /** A prebuilt OS image (squashfs) to install instead of the test OS. */
+  osImage?: string;
 }
 
 export interface LiveBuild {
   kernel: string;
+  /** The small initramfs (the ISO's /boot/initrd; also -kernel/-initrd with the medium attached). */
   initrd: string;
-  /** The OS image inside the initramfs, also left next to it for inspection. */
+  /** The initramfs with the live root appended: the PXE initrd, needs no medium. */
+  pxeInitrd: string;
+  /** The live root (the medium's hvlive/live.squashfs). */
+  liveSquashfs: string;
+  /** The OS image to install (the medium's rootfs.squashfs, the PXE rootfs). */
   osSquashfs: string;
   kernelVersion: string;
+  /** The kernel package file (its name carries the version). */
+  kernelDeb: string;
+  /** Names this build's medium: the ISO carries /.disk/id/<mediumId>, the initramfs looks for it. */
+  mediumId: string;
   /** Tools the build host lacked (only optional ones are tolerated). */
   missingOptionalTools: string[];
-  initrdBytes: number;
 }
 
 /** Where hvinstall lives inside the live system. */
 export const LIVE_APP_DIR = '/opt/hvinstall';
-/** The OS image the live init deploys. */
-export const LIVE_OS_IMAGE = '/run/live/os.squashfs';
+/** Where the live system finds the boot medium (dracut's dmsquash-live mount point). */
+export const LIVE_MEDIUM_DIR = '/run/initramfs/live';
 
 export async function buildLiveInstaller(opts: LiveBuildOptions): Promise<LiveBuild> {
   const repo = path.resolve(opts.repoDir);
@@ -55,7 +77,7 @@ export async function buildLiveInstaller(opts: LiveBuildOptions): Promise<LiveBu
   try {
     const root = path.join(work, 'root');
     await makeSkeleton(root);
-    await copyModules(root, kernel.modulesRoot, kernel.version);
+    await copyKernelModules(path.join(root, 'usr'), kernel.modulesRoot, kernel.version, LIVE_MODULES);
 
     const busybox = path.join(root, 'usr/bin/busybox');
     await copyFile(BUSYBOX, busybox);
@@ -81,22 +103,40 @@ export async function buildLiveInstaller(opts: LiveBuildOptions): Promise<LiveBu
     await copyApp(repo, path.join(root, LIVE_APP_DIR.slice(1)));
     await writeFile(path.join(root, 'usr/bin/hvinstall'), `#!/bin/sh\nexec node ${LIVE_APP_DIR}/dist/installer/cli.js "$@"\n`, { mode: 0o755 });
 
-    const osSquashfs = path.join(outDir, 'os.squashfs');
-    await buildOsImage({ workDir: work, cacheDir: opts.cacheDir, kernelPackage: opts.kernelPackage, out: osSquashfs });
-    await copyFile(osSquashfs, path.join(root, LIVE_OS_IMAGE.slice(1)));
-
     await writeFile(path.join(root, 'init'), LIVE_INIT, { mode: 0o755 });
     await writeFile(path.join(root, 'etc/hv-live/udhcpc.script'), UDHCPC_SCRIPT, { mode: 0o755 });
     await writeFile(path.join(root, 'etc/hv-live/modules'), LIVE_MODULES.join('\n') + '\n');
     await writeFile(path.join(root, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\n');
     await writeFile(path.join(root, 'etc/group'), 'root:x:0:\n');
 
-    const initrd = path.join(outDir, 'initrd.zst');
-    // zstd: Debian's kernel unpacks a zstd initramfs (CONFIG_RD_ZSTD=y); -6 keeps the build quick.
-    await run('sh', ['-c', `cd '${root}' && find . | LC_ALL=C sort | cpio -o -H newc --quiet | zstd -q -T0 -6 -f -o '${initrd}'`], { timeoutMs: 20 * 60_000 });
+    const liveSquashfs = path.join(outDir, 'live.squashfs');
+    await rm(liveSquashfs, { force: true });
+    // zstd level 9: within a few per cent of the default (15) in size, several times faster to build.
+    await run('mksquashfs', [root, liveSquashfs, ...squashfsArgs(opts.epoch, { zstdLevel: 9 })], { timeoutMs: 20 * 60_000 });
+
+    const osSquashfs = path.join(outDir, 'rootfs.squashfs');
+    if (opts.osImage) await copyFile(opts.osImage, osSquashfs);
+    else await buildOsImage({ workDir: work, cacheDir: opts.cacheDir, kernelPackage: opts.kernelPackage, out: osSquashfs, epoch: opts.epoch });
+
     const vmlinuz = path.join(outDir, 'vmlinuz');
     await copyFile(kernel.vmlinuz, vmlinuz);
-    return { kernel: vmlinuz, initrd, osSquashfs, kernelVersion: kernel.version, missingOptionalTools, initrdBytes: (await stat(initrd)).size };
+    // The medium id depends on what must match the initramfs: the kernel (its modules) and the live root.
+    const mediumId = (await sha256Files([vmlinuz, liveSquashfs])).slice(0, 16);
+    const initrd = path.join(outDir, 'initrd');
+    await buildInitramfs({ kernel, mediumId, epoch: opts.epoch, out: initrd });
+    const pxeInitrd = path.join(outDir, 'initrd-pxe');
+    await buildPxeInitrd({ initramfs: initrd, liveSquashfs, epoch: opts.epoch, out: pxeInitrd });
+    return {
+      kernel: vmlinuz,
+      initrd,
+      pxeInitrd,
+      liveSquashfs,
+      osSquashfs,
+      kernelVersion: kernel.version,
+      kernelDeb: kernel.deb,
+      mediumId,
+      missingOptionalTools,
+    };
   } finally {
     await rm(work, { recursive: true, force: true });
   }
@@ -104,32 +144,13 @@ export async function buildLiveInstaller(opts: LiveBuildOptions): Promise<LiveBu
 
 /** Merged-/usr layout, as Debian's: /bin, /sbin, /lib, /lib64 are links into /usr. */
 async function makeSkeleton(root: string): Promise<void> {
-  for (const d of ['usr/bin', 'usr/sbin', 'usr/lib', 'usr/lib64', 'etc/hv-live', 'proc', 'sys', 'dev', 'run/live', 'tmp', 'root', 'var/lib', 'mnt', 'bb', 'oem']) {
+  for (const d of ['usr/bin', 'usr/sbin', 'usr/lib', 'usr/lib64', 'etc/hv-live', 'proc', 'sys', 'dev', 'run', 'tmp', 'root', 'var/lib', 'mnt', 'bb', 'oem']) {
     await mkdir(path.join(root, d), { recursive: true });
   }
   for (const [link, target] of [['bin', 'usr/bin'], ['sbin', 'usr/sbin'], ['lib', 'usr/lib'], ['lib64', 'usr/lib64']]) {
     await symlink(target, path.join(root, link));
   }
   await chmod(path.join(root, 'tmp'), 0o1777);
-}
-
-/** The live modules and their dependencies (modprobe --show-depends over the unpacked kernel), decompressed, then depmod. */
-async function copyModules(root: string, modulesRoot: string, version: string): Promise<void> {
-  for (const m of LIVE_MODULES) {
-    const r = await run('modprobe', ['-d', modulesRoot, '-S', version, '--show-depends', m], { allowFailure: true });
-    if (r.exitCode !== 0) continue; // built into the kernel
-    for (const line of r.stdout.split('\n')) {
-      const ko = /^insmod (\S+)/.exec(line.trim())?.[1];
-      if (!ko) continue;
-      const dest = path.join(root, 'usr', path.relative(modulesRoot, ko).replace(/\.(xz|zst|gz)$/, ''));
-      if (await stat(dest).catch(() => undefined)) continue;
-      await mkdir(path.dirname(dest), { recursive: true });
-      if (ko.endsWith('.xz')) await run('sh', ['-c', `xz -dc '${ko}' > '${dest}'`]);
-      else if (ko.endsWith('.zst')) await run('zstd', ['-q', '-f', '-d', ko, '-o', dest]);
-      else await copyFile(ko, dest);
-    }
-  }
-  await run('depmod', ['-b', path.join(root, 'usr'), version]);
 }
 
 async function which(tool: string): Promise<string | undefined> {
@@ -198,6 +219,11 @@ export function productionPackages(lock: PackageLock): string[] {
     .sort();
 }
 
-export async function sha256File(file: string): Promise<string> {
-  return createHash('sha256').update(await readFile(file)).digest('hex');
+/** sha256 over the files' bytes in order, streamed (the live root is tens of MiB). */
+export async function sha256Files(files: string[]): Promise<string> {
+  const h = createHash('sha256');
+  for (const f of files) {
+    for await (const chunk of createReadStream(f)) h.update(chunk as Buffer);
+  }
+  return h.digest('hex');
 }

@@ -1,10 +1,12 @@
 /**
- * PID 1 of the live installer. It brings up what hvinstall needs (proc, sys, devtmpfs, modules, the
- * network by DHCP), then, as Harvester's live system does for `harvester.install.automatic=true`,
+ * PID 1 of the live installer's root (after the initramfs, initramfs-init.ts, switch_rooted into it
+ * with /dev, /proc, /sys and /run moved along, the boot medium at /run/initramfs/live). It brings up
+ * what hvinstall needs (modules, efivarfs, the network by DHCP), then, as Harvester's live system does for `harvester.install.automatic=true`,
  * runs `hvinstall install --cmdline-file /proc/cmdline` (automatic mode: it fetches
  * `harvester.install.config_url`, merges the command line's harvester.* keys and validates). On success hvinstall
- * itself powers off or reboots (install.power_off). Lines starting with `HV-LIVE` are for people
- * and for the e2e harness reading the serial console.
+ * itself powers off or reboots (install.power_off). Without automatic mode it starts the interactive
+ * `hvinstall console` on tty1 and on the serial console(s) the command line names (docs/console.md).
+ * Lines starting with `HV-LIVE` are for people and for the e2e harness reading the serial console.
  *
  * Live-only kernel parameters:
  *   hvlive.system_size=MIB     --system-size for active.img (default: hvinstall's)
@@ -12,17 +14,33 @@
  *   hvlive.device=/dev/X       --device when the config names none
  */
 export const LIVE_INIT = `#!/usr/bin/busybox sh
-/usr/bin/busybox mount -t proc proc /proc
-/usr/bin/busybox mount -t sysfs sysfs /sys
-/usr/bin/busybox mount -t devtmpfs devtmpfs /dev
+# The initramfs moved these here; mount them only when started some other way.
+[ -e /proc/self ] || /usr/bin/busybox mount -t proc proc /proc
+[ -d /sys/class ] || /usr/bin/busybox mount -t sysfs sysfs /sys
+[ -e /dev/null ] || /usr/bin/busybox mount -t devtmpfs devtmpfs /dev
 /usr/bin/busybox --install -s /bb
 export PATH=/usr/sbin:/usr/bin:/bb HOME=/root TERM=dumb
-mkdir -p /dev/pts /dev/shm /run/hvinstall /var/lib/hvinstall
+mkdir -p /dev/pts /dev/shm /run/live /run/hvinstall /var/lib/hvinstall
 mount -t tmpfs -o mode=1777 tmpfs /dev/shm
-[ -d /sys/firmware/efi/efivars ] && mount -t efivarfs efivarfs /sys/firmware/efi/efivars 2>/dev/null
 echo "HV-LIVE: kernel $(uname -r) up, $(grep MemTotal /proc/meminfo | tr -s ' ')"
 for m in $(cat /etc/hv-live/modules); do modprobe "$m" 2>/dev/null || echo "HV-LIVE: module $m not loaded"; done
-[ -d /sys/firmware/efi ] && echo "HV-LIVE: firmware UEFI" || echo "HV-LIVE: firmware BIOS"
+# After the modules: efivarfs is one.
+[ -d /sys/firmware/efi/efivars ] && mount -t efivarfs efivarfs /sys/firmware/efi/efivars 2>/dev/null
+if [ -d /sys/firmware/efi ]; then
+  # efivarfs: 4 bytes of attributes, then the value (1: Secure Boot enforced).
+  v=/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c
+  sb=$(od -An -t u1 -j 4 -N 1 "$v" 2>/dev/null | tr -d ' ')
+  case "$sb" in
+    1) sb=enabled ;; 0) sb=disabled ;;
+    # Firmware without Secure Boot has no such variable (the other variables are there).
+    *) if [ -n "$(ls /sys/firmware/efi/efivars 2>/dev/null)" ]; then sb="disabled (no SecureBoot variable)"; else sb="unknown (efivarfs not mounted)"; fi ;;
+  esac
+  echo "HV-LIVE: firmware UEFI, Secure Boot $sb"
+else
+  echo "HV-LIVE: firmware BIOS"
+fi
+medium=$(awk '$2 == "/run/initramfs/live" {print $1}' /proc/mounts)
+echo "HV-LIVE: boot medium \${medium:-none}"
 
 arg() { for a in $(cat /proc/cmdline); do case "$a" in "$1"=*) echo "\${a#*=}"; return 0 ;; esac; done; return 1; }
 
@@ -51,17 +69,25 @@ i=0
 while [ $i -lt 20 ] && ! grep -qE ' (nvme[0-9]+n[0-9]+|vd[a-z]+|sd[a-z]+)$' /proc/partitions; do sleep 1; i=$((i + 1)); done
 echo "HV-LIVE: disks $(awk '$4 ~ /^(nvme[0-9]+n[0-9]+|vd[a-z]+|sd[a-z]+)$/ {printf "%s(%d MiB) ", $4, $3/1024}' /proc/partitions)"
 
+echo "HV-LIVE: live system ready after $(cut -d. -f1 /proc/uptime) s"
 if ! grep -qE '(^| )harvester\\.install\\.automatic(=(true|t|yes|y))?( |$)' /proc/cmdline; then
-  echo "HV-LIVE: no harvester.install.automatic=true on the kernel command line; run hvinstall by hand"
-  exec sh
+  # Interactive: hvinstall console on tty1 and on each serial console=ttyS*/ttyAMA*/hvc* named; a shell when it quits.
+  size=$(arg hvlive.system_size) && size="--system-size $size"
+  for t in tty1 $(for a in $(cat /proc/cmdline); do case "$a" in console=tty[A-Z]*|console=hvc*) a=\${a#console=}; echo "\${a%%,*}" ;; esac; done); do
+    [ -c "/dev/$t" ] || continue
+    case $t in tty[0-9]*) term=linux ;; *) term=vt220 ;; esac
+    (while :; do setsid -c env TERM=$term HV_CONSOLE_TTY=$t sh -c "hvinstall console --source /run/initramfs/live/rootfs.squashfs $size; exec sh" <"/dev/$t" >"/dev/$t" 2>&1; done) &
+    echo "HV-LIVE: interactive install: hvinstall console on $t (TERM=$term)"
+  done
+  wait
 fi
 
 echo "HV-LIVE: automatic install: the config comes from $(arg harvester.install.config_url || echo '(no config_url: the command line only)')"
 
 # root=live:URL (PXE, as hvpxe writes it): the OS image comes over HTTP, checked against the
-# URL.sha256 the server publishes, and is installed as --source. Otherwise the image inside this
-# initramfs is only the fallback: an http(s) install.iso_url in the config still wins (its
-# rootfs.squashfs and bundle/ are installed); for iso_url local or none, this image is.
+# URL.sha256 the server publishes, and is installed as --source. Otherwise the boot medium's
+# rootfs.squashfs is only the fallback: an http(s) install.iso_url in the config still wins (its
+# rootfs.squashfs and bundle/ are installed); for iso_url local or none, the medium's is.
 source=
 live=$(arg root) && case "$live" in live:http://*|live:https://*)
   url=\${live#live:}
@@ -80,8 +106,10 @@ esac
 # merged under the harvester.* keys, webhooks, and progress to hvinstall.events_url when present.
 if [ -n "$source" ]; then
   set -- --cmdline-file /proc/cmdline --source "$source" --progress plain
+elif [ -f /run/initramfs/live/rootfs.squashfs ]; then
+  set -- --cmdline-file /proc/cmdline --fallback-source /run/initramfs/live/rootfs.squashfs --progress plain
 else
-  set -- --cmdline-file /proc/cmdline --fallback-source /run/live/os.squashfs --progress plain
+  set -- --cmdline-file /proc/cmdline --progress plain
 fi
 size=$(arg hvlive.system_size) && set -- "$@" --system-size "$size"
 dev=$(arg hvlive.device) && set -- "$@" --device "$dev"

@@ -3,6 +3,18 @@
  * the host tools the install engine runs (each copied with its shared libraries).
  */
 
+/**
+ * The small initramfs (stage 1) loads these to find the boot medium and mount the live root: CD-ROM
+ * (AHCI/IDE + sr), USB sticks (xHCI/EHCI/UHCI + usb-storage/uas), NVMe, virtio, SD/MMC, then
+ * iso9660, squashfs, loop and overlay. Everything else comes from the live root.
+ */
+export const INITRAMFS_MODULES = [
+  'ahci', 'ata_piix', 'ata_generic', 'sr_mod', 'sd_mod',
+  'xhci_pci', 'ehci_pci', 'uhci_hcd', 'ohci_pci', 'usb_storage', 'uas',
+  'nvme', 'virtio_pci', 'virtio_blk', 'virtio_scsi', 'mmc_block', 'sdhci_pci',
+  'isofs', 'squashfs', 'loop', 'overlay',
+] as const;
+
 /** Loaded (with their dependencies) by the live init, in this order. */
 export const LIVE_MODULES = [
   'nvme',

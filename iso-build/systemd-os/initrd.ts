@@ -10,7 +10,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { run } from '../../lib/exec.js';
 import { ExitCode, HvError } from '../../lib/errors.js';
-import { copyKernelModules, copyProgramWithLibraries } from '../initrd-parts.js';
+import { copyKernelModules } from '../kernel-modules.js';
+import { copyProgramWithLibraries } from '../initrd-parts.js';
 import { BUSYBOX } from '../test-os-tree.js';
 import { systemdOsFile } from './files.js';
 

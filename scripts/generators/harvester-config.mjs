@@ -27,6 +27,14 @@ export const ANNOTATIONS = [
   ['x-hint', 'string'],
   ['x-secret', 'boolean'],
   ['x-kind', 'string'],
+  // The Go field name where yaml.v3's key for it (the name lowercased) is not the json tag lowercased.
+  ['x-go-name', 'string'],
+  // A Go pointer field: yaml.v3 writes its zero value as null.
+  ['x-go-pointer', 'boolean'],
+  // A finding of this node is a warning: Harvester installs anyway (docs/config.md, the compatibility rule).
+  ['x-severity', 'string'],
+  // Findings of this node only in this install.mode (Harvester checks it only there).
+  ['x-only-in-mode', 'string'],
 ];
 
 export function createAjv() {
@@ -53,12 +61,16 @@ function resolveRef(schema, node) {
   return { ...target, $defName: name };
 }
 
-/** Field tree: {k: kind, f?: {name: node} (ordered), i?: item node, v?: value node, s?: secret}. */
+/**
+ * Field tree: {k: kind, f?: {name: node} (ordered), i?: item node, v?: value node, s?: secret,
+ * g?: {name: yaml.v3 key} where that key is not the name lowercased, z?: written as null when unset}.
+ */
 function fieldNode(schema, raw, seen = new Map()) {
   const node = resolveRef(schema, raw);
   if (node.$defName && seen.has(node.$defName)) return seen.get(node.$defName);
   const out = {};
   if (node['x-secret']) out.s = 1;
+  if (raw['x-go-pointer']) out.z = 1;
   if (node['x-kind'] === 'multipath') {
     out.k = 'multipath';
     out.i = fieldNode(schema, node.then.items, seen);
@@ -80,7 +92,10 @@ function fieldNode(schema, raw, seen = new Map()) {
     out.k = 'struct';
     out.f = {};
     if (node.$defName) seen.set(node.$defName, out);
-    for (const [name, child] of Object.entries(node.properties)) out.f[name] = fieldNode(schema, child, seen);
+    for (const [name, child] of Object.entries(node.properties)) {
+      out.f[name] = fieldNode(schema, child, seen);
+      if (child['x-go-name']) (out.g ??= {})[name] = child['x-go-name'].toLowerCase();
+    }
   } else if (type === 'object' && node.additionalProperties) {
     const value = resolveRef(schema, node.additionalProperties);
     if (value.type === 'string') out.k = 'stringMap';
@@ -221,8 +236,9 @@ export default async function generate() {
     path.join(outDir, 'harvester-config.fields.d.ts'),
     header +
       "export type FieldKind = 'string' | 'bool' | 'int' | 'stringList' | 'stringMap' | 'stringListMap' | 'struct' | 'structList' | 'structMap' | 'multipath';\n" +
-      '/** k: kind; f: fields of a struct (schema order); i: item of a list; v: value of a map; o: object form of a union; s: secret. */\n' +
-      'export interface FieldNode {\n  k: FieldKind;\n  f?: Record<string, FieldNode>;\n  i?: FieldNode;\n  v?: FieldNode;\n  o?: FieldNode;\n  s?: 1;\n}\n' +
+      '/**\n * k: kind; f: fields of a struct (Go struct order); i: item of a list; v: value of a map; o: object form of a union; s: secret;\n' +
+      ' * g: the yaml.v3 key (Go field name lowercased) of the fields where it is not the json tag lowercased; z: a Go pointer (unset is null).\n */\n' +
+      'export interface FieldNode {\n  k: FieldKind;\n  f?: Record<string, FieldNode>;\n  i?: FieldNode;\n  v?: FieldNode;\n  o?: FieldNode;\n  s?: 1;\n  g?: Record<string, string>;\n  z?: 1;\n}\n' +
       'export declare const fieldTree: FieldNode;\n',
   );
 

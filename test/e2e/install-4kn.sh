@@ -1,11 +1,11 @@
-# Sourced by test/e2e/run.sh when HV_E2E_4KN=1 (uses its run_qemu, expect_line, say, die, OUT, …).
+# Sourced by test/e2e/run.sh for the 4kn stage (HV_E2E_4KN=1 or HV_E2E_STAGES) (uses its run_qemu, expect_line, say, die, OUT, …).
 # The UEFI install again, onto an NVMe namespace with 4096-byte logical blocks (4Kn): partitions
 # must stay 1 MiB aligned in 4 KiB sectors, mkfs.vfat must build a FAT the firmware reads on a 4Kn
 # disk, and OVMF must boot it.
 fourk_stage() {
   truncate -s 260G "$OUT/disk-4kn.raw"
   run_qemu 4kn-install "$INSTALL_TIMEOUT" \
-    -kernel "$OUT/live/vmlinuz" -initrd "$OUT/live/initrd.zst" -append "$(live_append node-1.yaml)" \
+    "${LIVE_MEDIA[@]}" -append "$(live_append node-1.yaml)" \
     -drive file="$OUT/disk-4kn.raw",if=none,format=raw,id=d0,cache=unsafe \
     -device nvme,serial=HVE2E0004,drive=d0,logical_block_size=4096,physical_block_size=4096 \
     -netdev "$(netdev)" -device virtio-net-pci,netdev=n0 \

@@ -1,13 +1,13 @@
-# Sourced by test/e2e/run.sh unless HV_E2E_ISO=0 (uses its run_qemu, expect_line, say, die, OUT, …).
+# Sourced by test/e2e/run.sh for the iso-url stage (uses its run_qemu, expect_line, say, die, OUT, LIVE_MEDIA, …).
 # A Harvester-style automatic install whose config names an http install.iso_url: the live installer
 # downloads the ISO (checked against the .sha256 next to it), loop-mounts it (isofs), installs its
-# rootfs.squashfs rather than the image it carries, and copies its bundle/ onto COS_PERSISTENT,
+# rootfs.squashfs rather than its boot medium's, and copies its bundle/ onto COS_PERSISTENT,
 # where the installed node's image preload looks (/var/lib/rancher/hvagent/bundle).
 iso_stage() {
   local root="$OUT/iso-root" marker="e2e bundle marker $(date +%s)"
   rm -rf "$root"
   mkdir -p "$root/bundle/harvester/images-lists"
-  cp "$OUT/live/os.squashfs" "$root/rootfs.squashfs"
+  cp "$LIVE/rootfs.squashfs" "$root/rootfs.squashfs"
   printf 'images:\n  common: []\n' > "$root/bundle/metadata.yaml"
   echo "$marker" > "$root/bundle/harvester/images-lists/e2e-marker.txt"
   xorriso -as mkisofs -quiet -V COS_LIVE -o "$OUT/www/hv.iso" "$root" 2>/dev/null || die "iso: xorriso could not build the ISO"
@@ -16,7 +16,7 @@ iso_stage() {
   grep -q "iso_url: http://$GUEST_SERVER/hv.iso" "$OUT/www/node-iso.yaml" || die "iso: the config template no longer says iso_url: local"
   truncate -s 260G "$OUT/disk-iso.raw"
   run_qemu iso-install "$INSTALL_TIMEOUT" \
-    -kernel "$OUT/live/vmlinuz" -initrd "$OUT/live/initrd.zst" -append "$(live_append node-iso.yaml)" \
+    "${LIVE_MEDIA[@]}" -append "$(live_append node-iso.yaml)" \
     -drive file="$OUT/disk-iso.raw",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2E0005,drive=d0 \
     -netdev "$(netdev)" -device virtio-net-pci,netdev=n0 \
     || die "iso-install: QEMU exited with status $?"

@@ -10,16 +10,20 @@
 pxe_stage() {
   local mac=52:54:00:e2:e0:01 dir="$OUT/pxe"
   mkdir -p "$dir/artifacts" "$dir/tftp"
-  cp "$OUT/live/vmlinuz" "$OUT/live/initrd.zst" "$OUT/live/os.squashfs" "$dir/artifacts/"
-  sha() { sha256sum "$dir/artifacts/$1" | cut -d' ' -f1; }
+  # The PXE artifacts as the build publishes them (Harvester's names): the kernel, the initrd that
+  # carries the live root, and the OS image root=live: fetches. Their sha256 from the build's list.
+  local kernel initrd rootfs
+  kernel=$(basename "$(build_field b.pxe.kernel)"); initrd=$(basename "$(build_field b.pxe.initrd)"); rootfs=$(basename "$(build_field b.pxe.rootfs)")
+  cp "$OUT/build/$kernel" "$OUT/build/$initrd" "$OUT/build/$rootfs" "$dir/artifacts/"
+  sha() { awk -v f="$1" '$2 == f {print $1}' "$(build_field b.checksums.sha256)"; }
   {
     cat <<EOF
 # Written by test/e2e/install-pxe.sh for one QEMU machine.
 server_url: http://$GUEST_SERVER
 artifacts:
-  kernel: { path: vmlinuz, sha256: "$(sha vmlinuz)" }
-  initrd: { path: initrd.zst, sha256: "$(sha initrd.zst)" }
-  rootfs: { path: os.squashfs, sha256: "$(sha os.squashfs)" }
+  kernel: { path: $kernel, sha256: "$(sha "$kernel")" }
+  initrd: { path: $initrd, sha256: "$(sha "$initrd")" }
+  rootfs: { path: $rootfs, sha256: "$(sha "$rootfs")" }
 profiles:
   e2e:
     kernel: kernel

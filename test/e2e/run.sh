@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# make e2e: QEMU (q35, TCG, OVMF) boots OUR live installer (iso-build/live: Debian kernel + an
-# initramfs with node, hvinstall and the disk tools) with harvester.install.automatic=true and a
-# config_url served from the host over guestfwd; it installs onto an emulated NVMe disk (sparse,
-# 260 GiB) and powers off. Then the installed disk alone boots under OVMF (grub -> cos-img
-# initramfs -> active.img) and its init must report the image it booted. Then a negative case: a
-# config naming a missing disk must fail on the console, power off, and leave its disk untouched.
-# Then the PXE path under legacy BIOS: iPXE -> hvpxe serve -> the same live system -> BIOS install -> boot.
-# Details: docs/e2e.md. Knobs: HV_E2E_OUT, HV_E2E_CACHE, HV_E2E_INSTALL_TIMEOUT, HV_E2E_BOOT_TIMEOUT,
-# HV_E2E_SYSTEM_SIZE, HV_E2E_MEM, HV_E2E_NEGATIVE=0 (skip the negative case), HV_E2E_PXE=0 (skip the
-# PXE-under-BIOS case through hvpxe serve, test/e2e/install-pxe.sh), HV_E2E_4KN=1 (add a UEFI
-# install + boot on a 4Kn NVMe namespace, test/e2e/install-4kn.sh), HV_E2E_FIRSTBOOT=0 (skip the
-# systemd OS first boot, test/e2e/first-boot.sh).
+# make e2e: QEMU (q35, TCG) boots OUR live installer (iso-build/live: Debian's kernel, a small
+# initramfs that finds the live medium by its label COS_LIVE, the live root squashfs on it) with
+# harvester.install.automatic=true and a config_url served from the host over guestfwd; it installs
+# onto an emulated NVMe disk (sparse, 260 GiB) and powers off. Then the installed disk alone boots
+# (grub -> cos-img initramfs -> active.img) and its init must report the image it booted. Then a
+# negative case, an http(s) iso_url, PXE under legacy BIOS through hvpxe, the hybrid ISO itself as a
+# CD-ROM under SeaBIOS and OVMF and as a USB stick under OVMF with Secure Boot enforced, a medium
+# that is not found, a second build that must give the same bytes, and an interactive install
+# through hvinstall console over the serial line. Then a real systemd node (iso-build/systemd-os)
+# installed by hvinstall boots three times and reports its checks as TAP (test/e2e/first-boot.sh).
+# Details: docs/e2e.md. Knobs: HV_E2E_STAGES (which stages; default all but 4kn), HV_E2E_OUT,
+# HV_E2E_CACHE, HV_E2E_INSTALL_TIMEOUT, HV_E2E_BOOT_TIMEOUT, HV_E2E_SYSTEM_SIZE, HV_E2E_MEM, and the
+# older per-stage switches HV_E2E_NEGATIVE=0, HV_E2E_ISO=0, HV_E2E_PXE=0, HV_E2E_CONSOLE=0, HV_E2E_FIRSTBOOT=0, HV_E2E_4KN=1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
@@ -22,17 +23,40 @@ SYSTEM_SIZE=${HV_E2E_SYSTEM_SIZE:-256}
 MEM=${HV_E2E_MEM:-2048}
 OVMF_CODE=/usr/share/OVMF/OVMF_CODE_4M.fd
 OVMF_VARS=/usr/share/OVMF/OVMF_VARS_4M.fd
+# Secure Boot enforced, Microsoft's keys enrolled (what shim is signed for).
+OVMF_SB_CODE=/usr/share/OVMF/OVMF_CODE_4M.ms.fd
+OVMF_SB_VARS=/usr/share/OVMF/OVMF_VARS_4M.ms.fd
 GUEST_SERVER=10.0.2.100
+
+# Which stages run: HV_E2E_STAGES="install boot-installed ..." (spaces or commas), else all but 4kn
+# minus what the older switches turn off.
+ALL_STAGES="install boot-installed negative-missing-disk iso-url pxe-bios console iso-cd-bios iso-cd-uefi iso-usb-sb medium-missing reproducible firstboot 4kn"
+if [ -n "${HV_E2E_STAGES:-}" ]; then
+  STAGES=" ${HV_E2E_STAGES//,/ } "
+else
+  STAGES=" ${ALL_STAGES% 4kn} "
+  [ "${HV_E2E_NEGATIVE:-1}" = 0 ] && STAGES=${STAGES/ negative-missing-disk / }
+  [ "${HV_E2E_ISO:-1}" = 0 ] && STAGES=${STAGES/ iso-url / }
+  [ "${HV_E2E_PXE:-1}" = 0 ] && STAGES=${STAGES/ pxe-bios / }
+  [ "${HV_E2E_CONSOLE:-1}" = 0 ] && STAGES=${STAGES/ console / }
+  [ "${HV_E2E_FIRSTBOOT:-1}" = 0 ] && STAGES=${STAGES/ firstboot / }
+  [ "${HV_E2E_4KN:-0}" = 1 ] && STAGES="$STAGES4kn "
+fi
+wanted() { case "$STAGES" in *" $1 "*) return 0 ;; esac; return 1; }
 
 say() { printf '[e2e %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 die() { say "FAIL: $*" >&2; exit 1; }
 
+for st in $STAGES; do
+  case " $ALL_STAGES " in *" $st "*) ;; *) echo "e2e: unknown stage '$st' in HV_E2E_STAGES; stages: $ALL_STAGES" >&2; exit 2 ;; esac
+done
+if wanted boot-installed && ! wanted install; then echo "e2e: boot-installed boots the disk the install stage writes: add install to HV_E2E_STAGES" >&2; exit 2; fi
 [ "$(id -u)" = 0 ] || { echo "e2e: needs root (it installs packages if missing and inspects disk images); run: sudo make e2e" >&2; exit 2; }
 
 # --- what the host needs (make build installs .ci/apt-packages.txt; this covers a partial setup)
 need=()
 command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
-[ -f "$OVMF_CODE" ] || need+=(ovmf)
+[ -f "$OVMF_CODE" ] && [ -f "$OVMF_SB_CODE" ] || need+=(ovmf)
 command -v socat >/dev/null || need+=(socat)
 command -v mksquashfs >/dev/null || need+=(squashfs-tools)
 [ -x /bin/busybox ] || need+=(busybox-static)
@@ -70,10 +94,23 @@ case "$(realpath -m "$OUT")" in /|"$REPO"|"$HOME") die "HV_E2E_OUT=$OUT would re
 rm -rf "$OUT"
 mkdir -p "$OUT/www" "$CACHE/kernel"
 
-# --- 1. the live installer
+# --- 1. the live installer and its ISO (make iso), with a bundle/ the ISO stages read back
 stage_start build-live
-node "$REPO/dist/iso-build/live/cli.js" --out "$OUT/live" --cache "$CACHE" > "$OUT/live-build.json"
-say "   initrd $(du -h --apparent-size "$OUT/live/initrd.zst" | cut -f1), kernel $(node -p "require('$OUT/live-build.json').kernelVersion")"
+mkdir -p "$OUT/bundle-src/harvester/images-lists"
+printf 'images:\n  common: []\n' > "$OUT/bundle-src/metadata.yaml"
+BUNDLE_MARKER="e2e live ISO bundle marker"
+echo "$BUNDLE_MARKER" > "$OUT/bundle-src/harvester/images-lists/e2e-live-marker.txt"
+# A 30 s grub menu: the ISO stages type at it (test/e2e/install-media.sh), even on a loaded host.
+BUILD_ARGS=(--cache "$CACHE" --bundle "$OUT/bundle-src" --grub-timeout 30)
+node "$REPO/dist/iso-build/live/cli.js" --out "$OUT/build" "${BUILD_ARGS[@]}" > "$OUT/live-build.json"
+build_field() { node -p "const b=require('$OUT/live-build.json'); $1"; }
+LIVE="$OUT/build/live"
+ISO=$(build_field b.iso)
+# The live system as the ISO boots it, but with QEMU loading kernel and initrd (-kernel/-initrd):
+# the initramfs still finds the live root on the medium, attached as a CD-ROM.
+LIVE_MEDIA=(-kernel "$LIVE/vmlinuz" -initrd "$LIVE/initrd"
+  -drive "file=$ISO,if=none,id=cd0,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd0)
+say "   ISO $(du -h --apparent-size "$ISO" | cut -f1) ($(basename "$ISO")), initrd $(du -h --apparent-size "$LIVE/initrd" | cut -f1), live root $(du -h --apparent-size "$LIVE/live.squashfs" | cut -f1), PXE initrd $(du -h --apparent-size "$LIVE/initrd-pxe" | cut -f1), kernel $(build_field b.kernelVersion)"
 stage_end build-live
 
 # --- 2. the config server (the PXE side of an automatic install), reached from the guest via guestfwd
@@ -95,12 +132,18 @@ run_qemu() {
   local name=$1 timeout=$2; shift 2
   local log="$OUT/console-$name.log"
   local firmware=()
-  if [ "${FIRMWARE:-uefi}" = uefi ]; then
-    cp "$OVMF_VARS" "$OUT/vars-$name.fd"
-    firmware=(-drive if=pflash,format=raw,readonly=on,file="$OVMF_CODE" -drive if=pflash,format=raw,file="$OUT/vars-$name.fd")
-  fi
+  case "${FIRMWARE:-uefi}" in
+    uefi)
+      cp "$OVMF_VARS" "$OUT/vars-$name.fd"
+      firmware=(-drive if=pflash,format=raw,readonly=on,file="$OVMF_CODE" -drive if=pflash,format=raw,file="$OUT/vars-$name.fd") ;;
+    sb) # Secure Boot needs SMM and a secure pflash.
+      cp "$OVMF_SB_VARS" "$OUT/vars-$name.fd"
+      firmware=(-machine smm=on -global driver=cfi.pflash01,property=secure,value=on
+        -drive if=pflash,format=raw,readonly=on,file="$OVMF_SB_CODE" -drive if=pflash,format=raw,file="$OUT/vars-$name.fd") ;;
+  esac
+  # QEMU_STDIN: the serial console's input (a FIFO when a stage types at grub).
   qemu-system-x86_64 -machine q35 -accel tcg -cpu max -m "$MEM" -smp 2 -nographic -no-reboot \
-    "${firmware[@]}" "$@" < /dev/null > "$log" 2>&1 &
+    "${firmware[@]}" "$@" < "${QEMU_STDIN:-/dev/null}" > "$log" 2>&1 &
   local pid=$!
   PIDS+=("$pid")
   local deadline=$(($(date +%s) + timeout)) last=0
@@ -109,6 +152,12 @@ run_qemu() {
       kill "$pid"; wait "$pid" 2>/dev/null || true
       tail -n 30 "$log" | tr -d '\r' >&2
       die "$name: no power-off within ${timeout} s (console: $log)"
+    fi
+    # FAIL_ON: a console line that means the run can only wait for its deadline now.
+    if [ -n "${FAIL_ON:-}" ] && tr -d '\r' < "$log" | grep -aE "$FAIL_ON" > /dev/null; then
+      kill "$pid"; wait "$pid" 2>/dev/null || true
+      tail -n 30 "$log" | tr -d '\r' >&2
+      die "$name: the console says /$FAIL_ON/ (console: $log)"
     fi
     # One progress line a minute so a long TCG run visibly moves.
     if [ $(($(date +%s) - last)) -ge 60 ]; then
@@ -135,10 +184,11 @@ live_append() { # config file name
 }
 
 # --- 3. install onto a sparse 260 GiB NVMe disk
+if wanted install; then
 stage_start install
 truncate -s 260G "$OUT/disk.raw"
 run_qemu install "$INSTALL_TIMEOUT" \
-  -kernel "$OUT/live/vmlinuz" -initrd "$OUT/live/initrd.zst" -append "$(live_append node-1.yaml)" \
+  "${LIVE_MEDIA[@]}" -append "$(live_append node-1.yaml)" \
   -drive file="$OUT/disk.raw",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2E0001,drive=d0 \
   -netdev "$(netdev)" -device virtio-net-pci,netdev=n0 \
   || die "install: QEMU exited with status $?"
@@ -162,8 +212,10 @@ for label in COS_GRUB COS_OEM COS_RECOVERY COS_STATE COS_PERSISTENT HARV_LH_DEFA
   grep -q "LABEL=$label " "$OUT/labels.txt" || die "install: no filesystem labelled $label on the disk"
 done
 say "   disk: $(du -h --apparent-size "$OUT/disk.raw" | cut -f1) apparent, $(du -h "$OUT/disk.raw" | cut -f1) allocated"
+fi
 
 # --- 4. boot the installed disk alone: OVMF -> EFI/BOOT/BOOTX64.EFI -> grub -> cos-img initramfs -> active.img
+if wanted boot-installed; then
 stage_start boot-installed
 run_qemu boot "$BOOT_TIMEOUT" \
   -drive file="$OUT/disk.raw",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2E0001,drive=d0 \
@@ -173,13 +225,14 @@ stage_end boot-installed
 expect_line boot 'HVTEST-INITRD root=LABEL=COS_STATE image=/cOS/active.img' "grub did not start the cos-img initramfs with the active image"
 expect_line boot 'HVTEST-BOOTED image=/cOS/active.img os=hvinstall test OS' "the installed system's init did not run from active.img"
 say "   guest: $(console boot | grep -a 'HVTEST-BOOTED' | head -n 1)"
+fi
 
 # --- 5. negative: the config names a disk the machine does not have
-if [ "${HV_E2E_NEGATIVE:-1}" != 0 ]; then
+if wanted negative-missing-disk; then
   stage_start negative-missing-disk
   truncate -s 260G "$OUT/disk-neg.raw"
   run_qemu negative "$INSTALL_TIMEOUT" \
-    -kernel "$OUT/live/vmlinuz" -initrd "$OUT/live/initrd.zst" -append "$(live_append node-missing-disk.yaml)" \
+    "${LIVE_MEDIA[@]}" -append "$(live_append node-missing-disk.yaml)" \
     -drive file="$OUT/disk-neg.raw",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2E0002,drive=d0 \
     -netdev "$(netdev)" -device virtio-net-pci,netdev=n0 \
     || die "negative: QEMU exited with status $?"
@@ -195,7 +248,7 @@ if [ "${HV_E2E_NEGATIVE:-1}" != 0 ]; then
 fi
 
 # --- 6. an http(s) install.iso_url: the ISO's rootfs and bundle/ are installed (test/e2e/install-iso.sh)
-if [ "${HV_E2E_ISO:-1}" != 0 ]; then
+if wanted iso-url; then
   # shellcheck source=install-iso.sh
   . "$REPO/test/e2e/install-iso.sh"
   stage_start iso-url
@@ -204,7 +257,7 @@ if [ "${HV_E2E_ISO:-1}" != 0 ]; then
 fi
 
 # --- 7. PXE under legacy BIOS through hvpxe serve (test/e2e/install-pxe.sh)
-if [ "${HV_E2E_PXE:-1}" != 0 ]; then
+if wanted pxe-bios; then
   # shellcheck source=install-pxe.sh
   . "$REPO/test/e2e/install-pxe.sh"
   stage_start pxe-bios
@@ -212,8 +265,34 @@ if [ "${HV_E2E_PXE:-1}" != 0 ]; then
   stage_end pxe-bios
 fi
 
-# --- 8. optional: the UEFI install onto a 4Kn NVMe namespace (test/e2e/install-4kn.sh)
-if [ "${HV_E2E_4KN:-0}" = 1 ]; then
+# --- 8. an interactive install: hvinstall console driven over the serial line (test/e2e/console.sh)
+if wanted console; then
+  # shellcheck source=console.sh
+  . "$REPO/test/e2e/console.sh"
+  stage_start console
+  console_stage
+  stage_end console
+fi
+
+# --- 9. the hybrid ISO as a CD-ROM (SeaBIOS, OVMF) and as a USB stick (OVMF, Secure Boot), a
+# medium the initramfs cannot find, and a second build (test/e2e/install-media.sh)
+# shellcheck source=install-media.sh
+. "$REPO/test/e2e/install-media.sh"
+for st in iso-cd-bios iso-cd-uefi iso-usb-sb; do
+  if wanted $st; then stage_start $st; media_stage $st; stage_end $st; fi
+done
+if wanted medium-missing; then stage_start medium-missing; medium_missing_stage; stage_end medium-missing; fi
+if wanted reproducible; then stage_start reproducible; reproducible_stage; stage_end reproducible; fi
+
+# --- 10. the first boot of a real systemd node installed by hvinstall (test/e2e/first-boot.sh)
+if wanted firstboot; then
+  # shellcheck source=first-boot.sh
+  . "$REPO/test/e2e/first-boot.sh"
+  firstboot_stage
+fi
+
+# --- 11. optional: the UEFI install onto a 4Kn NVMe namespace (test/e2e/install-4kn.sh)
+if wanted 4kn; then
   # shellcheck source=install-4kn.sh
   . "$REPO/test/e2e/install-4kn.sh"
   stage_start 4kn
@@ -221,16 +300,9 @@ if [ "${HV_E2E_4KN:-0}" = 1 ]; then
   stage_end 4kn
 fi
 
-# --- 9. the first boot of a real systemd node installed by hvinstall (test/e2e/first-boot.sh)
-if [ "${HV_E2E_FIRSTBOOT:-1}" != 0 ]; then
-  # shellcheck source=first-boot.sh
-  . "$REPO/test/e2e/first-boot.sh"
-  firstboot_stage
-fi
-
 TIMES[total]=$(($(date +%s) - T0))
 {
   echo "e2e passed $(date -u +%FT%TZ)"
-  for k in build-live install boot-installed negative-missing-disk iso-url pxe-bios 4kn firstboot-build firstboot-install firstboot-boot1 firstboot-boot2 firstboot-passive total; do [ -n "${TIMES[$k]:-}" ] && echo "$k: ${TIMES[$k]} s"; done
+  for k in build-live ${ALL_STAGES/firstboot/firstboot-build firstboot-install firstboot-boot1 firstboot-boot2 firstboot-passive} total; do [ -n "${TIMES[$k]:-}" ] && echo "$k: ${TIMES[$k]} s"; done
 } | tee "$OUT/summary.txt"
 say "PASS (disk image left at $OUT/disk.raw; consoles in $OUT/console-*.log)"

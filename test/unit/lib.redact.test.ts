@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Redactor, REDACTED } from '../../lib/redact.js';
+import { isSecretKey, Redactor, REDACTED } from '../../lib/redact.js';
 import { Logger, MemorySink } from '../../lib/logger.js';
 
 describe('Redactor', () => {
@@ -47,5 +47,71 @@ describe('Redactor', () => {
     log.info('joining', { cmd: 'rke2 --token topsecret-token' });
     expect(sink.lines.join('')).not.toContain('topsecret-token');
     expect(JSON.parse(sink.lines[0]!).cmd).toBe(`rke2 --token ${REDACTED}`);
+  });
+});
+
+describe('secret-named keys', () => {
+  it.each([
+    'token', 'TOKEN', 'password', 'Password', 'passphrase', 'passwd', 'secret', 'auth', 'authorization',
+    'identitytoken', 'identity_token', 'identity-token', 'basicauth', 'basic_auth', 'basicAuth', 'basic-auth',
+    'private_key', 'privatekey', 'private-key', 'key_file', 'keyfile', 'key-file', 'tls_key', 'tlskey', 'tls-key',
+    'agent_token', 'agenttoken', 'agent-token', 'server_token', 'servertoken', 'client_secret', 'clientsecret', 'client-secret',
+    'admin_password', 'adminPassword', 'admin-password',
+  ])('%s names a secret', (k) => {
+    expect(isSecretKey(k)).toBe(true);
+  });
+
+  it.each(['tokens', 'mytoken', 'token_id', 'hostname', 'username', 'user', 'author', 'keyfiles', 'secrets', 'passwordless', 'private', 'key', 'tls', 'basic', 'x-auth', 'auth_url', ''])(
+    '%j does not',
+    (k) => {
+      expect(isSecretKey(k)).toBe(false);
+    },
+  );
+});
+
+describe('redact: what stays and what goes', () => {
+  const r = new Redactor();
+
+  it('empty and absent secrets stay as they are (a "<redacted>" would claim there was one)', () => {
+    expect(r.redact({ token: '', password: undefined, auth: null })).toEqual({ token: '', password: undefined, auth: null });
+  });
+
+  it('everything under a secret-named key is replaced, at any depth, in its shape', () => {
+    expect(r.redact({ auth: ['first', 'second'] })).toEqual({ auth: [REDACTED, REDACTED] });
+    expect(r.redact({ basicAuth: { user: 'bob', nested: { deeper: 'bob-again', list: ['x1'] }, port: 5 } })).toEqual({
+      basicAuth: { user: REDACTED, nested: { deeper: REDACTED, list: [REDACTED] }, port: REDACTED },
+    });
+  });
+
+  it('values under other keys are kept, registered secrets inside them scrubbed; arrays stay arrays', () => {
+    const s = new Redactor().add('s3cret-value');
+    expect(s.redact({ hosts: ['a.example', 'has s3cret-value inside'], n: 3, ok: true, none: null })).toEqual({ hosts: ['a.example', `has ${REDACTED} inside`], n: 3, ok: true, none: null });
+  });
+});
+
+describe('Redactor.add and addFrom', () => {
+  it('registers strings of four characters or more, ignores shorter ones and non-strings', () => {
+    const r = new Redactor().add(undefined, null, 'abc', 'abcd');
+    expect(r.redactString('abc abcd')).toBe(`abc ${REDACTED}`);
+  });
+
+  it('collects every string under a secret-named key (lists, nested objects), and nothing else', () => {
+    const r = new Redactor().addFrom({
+      os: { hostname: 'node-one', password: 'pass-word-1' },
+      registries: [{ auth: { username: 'pull-user', password: 'pull-pass' } }],
+      webhooks: [{ headers: { authorization: ['Bearer tok-111', 'Bearer tok-222'] } }],
+    });
+    expect(r.redactString('node-one pass-word-1 pull-user pull-pass Bearer tok-111 Bearer tok-222')).toBe(`node-one ${REDACTED} ${REDACTED} ${REDACTED} ${REDACTED} ${REDACTED}`);
+  });
+
+  it('a secret-named key holding nothing (null, a number, an empty list) registers nothing and does not fail', () => {
+    const r = new Redactor().addFrom({ token: null, password: 1234, auth: [], secret: {} });
+    expect(r.redactString('null 1234 [] {}')).toBe('null 1234 [] {}');
+  });
+
+  it('scrubs user:password@ in URLs whatever the user name', () => {
+    expect(new Redactor().redactString('fetch https://admin:pw-123@registry.example/v2 and ftp://u:p@h/x')).toBe(
+      `fetch https://admin:${REDACTED}@registry.example/v2 and ftp://u:${REDACTED}@h/x`,
+    );
   });
 });

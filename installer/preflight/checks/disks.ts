@@ -4,7 +4,7 @@ import type { DiskFacts, MachineFacts } from '../types.js';
 import type { PreflightCheck, Profile } from '../report.js';
 import { locateDevice, type LocatedDevice } from '../resolve.js';
 import { suggestInstallDevice } from '../suggest.js';
-import { DATA_DISK_MIN_GIB, MULTI_DISK_MIN_GIB, SINGLE_DISK_MIN_GIB, wholeGiB } from '../thresholds.js';
+import { DISK_MESSAGES, installDiskMinGiB, DATA_DISK_MIN_GIB, wholeGiB } from '../../disk/sizes.js';
 
 export interface DiskCheckInput {
   facts: MachineFacts;
@@ -375,18 +375,13 @@ export function checkDisks(input: DiskCheckInput): DiskCheckOutput {
 
   if (device) {
     if (input.config) checkUsage('device', device, input, out);
-    if (witness) {
-      out.push(sizeCheck('device', device, MULTI_DISK_MIN_GIB, `installation disk size is too small. Minimum ${MULTI_DISK_MIN_GIB}Gi is required`, 'witness'));
-    } else if (separateData) {
-      out.push(sizeCheck('device', device, MULTI_DISK_MIN_GIB, `installation disk size is too small. Minimum ${MULTI_DISK_MIN_GIB}Gi is required`, 'separate data disk'));
-    } else {
-      out.push(sizeCheck('device', device, SINGLE_DISK_MIN_GIB, `installation disk size is too small. Minimum ${SINGLE_DISK_MIN_GIB}Gi is required`, 'OS and data on one disk'));
-    }
+    const min = installDiskMinGiB({ separateDataDisk: separateData, witness });
+    out.push(sizeCheck('device', device, min, DISK_MESSAGES.installDiskTooSmall(min), witness ? 'witness' : separateData ? 'separate data disk' : 'OS and data on one disk'));
     checkMedia('device', device, input.profile, out);
   }
   if (data) {
     checkUsage('data-disk', data, input, dat);
-    if (!witness) dat.push(sizeCheck('data-disk', data, DATA_DISK_MIN_GIB, `data disk size is too small. Minimum ${DATA_DISK_MIN_GIB}Gi is required`, 'Longhorn data disk'));
+    if (!witness) dat.push(sizeCheck('data-disk', data, DATA_DISK_MIN_GIB, DISK_MESSAGES.dataDiskTooSmall, 'Longhorn data disk'));
     checkMedia('data-disk', data, input.profile, dat);
   }
   out.push(...dat);

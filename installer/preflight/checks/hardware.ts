@@ -1,7 +1,8 @@
 /** CPU, memory, virtualisation and firmware checks (harvester/harvester-installer pkg/preflight/checks.go). */
 import type { MachineFacts } from '../types.js';
 import type { PreflightCheck, Profile } from '../report.js';
-import { formatGiB, GiB, MEMINFO_ALLOWANCE, THRESHOLDS } from '../thresholds.js';
+import { GiB } from '../../disk/sizes.js';
+import { formatGiB, MEMINFO_ALLOWANCE, THRESHOLDS } from '../thresholds.js';
 
 export function checkCpuCores(facts: MachineFacts, profile: Profile): PreflightCheck {
   const n = facts.cpu.threads;
@@ -158,20 +159,51 @@ export function checkFirmware(facts: MachineFacts): PreflightCheck {
   };
 }
 
-export function checkSecureBoot(facts: MachineFacts): PreflightCheck | undefined {
+/** What preflight knows of the OS image to install (hvinstall preflight --source). */
+export interface ImageBootFacts {
+  source: string;
+  /** The image's signed shim (installer/bootloader/image-shim.ts), if it carries one. */
+  shim?: string;
+}
+
+/**
+ * Secure Boot matters for the installed disk: the grub hvinstall installs is its own, built from
+ * Debian's unsigned modules, which firmware with Secure Boot enforced refuses. A warning, not a
+ * failure: the install itself works, and the operator can turn Secure Boot off before the first
+ * boot of the disk.
+ */
+export function checkSecureBoot(facts: MachineFacts, image?: ImageBootFacts): PreflightCheck | undefined {
   if (!facts.firmware.uefi) return undefined;
   const sb = facts.firmware.secureBoot;
+  const base = { id: 'firmware.secure-boot', title: 'Secure Boot', threshold: '', skippable: true };
+  if (sb !== true) {
+    return {
+      ...base,
+      result: 'pass',
+      measured: sb === undefined ? 'unknown (SecureBoot efivar not readable)' : 'disabled',
+      message: sb === undefined ? 'Secure Boot state could not be read; reported only.' : 'Secure Boot is disabled; the installed disk boots with any boot chain.',
+      whatToDo: '',
+    };
+  }
+  if (!image) {
+    return {
+      ...base,
+      result: 'pass',
+      measured: 'enabled',
+      message: 'Secure Boot is enabled; whether the installed disk boots with it depends on the OS image (check with --source).',
+      whatToDo: '',
+    };
+  }
+  const refused = 'the installed disk boots the grub hvinstall builds from Debian\'s modules, which is not signed, and firmware with Secure Boot enforced refuses it';
   return {
-    id: 'firmware.secure-boot',
-    title: 'Secure Boot',
-    result: 'pass',
-    measured: sb === undefined ? 'unknown (SecureBoot efivar not readable)' : sb ? 'enabled' : 'disabled',
-    threshold: '',
-    message:
-      sb === undefined
-        ? 'Secure Boot state could not be read; reported only.'
-        : `Secure Boot is ${sb ? 'enabled' : 'disabled'}; reported only.`,
-    whatToDo: '',
-    skippable: true,
+    ...base,
+    result: 'warn',
+    measured: `enabled; ${image.shim ? `the image carries ${image.shim}` : 'the image carries no signed shim'}`,
+    message: image.shim
+      ? `Secure Boot is enabled. ${image.source} carries a signed shim (${image.shim}), but hvinstall does not install the image's own boot chain yet: ${refused}.`
+      : `Secure Boot is enabled, but ${image.source} carries no signed shim (looked for ${SHIM_HINT}): ${refused}.`,
+    whatToDo: 'Turn Secure Boot off in the firmware setup before the installed disk first boots (the install itself is not affected).',
   };
 }
+
+const SHIM_HINT = 'shim.efi, shimx64.efi, shimx64.efi.signed';

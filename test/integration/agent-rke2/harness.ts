@@ -33,7 +33,7 @@ function openssl(args: string[], cwd: string): void {
 }
 
 /** A CA, a serving cert for 127.0.0.1, and RKE2's client-admin cert, as RKE2 lays them out. */
-async function makeTls(dir: string): Promise<void> {
+export async function makeTls(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true });
   openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'server-ca.key', '-out', 'server-ca.crt', '-days', '2', '-subj', '/CN=rke2-server-ca'], dir);
   await writeFile(path.join(dir, 'san.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n');

@@ -34,6 +34,13 @@ describe('hvpxe init', () => {
     expect(await readFile(path.join(ex, 'README.md'), 'utf8')).toMatch(/must send a router.*harvester#5675/s);
     let text = await readFile(path.join(ex, 'profiles.yaml'), 'utf8');
     expect(text).toMatch(/fleet: \{ vip: 10\.0\.0\.100/);
+    // The artifacts as Harvester v1.8 publishes them (and make iso writes them).
+    expect([...text.matchAll(/path: (\S+), sha256/g)].map((m) => m[1])).toEqual([
+      'harvester-v1.8.0-vmlinuz-amd64',
+      'harvester-v1.8.0-initrd-amd64',
+      'harvester-v1.8.0-rootfs-amd64.squashfs',
+      'harvester-v1.8.0-amd64.iso',
+    ]);
     // Fill in artifacts and their sums the way the README says.
     for (const m of text.matchAll(/path: (\S+), sha256: "(0{64})"/g)) {
       const body = randomBytes(1024);

@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { renderNode } from '../../../installer/render/index.js';
 import { CASES, PASSWORD } from '../../unit/render/cases.js';
+import { fuzzSeed } from '../../fuzz-seed.js';
 
 const REPO = path.resolve(new URL('../../../', import.meta.url).pathname);
 const CLI = path.join(REPO, 'dist/installer/cli.js');
@@ -108,7 +109,7 @@ describe('NetworkManager keyfiles for generated management networks', () => {
           if (diffs.length) throw new Error(`${f.path}: ${diffs.join('; ')}\n${content}`);
         }
       }),
-      { numRuns: 25 },
+      { numRuns: 25, seed: fuzzSeed('generated management networks round-trip through nmcli') },
     );
   });
 });

@@ -3,7 +3,7 @@ import type { BundleArchive } from '../../../agent/preload/bundle.js';
 import { diagnose, formatBytes, isPermanent, summarise, type PreloadOutcome } from '../../../agent/preload/diagnosis.js';
 import { findMissing, imagesToRollBack, importOrder, planImports } from '../../../agent/preload/plan.js';
 import { classifyExit, ctrImportArgs } from '../../../agent/preload/stream-import.js';
-import { StallWatchdog } from '../../../agent/preload/watchdog.js';
+import { StallWatchdog } from '../../../lib/stall-watchdog.js';
 
 function archive(id: string, images: string[], sizeBytes?: number): BundleArchive {
   return { id, section: 'common', archivePath: `/b/${id}`, compression: 'zstd', images, sizeBytes };

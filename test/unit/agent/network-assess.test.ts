@@ -121,7 +121,7 @@ describe('lease and resolv.conf parsing', () => {
 describe('networkWant', () => {
   it('takes the VLAN interface, slaves, method and DNS from the config', () => {
     const w = networkWant({ install: { managementInterface: { vlanId: 100, interfaces: [{ name: 'ens3' }, { name: 'ens4' }], method: 'static', ip: '10.1.0.5', gateway: '10.1.0.1' } }, os: { dnsNameservers: ['1.1.1.1'] } }, {});
-    expect(w).toEqual({ iface: 'mgmt-br.100', bridge: 'mgmt-br', bond: 'mgmt-bo', expectedSlaves: 2, method: 'static', staticIp: '10.1.0.5', gateway: '10.1.0.1', dnsServers: ['1.1.1.1'], requireDns: false });
+    expect(w).toEqual({ iface: 'mgmt-br.100', bridge: 'mgmt-br', bond: 'mgmt-bo', expectedSlaves: 2, declaredNics: [{ name: 'ens3' }, { name: 'ens4' }], method: 'static', staticIp: '10.1.0.5', gateway: '10.1.0.1', dnsServers: ['1.1.1.1'], requireDns: false });
     expect(networkWant({ install: { managementInterface: { vlanId: 1 } } }, { bond: false }).iface).toBe('mgmt-br');
     expect(networkWant(undefined, { bond: false }).bond).toBeUndefined();
   });

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { loadConfig, serialiseHarvesterConfig, validateConfig } from '../../../installer/config/index.js';
 import { toSnakeCase, spellingsOf } from '../../../installer/config/spellings.js';
 import { fieldTree } from '../../../installer/config/generated/harvester-config.fields.js';
-import { formatServerUrl } from '../../../installer/config/rules.js';
+import { formatServerUrl } from '../../../installer/config/server-url.js';
 import { parse } from 'yaml';
 
 const fx = (p: string) => path.resolve(__dirname, '../../fixtures/config', p);
@@ -78,13 +78,14 @@ describe('server_url normalisation (getFormattedServerURL)', () => {
   it.each([
     ['10.0.0.10', 'https://10.0.0.10:443'],
     [' https://vip.example.com ', 'https://vip.example.com:443'],
-    ['https://10.0.0.10:443/', 'https://10.0.0.10:443'],
+    ['https://10.0.0.10:443', 'https://10.0.0.10:443'],
   ])('%s -> %s', (input, want) => expect(formatServerUrl(input)).toEqual({ url: want }));
   it.each([
     ['https://10.0.0.10:6443', 'server url invalid: currently non-443 port are not allowed'],
     ['https://10.0.0.10/v3', 'server url invalid: path is not allowed in management address: /v3'],
     ['http://10.0.0.10', 'server url invalid: http:// is not supported, the management address is https://<vip>:443'],
-    ['https://under_score', 'server url invalid: under_score is not a valid ip/domain'],
+    ['https://10.0.0.10:443/', 'server url invalid: path is not allowed in management address: /'],
+    ['https://under_score', 'server url invalid: https://under_score is not a valid ip/domain'],
   ])('%s -> %s', (input, want) => expect(formatServerUrl(input)).toEqual({ error: want }));
 });
 
@@ -95,7 +96,8 @@ describe('serialise -> load round trip', () => {
     const text = await serialiseHarvesterConfig(r.config);
     expect(text).toMatch(/^schemeversion: 1\nserverurl: ""\ntoken: /);
     expect(text).toContain('\n    managementinterface:\n        interfaces:\n            - name: ens1f0\n');
-    expect(text).toContain('permissions: "0644"');
+    // yaml.v3 writes the Go field name RawFilePermissions, not the json tag (go-yaml/yaml yaml.go getStructInfo).
+    expect(text).toContain('rawfilepermissions: "0644"');
     const back = await validateConfig(parse(text), { source: 'harvester.config' });
     expect(back.errors).toEqual([]);
     expect(back.config).toEqual(expect.objectContaining({ token: r.config.token, os: expect.objectContaining({ labels: r.config.os?.labels, writeFiles: r.config.os?.writeFiles }) }));

@@ -1,6 +1,7 @@
 /**
- * Property: thousands of random mutations of valid configs (values, keys, types, raw text, kernel
- * command lines) never crash the validator and always yield a structured result.
+ * Robustness: thousands of random mutations of valid configs (values, keys, types, raw text, kernel
+ * command lines) never crash the validator and always yield a well-formed result. What the result
+ * says is checked by semantic-property.test.ts.
  */
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
@@ -12,6 +13,7 @@ import { normaliseYamlText } from '../../../installer/config/load.js';
 import { parseCmdline } from '../../../installer/config/cmdline.js';
 import { normaliseRaw } from '../../../installer/config/normalise.js';
 import type { ValidationResult } from '../../../installer/config/types.js';
+import { fuzzRuns, fuzzSeed } from '../../fuzz-seed.js';
 
 const dir = path.resolve(__dirname, '../../fixtures/config/valid');
 const texts = readdirSync(dir)
@@ -91,7 +93,7 @@ describe('validator never crashes', () => {
           assertStructured(validateRawConfig(v));
         },
       ),
-      { numRuns: 3000, seed: Number(process.env.HV_FUZZ_SEED ?? 20261130) },
+      { numRuns: fuzzRuns(3000), seed: fuzzSeed('structural mutations of valid configs') },
     );
   });
 
@@ -112,7 +114,7 @@ describe('validator never crashes', () => {
           assertStructured(r);
         },
       ),
-      { numRuns: 1500, seed: Number(process.env.HV_FUZZ_SEED ?? 7) },
+      { numRuns: fuzzRuns(1500), seed: fuzzSeed('random edits of the YAML text') },
     );
   });
 
@@ -128,7 +130,7 @@ describe('validator never crashes', () => {
         const n = normaliseRaw(p.raw, { name: '<cmdline>', cmdline: true, positions: p.positions });
         assertStructured(validateSources([n], {}, { errors: p.errors, warnings: p.warnings }));
       }),
-      { numRuns: 1500, seed: Number(process.env.HV_FUZZ_SEED ?? 42) },
+      { numRuns: fuzzRuns(1500), seed: fuzzSeed('random kernel command lines') },
     );
   });
 });

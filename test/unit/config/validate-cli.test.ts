@@ -51,10 +51,10 @@ describe('hvinstall validate', () => {
 
   it('exit 1 with compiler-style lines and hints', () => {
     const file = `${tmp}/config.yaml`;
-    writeFileSync(file, 'scheme_version: 1\ntoken: abc\nos:\n  password: x\ninstall:\n  mode: create\n  device: /dev/sda\n  vip: 10.0.0.5\n  vip_mode: dhpc\n  management_interface: {interfaces: [{name: ens3}], method: dhcp}\n');
+    writeFileSync(file, 'scheme_version: 1\ntoken: abc\nos:\n  password: x\n  ntp_servers: [10.0.0.2]\ninstall:\n  mode: create\n  device: /dev/sda\n  vip: 10.0.0.5\n  vip_mode: dhpc\n  management_interface: {interfaces: [{name: ens3}], method: dhcp}\n');
     const r = hv(['config.yaml']);
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain('config.yaml:9:13: error: install.vip_mode: must be one of static, dhcp, none (got "dhpc")\n  hint: did you mean "dhcp"?\n');
+    expect(r.stderr).toContain('config.yaml:10:13: error: install.vip_mode: unknown vip mode: dhpc\n  hint: did you mean "dhcp"?\n');
     expect(r.stderr).toContain('config.yaml: invalid (1 error, 0 warnings)');
     expect(r.stderr).not.toMatch(/\n\s+at /);
   });
@@ -65,9 +65,23 @@ describe('hvinstall validate', () => {
     const doc = JSON.parse(r.stdout);
     expect(doc.valid).toBe(false);
     expect(doc.errors).toEqual([
-      { path: 'install.mode', source: path.join(fixtures, 'invalid/mode-typo.yaml'), line: 7, column: 9, message: 'must be one of create, join, install, upgrade (got "craete")', hint: 'did you mean "create"?' },
+      { path: 'install.mode', source: path.join(fixtures, 'invalid/mode-typo.yaml'), line: 7, column: 9, message: 'unknown mode: craete', hint: 'did you mean "create"?' },
     ]);
     expect(doc.warnings).toEqual([]);
+  });
+
+  it('--strict fails on warnings alone (exit 1), without it the same file is valid (exit 0)', () => {
+    const file = `${tmp}/typo.yaml`;
+    writeFileSync(file, 'scheme_version: 1\ntoken: abc\nos:\n  password: x\n  ntp_servers: [10.0.0.2]\n  hostnme: n1\ninstall:\n  mode: create\n  device: /dev/sda\n  vip: 10.0.0.5\n  vip_mode: static\n  management_interface: {interfaces: [{name: ens3}], method: dhcp}\n');
+    const lax = hv(['typo.yaml']);
+    expect(lax.code).toBe(0);
+    expect(lax.stderr).toContain('typo.yaml:6:3: warning: os.hostnme: unknown key "hostnme": Harvester ignores it\n  hint: did you mean "hostname"?\n');
+    const strict = hv(['--strict', 'typo.yaml']);
+    expect(strict.code).toBe(1);
+    expect(strict.stderr).toContain('typo.yaml: invalid (0 errors, 1 warning; --strict: warnings fail)');
+    const json = JSON.parse(hv(['--strict', '--json', 'typo.yaml']).stdout);
+    expect(json.valid).toBe(false);
+    expect(json.errors).toEqual([]);
   });
 
   it('--print prints the normalised config with every secret redacted', () => {

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { HvError } from '../../../lib/errors.js';
 import { DEFAULT_SYSTEM_SIZE_MIB, IMAGE_HEADROOM_MIB, MiB, planImageGeometry } from '../../../installer/deploy/image-size.js';
+import { fuzzSeed } from '../../fuzz-seed.js';
 
 const small = { fileBytes: 20 * MiB, blockBytes: 21 * MiB, entries: 500 };
 
@@ -53,6 +54,7 @@ describe('planImageGeometry', () => {
         const g = planImageGeometry({ fileBytes: mib * MiB, blockBytes: mib * MiB, entries });
         return g.sizeBytes % MiB === 0 && g.sizeBytes >= mib * MiB + IMAGE_HEADROOM_MIB * MiB && g.inodes >= entries;
       }),
+      { seed: fuzzSeed('image geometry: whole MiB, tree plus headroom, enough inodes') },
     );
   });
 });

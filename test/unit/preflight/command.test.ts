@@ -69,7 +69,7 @@ describe('hvinstall preflight', () => {
   it('--help prints the options and exits 0', async () => {
     captureStdout();
     expect(await main(['preflight', '--help'])).toBe(0);
-    expect(out).toContain('usage: hvinstall preflight [--config FILE|URL|-] [--profile testing|production] [--sysroot DIR] [--json]');
+    expect(out).toContain('usage: hvinstall preflight [--config FILE|URL|-] [--source DIR|SQUASHFS] [--profile testing|production] [--sysroot DIR] [--json]');
   });
 });
 

@@ -11,7 +11,8 @@ export async function validatorDouble(raw: unknown): Promise<ValidationResult> {
   if (!cfg.token) errors.push({ severity: 'error', path: 'token', message: 'token not specified' });
   if (cfg.install?.mode === 'create' && cfg.server_url) errors.push({ severity: 'error', path: 'server_url', message: 'ServerURL need to be empty in create mode' });
   if (cfg.install?.mode === 'join' && !cfg.server_url) errors.push({ severity: 'error', path: 'server_url', message: "ServerURL can't empty in join mode" });
-  return { valid: errors.length === 0, errors, warnings: [], config: {} };
+  // The config as given: the real validator returns it normalised (camelCase), the same keys here.
+  return { valid: errors.length === 0, errors, warnings: [], config: cfg as ValidationResult['config'] };
 }
 
 export const SHA_A = 'a'.repeat(64);

@@ -10,27 +10,33 @@ describe('checkRequestPath', () => {
     expect(checkRequestPath('harvester%20v1.iso')).toEqual({ ok: true, segments: ['harvester v1.iso'] });
   });
   it.each([
-    '..',
-    '../etc/passwd',
-    'a/../../etc/passwd',
-    'a/./b',
-    '%2e%2e/etc/passwd',
-    '%2E%2E%2Fetc%2Fpasswd',
-    'a%2fb',
-    'a%5cb',
-    'a\\..\\b',
-    'a%00.iso',
-    '.hidden',
-    'a/.git/config',
-    '',
-    'a//b',
-    '%',
-    '%zz',
-    '%c0%ae%c0%ae/etc',
-    'a%0ab',
-    'x'.repeat(2000),
-  ])('refuses %j', (p) => {
-    expect(checkRequestPath(p).ok).toBe(false);
+    ['..', "segment '..' not allowed"],
+    ['../etc/passwd', "segment '..' not allowed"],
+    ['a/../../etc/passwd', "segment '..' not allowed"],
+    ['a/./b', "segment '.' not allowed"],
+    ['%2e%2e/etc/passwd', 'encoded slash, backslash, dot or NUL'],
+    ['%2E%2E%2Fetc%2Fpasswd', 'encoded slash, backslash, dot or NUL'],
+    ['a%2fb', 'encoded slash, backslash, dot or NUL'],
+    ['a%5cb', 'encoded slash, backslash, dot or NUL'],
+    ['a%00.iso', 'encoded slash, backslash, dot or NUL'],
+    ['a\\..\\b', 'backslash or NUL'],
+    ['a\0b', 'backslash or NUL'],
+    ['.hidden', 'hidden files are not served'],
+    ['a/.git/config', 'hidden files are not served'],
+    ['', 'empty path'],
+    ['a//b', "segment '' not allowed"],
+    ['a/', "segment '' not allowed"],
+    ['%', 'malformed percent-encoding'],
+    ['%zz', 'malformed percent-encoding'],
+    ['%c0%ae%c0%ae/etc', 'malformed percent-encoding'],
+    ['a%0ab', 'control character or separator in a segment'],
+    ['a%7fb', 'control character or separator in a segment'],
+    ['x'.repeat(1025), 'path too long'],
+  ])('refuses %j: %s', (p, reason) => {
+    expect(checkRequestPath(p)).toEqual({ ok: false, reason });
+  });
+  it('accepts a path of exactly 1024 characters', () => {
+    expect(checkRequestPath('x'.repeat(1024))).toEqual({ ok: true, segments: ['x'.repeat(1024)] });
   });
 });
 

@@ -14,7 +14,7 @@ import { ADMIN_PASSWORD_PATH, ADMIN_PASSWORD_SCRIPT, hashAdminPassword, renderAd
 import { renderNode } from '../../../installer/render/index.js';
 import { HvError } from '../../../lib/errors.js';
 import { ADMIN_PASSWORD, CASES } from './cases.js';
-import { assertSchema, parseYamlStrict, validateRancherdConfig } from './consumers.js';
+import { assertSchema, parseYamlStrict, ourRancherdConfigSchema } from './format-schemas.js';
 
 /** openssl's PBKDF2 with SHA3-512: the reference the hash must equal. */
 function opensslPbkdf2(password: string, salt: Buffer): Buffer {
@@ -59,7 +59,7 @@ describe('rendered for a create node with rancherd', () => {
 
   it('is rancherd config: a random bootstrap password and a post-instruction carrying the hash', () => {
     expect({ mode: file.mode, secret: file.secret }).toEqual({ mode: 0o600, secret: true });
-    assertSchema(validateRancherdConfig, dropIn, ADMIN_PASSWORD_PATH);
+    assertSchema(ourRancherdConfigSchema, dropIn, ADMIN_PASSWORD_PATH);
     const bootstrap = dropIn.rancherValues.bootstrapPassword;
     // Not Harvester's `admin` (which makes Rancher ask for a new password at first login), not the password itself.
     expect(bootstrap).not.toBe('admin');

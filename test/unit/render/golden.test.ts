@@ -5,7 +5,7 @@
  * lands on the node. Regenerate after a deliberate change with
  * `UPDATE_GOLDEN=1 npx vitest run test/unit/render/golden.test.ts` and review the diff.
  * /oem/harvester.config is installer/config's serialisation and is checked by round trip in
- * consumers.test.ts instead.
+ * rendered-files.test.ts instead.
  */
 import { describe, expect, it } from 'vitest';
 import { mkdirSync, readFileSync, rmSync, writeFileSync, existsSync, readdirSync, statSync } from 'node:fs';

@@ -12,7 +12,7 @@ import type { HarvesterConfig } from '../../../installer/config/types.js';
 import type { RenderedFile } from '../../../installer/render/types.js';
 import { HvError } from '../../../lib/errors.js';
 import { CASES, RANCHERD_IMAGE, RELEASE_SOURCE, SPECIAL_TOKEN, TOKEN } from './cases.js';
-import { assertSchema, parseYamlStrict, validateRancherdConfig, validateRancherdResource } from './consumers.js';
+import { assertSchema, parseYamlStrict, ourRancherdConfigSchema, ourRancherdResourceSchema } from './format-schemas.js';
 
 const text = (f: RenderedFile) => (typeof f.content === 'string' ? f.content : Buffer.from(f.content).toString('utf8'));
 const caseOf = (name: string) => CASES.find((c) => c.name === name)!;
@@ -43,7 +43,7 @@ async function assertKubernetesObject(doc: Record<string, unknown>): Promise<voi
   // Custom resources: ObjectMeta as Kubernetes defines it, the rest against the CRD's Go fields.
   const { ObjectMeta } = await import('@kubernetes-models/apimachinery/apis/meta/v1/ObjectMeta');
   new ObjectMeta(doc.metadata as never).validate();
-  assertSchema(validateRancherdResource, doc, `${doc.kind} ${(doc.metadata as { name: string }).name}`);
+  assertSchema(ourRancherdResourceSchema, doc, `${doc.kind} ${(doc.metadata as { name: string }).name}`);
 }
 
 describe('rancherd config.yaml', () => {
@@ -52,7 +52,7 @@ describe('rancherd config.yaml', () => {
     const f = yipFile(r, '/etc/rancher/rancherd/config.yaml')!;
     expect({ mode: f.mode, secret: f.secret }).toEqual({ mode: 0o600, secret: true });
     const doc = parseYamlStrict(text(f)) as Record<string, unknown>;
-    assertSchema(validateRancherdConfig, doc, 'config.yaml');
+    assertSchema(ourRancherdConfigSchema, doc, 'config.yaml');
     expect(doc).toEqual({
       role: 'cluster-init',
       nodeName: r.hostname.name,
@@ -69,7 +69,7 @@ describe('rancherd config.yaml', () => {
   it('join: role agent with the server, the install-cordoned label, and a token full of YAML-special characters intact', () => {
     const r = render('rancherd-join');
     const doc = parseYamlStrict(text(yipFile(r, '/etc/rancher/rancherd/config.yaml')!)) as Record<string, unknown>;
-    assertSchema(validateRancherdConfig, doc, 'config.yaml');
+    assertSchema(ourRancherdConfigSchema, doc, 'config.yaml');
     expect(doc).toMatchObject({ role: 'agent', server: 'https://192.168.122.100:443', token: SPECIAL_TOKEN, labels: ['harvesterhci.io/managed=true', 'harvesterhci.io/install-cordoned=true'] });
     // A join node gets no bootstrap resources: the cluster already has them.
     expect(r.yipFiles.map((f) => f.path)).toEqual(['/etc/rancher/rancherd/config.yaml']);
@@ -114,7 +114,7 @@ describe('bootstrap resources', () => {
       for (const f of r.yipFiles) {
         expect(f.mode, f.path).toBe(0o600);
         const doc = parseYamlStrict(text(f)) as { resources?: Array<Record<string, unknown>> };
-        assertSchema(validateRancherdConfig, doc, f.path);
+        assertSchema(ourRancherdConfigSchema, doc, f.path);
         for (const res of doc.resources ?? []) await assertKubernetesObject(res);
       }
     }

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { parseContainerdRegistry, renderRegistriesFile, renderRegistriesYaml } from '../../../installer/render/index.js';
 import { HvError } from '../../../lib/errors.js';
-import { assertSchema, validateRegistries } from './consumers.js';
+import { assertSchema, ourRegistriesSchema } from './format-schemas.js';
 
 function errorOf(fn: () => unknown): HvError {
   try {
@@ -20,7 +20,7 @@ describe('renderRegistriesYaml', () => {
     const tags = { mirrors: { 'docker.io': { endpoint: ['https://m.example'], rewrite: { '^a/(.*)': 'b/$1' } } }, configs: { 'm.example': { auth: { username: 'u', password: 'p' }, tls: { insecure_skip_verify: true, ca_file: '/ca.pem' } } } };
     expect(renderRegistriesYaml(JSON.stringify(docs))).toBe(renderRegistriesYaml(tags));
     const doc = parse(renderRegistriesYaml(docs));
-    assertSchema(validateRegistries, doc, 'registries.yaml');
+    assertSchema(ourRegistriesSchema, doc, 'registries.yaml');
     expect(doc).toEqual({ mirrors: { 'docker.io': { endpoint: ['https://m.example'], rewrite: { '^a/(.*)': 'b/$1' } } }, configs: { 'm.example': { auth: { username: 'u', password: 'p' }, tls: { ca_file: '/ca.pem', insecure_skip_verify: true } } } });
   });
 
@@ -37,7 +37,7 @@ describe('renderRegistriesYaml', () => {
   });
 
   it('renders a setting without mirrors or configs as an empty document that still matches the schema', () => {
-    for (const empty of ['{}', 'null', '{"Mirrors":null,"Configs":{}}']) assertSchema(validateRegistries, parse(renderRegistriesYaml(empty)), empty);
+    for (const empty of ['{}', 'null', '{"Mirrors":null,"Configs":{}}']) assertSchema(ourRegistriesSchema, parse(renderRegistriesYaml(empty)), empty);
   });
 
   it.each([

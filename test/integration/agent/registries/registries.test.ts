@@ -10,7 +10,6 @@ import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, rename, rm, stat, truncate, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { parse as parseYaml } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { run } from '../../../../lib/exec.js';
 import { Logger, MemorySink } from '../../../../lib/logger.js';
@@ -202,37 +201,38 @@ async function startContainerd(): Promise<string> {
   return sock;
 }
 
-/**
- * Stand-in for RKE2's own step (clearly a test helper): RKE2 turns registries.yaml mirrors into
- * containerd hosts.toml files under certs.d; containerd's resolver then reads them.
- */
-async function hostsDirFromRegistriesYaml(yamlText: string, hostsDir: string): Promise<void> {
-  const doc = parseYaml(yamlText) as { mirrors: Record<string, { endpoint: string[] }> };
-  for (const [host, m] of Object.entries(doc.mirrors)) {
-    const lines = [`server = "https://${host}"`, ...m.endpoint.flatMap((e) => [`[host."${e}"]`, '  capabilities = ["pull", "resolve"]'])];
-    await mkdir(path.join(hostsDir, host), { recursive: true });
-    await writeFile(path.join(hostsDir, host, 'hosts.toml'), lines.join('\n') + '\n');
-  }
+const RKE2_CASE = path.resolve(import.meta.dirname, '../../../fixtures/rke2-registries/mirror-http');
+
+/** A copy of the case's certs.d (the hosts.toml RKE2 writes, see its README) for the registry on `port`. */
+async function rke2HostsDir(port: string, into: string): Promise<string> {
+  const rel = 'registry.hv.invalid/hosts.toml';
+  const text = (await readFile(path.join(RKE2_CASE, 'certs.d', rel), 'utf8')).replaceAll('__PORT__', port);
+  await mkdir(path.dirname(path.join(into, rel)), { recursive: true });
+  await writeFile(path.join(into, rel), text);
+  return into;
 }
 
 describe('the rendered mirror works with real containerd and a real registry', () => {
-  it('containerd pulls an image through the mirror of a registry name that does not resolve', async () => {
+  it('containerd reads the hosts.toml RKE2 writes for the rendered registries.yaml and pulls through the mirror of a name that does not resolve', async () => {
     const addr = await startRegistry();
+    const port = addr.split(':')[1]!;
     const oci = path.join(dir, 'oci');
     await buildOciLayout(oci, 'hello from the mirror\n');
     await run('skopeo', ['copy', '--dest-tls-verify=false', `oci:${oci}:1.0`, `docker://${addr}/hv/hello:1.0`], { timeoutMs: 120_000 });
     const sock = await startContainerd();
 
-    await writeNodeConfig(JSON.stringify({ Mirrors: { 'registry.hv.invalid': { Endpoints: [`http://${addr}`] } } }));
+    const setting = (await readFile(path.join(RKE2_CASE, 'setting.json'), 'utf8')).replaceAll('__PORT__', port).trim();
+    await writeNodeConfig(setting);
     const r = await runGuards({ mode: 'once', rootDir: dir, settings: defaultSettings(), log: new Logger(new MemorySink(), new Redactor()), signal: new AbortController().signal, only: ['registries'] });
     expect(r.ok).toBe(true);
+    // The registries.yaml the RKE2 case was written from is exactly what the guard rendered.
+    expect(await fileContent()).toBe((await readFile(path.join(RKE2_CASE, 'registries.yaml'), 'utf8')).replaceAll('__PORT__', port));
 
     // Without the mirror the name does not resolve: the pull fails.
     const noMirror = await run('ctr', ['-a', sock, '-n', 'k8s.io', 'images', 'pull', '--hosts-dir', path.join(dir, 'empty-hosts'), 'registry.hv.invalid/hv/hello:1.0'], { timeoutMs: 120_000, allowFailure: true });
     expect(noMirror.exitCode).not.toBe(0);
 
-    const hostsDir = path.join(dir, 'certs.d');
-    await hostsDirFromRegistriesYaml(await fileContent(), hostsDir);
+    const hostsDir = await rke2HostsDir(port, path.join(dir, 'certs.d'));
     await run('ctr', ['-a', sock, '-n', 'k8s.io', 'images', 'pull', '--hosts-dir', hostsDir, 'registry.hv.invalid/hv/hello:1.0'], { timeoutMs: 120_000 });
     const images = await run('ctr', ['-a', sock, '-n', 'k8s.io', 'images', 'ls', '-q']);
     expect(images.stdout.split('\n')).toContain('registry.hv.invalid/hv/hello:1.0');

@@ -1,0 +1,75 @@
+/**
+ * Stall detection on bytes progressed, not on elapsed time: an import of a 5 GiB archive from slow
+ * virtual media may take an hour and is fine as long as bytes keep moving; one that moved nothing
+ * for the stall timeout is stuck (harvester#4728: "stalled at rke2-images…tar.zst for a day").
+ */
+export class StallWatchdog {
+  private lastValue = -1;
+  private lastChangeAt: number;
+
+  constructor(
+    readonly timeoutMs: number,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.lastChangeAt = now();
+  }
+
+  /** Feed the current progress counter (monotonic: bytes read + bytes delivered). */
+  observe(value: number): void {
+    if (value !== this.lastValue) {
+      this.lastValue = value;
+      this.lastChangeAt = this.now();
+    }
+  }
+
+  /** Restart the clock (a new phase begins, e.g. after a retry). */
+  reset(): void {
+    this.lastChangeAt = this.now();
+  }
+
+  idleMs(): number {
+    return this.now() - this.lastChangeAt;
+  }
+
+  stalled(): boolean {
+    return this.idleMs() >= this.timeoutMs;
+  }
+}
+
+/** No progress for the watchdog's timeout. */
+export class StallError extends Error {
+  constructor(
+    message: string,
+    readonly idleMs: number,
+  ) {
+    super(message);
+    this.name = 'StallError';
+  }
+}
+
+/**
+ * Settles with `op`, or rejects with StallError as soon as the watchdog has seen no progress for its
+ * timeout. A read stuck in the kernel (a virtual medium over a BMC that stopped answering) cannot be
+ * cancelled: its promise is left behind, so the caller fails now with a diagnosis instead of
+ * hanging with it. `describe` says what stalled, given the idle time.
+ */
+export function beforeStall<T>(op: Promise<T>, wd: StallWatchdog, describe: (idleMs: number) => string): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const every = Math.max(20, Math.min(1000, Math.floor(wd.timeoutMs / 4)));
+    const timer = setInterval(() => {
+      if (!wd.stalled()) return;
+      clearInterval(timer);
+      reject(new StallError(describe(wd.idleMs()), wd.idleMs()));
+    }, every);
+    op.then(
+      (v) => {
+        clearInterval(timer);
+        resolve(v);
+      },
+      (err: unknown) => {
+        clearInterval(timer);
+        reject(err);
+      },
+    );
+  });
+}

@@ -1,0 +1,28 @@
+// Mutation testing (`make mutation`, docs/testing.md). One scope per run, chosen by HV_MUTATION_SCOPE,
+// so each folder can be run (and re-run) on its own on a shared 2-core machine.
+const SCOPES = {
+  config: ['installer/config/**/*.ts', '!installer/config/generated/**'],
+  disk: ['installer/disk/**/*.ts', '!installer/disk/types.ts', '!installer/disk/contracts.ts'],
+  'redact-safe-path': ['lib/redact.ts', 'pxe/safe-path.ts'],
+};
+const scope = process.env.HV_MUTATION_SCOPE ?? 'redact-safe-path';
+if (!SCOPES[scope]) throw new Error(`HV_MUTATION_SCOPE=${scope}: use one of ${Object.keys(SCOPES).join(', ')}`);
+
+/** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
+export default {
+  testRunner: 'vitest',
+  vitest: { configFile: 'vitest.mutation.config.ts', related: true },
+  coverageAnalysis: 'perTest',
+  mutate: SCOPES[scope],
+  concurrency: Number(process.env.HV_MUTATION_CONCURRENCY ?? 2),
+  timeoutMS: 30_000,
+  tempDirName: '.stryker-tmp',
+  // The sandbox is a copy of the tree: not what the unit tests never read (the sysfs-like fixture
+  // trees hold symlinked directories the copy cannot follow; preflight is outside every scope).
+  ignorePatterns: ['/test/fixtures/sysroot', '/test/integration', '/test/e2e', '/test/unit/preflight', '/iso-build/out', '/bench', '/demo-out', '/out'],
+  cleanTempDir: 'always',
+  reporters: ['clear-text', 'progress', 'json'],
+  jsonReporter: { fileName: `reports/mutation/${scope}.json` },
+  clearTextReporter: { allowColor: false, logTests: false, reportScoreTable: true, reportMutants: true },
+  thresholds: { high: 90, low: 75, break: null },
+};

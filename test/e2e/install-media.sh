@@ -1,0 +1,140 @@
+# Sourced by test/e2e/run.sh (uses its run_qemu, console, expect_line, has_line, live_append, say,
+# die, PIDS, OUT, ISO, LIVE, BUILD_ARGS, BUNDLE_MARKER, …). The hybrid ISO that `make iso` builds,
+# booted the way an operator boots it:
+#   iso-cd-bios  as a CD-ROM under SeaBIOS (El Torito BIOS entry, grub-pc), BIOS install, BIOS boot
+#   iso-cd-uefi  as a CD-ROM under OVMF (El Torito UEFI entry: shim, signed grub), UEFI install and boot
+#   iso-usb-sb   the same bytes as a USB stick (usb-storage on xHCI, as `dd` would write it) under OVMF
+#                with Secure Boot enforced (Microsoft's keys): shim -> Debian's grub -> Debian's kernel
+# Each types at grub like an operator: picks the serial-console entry ('v'), edits it ('e'), goes
+# down to its linux line (arrow down) and to its end (Ctrl-E), appends the automatic-install
+# parameters and boots (Ctrl-X).
+# The live system finds its medium by label, installs (iso_url local: the medium's rootfs.squashfs
+# and bundle/), powers off; then the installed disk boots alone. The disk hvinstall writes today
+# carries its own unsigned grub, so the Secure Boot install is booted with Secure Boot off (plain
+# OVMF) until the image's own signed chain is installed (docs/iso.md).
+
+# grub_type LOG FD TEXT: waits for grub's menu on the console LOG, then types at it through FD.
+grub_type() {
+  local log=$1 fd=$2 text=$3 deadline=$(($(date +%s) + BOOT_TIMEOUT))
+  until [ -f "$log" ] && tr -d '\r' < "$log" | grep -a 'serial console ttyS0' > /dev/null; do
+    [ "$(date +%s)" -ge "$deadline" ] && { say "   grub_type: no grub menu in $log"; return 1; }
+    sleep 1
+  done
+  sleep 2
+  printf 'v' >&"$fd"; sleep 1          # down to the serial-console entry
+  printf 'e' >&"$fd"; sleep 2          # edit it: grub shows its setparams line first
+  printf '\033[B' >&"$fd"; sleep 1     # arrow down to the linux line (OVMF's terminal drops a bare Ctrl-N)
+  printf '\005' >&"$fd"; sleep 1       # Ctrl-E: end of the line
+  # One key at a time: grub redraws the line after each key and, busy redrawing, drops input
+  # sent faster (seen under SeaBIOS).
+  local i s=" $text"
+  for ((i = 0; i < ${#s}; i++)); do printf '%s' "${s:i:1}" >&"$fd"; sleep 0.1; done
+  sleep 2
+  printf '\030' >&"$fd"                # Ctrl-X: boot it
+}
+
+# debugfs_cat DISK PARTITION PATH: a file's contents from an ext4 partition of a disk image.
+debugfs_cat() {
+  LOOP=$(losetup --find --show --read-only --partscan "$1")
+  for _ in $(seq 20); do [ -e "${LOOP}p$2" ] && break; partprobe "$LOOP" 2>/dev/null; sleep 0.5; done
+  debugfs -R "cat $3" "${LOOP}p$2" 2>/dev/null || true
+  losetup --detach "$LOOP"; LOOP=
+}
+
+media_stage() {
+  local name=$1 firmware boot_firmware media serial disk="$OUT/disk-$1.raw"
+  case "$name" in
+    iso-cd-bios) firmware=bios; boot_firmware=bios; serial=HVE2E0011
+      media=(-drive "file=$ISO,if=none,id=cd1,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd1,bootindex=0) ;;
+    iso-cd-uefi) firmware=uefi; boot_firmware=uefi; serial=HVE2E0012
+      media=(-drive "file=$ISO,if=none,id=cd1,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd1,bootindex=0) ;;
+    iso-usb-sb) firmware=sb; boot_firmware=uefi; serial=HVE2E0013
+      # A 4 GiB stick with the ISO written to its start, as dd leaves it.
+      truncate -s 4G "$OUT/stick.raw"
+      dd if="$ISO" of="$OUT/stick.raw" bs=4M conv=notrunc status=none
+      media=(-device qemu-xhci,id=xhci -drive "if=none,id=stick,format=raw,file=$OUT/stick.raw"
+        -device usb-storage,bus=xhci.0,drive=stick,removable=on,bootindex=0) ;;
+  esac
+  truncate -s 260G "$disk"
+  local fifo="$OUT/keys-$name" fd
+  rm -f "$fifo"; mkfifo "$fifo"
+  exec {fd}<>"$fifo"
+  grub_type "$OUT/console-$name-install.log" "$fd" "$(live_append node-1.yaml)" &
+  PIDS+=($!)
+  # Had the typing not reached grub, the live system would wait at its shell: stop at once.
+  FAIL_ON='no harvester.install.automatic=true on the kernel command line' \
+    QEMU_STDIN=$fifo FIRMWARE=$firmware run_qemu "$name-install" "$INSTALL_TIMEOUT" \
+    "${media[@]}" \
+    -drive file="$disk",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=$serial,drive=d0 \
+    -netdev "$(netdev)" -device virtio-net-pci,netdev=n0 \
+    || die "$name-install: QEMU exited with status $?"
+  exec {fd}>&-
+  rm -f "$fifo"
+  expect_line "$name-install" 'HV-LIVE: boot medium /dev/(sr|sd)[a-z0-9]* \(label COS_LIVE\)' "the initramfs did not find the medium by its label"
+  expect_line "$name-install" 'harvester\.install\.automatic=true' "the edited grub entry did not reach the kernel command line"
+  case "$firmware" in
+    bios) expect_line "$name-install" '^HV-LIVE: firmware BIOS' "the ISO did not boot under BIOS" ;;
+    uefi) expect_line "$name-install" '^HV-LIVE: firmware UEFI, Secure Boot disabled' "the ISO did not boot under UEFI (Secure Boot off)" ;;
+    sb) expect_line "$name-install" 'EFI stub: UEFI Secure Boot is enabled' "the kernel was not started with Secure Boot on"
+        expect_line "$name-install" 'Kernel is locked down from EFI Secure Boot' "the kernel did not lock itself down under Secure Boot"
+        expect_line "$name-install" '^HV-LIVE: firmware UEFI, Secure Boot enabled' "the live system does not see Secure Boot enforced" ;;
+  esac
+  expect_line "$name-install" '^installed /dev/nvme0n1' "the installer did not report a completed install"
+  expect_line "$name-install" '^automatic install: poweroff' "the automatic install did not power off by itself"
+  expect_line "$name-install" '"from":"fallback".*"/run/initramfs/live/rootfs.squashfs"' "the OS did not come from the medium's rootfs.squashfs"
+  local got
+  got=$(debugfs_cat "$disk" 5 /.state/var-lib-rancher.bind/hvagent/bundle/harvester/images-lists/e2e-live-marker.txt)
+  [ "$got" = "$BUNDLE_MARKER" ] || die "$name: the medium's bundle/ is not on COS_PERSISTENT (read: '$got')"
+  say "   guest: $(console "$name-install" | grep -aE '^HV-LIVE: boot medium /' | head -n 1); $(console "$name-install" | grep -aE '^installed ' | head -n 1); the medium's bundle is on COS_PERSISTENT"
+
+  local boot_disk=(-drive file="$disk",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=$serial,drive=d0,bootindex=0)
+  FIRMWARE=$boot_firmware run_qemu "$name-boot" "$BOOT_TIMEOUT" "${boot_disk[@]}" -nic none \
+    || die "$name-boot: QEMU exited with status $?"
+  expect_line "$name-boot" 'HVTEST-BOOTED image=/cOS/active.img os=hvinstall test OS' "the installed disk did not boot active.img"
+  local how=$boot_firmware
+  [ "$firmware" = sb ] && how="UEFI with Secure Boot off: the disk carries hvinstall's unsigned grub"
+  say "   guest ($how): $(console "$name-boot" | grep -a 'HVTEST-BOOTED' | head -n 1)"
+  rm -f "$disk" "$OUT/stick.raw"
+}
+
+# The initramfs with no medium it can take: one CD labelled otherwise, one labelled COS_LIVE but
+# from another build. It must say what it waits for, then what it saw, within its deadline.
+medium_missing_stage() {
+  local other="$OUT/medium-other" foreign="$OUT/medium-foreign"
+  mkdir -p "$other" "$foreign/hvlive"
+  echo other > "$other/README"
+  echo "not this build's live root" > "$foreign/hvlive/live.squashfs"
+  xorriso -as mkisofs -quiet -V NOT_COS_LIVE -o "$OUT/other.iso" "$other" 2>/dev/null || die "medium-missing: xorriso failed"
+  xorriso -as mkisofs -quiet -V COS_LIVE -o "$OUT/foreign.iso" "$foreign" 2>/dev/null || die "medium-missing: xorriso failed"
+  run_qemu medium-missing "$BOOT_TIMEOUT" \
+    -kernel "$LIVE/vmlinuz" -initrd "$LIVE/initrd" \
+    -append "console=ttyS0 loglevel=4 panic=-1 no_timer_check hvlive.medium_timeout=20 hvlive.on_failure=poweroff" \
+    -drive "file=$OUT/other.iso,if=none,id=cd0,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd0 \
+    -drive "file=$OUT/foreign.iso,if=none,id=cd1,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd1 \
+    -nic none \
+    || die "medium-missing: QEMU exited with status $?"
+  expect_line medium-missing 'HV-LIVE: waiting for the boot medium labelled COS_LIVE \([0-9]+/20 s' "no progress line while waiting"
+  expect_line medium-missing 'HV-LIVE: no boot medium labelled COS_LIVE found within 20 s' "no message at the deadline"
+  expect_line medium-missing 'HV-LIVE: block devices seen .*sr[0-9]\("NOT_COS_LIVE"\)' "the message does not list the wrongly labelled CD"
+  expect_line medium-missing 'HV-LIVE: labelled COS_LIVE but from another build .*sr[0-9]' "the message does not name the other build's medium"
+  expect_line medium-missing '^HV-LIVE-RESULT medium-not-found' "no result line"
+  if has_line medium-missing 'HV-LIVE: kernel .* up'; then die "medium-missing: the live root started from another build's medium"; fi
+  say "   guest: $(console medium-missing | grep -a 'block devices seen' | head -n 1 | cut -c1-160)"
+}
+
+# A second build of the same inputs (same commit, same packages) at a later time in other
+# directories must give the same bytes for every published artifact.
+reproducible_stage() {
+  local tmp="$OUT/tmp-rebuild"
+  mkdir -p "$tmp"
+  TMPDIR="$tmp" node "$REPO/dist/iso-build/live/cli.js" --out "$OUT/build2" "${BUILD_ARGS[@]}" > "$OUT/live-build2.json"
+  local a b
+  a=$(build_field b.checksums.sha256)
+  b=$(node -p "require('$OUT/live-build2.json').checksums.sha256")
+  if ! cmp -s "$a" "$b"; then
+    diff "$a" "$b" >&2 || true
+    die "reproducible: a second build gave different bytes (see above; $OUT/build and $OUT/build2)"
+  fi
+  say "   two builds, same sha256 for all $(wc -l < "$a") artifacts: $(awk '{print substr($1,1,12) "… " $2}' "$a" | tr '\n' ' ')"
+  rm -rf "$OUT/build2" "$OUT/tmp-rebuild"
+}

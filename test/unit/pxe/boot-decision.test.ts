@@ -1,0 +1,117 @@
+/**
+ * What a network-booting machine gets after it reported a finished install, the loop that an NVRAM
+ * without an entry for the disk causes, the local-boot script, and the history file's checks.
+ */
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { decideBoot, LOCAL_BOOTS_KEPT, reportsSuccess, withLocalBoot } from '../../../pxe/boot-decision.js';
+import { HistoryStore, parseHistory, type MachineActivity } from '../../../pxe/history.js';
+import { renderLocalBootScript } from '../../../pxe/ipxe.js';
+import { Logger, MemorySink } from '../../../lib/logger.js';
+import type { Machine } from '../../../pxe/profiles.js';
+
+const T0 = Date.parse('2026-12-01T10:00:00Z');
+const at = (min: number): string => new Date(T0 + min * 60_000).toISOString();
+const installed = { at: at(0), via: 'SUCCEEDED webhook' };
+
+describe('decideBoot', () => {
+  it('installs a machine that never reported success', () => {
+    expect(decideBoot(undefined, 'local', T0)).toEqual({ kind: 'install', why: 'no finished install reported' });
+    expect(decideBoot({ localBoots: [at(1)] }, 'local', T0).kind).toBe('install');
+  });
+
+  it('boots a finished machine from its disk, unless the profile asks for a reinstall', () => {
+    expect(decideBoot({ installed }, 'local', T0 + 60_000)).toEqual({ kind: 'local', installedAt: at(0), via: 'SUCCEEDED webhook' });
+    expect(decideBoot({ installed }, 'reinstall', T0)).toEqual({ kind: 'install', why: `installed ${at(0)}, and the profile says after_install: reinstall` });
+  });
+
+  it('calls the third local boot within ten minutes a loop, and older boots do not count', () => {
+    expect(decideBoot({ installed, localBoots: [at(1)] }, 'local', T0 + 2 * 60_000)).not.toHaveProperty('loop');
+    const loop = decideBoot({ installed, localBoots: [at(1), at(2)] }, 'local', T0 + 3 * 60_000);
+    expect(loop.kind === 'local' && loop.loop).toMatch(/^asked for a local boot 3 times in 10 min: the firmware comes back to the network instead of booting the disk \(no NVRAM boot entry for it/);
+    expect(decideBoot({ installed, localBoots: [at(1), at(2)] }, 'local', T0 + 30 * 60_000)).not.toHaveProperty('loop');
+  });
+
+  it('keeps a bounded number of local-boot times', () => {
+    let boots: string[] = [];
+    for (let i = 0; i < 25; i++) boots = withLocalBoot(boots, at(i));
+    expect(boots).toHaveLength(LOCAL_BOOTS_KEPT);
+    expect(boots.at(-1)).toBe(at(24));
+  });
+
+  it('knows success from hvinstall\'s events and from Harvester\'s SUCCEEDED webhook, nothing else', () => {
+    expect(reportsSuccess({ type: 'install', phase: 'succeeded', device: '/dev/sda' })).toBe(true);
+    expect(reportsSuccess({ event: 'SUCCEEDED', hostname: 'n1' })).toBe(true);
+    expect(reportsSuccess({ type: 'install', phase: 'failed' })).toBe(false);
+    expect(reportsSuccess({ event: 'STARTED' })).toBe(false);
+    expect(reportsSuccess('SUCCEEDED')).toBe(false);
+    expect(reportsSuccess(['SUCCEEDED'])).toBe(false);
+  });
+});
+
+describe('renderLocalBootScript', () => {
+  const m = { name: 'node-1', group: 'rack1', profile: 'hv', spec: {} } as Machine;
+
+  it('BIOS: boots the first disk with sanboot, then hands back to the firmware', () => {
+    const s = renderLocalBootScript(m, { installedAt: at(0) }, { platform: 'pcbios' });
+    expect(s.split('\n')).toEqual([
+      '#!ipxe',
+      `# hvpxe: machine node-1 reported a finished install at ${at(0)}: boot its disk (\`hvpxe rearm node-1\` installs it again)`,
+      `echo hvpxe: node-1 is installed (${at(0)}); booting from the local disk`,
+      'sanboot --no-describe --drive 0x80 || goto firmware',
+      ':firmware',
+      'echo hvpxe: handing back to the firmware for the next boot device',
+      'exit 0',
+      '',
+    ]);
+  });
+
+  it('UEFI: exits to the firmware; when looping it also tries the disk itself and says why on the console', () => {
+    const plain = renderLocalBootScript(m, { installedAt: at(0) }, { platform: 'efi' });
+    expect(plain).not.toContain('sanboot');
+    expect(plain).toContain('exit 0');
+    const looping = renderLocalBootScript(m, { installedAt: at(0), loop: 'asked for a local boot 3 times in 10 min: …' }, { platform: 'efi' });
+    expect(looping).toContain('echo hvpxe: node-1 asked for a local boot 3 times in 10 min: …');
+    expect(looping).toContain('sanboot --no-describe --drive 0x80 || goto firmware');
+  });
+});
+
+describe('the history file', () => {
+  let dir: string;
+  beforeEach(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'hvpxe-history-'));
+  });
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const machine = (over: Partial<MachineActivity> = {}): MachineActivity => ({ name: 'node-1', group: 'rack1', profile: 'hv', fetched: { artifacts: {} }, events: [], ...over });
+
+  it('round-trips what it saved', async () => {
+    const store = new HistoryStore(dir, new Logger(new MemorySink()));
+    expect(await store.load()).toEqual({ machines: [] });
+    store.track(() => [machine({ installed })]);
+    store.save();
+    await store.flush();
+    expect((await new HistoryStore(dir, new Logger(new MemorySink())).load()).machines).toEqual([machine({ installed })]);
+  });
+
+  it('sets a corrupt file aside, says where, and starts empty', async () => {
+    await writeFile(path.join(dir, 'machines.json'), '{"version":1,"machines":[{"name":"node-1"');
+    const sink = new MemorySink();
+    const loaded = await new HistoryStore(dir, new Logger(sink)).load(new Date(T0));
+    expect(loaded.machines).toEqual([]);
+    expect(loaded.warning).toMatch(/machines\.json could not be read \(.*JSON.*\): kept as .*machines\.json\.corrupt-2026-12-01T10-00-00-000Z; starting with an empty history/);
+    expect((await readdir(dir)).sort()).toEqual(['machines.json.corrupt-2026-12-01T10-00-00-000Z']);
+    expect(await readFile(path.join(dir, 'machines.json.corrupt-2026-12-01T10-00-00-000Z'), 'utf8')).toBe('{"version":1,"machines":[{"name":"node-1"');
+    expect(sink.lines.some((l) => l.includes('machine history unreadable'))).toBe(true);
+  });
+
+  it('rejects documents it did not write, naming the entry', () => {
+    expect(() => parseHistory('{"version":2,"machines":[]}')).toThrow('not a version 1 machine history');
+    expect(() => parseHistory(JSON.stringify({ version: 1, machines: [{ name: '../x', group: 'g', profile: 'p', fetched: {}, events: [] }] }))).toThrow('machines[0] has no valid name, group and profile');
+    expect(() => parseHistory(JSON.stringify({ version: 1, machines: [machine({ installed: 'yes' as never })] }))).toThrow('machines[0] (node-1): installed must be {at, via}');
+  });
+});
