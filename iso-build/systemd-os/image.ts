@@ -32,6 +32,8 @@ export const IMAGE_FILES: ReadonlyArray<[source: string, dest: string, mode: num
   ['ssh-hostkeys.conf', 'usr/lib/systemd/system/ssh.service.d/hvtest-hostkeys.conf', 0o644],
   ['hvtest-report', 'usr/lib/hvtest/report', 0o755],
   ['hvtest-report.service', 'usr/lib/systemd/system/hvtest-report.service', 0o644],
+  ['hvtest-nm-online-x', 'usr/lib/hvtest/nm-online-x', 0o755],
+  ['hvtest-nm-online-x.service', 'usr/lib/systemd/system/hvtest-nm-online-x.service', 0o644],
 ];
 
 /** Mount points the layout needs on the read-only image (those under an RW path are made at boot). */
@@ -91,6 +93,7 @@ export async function buildSystemdOs(cacheDir: string, log: (s: string) => void 
     for (const d of IMAGE_MOUNT_POINTS) await mkdir(path.join(tree, d), { recursive: true });
     for (const [src, dest, mode] of IMAGE_FILES) await writeFresh(path.join(tree, dest), await readFile(systemdOsFile(src)), mode);
     await enableUnit(tree, 'hvtest-report.service', 'multi-user.target');
+    await enableUnit(tree, 'hvtest-nm-online-x.service', 'multi-user.target');
     // The root is read-only and systemd's sandboxing (PrivateTmp, PrivateDevices) makes its
     // directories under /tmp: a tmpfs there, as on Harvester's OS (Debian ships the unit, off).
     await writeFresh(path.join(tree, 'usr/lib/systemd/system/tmp.mount'), await readFile(path.join(tree, 'usr/share/systemd/tmp.mount')), 0o644);

@@ -78,15 +78,32 @@ fb_install() {
   fb_detach
 }
 
-# fb_boot NAME BOOT MODE: boots the installed disk; passes when the initramfs and the boot report
-# say what this boot must be and the guest powers off cleanly.
+# fb_slow_link NAME: the link made slow on purpose. Down from power-on (before the guest's
+# NetworkManager starts), up again FB_LINK_DOWN_AFTER seconds after the guest printed what
+# `nm-online -x` answered (iso-build/systemd-os/files/hvtest-nm-online-x); the guest's report
+# then shows that answer came while mgmt-br had no address. Each monitor command's answer and
+# the times go to $OUT/slow-link-NAME.txt (an error there fails the boot).
+FB_LINK_DOWN_AFTER=10
+fb_slow_link() {
+  local name=$1 log="$OUT/slow-link-$1.txt" i
+  { echo "link off at $(date -u +%T): $(fb_monitor "$name" "set_link nic0 off" | grep -av '^QEMU\|^(qemu)' | tr -d '\033')"
+    for i in $(seq $((BOOT_TIMEOUT * 2))); do has_line "$name" 'HVTEST-NM-ONLINE-X returned' && break; sleep 0.5; done
+    echo "guest: $(console "$name" | grep -a -m1 -o 'HVTEST-NM-ONLINE-X returned.*' | tr -d '\r')"
+    sleep "$FB_LINK_DOWN_AFTER"
+    echo "link on at $(date -u +%T): $(fb_monitor "$name" "set_link nic0 on" | grep -av '^QEMU\|^(qemu)' | tr -d '\033')"; } > "$log" 2>&1
+}
+
+# fb_boot NAME BOOT MODE [slow-link]: boots the installed disk; passes when the initramfs and the
+# boot report say what this boot must be and the guest powers off cleanly.
 fb_boot() {
-  local name=$1 boot=$2 mode=$3 tap="$OUT/tap-$1.log"
-  rm -f "$tap" "$OUT/monitor-$name.sock"
+  local name=$1 boot=$2 mode=$3 slow=${4:-} tap="$OUT/tap-$1.log"
+  rm -f "$tap" "$OUT/monitor-$name.sock" "$OUT/slow-link-$name.txt"
   # The monitor answers while the guest runs: one query proves the socket a later stage drives.
   ( for _ in $(seq 120); do [ -S "$OUT/monitor-$name.sock" ] && break; sleep 0.5; done
-    fb_monitor "$name" "info network" > "$OUT/monitor-$name.txt" 2>&1 ) &
-  PIDS+=($!)
+    fb_monitor "$name" "info network" > "$OUT/monitor-$name.txt" 2>&1
+    [ "$slow" = slow-link ] && fb_slow_link "$name" ) &
+  local helper=$!
+  PIDS+=($helper)
   local t0=$SECONDS
   run_qemu "$name" "$BOOT_TIMEOUT" \
     -drive file="$FB_DISK",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2EFB001,drive=d0 \
@@ -94,8 +111,11 @@ fb_boot() {
     -serial stdio -serial file:"$tap" -monitor unix:"$OUT/monitor-$name.sock",server,nowait \
     -fw_cfg name=opt/hvtest/boot,string="$boot" -fw_cfg name=opt/hvtest/mode,string="$mode" \
     -fw_cfg name=opt/hvtest/nic,string="$FB_NIC" -fw_cfg name=opt/hvtest/state-paths,file="$OUT/fb-state-paths.txt" \
+    -fw_cfg name=opt/hvtest/slow-link,string="$([ "$slow" = slow-link ] && echo 1 || echo 0)" \
     || die "$name: QEMU exited with status $?"
   local wall=$((SECONDS - t0))
+  # The guest is gone: a link helper still waiting for its marker has nothing left to do.
+  kill "$helper" 2> /dev/null || true; wait "$helper" 2> /dev/null || true
   expect_line "$name" "HVTEST-INITRD root=LABEL=COS_STATE image=/cOS/$mode.img mode=$mode" "the initramfs did not start the $mode image"
   if has_line "$name" 'HVTEST-INITRD-FAILED'; then console "$name" | grep -a 'HVTEST-INITRD' | tail -n 20 >&2; die "$name: the initramfs failed (console-$name.log)"; fi
   expect_line "$name" 'HVTEST-INITRD layout from /run/cos/cos-layout.env' "the initramfs did not read a layout"
@@ -105,6 +125,11 @@ fb_boot() {
   expect_line "$name" 'reboot: Power down' "the guest did not power off cleanly"
   if has_line "$name" 'Failed unmounting|A stop job is running'; then console "$name" | grep -aE 'Failed unmounting|A stop job is running' >&2; die "$name: the shutdown was not clean"; fi
   grep -q 'nic0' "$OUT/monitor-$name.txt" || die "$name: the QEMU monitor did not answer on $OUT/monitor-$name.sock (see monitor-$name.txt)"
+  if [ "$slow" = slow-link ]; then
+    grep -q '^link on at [0-9:]*: *$' "$OUT/slow-link-$name.txt" && grep -q '^link off at [0-9:]*: *$' "$OUT/slow-link-$name.txt" ||
+      die "$name: the harness could not take the link down and up (see $OUT/slow-link-$name.txt)"
+    say "   $name: slow link: $(tr '\n' ';' < "$OUT/slow-link-$name.txt")"
+  fi
   say "   $name: $(node -p "const s = require('$OUT/tap-$name.json'); \`\${s.checks.length} checks passed; \${s.checks[0].notes[0] ?? ''}\`"); power-on to power-off ${wall} s"
 }
 
@@ -133,7 +158,7 @@ firstboot_stage() {
   fb_install
   stage_end firstboot-install
   stage_start firstboot-boot1
-  fb_boot fb1 1 active
+  fb_boot fb1 1 active slow-link
   stage_end firstboot-boot1
   stage_start firstboot-boot2
   fb_boot fb2 2 active
