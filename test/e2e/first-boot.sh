@@ -57,8 +57,11 @@ fb_install() {
   FB_NETNS="hv-e2e-fb-$$"
   ip netns add "$FB_NETNS"
   ip -n "$FB_NETNS" link add "$FB_NIC" address "$FB_MAC" type veth peer name fb-peer0 || die "first-boot: cannot create the stand-in NIC in $FB_NETNS"
+  # An image bundle in Harvester's layout, copied by the install onto COS_PERSISTENT.
+  node "$REPO/test/e2e/first-boot-bundle.mjs" "$OUT/fb-bundle" > "$OUT/fb-bundle.json" || die "first-boot: cannot write the image bundle"
+  node -p "const b = require('$OUT/fb-bundle.json'); b.archive + ' ' + b.sha256" | tr -d '\n' > "$OUT/fb-bundle.txt"
   local t0=$SECONDS
-  ip netns exec "$FB_NETNS" "$REPO/bin/hvinstall" install --config "$OUT/fb-config.yaml" --source "$FB_SQUASHFS" --yes \
+  ip netns exec "$FB_NETNS" "$REPO/bin/hvinstall" install --config "$OUT/fb-config.yaml" --source "$FB_SQUASHFS" --bundle "$OUT/fb-bundle" --yes \
     --progress plain --state-dir "$OUT/fb-state" > "$OUT/fb-install.log" 2>&1 ||
     { tail -n 30 "$OUT/fb-install.log" >&2; die "first-boot: hvinstall install of the systemd OS failed (see $OUT/fb-install.log)"; }
   say "   hvinstall install: $((SECONDS - t0)) s ($(grep -E '^installed ' "$OUT/fb-install.log" | head -n 1 | cut -c1-80))"
@@ -112,6 +115,7 @@ fb_boot() {
     -fw_cfg name=opt/hvtest/boot,string="$boot" -fw_cfg name=opt/hvtest/mode,string="$mode" \
     -fw_cfg name=opt/hvtest/nic,string="$FB_NIC" -fw_cfg name=opt/hvtest/state-paths,file="$OUT/fb-state-paths.txt" \
     -fw_cfg name=opt/hvtest/slow-link,string="$([ "$slow" = slow-link ] && echo 1 || echo 0)" \
+    -fw_cfg name=opt/hvtest/bundle,file="$OUT/fb-bundle.txt" \
     || die "$name: QEMU exited with status $?"
   local wall=$((SECONDS - t0))
   # The guest is gone: a link helper still waiting for its marker has nothing left to do.
