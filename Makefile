@@ -18,6 +18,7 @@ generate:
 build: deps generate
 	@$(TSC) -p tsconfig.json
 	@chmod +x bin/hvinstall bin/hvagent bin/hvpxe
+	@$(NODE) dist/agent/payload/build-cli.js
 
 typecheck: generate
 	@$(TSC) -p tsconfig.test.json
@@ -57,4 +58,4 @@ mutation: build
 	done
 
 clean:
-	rm -rf dist
+	rm -rf dist build

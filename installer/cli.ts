@@ -2,7 +2,7 @@
  * hvinstall command dispatcher. Each subcommand lives in ./commands/<name>.ts and is imported only
  * when used, so `hvinstall validate` does not pay for the install engine's imports.
  */
-import { describeError, ExitCode } from '../lib/errors.js';
+import { ExitCode } from '../lib/errors.js';
 
 export interface CommandInfo {
   name: string;
@@ -52,15 +52,7 @@ export async function main(argv: string[]): Promise<number> {
   return mod.default(rest);
 }
 
-/** Runs a CLI main and turns every thrown error into a message and an exit code, never a stack trace. */
-export async function runCli(mainFn: (argv: string[]) => Promise<number>, prog: string): Promise<void> {
-  try {
-    process.exitCode = await mainFn(process.argv.slice(2));
-  } catch (err) {
-    process.stderr.write(`${prog}: ${describeError(err)}\n`);
-    if (process.env.HV_DEBUG && err instanceof Error && err.stack) process.stderr.write(err.stack + '\n');
-    process.exitCode = (err as { exitCode?: number }).exitCode ?? ExitCode.usage;
-  }
-}
+export { runCli } from '../lib/run-cli.js';
+import { runCli } from '../lib/run-cli.js';
 
 if (import.meta.url === `file://${process.argv[1]}`) await runCli(main, 'hvinstall');

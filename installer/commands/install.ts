@@ -10,6 +10,7 @@ import { run } from '../../lib/exec.js';
 import { formatPlanText } from '../disk/format-plan.js';
 import { EventBus, sinkFor, type ProgressMode } from '../steps/progress.js';
 import { resolveBundleSource } from '../steps/bundle-source.js';
+import { resolveAgentArg } from '../steps/agent-source.js';
 import { runInstall } from '../steps/pipeline.js';
 import { gatherFacts, prepareInstall } from '../steps/prepare.js';
 import { TEST_KILL_ENV } from '../steps/test-faults.js';
@@ -17,7 +18,7 @@ import { parseSystemSize } from './plan.js';
 import { parseCommandArgs } from './args.js';
 
 const USAGE = `usage: hvinstall install (--config FILE | --cmdline-file /proc/cmdline) [--device DISK] [--source DIR|SQUASHFS]
-                         [--fallback-source DIR|SQUASHFS] [--bundle DIR|none] [--yes] [--progress tty|plain|json] [--preserve-on-error]
+                         [--fallback-source DIR|SQUASHFS] [--bundle DIR|none] [--agent DIR|none] [--yes] [--progress tty|plain|json] [--preserve-on-error]
                          [--system-size MIB] [--state-dir DIR] [--no-reboot]
 
 Installs onto DISK, destroying everything on it (and on install.data_disk and the disks to wipe).
@@ -36,6 +37,10 @@ Installs onto DISK, destroying everything on it (and on install.data_disk and th
                         where the node's image preload finds it as /var/lib/rancher/hvagent/bundle
                         (default: the automatic-mode ISO's bundle/, else the live ISO's
                         /run/initramfs/live/bundle when it exists, else none); none: install without one
+  --agent DIR|none      the self-contained hvagent payload to put on COS_PERSISTENT (/usr/local/lib/hvagent)
+                        and enable as hvagent.service (default: the payload the installer carries,
+                        build/hvagent-payload; refused when the image has no place for it, see docs/install.md);
+                        none: install without the agent
   --yes                 confirm the destruction (not needed in automatic mode, --cmdline-file: there the
                         kernel command line's harvester.install.automatic=true is the consent; a config
                         file's install.automatic never is)
@@ -58,6 +63,7 @@ export default async function install(argv: string[]): Promise<number> {
       source: { type: 'string' },
       'fallback-source': { type: 'string' },
       bundle: { type: 'string' },
+      agent: { type: 'string' },
       yes: { type: 'boolean', short: 'y' },
       progress: { type: 'string' },
       'preserve-on-error': { type: 'boolean' },
@@ -74,6 +80,7 @@ export default async function install(argv: string[]): Promise<number> {
   if (!['tty', 'plain', 'json'].includes(mode)) throw new HvError(`--progress ${values.progress}: use tty, plain or json`, { exitCode: ExitCode.usage });
   // A wrong --bundle is refused before anything is downloaded or any disk is touched.
   const givenBundle = values.bundle === undefined ? undefined : await resolveBundleSource(values.bundle);
+  const givenAgent = await resolveAgentArg(values.agent);
   if (process.getuid?.() !== 0) throw new HvError('hvinstall install must run as root (it partitions and formats disks)', { exitCode: ExitCode.usage });
 
   const automaticMode = !!values['cmdline-file'] && !values.config;
@@ -90,6 +97,7 @@ export default async function install(argv: string[]): Promise<number> {
     isoRelease: auto?.isoRelease,
     requireSource: true,
     systemSizeMiB: parseSystemSize(values['system-size']),
+    agent: givenAgent,
   });
   const { plan, config } = prepared;
   const say = (s: string): void => void (mode === 'json' ? process.stderr : process.stdout).write(s);
@@ -132,6 +140,7 @@ export default async function install(argv: string[]): Promise<number> {
     config: installConfig,
     source: prepared.source!,
     bundle,
+    agent: prepared.agent!,
     stateDir,
     runDir: path.join('/run/hvinstall', path.basename(plan.device)),
     bus,

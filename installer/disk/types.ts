@@ -72,6 +72,7 @@ export type StepName =
   | 'bootloader'
   | 'oem'
   | 'persistent'
+  | 'agent'
   | 'finish';
 
 export interface PlannedStep {

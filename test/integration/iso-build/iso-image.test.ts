@@ -152,6 +152,23 @@ describe('make iso', () => {
     expect(await readFile(path.join(x, 'grub.cfg'), 'utf8')).not.toMatch(/root=live|CDLABEL/);
   });
 
+  it('the live root carries the hvagent payload this tree built, byte for byte, where the installer looks for it by default', async () => {
+    const x = path.join(dir, 'live-payload');
+    await sh('unsquashfs', ['-no-progress', '-d', x, build.live.liveSquashfs, 'opt/hvinstall/build/hvagent-payload', 'opt/hvinstall/package.json']);
+    const payload = path.join(x, 'opt/hvinstall/build/hvagent-payload');
+    const repoPayload = path.join(REPO, 'build/hvagent-payload');
+    const manifest = JSON.parse(await readFile(path.join(payload, 'hvagent-payload.json'), 'utf8')) as { digest: string; files: Array<{ path: string; sha256: string; mode: number }> };
+    expect(manifest.digest).toBe((JSON.parse(await readFile(path.join(repoPayload, 'hvagent-payload.json'), 'utf8')) as { digest: string }).digest);
+    expect(manifest.files.map((f) => f.path)).toEqual(expect.arrayContaining(['bin/hvagent', 'hvagent.service', 'hvagent-console.service', 'lib/ld-linux-x86-64.so.2']));
+    // sha256sum, not the installer's reader, checks every file of the live copy against the manifest.
+    const sums = manifest.files.map((f) => `${f.sha256}  ${f.path}`).join('\n') + '\n';
+    await writeFile(path.join(dir, 'payload.sha256'), sums);
+    expect(await sh('sha256sum', ['-c', path.join(dir, 'payload.sha256')], { cwd: payload })).not.toMatch(/FAILED/);
+    for (const f of manifest.files) expect(((await stat(path.join(payload, f.path))).mode & 0o7777).toString(8), f.path).toBe(f.mode.toString(8));
+    // The installer's root on the live system (package.json's directory) is what --agent defaults under.
+    expect(JSON.parse(await readFile(path.join(x, 'opt/hvinstall/package.json'), 'utf8'))).toMatchObject({ name: 'hvinstall' });
+  });
+
   it('the initramfs is small and knows the medium id; the PXE initrd is the live root in a plain cpio, then that initramfs', async () => {
     expect((await stat(build.live.initrd)).size).toBeLessThan(8 * 1024 * 1024);
     const unpacked = path.join(dir, 'initramfs');
