@@ -102,7 +102,7 @@ export const STEP_DESCRIPTIONS: PlannedStep[] = [
   { name: 'bootloader', description: 'install grub with active/passive/recovery entries and grubenv' },
   { name: 'oem', description: 'write /oem: harvester.config and the node configuration files' },
   { name: 'persistent', description: 'create the persistent state layout under COS_PERSISTENT/.state; copy the image bundle (if any) to /var/lib/rancher/hvagent/bundle there' },
-  { name: 'agent', description: 'copy the self-contained hvagent to COS_PERSISTENT (/usr/local/lib/hvagent), link its unit into the persistent /etc/systemd and enable it' },
+  { name: 'agent', description: 'copy the self-contained hvagent to COS_PERSISTENT (/usr/local/lib/hvagent), link its units (hvagent.service, hvagent-console.service) into the persistent /etc/systemd and enable them' },
   { name: 'finish', description: 'write the install log, sync, unmount, release the disk' },
 ];
 
