@@ -121,3 +121,14 @@ describe('stringsUnderSecretKeys', () => {
     expect(stringsUnderSecretKeys({ password: null, token: 5, auth: { enabled: true, inner: null, user: ['s3cr3t-a', { k: 's3cr3t-b' }] }, name: 'public' })).toEqual(['s3cr3t-a', 's3cr3t-b']);
   });
 });
+
+describe('redaction of bytes', () => {
+  it('logs a Buffer or typed array as its length, not one entry per byte, under any key', () => {
+    const r = new Redactor();
+    const out = r.redact({ chunk: Buffer.alloc(1000), nested: { view: new Uint8Array(16) }, password: Buffer.from('hunter2') }) as Record<string, unknown>;
+    expect(out.chunk).toBe('<1000 bytes>');
+    expect(out.nested).toEqual({ view: '<16 bytes>' });
+    expect(out.password).toBe('<7 bytes>');
+    expect(stringsUnderSecretKeys({ token: Buffer.alloc(1_000_000) })).toEqual([]);
+  });
+});
