@@ -1,7 +1,7 @@
 /** hvagent: the resident node agent. `run` (daemon), `once` (one pass) and `status`. */
 import path from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { runCli } from '../installer/cli.js';
+import { runCli } from '../lib/run-cli.js';
 import { ExitCode, HvError } from '../lib/errors.js';
 import { Logger } from '../lib/logger.js';
 import { Redactor } from '../lib/redact.js';
@@ -10,6 +10,9 @@ import { configCandidates, loadNodeConfig, registerConfigSecrets } from './node-
 import { runGuards, statusFile } from './runner.js';
 import { loadSettings, SETTINGS_PATH } from './settings.js';
 import { formatStatusTable, isProcessAlive, readStatus } from './status.js';
+import { stderrSink } from './journal-sink.js';
+import { detectBootstrapMode } from './mode.js';
+import { systemdNotifier } from './sd-notify.js';
 
 const USAGE = `usage: hvagent <run|once|status|console> [options]
 
@@ -61,11 +64,15 @@ async function runCommand(mode: 'run' | 'once', args: string[]): Promise<number>
   if (!['debug', 'info', 'warn', 'error'].includes(level)) throw usageError(`--log-level must be debug, info, warn or error, got '${level}'`);
 
   const redactor = new Redactor();
-  const log = new Logger(undefined, redactor, level as 'info');
+  const log = new Logger(stderrSink(), redactor, level as 'info');
   const node = await loadNodeConfig(root, configCandidates(settings.common));
   registerConfigSecrets(redactor, node.config);
   for (const p of node.problems) log.warn('node config', { problem: p });
   if (node.source) log.info('node config loaded', { source: node.source });
+
+  const bootstrap = await detectBootstrapMode(rootDir, settings.common.bootstrapper);
+  const notify = systemdNotifier(process.env, log);
+  await notify({ STATUS: `preparing the node (bootstrap: ${bootstrap.by})` });
 
   const stop = new AbortController();
   const onSignal = (sig: NodeJS.Signals): void => {
@@ -75,7 +82,17 @@ async function runCommand(mode: 'run' | 'once', args: string[]): Promise<number>
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
   try {
-    const result = await runGuards({ mode, rootDir, settings, config: node.config, log, signal: stop.signal, only });
+    const result = await runGuards({
+      mode,
+      rootDir,
+      settings,
+      config: node.config,
+      log,
+      signal: stop.signal,
+      only,
+      bootstrap,
+      onReady: (status) => notify({ READY: '1', STATUS: status }),
+    });
     if (result.stopped) return mode === 'run' ? ExitCode.ok : ExitCode.checkFailed;
     return result.ok ? ExitCode.ok : ExitCode.checkFailed;
   } finally {
@@ -117,4 +134,5 @@ export async function main(argv: string[]): Promise<number> {
   return ExitCode.usage;
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) await runCli(main, 'hvagent');
+// No top-level await: the bundled hvagent (agent/sea-entry.ts, CommonJS) includes this module.
+if (import.meta.url === `file://${process.argv[1]}`) void runCli(main, 'hvagent');

@@ -2,7 +2,7 @@
  * hvinstall command dispatcher. Each subcommand lives in ./commands/<name>.ts and is imported only
  * when used, so `hvinstall validate` does not pay for the install engine's imports.
  */
-import { describeError, ExitCode } from '../lib/errors.js';
+import { ExitCode } from '../lib/errors.js';
 
 export interface CommandInfo {
   name: string;
@@ -14,6 +14,7 @@ const COMMANDS: CommandInfo[] = [
   { name: 'preflight', summary: 'gather hardware facts and check this machine can run a node' },
   { name: 'plan', summary: 'print the partition table, images and steps an install would use' },
   { name: 'install', summary: 'install onto a disk (destroys it): partition, format, deploy, bootloader' },
+  { name: 'image', summary: 'install a node into a new disk image (qcow2 or raw) for virtual labs and clouds' },
   { name: 'console', summary: "the interactive installer (Harvester's console pages), on a terminal" },
   { name: 'render', summary: "render the installed node's configuration files into a directory" },
   { name: 'fetch', summary: 'fetch a remote config or ISO with retries and checksum verification' },
@@ -52,15 +53,7 @@ export async function main(argv: string[]): Promise<number> {
   return mod.default(rest);
 }
 
-/** Runs a CLI main and turns every thrown error into a message and an exit code, never a stack trace. */
-export async function runCli(mainFn: (argv: string[]) => Promise<number>, prog: string): Promise<void> {
-  try {
-    process.exitCode = await mainFn(process.argv.slice(2));
-  } catch (err) {
-    process.stderr.write(`${prog}: ${describeError(err)}\n`);
-    if (process.env.HV_DEBUG && err instanceof Error && err.stack) process.stderr.write(err.stack + '\n');
-    process.exitCode = (err as { exitCode?: number }).exitCode ?? ExitCode.usage;
-  }
-}
+export { runCli } from '../lib/run-cli.js';
+import { runCli } from '../lib/run-cli.js';
 
 if (import.meta.url === `file://${process.argv[1]}`) await runCli(main, 'hvinstall');

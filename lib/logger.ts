@@ -4,7 +4,8 @@ export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
 export interface LogSink {
-  write(line: string): void;
+  /** One JSON line (newline included), with its level for sinks that mark it (journald priorities). */
+  write(line: string, level: LogLevel): void;
 }
 
 /**
@@ -27,7 +28,7 @@ export class Logger {
   log(level: LogLevel, msg: string, fields: Record<string, unknown> = {}): void {
     if (ORDER[level] < ORDER[this.level]) return;
     const record = this.redactor.redact({ ts: this.now().toISOString(), level, msg, ...this.fields, ...fields });
-    this.sink.write(JSON.stringify(record) + '\n');
+    this.sink.write(JSON.stringify(record) + '\n', level);
   }
 
   debug(msg: string, fields?: Record<string, unknown>): void { this.log('debug', msg, fields); }

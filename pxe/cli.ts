@@ -1,7 +1,7 @@
 /** hvpxe: the PXE/HTTP boot server. See docs/pxe.md. */
 import { parseArgs } from 'node:util';
 import path from 'node:path';
-import { runCli } from '../installer/cli.js';
+import { runCli } from '../lib/run-cli.js';
 import { ExitCode, HvError } from '../lib/errors.js';
 import { Logger } from '../lib/logger.js';
 import { writeFileAtomic } from '../lib/atomic-write.js';
