@@ -5,7 +5,7 @@
 # <its squashfs>` on the host onto a loop-attached sparse 260 GiB file, inside a network
 # namespace whose one NIC has the guest's name and MAC (the installer resolves and names the
 # management NIC from the machine it runs on). Then that disk alone boots under OVMF through
-# hvinstall's grub.cfg, three times: the active image (first boot), again (state kept), and the
+# the image's own chain (its shim, grub and /etc/cos/grub.cfg, installed in Elemental's layout), three times: the active image (first boot), again (state kept), and the
 # passive image (grubenv next_entry=passive). Each boot's report comes as TAP over the guest's
 # second serial port and is parsed with tap-parser (first-boot-tap.mjs); a failing check is named.
 # QEMU's monitor socket ($OUT/monitor-<boot>.sock, the NIC is `nic0`) lets a stage take the
@@ -68,6 +68,9 @@ fb_install() {
     --progress plain --state-dir "$OUT/fb-state" > "$OUT/fb-install.log" 2>&1 ||
     { tail -n 30 "$OUT/fb-install.log" >&2; die "first-boot: hvinstall install of the systemd OS failed (see $OUT/fb-install.log)"; }
   say "   hvinstall install: $((SECONDS - t0)) s ($(grep -E '^installed ' "$OUT/fb-install.log" | head -n 1 | cut -c1-80))"
+  # The test OS carries an Elemental boot chain: the disk boots through it, not hvinstall's own grub.
+  grep -q "boot chain: the image's own" "$OUT/fb-install.log" ||
+    { grep -a 'boot chain' "$OUT/fb-install.log" >&2; die "first-boot: the install did not choose the test OS's own boot chain (see $OUT/fb-install.log)"; }
   ip netns delete "$FB_NETNS"; FB_NETNS=
   local oem
   oem=$(fb_partition COS_OEM) || die "first-boot: no COS_OEM on the installed disk"
@@ -140,7 +143,7 @@ fb_boot() {
   say "   $name: $(node -p "const s = require('$OUT/tap-$name.json'); \`\${s.checks.length} checks passed; \${s.checks[0].notes[0] ?? ''}\`"); power-on to power-off ${wall} s"
 }
 
-# The next boot takes the passive image once: grubenv next_entry on COS_OEM, which hvinstall's grub.cfg reads and clears.
+# The next boot takes the passive image once: grubenv next_entry on COS_OEM, which the image's grub.cfg reads and clears.
 fb_select_passive() {
   fb_attach
   FB_MNT=$(mktemp -d)
