@@ -6,6 +6,8 @@ function roff(text: string): string {
   return text
     .replace(/\\/g, '\\e')
     .replace(/-/g, '\\-')
+    // troff reads bytes: a non-ASCII character goes in as its Unicode escape.
+    .replace(/[^\x00-\x7f]/gu, (c) => `\\[u${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}]`)
     .split('\n')
     .map((l) => (/^[.']/.test(l) ? `\\&${l}` : l))
     .join('\n');
