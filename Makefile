@@ -19,6 +19,7 @@ build: deps generate
 	@$(TSC) -p tsconfig.json
 	@$(NODE) scripts/write-share.mjs
 	@chmod +x bin/hvinstall bin/hvagent bin/hvpxe
+	@$(NODE) dist/agent/payload/build-cli.js
 
 typecheck: generate
 	@$(TSC) -p tsconfig.test.json
@@ -50,12 +51,15 @@ bench: build
 
 # Mutation testing (docs/testing.md): long and CPU-bound, so niced and not part of `make test`.
 # One scope per run (config, disk, redact-safe-path); `make mutation SCOPE=disk` runs one.
+# Incremental: a re-run tests only the mutants whose code or covering tests changed since the last
+# (reports/mutation/<scope>-incremental.json); MUTATION_ARGS=--force re-tests every mutant.
 MUTATION_SCOPES ?= $(or $(SCOPE),redact-safe-path disk config)
 mutation: build
 	@for s in $(MUTATION_SCOPES); do \
 	  echo "== mutation scope $$s"; \
-	  HV_MUTATION_SCOPE=$$s HV_FUZZ_SEED=20261201 HV_FUZZ_SCALE=0.05 nice -n 19 node_modules/.bin/stryker run stryker.config.mjs || exit $$?; \
+	  HV_MUTATION_SCOPE=$$s HV_FUZZ_SEED=20261201 HV_FUZZ_SCALE=0.05 nice -n 19 node_modules/.bin/stryker run stryker.config.mjs \
+	    --incremental --incrementalFile reports/mutation/$$s-incremental.json $(MUTATION_ARGS) || exit $$?; \
 	done
 
 clean:
-	rm -rf dist
+	rm -rf dist build

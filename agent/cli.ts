@@ -1,17 +1,20 @@
 /** hvagent: the resident node agent. `run` (daemon), `once` (one pass) and `status`. */
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { runCli } from '../installer/cli.js';
+import { runCli } from '../lib/run-cli.js';
 import { EXIT_CODES_LINE, ExitCode, HvError } from '../lib/errors.js';
 import { HELP_OPTION, type CommandDef, type OptionDefs } from '../lib/cli/definition.js';
 import { runProgram, type Program } from '../lib/cli/program.js';
-import { chooseLogFormat, isLogLevel, isLogStyle, LOG_FORMATS, LOG_LEVELS, Logger } from '../lib/logger.js';
+import { stderrSink } from '../lib/journal-sink.js';
+import { chooseLogFormat, isLogFormat, isLogLevel, LOG_FORMATS, LOG_LEVELS, Logger } from '../lib/logger.js';
 import { Redactor } from '../lib/redact.js';
 import { GUARD_ORDER, type GuardName } from './guard.js';
 import { configCandidates, loadNodeConfig, registerConfigSecrets } from './node-config.js';
 import { runGuards, statusFile } from './runner.js';
 import { loadSettings, SETTINGS_PATH } from './settings.js';
 import { formatStatusTable, isProcessAlive, readStatus } from './status.js';
+import { detectBootstrapMode } from './mode.js';
+import { systemdNotifier } from './sd-notify.js';
 
 const COMMON = `  --guard NAME   only this guard (repeatable), without its dependencies: for debugging one guard
   --root DIR     every node path (/oem, /etc, /run, /sys, …) under DIR (default /)
@@ -108,14 +111,18 @@ async function runCommand(mode: 'run' | 'once', args: string[]): Promise<number>
   const level = (v['log-level'] as string | undefined) ?? settings.logLevel;
   if (!isLogLevel(level)) throw usageError(`--log-level must be ${LOG_LEVELS.join(', ')}, got '${level}'`);
   const style = v['log-format'];
-  if (style !== undefined && !isLogStyle(style)) throw usageError(`--log-format must be text or json, got '${String(style)}'`);
+  if (style !== undefined && !isLogFormat(style)) throw usageError(`--log-format must be text or json, got '${String(style)}'`);
 
   const redactor = new Redactor();
-  const log = new Logger(undefined, redactor, level, {}, undefined, chooseLogFormat(style));
+  const log = new Logger(stderrSink(), redactor, level, {}, undefined, chooseLogFormat(style));
   const node = await loadNodeConfig(root, configCandidates(settings.common));
   registerConfigSecrets(redactor, node.config);
   for (const p of node.problems) log.warn('node config', { problem: p });
   if (node.source) log.info('node config loaded', { source: node.source });
+
+  const bootstrap = await detectBootstrapMode(rootDir, settings.common.bootstrapper);
+  const notify = systemdNotifier(process.env, log);
+  await notify({ STATUS: `preparing the node (bootstrap: ${bootstrap.by})` });
 
   const stop = new AbortController();
   const onSignal = (sig: NodeJS.Signals): void => {
@@ -125,7 +132,17 @@ async function runCommand(mode: 'run' | 'once', args: string[]): Promise<number>
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
   try {
-    const result = await runGuards({ mode, rootDir, settings, config: node.config, log, signal: stop.signal, only });
+    const result = await runGuards({
+      mode,
+      rootDir,
+      settings,
+      config: node.config,
+      log,
+      signal: stop.signal,
+      only,
+      bootstrap,
+      onReady: (status) => notify({ READY: '1', STATUS: status }),
+    });
     if (result.stopped) return mode === 'run' ? ExitCode.ok : ExitCode.checkFailed;
     return result.ok ? ExitCode.ok : ExitCode.checkFailed;
   } finally {
@@ -180,4 +197,5 @@ export function main(argv: string[]): Promise<number> {
   return runProgram(program, argv);
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) await runCli(main, 'hvagent');
+// No top-level await: the bundled hvagent (agent/sea-entry.ts, CommonJS) includes this module.
+if (import.meta.url === `file://${process.argv[1]}`) void runCli(main, 'hvagent');

@@ -5,6 +5,7 @@
  */
 import type { Logger } from '../lib/logger.js';
 import type { HarvesterConfig } from '../installer/config/types.js';
+import type { Bootstrapper } from '../lib/image-profile.js';
 
 export type GuardName =
   | 'network-online'
@@ -41,6 +42,11 @@ export interface GuardContext {
    */
   report?: (data: Record<string, unknown>) => void;
   now: () => number;
+  /**
+   * Who bootstraps RKE2 on this node (agent/mode.ts): rancherd (hvagent only watches rke2, vip and
+   * promotion) or hvagent (also when absent).
+   */
+  bootstrapper?: Bootstrapper;
 }
 
 export type GuardResult =
@@ -102,4 +108,8 @@ export interface StatusDocument {
   /** running; finished (every guard done, nothing to watch); stopped (SIGTERM/SIGINT). */
   state?: 'running' | 'finished' | 'stopped';
   stoppedAt?: string;
+  /** Who bootstraps RKE2 and why (agent/mode.ts). */
+  bootstrap?: { by: Bootstrapper; why: string };
+  /** When systemd was told the node is prepared (READY=1), and the status line sent with it. */
+  ready?: { at: string; status: string };
 }

@@ -13,6 +13,8 @@ import { GUARDS } from './guards/index.js';
 import { guardDeadlineMs, guardSettings, STATUS_PATH, type AgentSettings } from './settings.js';
 import { METRICS_TEXTFILE_PATH } from './metrics.js';
 import { StatusStore } from './status.js';
+import type { BootstrapMode } from './mode.js';
+import { readiness, type SettledOutcome } from './sd-notify.js';
 
 export interface RunnerOptions {
   mode: 'run' | 'once';
@@ -32,6 +34,10 @@ export interface RunnerOptions {
   /** Time a reconcile may overrun the deadline (when it ignores its abort signal) before it is abandoned. */
   overrunGraceMs?: number;
   now?: () => number;
+  /** Who bootstraps RKE2 (default: hvagent). */
+  bootstrap?: BootstrapMode;
+  /** Called once, when the pre-bootstrap guards have all settled (agent/sd-notify.ts), with the status line. */
+  onReady?: (status: string) => void | Promise<void>;
 }
 
 export interface RunOutcome {
@@ -83,6 +89,9 @@ export async function runGuards(opts: RunnerOptions): Promise<RunOutcome> {
   const grace = opts.overrunGraceMs ?? 10_000;
   const root = (p: string): string => (opts.rootDir === '/' ? p : path.join(opts.rootDir, p));
   const store = new StatusStore(statusFile(opts.rootDir), names, opts.mode, opts.log.redactor, opts.log, now, root(METRICS_TEXTFILE_PATH));
+  const bootstrap = opts.bootstrap ?? { by: 'hvagent', why: 'not detected (default)' };
+  store.setBootstrap(bootstrap);
+  let readySent = false;
   const outcomes = new Map<GuardName, Outcome>();
   const changes = new Changes();
   const stop = opts.signal;
@@ -90,6 +99,13 @@ export async function runGuards(opts: RunnerOptions): Promise<RunOutcome> {
   const setOutcome = (name: GuardName, o: Outcome): void => {
     outcomes.set(name, o);
     changes.notify();
+    if (readySent || !opts.onReady) return;
+    const r = readiness(outcomes as Map<GuardName, SettledOutcome | 'stopped'>, names);
+    if (!r.ready) return;
+    readySent = true;
+    store.setReady(r.status);
+    opts.log.info('node prepared for the bootstrap', { status: r.status, bootstrapper: bootstrap.by });
+    void Promise.resolve(opts.onReady(r.status)).catch((err: Error) => opts.log.warn('readiness notification failed', { error: err.message }));
   };
 
   function contextFor(guard: Guard, signal: AbortSignal): GuardContext {
@@ -102,6 +118,7 @@ export async function runGuards(opts: RunnerOptions): Promise<RunOutcome> {
       progress: (detail) => store.update(guard.name, { detail }),
       report: (data) => store.update(guard.name, { data }),
       now,
+      bootstrapper: bootstrap.by,
     };
   }
 
@@ -243,7 +260,7 @@ export async function runGuards(opts: RunnerOptions): Promise<RunOutcome> {
     }
   }
 
-  opts.log.info('hvagent starting', { mode: opts.mode, guards: names, root: opts.rootDir });
+  opts.log.info('hvagent starting', { mode: opts.mode, guards: names, root: opts.rootDir, bootstrapper: bootstrap.by, why: bootstrap.why });
   await Promise.all(names.map((n) => driveGuard(n)));
 
   const stopped = stop.aborted;

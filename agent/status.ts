@@ -63,6 +63,16 @@ export class StatusStore {
     this.schedule();
   }
 
+  setBootstrap(b: { by: 'rancherd' | 'hvagent'; why: string }): void {
+    this.doc.bootstrap = { ...b };
+    this.schedule();
+  }
+
+  setReady(status: string): void {
+    this.doc.ready = { at: new Date(this.now()).toISOString(), status };
+    this.schedule();
+  }
+
   setState(state: 'running' | 'finished' | 'stopped'): void {
     const ts = new Date(this.now()).toISOString();
     this.doc.state = state;
@@ -147,7 +157,12 @@ function shortTime(iso: string | undefined, now: number): string {
 /** The human table of `hvagent status`. Pure. */
 export function formatStatusTable(doc: StatusDocument, opts: { now: number; alive: boolean }): string {
   const state = doc.state === 'running' && !opts.alive ? `not running (pid ${doc.pid} is gone)` : `${doc.state ?? 'running'} (pid ${doc.pid})`;
-  const head = [`hvagent ${doc.mode ?? 'run'}: ${state}, started ${doc.startedAt}, updated ${doc.updatedAt}`, ''];
+  const head = [
+    `hvagent ${doc.mode ?? 'run'}: ${state}, started ${doc.startedAt}, updated ${doc.updatedAt}`,
+    ...(doc.bootstrap ? [`bootstrap: ${doc.bootstrap.by === 'rancherd' ? 'rancherd (hvagent prepares the node, then watches rke2, vip and promotion)' : 'hvagent (drives RKE2 itself)'}: ${doc.bootstrap.why}`] : []),
+    ...(doc.ready ? [`ready for the bootstrap since ${doc.ready.at}: ${doc.ready.status}`] : []),
+    '',
+  ];
   const rows: string[][] = [['GUARD', 'PHASE', 'ATTEMPTS', 'NEXT RETRY', 'STARTED', 'FINISHED', 'DETAIL / LAST ERROR']];
   for (const g of doc.guards) {
     const text = g.phase === 'failed' || g.phase === 'waiting' ? g.lastError ?? g.detail ?? '' : g.detail ?? g.lastError ?? '';

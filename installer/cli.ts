@@ -2,9 +2,10 @@
  * hvinstall command dispatcher. Each subcommand lives in ./commands/<name>.ts and is imported only
  * when used, so `hvinstall validate` does not pay for the install engine's imports.
  */
-import { describeError, EXIT_CODES_LINE, ExitCode } from '../lib/errors.js';
+import { EXIT_CODES_LINE } from '../lib/errors.js';
 import { HELP_OPTION, type CommandDef, type OptionDefs, type ProgramDef } from '../lib/cli/definition.js';
 import { runProgram, type Program } from '../lib/cli/program.js';
+import { runCli } from '../lib/run-cli.js';
 
 export interface CommandInfo {
   name: string;
@@ -16,6 +17,7 @@ const COMMANDS: CommandInfo[] = [
   { name: 'preflight', summary: 'gather hardware facts and check this machine can run a node' },
   { name: 'plan', summary: 'print the partition table, images and steps an install would use' },
   { name: 'install', summary: 'install onto a disk (destroys it): partition, format, deploy, bootloader' },
+  { name: 'image', summary: 'install a node into a new disk image (qcow2 or raw) for virtual labs and clouds' },
   { name: 'console', summary: "the interactive installer (Harvester's console pages), on a terminal" },
   { name: 'render', summary: "render the installed node's configuration files into a directory" },
   { name: 'fetch', summary: 'fetch a remote config or ISO with retries and checksum verification' },
@@ -70,17 +72,6 @@ export const program: Program = {
 
 export function main(argv: string[]): Promise<number> {
   return runProgram(program, argv);
-}
-
-/** Runs a CLI main and turns every thrown error into a message and an exit code, never a stack trace. */
-export async function runCli(mainFn: (argv: string[]) => Promise<number>, prog: string): Promise<void> {
-  try {
-    process.exitCode = await mainFn(process.argv.slice(2));
-  } catch (err) {
-    process.stderr.write(`${prog}: ${describeError(err)}\n`);
-    if (process.env.HV_DEBUG && err instanceof Error && err.stack) process.stderr.write(err.stack + '\n');
-    process.exitCode = (err as { exitCode?: number }).exitCode ?? ExitCode.usage;
-  }
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) await runCli(main, 'hvinstall');

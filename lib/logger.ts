@@ -1,4 +1,3 @@
-import { fstatSync } from 'node:fs';
 import { Redactor } from './redact.js';
 
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
@@ -7,21 +6,16 @@ const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 
 
 export const LOG_FORMATS = ['text', 'json'] as const;
 /** text: one readable line (a terminal); json: JSON lines (journald, files, log shippers). */
-export type LogStyle = (typeof LOG_FORMATS)[number];
-export interface LogFormat {
-  style: LogStyle;
-  /** Prefix each line with its syslog priority (`<3>`), which journald reads as the entry's PRIORITY. */
-  priorityPrefix: boolean;
-}
+export type LogFormat = (typeof LOG_FORMATS)[number];
 
-/** Each level's syslog priority (sd-daemon(3)): error 3, warning 4, info 6, debug 7. */
-export const JOURNAL_PRIORITY: Record<LogLevel, number> = { error: 3, warn: 4, info: 6, debug: 7 };
-
+/**
+ * Where log lines go. The logger formats the line; the sink gets its level too, so a sink that
+ * marks priorities (lib/journal-sink.ts, for journald) does so in one place for every format.
+ */
 export interface LogSink {
-  write(line: string): void;
+  /** One line (newline included) and its level. */
+  write(line: string, level: LogLevel): void;
 }
-
-const JSON_LINES: LogFormat = { style: 'json', priorityPrefix: false };
 
 function textValue(v: unknown): string {
   if (typeof v === 'string') return /^[^\s"=]+$/.test(v) ? v : JSON.stringify(v);
@@ -39,7 +33,7 @@ export class Logger {
     private readonly level: LogLevel = 'info',
     private readonly fields: Record<string, unknown> = {},
     private readonly now: () => Date = () => new Date(),
-    private readonly format: LogFormat = JSON_LINES,
+    private readonly format: LogFormat = 'json',
   ) {}
 
   child(fields: Record<string, unknown>): Logger {
@@ -50,12 +44,12 @@ export class Logger {
     if (ORDER[level] < ORDER[this.level]) return;
     const record = this.redactor.redact({ ts: this.now().toISOString(), level, msg, ...this.fields, ...fields }) as Record<string, unknown>;
     let line: string;
-    if (this.format.style === 'json') line = JSON.stringify(record);
+    if (this.format === 'json') line = JSON.stringify(record);
     else {
       const { ts, level: _level, msg: text, ...rest } = record;
       line = [ts, level.toUpperCase().padEnd(5), text, ...Object.entries(rest).map(([k, v]) => `${k}=${textValue(v)}`)].join(' ');
     }
-    this.sink.write(`${this.format.priorityPrefix ? `<${JOURNAL_PRIORITY[level]}>` : ''}${line}\n`);
+    this.sink.write(line + '\n', level);
   }
 
   debug(msg: string, fields?: Record<string, unknown>): void { this.log('debug', msg, fields); }
@@ -64,31 +58,13 @@ export class Logger {
   error(msg: string, fields?: Record<string, unknown>): void { this.log('error', msg, fields); }
 }
 
-/**
- * True when `fd` is the stream journald gave this service: systemd sets JOURNAL_STREAM to the
- * device:inode of that stream (systemd.exec(5)), so a redirected stderr does not count.
- */
-export function isJournalStream(fd: number, env: NodeJS.ProcessEnv = process.env): boolean {
-  const m = /^(\d+):(\d+)$/.exec(env.JOURNAL_STREAM ?? '');
-  if (!m) return false;
-  try {
-    const st = fstatSync(fd, { bigint: true });
-    return st.dev === BigInt(m[1]!) && st.ino === BigInt(m[2]!);
-  } catch {
-    return false;
-  }
-}
-
-/**
- * The format a daemon's stderr log uses: the flag when given, else text on a terminal and JSON lines
- * otherwise; the journald priority prefix whenever stderr is the service's journal stream.
- */
-export function chooseLogFormat(flag: LogStyle | undefined, stream: { isTTY?: boolean; fd?: number } = process.stderr, env: NodeJS.ProcessEnv = process.env): LogFormat {
-  return { style: flag ?? (stream.isTTY ? 'text' : 'json'), priorityPrefix: stream.fd !== undefined && isJournalStream(stream.fd, env) };
+/** A daemon's log format: the flag when given, else text on a terminal and JSON lines otherwise. */
+export function chooseLogFormat(flag: LogFormat | undefined, stream: { isTTY?: boolean } = process.stderr): LogFormat {
+  return flag ?? (stream.isTTY ? 'text' : 'json');
 }
 
 /** A flag's log format or level, checked: a usage error names the choices. */
-export function isLogStyle(v: unknown): v is LogStyle {
+export function isLogFormat(v: unknown): v is LogFormat {
   return (LOG_FORMATS as readonly unknown[]).includes(v);
 }
 export function isLogLevel(v: unknown): v is LogLevel {

@@ -42,7 +42,14 @@ export class Redactor {
   }
 }
 
+/** Bytes (a Buffer, a typed array): logged as their length, never walked index by index. */
+function isBinary(value: unknown): value is ArrayBufferView | ArrayBuffer {
+  return ArrayBuffer.isView(value) || value instanceof ArrayBuffer;
+}
+
 function redactValue(value: unknown, r: Redactor, key?: string): unknown {
+  // Walking a Buffer would make one entry per byte (an image chunk exhausts the heap).
+  if (isBinary(value)) return `<${value.byteLength} bytes>`;
   // An empty or absent secret stays as it is: "<redacted>" would claim there was one.
   if (key !== undefined && isSecretKey(key) && value !== null && value !== undefined && value !== '') return redactAll(value);
   if (typeof value === 'string') return r.redactString(value);
@@ -52,7 +59,7 @@ function redactValue(value: unknown, r: Redactor, key?: string): unknown {
 
 /** Everything under a secret-named key, at any depth: the shape kept, every value replaced. */
 function redactAll(value: unknown): unknown {
-  return value && typeof value === 'object' ? copyShape(value, (v) => redactAll(v)) : REDACTED;
+  return value && typeof value === 'object' && !isBinary(value) ? copyShape(value, (v) => redactAll(v)) : REDACTED;
 }
 
 /** A copy of an array or object with each value mapped (object keys passed along; array items get none). */
@@ -75,11 +82,11 @@ export function stringsUnderSecretKeys(value: unknown): string[] {
 /** Visits every value with the key it sits under (array indices name no secret, so they pass as keys too). */
 function walk(value: unknown, visit: (key: string | undefined, v: unknown) => void, key?: string): void {
   visit(key, value);
-  if (value && typeof value === 'object') for (const [k, v] of Object.entries(value)) walk(v, visit, k);
+  if (value && typeof value === 'object' && !isBinary(value)) for (const [k, v] of Object.entries(value)) walk(v, visit, k);
 }
 
 /** Every string in a value, at any depth (arrays are objects here: their items are their values). */
 function collectStrings(value: unknown, out: (s: string) => void): void {
   if (typeof value === 'string') out(value);
-  else if (value && typeof value === 'object') Object.values(value).forEach((v) => collectStrings(v, out));
+  else if (value && typeof value === 'object' && !isBinary(value)) Object.values(value).forEach((v) => collectStrings(v, out));
 }

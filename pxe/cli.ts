@@ -1,11 +1,12 @@
 /** hvpxe: the PXE/HTTP boot server. See docs/pxe.md. */
 import { parseArgs } from 'node:util';
 import path from 'node:path';
-import { runCli } from '../installer/cli.js';
+import { runCli } from '../lib/run-cli.js';
 import { EXIT_CODES_LINE, ExitCode, HvError } from '../lib/errors.js';
 import { HELP_OPTION, type CommandDef, type OptionDefs } from '../lib/cli/definition.js';
 import { runProgram, type Program } from '../lib/cli/program.js';
-import { chooseLogFormat, isLogLevel, isLogStyle, LOG_FORMATS, LOG_LEVELS, Logger } from '../lib/logger.js';
+import { stderrSink } from '../lib/journal-sink.js';
+import { chooseLogFormat, isLogFormat, isLogLevel, LOG_FORMATS, LOG_LEVELS, Logger } from '../lib/logger.js';
 import { writeFileAtomic } from '../lib/atomic-write.js';
 import { validateConfig } from '../installer/config/index.js';
 import { buildCatalog, readProfiles } from './profiles.js';
@@ -156,8 +157,8 @@ async function serve(argv: string[]): Promise<number> {
   const level = values['log-level'] ?? 'info';
   if (!isLogLevel(level)) throw usageError(`--log-level must be ${LOG_LEVELS.join(', ')}, got '${level}'`);
   const style = values['log-format'];
-  if (style !== undefined && !isLogStyle(style)) throw usageError(`--log-format must be text or json, got '${style}'`);
-  const log = new Logger(undefined, undefined, level, {}, undefined, chooseLogFormat(style));
+  if (style !== undefined && !isLogFormat(style)) throw usageError(`--log-format must be text or json, got '${style}'`);
+  const log = new Logger(stderrSink(), undefined, level, {}, undefined, chooseLogFormat(style));
   const server = new PxeServer({
     root: path.resolve(values.root),
     profilesPath,

@@ -3,7 +3,7 @@
  * /var/lib/harvester/defaultdisk (mounted here if it is not); reports capacity and free space.
  * It needs nothing else (no network, no RKE2), so it depends on no guard and runs early.
  */
-import { sleep } from '../../lib/wait.js';
+import { everyInterval } from './every-interval.js';
 import type { Guard, GuardContext, GuardResult } from '../guard.js';
 import { judgeLonghornDisk, LH_LABEL, LH_MOUNT, mountLonghornDisk, probeLonghornDisk, type ProbeOptions } from '../longhorn/disk.js';
 
@@ -49,9 +49,7 @@ async function reconcile(ctx: GuardContext): Promise<GuardResult> {
 /** Every `watchIntervalMs` (default 60 s): still mounted and healthy? Remount if it went away. */
 async function watch(ctx: GuardContext): Promise<void> {
   const every = typeof ctx.settings.watchIntervalMs === 'number' ? ctx.settings.watchIntervalMs : 60_000;
-  while (!ctx.signal.aborted) {
-    await sleep(every, ctx.signal).catch(() => undefined);
-    if (ctx.signal.aborted) break;
+  await everyInterval(ctx.signal, every, async () => {
     const r = await reconcile(ctx).catch((err: Error): GuardResult => ({ status: 'retry', reason: err.message }));
     if (r.status === 'ok') ctx.progress(r.detail ?? 'ok');
     else {
@@ -59,7 +57,7 @@ async function watch(ctx: GuardContext): Promise<void> {
       ctx.log.warn('Longhorn default disk drifted', { problem: why });
       ctx.progress(`problem since ${new Date(ctx.now()).toISOString()}: ${why}`);
     }
-  }
+  });
 }
 
 const guard: Guard = {

@@ -5,6 +5,7 @@
  */
 import type { HarvesterConfig } from '../../installer/config/types.js';
 import { sleep } from '../../lib/wait.js';
+import { everyInterval } from './every-interval.js';
 import type { Guard, GuardContext, GuardResult } from '../guard.js';
 import { assessNetwork, bondLinkFailures, type NetworkAssessment, type NetworkWant } from '../network/assess.js';
 import { observeNetwork, type ObserveOptions } from '../network/observe.js';
@@ -119,9 +120,7 @@ async function watch(ctx: GuardContext): Promise<void> {
   const want = networkWant(ctx.config, ctx.settings, (await loadNodeIdentity(ctx.root)).value);
   const every = num(ctx.settings.watchIntervalMs, 5000);
   let wasOnline = true;
-  while (!ctx.signal.aborted) {
-    await sleep(every, ctx.signal).catch(() => undefined);
-    if (ctx.signal.aborted) break;
+  await everyInterval(ctx.signal, every, async () => {
     const a = await check(ctx, want).catch((err: Error): NetworkAssessment => ({ online: false, missing: `cannot observe: ${err.message}` }));
     if (a.online !== wasOnline) {
       if (a.online) ctx.log.info('management network back online', { detail: a.detail });
@@ -129,7 +128,7 @@ async function watch(ctx: GuardContext): Promise<void> {
       ctx.progress(a.online ? a.detail : `offline since ${new Date(ctx.now()).toISOString()}: ${a.missing}`);
       wasOnline = a.online;
     }
-  }
+  });
 }
 
 const guard: Guard = {

@@ -9,6 +9,7 @@
 import { access } from 'node:fs/promises';
 import { run } from '../../lib/exec.js';
 import { sleep } from '../../lib/wait.js';
+import { everyInterval } from './every-interval.js';
 import type { Guard, GuardContext, GuardResult } from '../guard.js';
 import { parseDuration } from '../settings.js';
 import { judgeAddress, type AddressFacts, type AddressJudgement } from '../identity/address.js';
@@ -166,9 +167,7 @@ async function reconcile(ctx: GuardContext): Promise<GuardResult> {
 async function watch(ctx: GuardContext): Promise<void> {
   const t = settingsOf(ctx);
   let last: string | undefined;
-  while (!ctx.signal.aborted) {
-    await sleep(t.watchIntervalMs, ctx.signal).catch(() => undefined);
-    if (ctx.signal.aborted) return;
+  await everyInterval(ctx.signal, t.watchIntervalMs, async () => {
     const iface = await managementInterface(ctx, t);
     const l = await look(ctx, t, iface, remember(ctx, t, await addressesOf(t, iface)));
     report(ctx, l);
@@ -178,7 +177,7 @@ async function watch(ctx: GuardContext): Promise<void> {
       ctx.progress(withNics(l.judgement.text, l.nics));
     }
     last = l.judgement.verdict;
-  }
+  });
 }
 
 const guard: Guard = {

@@ -10,7 +10,7 @@ import { nodeNameOf } from '../rke2/role.js';
 import { isPromoted } from '../rke2/bringup.js';
 import { loadKubeCredentials } from '../kube/kubeconfig.js';
 import { KubeClient } from '../kube/client.js';
-import { promotionRequested } from '../promote/server-dropin.js';
+import { PROMOTE_STATUS, promotionRequested } from '../promote/server-dropin.js';
 import { promoteNode } from '../promote/promote.js';
 import { sleep } from '../../lib/wait.js';
 import type { HarvesterConfig } from '../../installer/config/types.js';
@@ -31,10 +31,27 @@ async function checkOnce(ctx: GuardContext, config: HarvesterConfig, s: Rke2Sett
   } catch (err) {
     return { status: 'retry', reason: `cannot read Node ${nodeName}: ${(err as Error).message}` };
   }
+  if (ctx.bootstrapper === 'rancherd') return judgePromotionUnderRancherd(nodeName, annotations);
   if (!promotionRequested(annotations)) return { status: 'ok', detail: `worker; watching Node ${nodeName} for a promotion request` };
   const timeout = typeof ctx.settings.promotionTimeoutMs === 'number' ? ctx.settings.promotionTimeoutMs : PROMOTION_TIMEOUT_MS;
   const r = await promoteNode(ctx, config, s, nodeName, timeout);
   return r.ok ? { status: 'ok', detail: r.detail } : { status: 'fail', diagnosis: r.detail, hint: 'see the rke2-server log lines above; the node was kept as a worker' };
+}
+
+/**
+ * Under rancherd, Harvester's promote controller promotes the node through Rancher (the machine
+ * plan that rancher-system-agent applies switches RKE2 to server): hvagent reports the Node's
+ * promote-status and never switches RKE2 itself. Pure.
+ */
+export function judgePromotionUnderRancherd(nodeName: string, annotations: Record<string, string> | undefined): GuardResult {
+  const st = annotations?.[PROMOTE_STATUS];
+  const who = "Harvester's promote controller promotes through rancher-system-agent; hvagent watches only";
+  if (st === 'running') return { status: 'ok', detail: `Node ${nodeName} is being promoted (${PROMOTE_STATUS}=running; ${who})` };
+  if (st === 'complete') return { status: 'ok', detail: `Node ${nodeName} was promoted to control-plane (${PROMOTE_STATUS}=complete)` };
+  if (st === 'failed') {
+    return { status: 'fail', diagnosis: `Harvester's promotion of Node ${nodeName} failed (${PROMOTE_STATUS}=failed)`, hint: 'read the promote job in the harvester-system namespace (kubectl -n harvester-system get jobs); Harvester retries it' };
+  }
+  return { status: 'ok', detail: `worker; ${who}` };
 }
 
 const guard: Guard = {

@@ -15,6 +15,7 @@ import { configCandidates, loadNodeConfig } from '../node-config.js';
 import { parseContainerdRegistry } from '../../installer/render/index.js';
 import { registryCredentials } from '../../installer/render/registries.js';
 import { applyRegistries, classifyDrift, desiredRegistries, readCurrent, REGISTRIES_PATH, type DesiredRegistries } from '../registries/registries-file.js';
+import { explainClusterFile, readOwnershipFacts, registriesOwner, type Ownership } from '../registries/ownership.js';
 
 interface Declared {
   /** The setting's JSON text; undefined when nothing is declared. */
@@ -84,6 +85,35 @@ async function enforce(ctx: GuardContext, declared: Declared): Promise<EnforceRe
   return { changed: drift !== 'none', detail: `${shown} from ${declared.from}: ${hosts.length ? `mirrors for ${hosts.join(', ')}` : 'no mirrors'}${desired.secret ? ' (credentials; mode 0600)' : ''}` };
 }
 
+async function ownership(ctx: GuardContext): Promise<Ownership> {
+  return registriesOwner(await readOwnershipFacts(ctx.root, ctx.bootstrapper ?? 'hvagent', ctx.settings.owner));
+}
+
+/** Per file: the size last seen and the drift last logged, so changes are reported once. */
+const seen = new Map<string, { size?: number; drift?: string }>();
+
+/** The cluster owns the file: never write it; say what it holds and how it differs from the install. */
+async function follow(ctx: GuardContext, declared: Declared, own: Ownership): Promise<EnforceResult> {
+  const file = target(ctx);
+  const shown = path.posix.join('/', path.relative(ctx.root('/'), file));
+  const current = await readCurrent(file);
+  let installTime: DesiredRegistries | undefined;
+  if (declared.setting) {
+    try {
+      installTime = render(ctx, declared.setting);
+    } catch {
+      // An install-time setting that no longer renders says nothing about the cluster's file.
+    }
+  }
+  const was = seen.get(file) ?? {};
+  const size = Buffer.byteLength(current.content ?? '');
+  const report = explainClusterFile({ current, installTime, previousSize: was.size !== undefined && was.size !== size ? was.size : undefined, shown });
+  if (report.drift && report.drift !== was.drift) ctx.log.warn('registries.yaml drift; owned by the cluster, left alone', { file: shown, drift: report.drift, owner: own.why });
+  const changed = was.size !== size || report.drift !== was.drift;
+  seen.set(file, { size, drift: report.drift });
+  return { changed, detail: `owner: cluster (${own.why}). ${report.detail}` };
+}
+
 async function reconcile(ctx: GuardContext): Promise<GuardResult> {
   let declared: Declared;
   try {
@@ -91,6 +121,8 @@ async function reconcile(ctx: GuardContext): Promise<GuardResult> {
   } catch (err) {
     return { status: 'retry', reason: `cannot read the declared source: ${(err as Error).message}` };
   }
+  const own = await ownership(ctx);
+  if (own.owner === 'cluster') return { status: 'ok', detail: (await follow(ctx, declared, own)).detail };
   try {
     const r = await enforce(ctx, declared);
     return { status: 'ok', detail: r.detail };
@@ -186,7 +218,10 @@ async function watch(ctx: GuardContext): Promise<void> {
 /** One watch check; returns the current problem (undefined when the file is as declared). */
 async function check(ctx: GuardContext, lastProblem: string | undefined): Promise<string | undefined> {
   try {
-    const r = await enforce(ctx, await readDeclaredSource(ctx));
+    const declared = await readDeclaredSource(ctx);
+    const own = await ownership(ctx);
+    // The controller took the file over since the last check: from now on follow, never restore.
+    const r = own.owner === 'cluster' ? await follow(ctx, declared, own) : await enforce(ctx, declared);
     if (r.changed || lastProblem) ctx.progress(r.detail);
     return undefined;
   } catch (err) {

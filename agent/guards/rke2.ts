@@ -6,7 +6,9 @@
 import { NO_NODE_CONFIG, type Guard } from '../guard.js';
 import { rke2Settings } from '../rke2/settings.js';
 import { desiredRole } from '../rke2/role.js';
-import { bringUp, isPromoted } from '../rke2/bringup.js';
+import { bringUp, isPromoted, probeRole } from '../rke2/bringup.js';
+import { chooseServices } from '../rke2/services.js';
+import { judgeUnderRancherd, rancherdState } from '../rke2/under-rancherd.js';
 
 const guard: Guard = {
   name: 'rke2',
@@ -19,6 +21,14 @@ const guard: Guard = {
     const s = rke2Settings(ctx.settings);
     const role = desiredRole(config, await isPromoted(ctx));
     if (!role) return { status: 'skip', reason: `install mode '${config.install?.mode ?? ''}' does not run RKE2` };
+    if (ctx.bootstrapper === 'rancherd') {
+      // rancherd owns RKE2 here: observe and explain, never write its drop-ins nor start or stop it.
+      const services = await chooseServices(s.supervisor, s.binary, ctx.root, s.env);
+      const rke2 = await services.state(role);
+      const probe = rke2.active ? await probeRole(role, config, s, ctx) : undefined;
+      const rancherd = await rancherdState(services.kind === 'systemd');
+      return judgeUnderRancherd({ role, rke2, probe, rancherd, rke2Tail: rke2.active ? undefined : await services.logTail(role) });
+    }
     const joining = (config.install?.mode ?? '').toLowerCase() === 'join';
     const out = await bringUp(ctx, config, role, s, joining);
     if (out.ready) return { status: 'ok', detail: `rke2-${role} ready (${out.services.kind})` };

@@ -7,6 +7,7 @@
  * can confirm lets the bootstrap go ahead after the wait, as Harvester's time-wait-sync does.
  */
 import { sleep } from '../../lib/wait.js';
+import { everyInterval } from './every-interval.js';
 import type { Guard, GuardContext, GuardResult } from '../guard.js';
 import { parseDuration } from '../settings.js';
 import { judgeClock, type ClockFacts, type ClockJudgement, type ClockWant, type TimeDaemonKind } from '../time/clock.js';
@@ -100,9 +101,7 @@ async function reconcile(ctx: GuardContext): Promise<GuardResult> {
 async function watch(ctx: GuardContext): Promise<void> {
   const t = timeSettings(ctx);
   let lastVerdict: string | undefined;
-  while (!ctx.signal.aborted) {
-    await sleep(t.watchIntervalMs, ctx.signal).catch(() => undefined);
-    if (ctx.signal.aborted) return;
+  await everyInterval(ctx.signal, t.watchIntervalMs, async () => {
     const { facts, judgement } = await look(ctx, t);
     report(ctx, facts, judgement);
     const state = `${judgement.verdict}/${judgement.confirmed}`;
@@ -112,7 +111,7 @@ async function watch(ctx: GuardContext): Promise<void> {
       ctx.progress(judgement.text);
     }
     lastVerdict = state;
-  }
+  });
 }
 
 const guard: Guard = {

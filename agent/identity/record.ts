@@ -57,22 +57,22 @@ async function readOptional(file: string): Promise<string | undefined> {
   });
 }
 
-export async function loadNodeIdentity(root: (p: string) => string, file = NODE_IDENTITY_PATH): Promise<Loaded<NodeIdentity>> {
+/** A record file: absent is no value and no problem; unreadable or malformed is a problem, never a throw. */
+async function loadRecord<T>(root: (p: string) => string, file: string, parse: (text: string, where: string) => Loaded<T>): Promise<Loaded<T>> {
   try {
     const text = await readOptional(root(file));
-    return text === undefined ? {} : parseNodeIdentity(text, file);
+    return text === undefined ? {} : parse(text, file);
   } catch (err) {
     return { problem: `cannot read ${file}: ${(err as Error).message}` };
   }
 }
 
-export async function loadSeenAddress(root: (p: string) => string, file = SEEN_ADDRESS_PATH): Promise<Loaded<SeenAddress>> {
-  try {
-    const text = await readOptional(root(file));
-    return text === undefined ? {} : parseSeenAddress(text, file);
-  } catch (err) {
-    return { problem: `cannot read ${file}: ${(err as Error).message}` };
-  }
+export function loadNodeIdentity(root: (p: string) => string, file = NODE_IDENTITY_PATH): Promise<Loaded<NodeIdentity>> {
+  return loadRecord(root, file, parseNodeIdentity);
+}
+
+export function loadSeenAddress(root: (p: string) => string, file = SEEN_ADDRESS_PATH): Promise<Loaded<SeenAddress>> {
+  return loadRecord(root, file, parseSeenAddress);
 }
 
 export async function saveSeenAddress(root: (p: string) => string, seen: SeenAddress, file = SEEN_ADDRESS_PATH): Promise<void> {

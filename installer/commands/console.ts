@@ -14,7 +14,7 @@ import type { MachineFacts } from '../preflight/types.js';
 import { HELP_OPTION, type OptionDefs } from '../../lib/cli/definition.js';
 
 export const USAGE = `usage: hvinstall console [--dry-run --write-config FILE] [--sysroot DIR | --facts FILE] [--cmdline-file F]
-                         [--source S] [--bundle DIR|none] [--state-dir DIR] [--system-size MIB] [--no-reboot]
+                         [--source S] [--bundle DIR|none] [--agent DIR|none] [--state-dir DIR] [--system-size MIB] [--no-reboot]
                          [--log FILE] [--dhcp-timeout SEC] [--refresh SEC]
 
 The interactive installer: Harvester's pages in Harvester's order (mode, role, password, disks,
@@ -28,7 +28,7 @@ Ctrl-L (redraw), Ctrl-C (asks before quitting).
   --sysroot DIR        read the machine from a captured tree (implies no install: needs --dry-run)
   --facts FILE         machine facts as JSON (hvinstall preflight --json; needs --dry-run)
   --cmdline-file F     kernel command line whose harvester.* keys pre-fill the pages (default /proc/cmdline)
-  --source S, --bundle DIR|none, --system-size MIB, --state-dir DIR   as for hvinstall install
+  --source S, --bundle DIR|none, --agent DIR|none, --system-size MIB, --state-dir DIR   as for hvinstall install
   --no-reboot          after the install, stay (do not reboot or power off)
   --log FILE           the console's log, JSON lines, secrets redacted (default /var/log/hvinstall-console.log)
   --dhcp-timeout SEC   how long the network page waits for a DHCP answer (default 30)
@@ -45,6 +45,7 @@ export const OPTIONS = {
   'cmdline-file': { type: 'string' },
   source: { type: 'string' },
   bundle: { type: 'string' },
+  agent: { type: 'string' },
   'state-dir': { type: 'string' },
   'system-size': { type: 'string' },
   'no-reboot': { type: 'boolean' },
@@ -90,6 +91,7 @@ export default async function consoleCommand(argv: string[]): Promise<number> {
   const refreshMs = seconds('refresh', values.refresh, 30) * 1000;
   const systemSizeMiB = values['system-size'] === undefined ? undefined : (await import('./plan.js')).parseSystemSize(values['system-size']);
   if (values.bundle !== undefined) await (await import('../steps/bundle-source.js')).resolveBundleSource(values.bundle);
+  if (values.agent !== undefined) await (await import('../steps/agent-source.js')).resolveAgentArg(values.agent);
 
   const logFile = values.log ?? '/var/log/hvinstall-console.log';
   const { appendFileSync, mkdirSync } = await import('node:fs');
@@ -147,6 +149,7 @@ export default async function consoleCommand(argv: string[]): Promise<number> {
     stateDir: values['state-dir'] ?? '/var/lib/hvinstall',
     source: values.source,
     bundle: values.bundle,
+    agent: values.agent,
     systemSizeMiB,
     noReboot: values['no-reboot'] === true,
     probeLinks: !captured,

@@ -10,6 +10,7 @@ import { run } from '../../lib/exec.js';
 import { formatPlanText } from '../disk/format-plan.js';
 import { EventBus, sinkFor, type ProgressMode } from '../steps/progress.js';
 import { resolveBundleSource } from '../steps/bundle-source.js';
+import { resolveAgentArg } from '../steps/agent-source.js';
 import { runInstall } from '../steps/pipeline.js';
 import { gatherFacts, prepareInstall } from '../steps/prepare.js';
 import { TEST_KILL_ENV } from '../steps/test-faults.js';
@@ -18,8 +19,8 @@ import { parseCommandArgs } from './args.js';
 import type { OptionDefs } from '../../lib/cli/definition.js';
 
 export const USAGE = `usage: hvinstall install (--config FILE | --cmdline-file /proc/cmdline) [--device DISK] [--source DIR|SQUASHFS]
-                         [--fallback-source DIR|SQUASHFS] [--bundle DIR|none] [--yes] [--progress tty|plain|json] [--preserve-on-error]
-                         [--system-size MIB] [--state-dir DIR] [--no-reboot]
+                         [--fallback-source DIR|SQUASHFS] [--bundle DIR|none] [--agent DIR|none] [--yes] [--progress tty|plain|json] [--preserve-on-error]
+                         [--system-size MIB] [--state-dir DIR] [--no-reboot] [--iso-to-disk]
 
 Installs onto DISK, destroying everything on it (and on install.data_disk and the disks to wipe).
   --config FILE         the config.yaml (path, http(s) URL or -)
@@ -37,6 +38,10 @@ Installs onto DISK, destroying everything on it (and on install.data_disk and th
                         where the node's image preload finds it as /var/lib/rancher/hvagent/bundle
                         (default: the automatic-mode ISO's bundle/, else the live ISO's
                         /run/initramfs/live/bundle when it exists, else none); none: install without one
+  --agent DIR|none      the self-contained hvagent payload to put on COS_PERSISTENT (/usr/local/lib/hvagent)
+                        and enable as hvagent.service (default: the payload the installer carries,
+                        build/hvagent-payload; refused when the image has no place for it, see docs/install.md);
+                        none: install without the agent
   --yes                 confirm the destruction (not needed in automatic mode, --cmdline-file: there the
                         kernel command line's harvester.install.automatic=true is the consent; a config
                         file's install.automatic never is)
@@ -46,6 +51,8 @@ Installs onto DISK, destroying everything on it (and on install.data_disk and th
   --system-size MIB     active.img size (default: 3072, or the source plus headroom when larger)
   --state-dir DIR       where the journal and install log are kept (default /var/lib/hvinstall)
   --no-reboot           do not reboot/power off after a successful automatic install
+  --iso-to-disk         automatic mode: stream install.iso_url to COS_PERSISTENT instead of holding it in RAM
+                        (the default when it would not fit in the free RAM and the server serves byte ranges)
 Re-running after a crash, kill or power cut resumes the same install from its journal.
 Exit codes: 0 installed, 1 refused (disk busy, config invalid, layout does not fit), 2 usage, 3 the install failed.`;
 
@@ -57,12 +64,14 @@ export const OPTIONS = {
   source: { type: 'string' },
   'fallback-source': { type: 'string' },
   bundle: { type: 'string' },
+  agent: { type: 'string' },
   yes: { type: 'boolean', short: 'y' },
   progress: { type: 'string', choices: ['tty', 'plain', 'json'] },
   'preserve-on-error': { type: 'boolean' },
   'system-size': { type: 'string' },
   'state-dir': { type: 'string' },
   'no-reboot': { type: 'boolean' },
+  'iso-to-disk': { type: 'boolean' },
 } as const satisfies OptionDefs;
 
 export default async function install(argv: string[]): Promise<number> {
@@ -78,14 +87,16 @@ export default async function install(argv: string[]): Promise<number> {
   if (!['tty', 'plain', 'json'].includes(mode)) throw new HvError(`--progress ${values.progress}: use tty, plain or json`, { exitCode: ExitCode.usage });
   // A wrong --bundle is refused before anything is downloaded or any disk is touched.
   const givenBundle = values.bundle === undefined ? undefined : await resolveBundleSource(values.bundle);
+  const givenAgent = await resolveAgentArg(values.agent);
   if (process.getuid?.() !== 0) throw new HvError('hvinstall install must run as root (it partitions and formats disks)', { exitCode: ExitCode.usage });
 
   const automaticMode = !!values['cmdline-file'] && !values.config;
   if (values['fallback-source'] !== undefined && !automaticMode) {
     throw new HvError('--fallback-source is for automatic mode (--cmdline-file without --config); use --source', { hint: USAGE, exitCode: ExitCode.usage });
   }
-  const auto = automaticMode ? await prepareAutomatic(values['cmdline-file']!, values.source, values.device, values['fallback-source']) : undefined;
-  const bundle = givenBundle ?? (await resolveBundleSource(undefined, { isoBundle: auto?.isoBundle }));
+  if (values['iso-to-disk'] && !automaticMode) throw new HvError('--iso-to-disk is for automatic mode (--cmdline-file), where install.iso_url is downloaded', { hint: USAGE, exitCode: ExitCode.usage });
+  const auto = automaticMode ? await prepareAutomatic(values['cmdline-file']!, values.source, values.device, values['fallback-source'], values['iso-to-disk'] === true) : undefined;
+  const bundle = givenBundle ?? auto?.streamedBundle ?? (await resolveBundleSource(undefined, { isoBundle: auto?.isoBundle }));
   const prepared = await prepareInstall({
     configPath: values.config ?? auto!.configSource,
     loaded: auto?.loaded,
@@ -94,6 +105,7 @@ export default async function install(argv: string[]): Promise<number> {
     isoRelease: auto?.isoRelease,
     requireSource: true,
     systemSizeMiB: parseSystemSize(values['system-size']),
+    agent: givenAgent,
   });
   const { plan, config } = prepared;
   const say = (s: string): void => void (mode === 'json' ? process.stderr : process.stdout).write(s);
@@ -136,6 +148,7 @@ export default async function install(argv: string[]): Promise<number> {
     config: installConfig,
     source: prepared.source!,
     bundle,
+    agent: prepared.agent!,
     stateDir,
     runDir: path.join('/run/hvinstall', path.basename(plan.device)),
     bus,
@@ -181,6 +194,37 @@ export default async function install(argv: string[]): Promise<number> {
   return ExitCode.ok;
 }
 
+/**
+ * Whether the ISO at `url` goes to RAM (undefined: the caller downloads it as before) or is streamed
+ * to COS_PERSISTENT; in the latter case what the plan needs is fetched now, by byte range, into RAM.
+ */
+async function streamIfTooBig(url: string, workDir: string, forced: boolean, caFile: string | undefined, log: Logger): Promise<{ parts: import('../remote/iso-stream.js').IsoParts; sha256?: string; why: string } | undefined> {
+  const { probeIso, fetchIsoParts } = await import('../remote/iso-stream.js');
+  const { decideIsoPlacement, parseMemAvailable, partsProblem } = await import('../remote/iso-placement.js');
+  const { fetchPublishedSha256 } = await import('../remote/install-media.js');
+  const probe = await probeIso(url, { log, caFile });
+  const mem = parseMemAvailable(await readFile('/proc/meminfo', 'utf8').catch(() => ''));
+  const placement = decideIsoPlacement({ isoBytes: probe.bytes, memAvailableBytes: mem, acceptsRanges: probe.acceptsRanges, forced });
+  log.info('where the install ISO goes', { url, where: placement.where, why: placement.why, isoBytes: probe.bytes, memAvailableBytes: mem });
+  if (placement.where === 'ram') return undefined;
+  const sha256 = await fetchPublishedSha256(url, { caFile }).catch((err: Error) => {
+    log.warn('could not fetch the published sha256 of the ISO', { url: `${url}.sha256`, error: err.message });
+    return undefined;
+  });
+  if (!sha256) log.warn('no sha256 for the ISO: it will not be verified', { url, hint: 'publish <iso_url>.sha256' });
+  await mkdir(workDir, { recursive: true });
+  const parts = await fetchIsoParts(url, workDir, probe, {
+    log,
+    caFile,
+    beforeParts: (size) => {
+      const problem = partsProblem(size, forced ? undefined : mem);
+      if (problem) throw new HvError(`the install ISO cannot be used on this machine: ${problem}`, { where: 'install.iso_url', hint: 'give the machine more RAM, or pass --source with the OS image on local storage', exitCode: ExitCode.checkFailed });
+    },
+  });
+  log.info('install ISO parts fetched before touching the disk', { url, squashfs: parts.squashfs, squashfsSha256: parts.squashfsSha256, release: parts.release ?? null, files: parts.files.size });
+  return { parts, sha256, why: placement.why };
+}
+
 interface AutomaticSetup {
   configSource: string;
   /** hvinstall.ca_file from the command line, for every https fetch of the install. */
@@ -191,6 +235,8 @@ interface AutomaticSetup {
   isoBundle?: string;
   /** The opened ISO's harvester-release.yaml (it may not exist). */
   isoRelease?: string;
+  /** The ISO did not fit in RAM: its bundle is streamed to COS_PERSISTENT by the persistent step. */
+  streamedBundle?: import('../steps/bundle-source.js').BundleSource;
   eventsSink?: import('../steps/progress.js').Sink;
   close(): Promise<void>;
 }
@@ -200,7 +246,7 @@ interface AutomaticSetup {
  * and its config_url, the OS from the ISO at install.iso_url. Everything that can fail over the
  * network fails here, before the pipeline touches a disk.
  */
-async function prepareAutomatic(cmdlineFile: string, source: string | undefined, device: string | undefined, fallbackSource: string | undefined): Promise<AutomaticSetup> {
+async function prepareAutomatic(cmdlineFile: string, source: string | undefined, device: string | undefined, fallbackSource: string | undefined, isoToDisk: boolean): Promise<AutomaticSetup> {
   const { prepareAutomaticInstall, isAutomaticCmdline, automaticOsSource } = await import('../remote/automatic.js');
   let text: string;
   try {
@@ -224,7 +270,14 @@ async function prepareAutomatic(cmdlineFile: string, source: string | undefined,
   let isoBundle: string | undefined;
   let isoRelease: string | undefined;
   log.info('automatic install: where the OS comes from', { from: from.from, path: osSource, isoUrl: auto.media.kind });
-  if (from.from === 'iso') {
+  let streamedBundle: AutomaticSetup['streamedBundle'];
+  const streamed = from.from === 'iso' && auto.media.kind === 'url' ? await streamIfTooBig(auto.media.url, '/run/hvinstall/media', isoToDisk, auto.caFile, log) : undefined;
+  if (streamed) {
+    osSource = streamed.parts.squashfs;
+    isoRelease = streamed.parts.release;
+    // An ISO without /bundle leaves the bundle to --bundle or the live medium, as the RAM download does.
+    if (streamed.parts.bundle.length > 0) streamedBundle = { kind: 'iso-stream', parts: streamed.parts, sha256: streamed.sha256, origin: `${streamed.parts.url} (streamed to COS_PERSISTENT: ${streamed.why})` };
+  } else if (from.from === 'iso') {
     const { fetchInstallIso } = await import('../remote/install-media.js');
     const { openIsoMedia } = await import('../remote/media.js');
     const workDir = '/run/hvinstall/media';
@@ -247,6 +300,7 @@ async function prepareAutomatic(cmdlineFile: string, source: string | undefined,
     source: osSource,
     isoBundle,
     isoRelease,
+    streamedBundle,
     eventsSink: auto.events.url ? auto.events.sink : undefined,
     close: async () => {
       for (const c of closers) await c().catch(() => undefined);

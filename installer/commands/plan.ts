@@ -1,5 +1,5 @@
 /**
- * `hvinstall plan --config F [--device D] [--source S] [--system-size MiB] [--facts FILE] [--json]`:
+ * `hvinstall plan --config F [--device D] [--source S] [--agent DIR|none] [--system-size MiB] [--facts FILE] [--json]`:
  * prints what an install would do — partition table, images, files, steps — without touching a disk.
  */
 import { HvError, ExitCode } from '../../lib/errors.js';
@@ -7,17 +7,21 @@ import { formatPlanText } from '../disk/format-plan.js';
 import { findDisk, targetInUseProblems } from '../disk/plan.js';
 import { prepareInstall } from '../steps/prepare.js';
 import { busyHolders } from '../steps/holders.js';
+import { resolveAgentArg, type AgentSource } from '../steps/agent-source.js';
 import { parseCommandArgs } from './args.js';
 import type { OptionDefs } from '../../lib/cli/definition.js';
 
-export const USAGE = `usage: hvinstall plan --config FILE [--device DISK] [--source DIR|SQUASHFS] [--system-size MIB] [--facts FACTS.json] [--json]
+export const USAGE = `usage: hvinstall plan --config FILE [--device DISK] [--source DIR|SQUASHFS] [--agent DIR|none] [--system-size MIB]
+                     [--facts FACTS.json] [--json]
 
 Prints the partition table (start, size, label, fs, mount), the images, the files and the steps an
 install would use, and what it would refuse. Touches no disk.
   --config FILE      the config.yaml (path, http(s) URL or -)
   --device DISK      the install disk when the config does not name it (must match install.device when it does)
-  --source S         the OS tree or squashfs, to size active.img (default: Harvester's 3072 MiB)
-                     and to see who bootstraps it (rancherd or hvagent) and its release versions
+  --source S         the OS tree or squashfs, to size active.img (default: Harvester's 3072 MiB), to see
+                     who bootstraps it (rancherd or hvagent) and its release versions, and to check it has
+                     a place for hvagent
+  --agent DIR|none   the hvagent payload (default: the installer's own), as for install
   --system-size MIB  active.img size (elemental's system.size)
   --facts FILE       plan against machine facts captured as JSON (hvinstall preflight --json)
   --json             the plan as JSON
@@ -28,6 +32,7 @@ export const OPTIONS = {
   config: { type: 'string' },
   device: { type: 'string' },
   source: { type: 'string' },
+  agent: { type: 'string' },
   'system-size': { type: 'string' },
   facts: { type: 'string' },
   json: { type: 'boolean' },
@@ -50,6 +55,8 @@ export default async function plan(argv: string[]): Promise<number> {
     requireSource: false,
     systemSizeMiB,
     factsFile: values.facts,
+    // Without an explicit --agent, a build without the payload still plans (the install would refuse).
+    agent: values.agent !== undefined ? await resolveAgentArg(values.agent) : await resolveAgentArg(undefined).catch((err: Error): AgentSource => ({ kind: 'none', why: err.message })),
   });
   const target = findDisk(prepared.facts, prepared.plan.device)!;
   // Idle LVM/MD/dm holders are deactivated by the install; only busy ones refuse it (on this machine).

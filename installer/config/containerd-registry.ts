@@ -91,6 +91,25 @@ function asString(v: unknown, path: string): string | undefined {
   return v;
 }
 
+/** The object under `name` in `parent` with only the `known` keys; undefined when absent or null. */
+function section(parent: Record<string, unknown>, path: string, name: string, known: string[]): Record<string, unknown> | undefined {
+  const raw = pick(parent, path, name);
+  if (raw === undefined || raw === null) return undefined;
+  const o = asObject(raw, `${path}.${name}`);
+  checkKnown(o, `${path}.${name}`, known);
+  return o;
+}
+
+/** The string fields of `obj` named in `fields` (setting key -> registries.yaml key), each checked; empty ones left out. */
+function stringFields<K extends string>(obj: Record<string, unknown>, path: string, fields: Record<string, K>): Partial<Record<K, string>> {
+  const out: Partial<Record<K, string>> = {};
+  for (const [from, to] of Object.entries(fields)) {
+    const v = asString(pick(obj, path, from), `${path}.${from}`);
+    if (v !== undefined) out[to] = v;
+  }
+  return out;
+}
+
 /**
  * Parses the setting (JSON text or an already-decoded object) into the registries.yaml document;
  * throws HvError. The one parser: `hvinstall validate` (containerdRegistryProblem), the renderer and
@@ -170,35 +189,17 @@ function decodeRegistry(setting: string | object): RegistriesDocument {
     const c = asObject(configs[host], p);
     checkKnown(c, p, ['Auth', 'TLS']);
     const out: RegistriesDocument['configs'][string] = {};
-    const authRaw = pick(c, p, 'Auth');
-    if (authRaw !== undefined && authRaw !== null) {
-      const a = asObject(authRaw, `${p}.Auth`);
-      checkKnown(a, `${p}.Auth`, ['Username', 'Password', 'Auth', 'IdentityToken']);
-      const auth: RegistryAuth = {};
-      const username = asString(pick(a, `${p}.Auth`, 'Username'), `${p}.Auth.Username`);
-      const password = asString(pick(a, `${p}.Auth`, 'Password'), `${p}.Auth.Password`);
-      const basic = asString(pick(a, `${p}.Auth`, 'Auth'), `${p}.Auth.Auth`);
-      const identity = asString(pick(a, `${p}.Auth`, 'IdentityToken'), `${p}.Auth.IdentityToken`);
-      if (password !== undefined && username === undefined) fail(`${p}.Auth: a Password needs a Username`);
-      if (username !== undefined) auth.username = username;
-      if (password !== undefined) auth.password = password;
-      if (basic !== undefined) auth.auth = basic;
-      if (identity !== undefined) auth.identity_token = identity;
+    const a = section(c, p, 'Auth', ['Username', 'Password', 'Auth', 'IdentityToken']);
+    if (a) {
+      const auth: RegistryAuth = stringFields(a, `${p}.Auth`, { Username: 'username', Password: 'password', Auth: 'auth', IdentityToken: 'identity_token' });
+      if (auth.password !== undefined && auth.username === undefined) fail(`${p}.Auth: a Password needs a Username`);
       if (Object.keys(auth).length) out.auth = auth;
     }
-    const tlsRaw = pick(c, p, 'TLS');
-    if (tlsRaw !== undefined && tlsRaw !== null) {
-      const t = asObject(tlsRaw, `${p}.TLS`);
-      checkKnown(t, `${p}.TLS`, ['CAFile', 'CertFile', 'KeyFile', 'InsecureSkipVerify']);
-      const tls: RegistryTls = {};
-      const ca = asString(pick(t, `${p}.TLS`, 'CAFile'), `${p}.TLS.CAFile`);
-      const cert = asString(pick(t, `${p}.TLS`, 'CertFile'), `${p}.TLS.CertFile`);
-      const key = asString(pick(t, `${p}.TLS`, 'KeyFile'), `${p}.TLS.KeyFile`);
+    const t = section(c, p, 'TLS', ['CAFile', 'CertFile', 'KeyFile', 'InsecureSkipVerify']);
+    if (t) {
+      const tls: RegistryTls = stringFields(t, `${p}.TLS`, { CAFile: 'ca_file', CertFile: 'cert_file', KeyFile: 'key_file' });
+      if ((tls.cert_file === undefined) !== (tls.key_file === undefined)) fail(`${p}.TLS: CertFile and KeyFile go together`, 'give both for a client certificate, or neither');
       const insecure = pick(t, `${p}.TLS`, 'InsecureSkipVerify');
-      if ((cert === undefined) !== (key === undefined)) fail(`${p}.TLS: CertFile and KeyFile go together`, 'give both for a client certificate, or neither');
-      if (ca !== undefined) tls.ca_file = ca;
-      if (cert !== undefined) tls.cert_file = cert;
-      if (key !== undefined) tls.key_file = key;
       if (insecure !== undefined && insecure !== null) {
         if (typeof insecure !== 'boolean') failDecode(`${p}.TLS.InsecureSkipVerify must be true or false`);
         if (insecure) tls.insecure_skip_verify = true;

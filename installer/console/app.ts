@@ -44,6 +44,7 @@ export interface ConsoleOptions {
   stateDir: string;
   source?: string;
   bundle?: string;
+  agent?: string;
   systemSizeMiB?: number;
   noReboot: boolean;
   /**
@@ -431,6 +432,7 @@ export class ConsoleApp {
         configFile: this.opts.configFile,
         source: this.opts.source,
         bundle: this.opts.bundle,
+        agent: this.opts.agent,
         stateDir: this.opts.stateDir,
         systemSizeMiB: this.opts.systemSizeMiB,
         log: this.opts.log,

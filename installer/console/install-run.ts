@@ -11,6 +11,7 @@ import type { Logger } from '../../lib/logger.js';
 import { redactConfig } from '../config/redact-config.js';
 import type { HarvesterConfig } from '../config/types.js';
 import type { InstallPlan } from '../disk/types.js';
+import { resolveAgentArg } from '../steps/agent-source.js';
 import { resolveBundleSource } from '../steps/bundle-source.js';
 import { runInstall, type InstallOutcome } from '../steps/pipeline.js';
 import { gatherFacts, prepareInstall } from '../steps/prepare.js';
@@ -34,6 +35,8 @@ export interface ConsoleInstallOptions {
   configFile: string;
   source?: string;
   bundle?: string;
+  /** --agent DIR|none; default the installer's payload, as for hvinstall install. */
+  agent?: string;
   stateDir: string;
   systemSizeMiB?: number;
   log: Logger;
@@ -49,12 +52,13 @@ export interface ConsoleInstallResult {
 }
 
 /** The resume command a shell can run (the same install, from its journal). */
-export function resumeCommand(o: Pick<ConsoleInstallOptions, 'configFile' | 'source' | 'bundle' | 'stateDir' | 'systemSizeMiB'>): string {
+export function resumeCommand(o: Pick<ConsoleInstallOptions, 'configFile' | 'source' | 'bundle' | 'agent' | 'stateDir' | 'systemSizeMiB'>): string {
   return [
     'hvinstall install --config',
     o.configFile,
     ...(o.source ? ['--source', o.source] : []),
     ...(o.bundle ? ['--bundle', o.bundle] : []),
+    ...(o.agent ? ['--agent', o.agent] : []),
     ...(o.systemSizeMiB ? ['--system-size', String(o.systemSizeMiB)] : []),
     '--state-dir',
     o.stateDir,
@@ -67,7 +71,8 @@ export async function installFromConsole(o: ConsoleInstallOptions): Promise<Cons
   let bundle;
   try {
     bundle = await resolveBundleSource(o.bundle);
-    prepared = await prepareInstall({ configPath: o.configFile, source: o.source, requireSource: true, systemSizeMiB: o.systemSizeMiB });
+    const agent = await resolveAgentArg(o.agent);
+    prepared = await prepareInstall({ configPath: o.configFile, source: o.source, requireSource: true, systemSizeMiB: o.systemSizeMiB, agent });
   } catch (err) {
     o.log.error('install refused before it started', { error: (err as Error).message });
     return { refused: err };
@@ -80,6 +85,7 @@ export async function installFromConsole(o: ConsoleInstallOptions): Promise<Cons
     config: prepared.config,
     source: prepared.source!,
     bundle,
+    agent: prepared.agent!,
     stateDir: o.stateDir,
     runDir: path.join('/run/hvinstall', path.basename(prepared.plan.device)),
     bus,

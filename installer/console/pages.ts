@@ -306,10 +306,12 @@ function diskItems(s: ConsoleState): Item[] {
   }
   items.push({ kind: 'select', id: 'device', label: 'Installation disk', value: a.device ?? '', options: devOpts });
   const witness = a.mode === 'join' && a.role === 'witness';
-  if (disks.length > 1 && !witness && a.mode !== 'install') {
-    const dev = findListedDisk(s.facts, a.device);
+  const dev = findListedDisk(s.facts, a.device);
+  const others = diskOptions(s.facts, 'data-disk').filter((o) => findListedDisk(s.facts, o.value)?.path !== dev?.path);
+  // Only a disk that could take the data is a choice: the boot medium (a USB stick, a virtual disk)
+  // is listed with why on the installation disk's list, not offered as a data disk of its own.
+  if (others.some((o) => !o.disabled) && !witness && a.mode !== 'install') {
     const own: Option = { value: a.device ?? '', label: `Use the installation disk (${a.device ?? '-'})` };
-    const others = diskOptions(s.facts, 'data-disk').filter((o) => findListedDisk(s.facts, o.value)?.path !== dev?.path);
     items.push({ kind: 'select', id: 'dataDisk', label: 'Data disk', value: a.dataDisk ?? a.device ?? '', options: [own, ...others] });
   }
   const shared = !a.dataDisk || a.dataDisk === a.device;

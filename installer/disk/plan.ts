@@ -102,6 +102,8 @@ export const STEP_DESCRIPTIONS: PlannedStep[] = [
   { name: 'bootloader', description: 'install grub with active/passive/recovery entries and grubenv' },
   { name: 'oem', description: 'write /oem: harvester.config and the node configuration files' },
   { name: 'persistent', description: 'create the persistent state layout under COS_PERSISTENT/.state; copy the image bundle (if any) to /var/lib/rancher/hvagent/bundle there' },
+  { name: 'agent', description: 'copy the self-contained hvagent to COS_PERSISTENT (/usr/local/lib/hvagent), link its units (hvagent.service, hvagent-console.service) into the persistent /etc/systemd and enable them' },
+  { name: 'chroot', description: 'in a chroot of active.img (/dev /proc /sys /run, /oem and /usr/local bound): SELinux relabel when the image has a policy and setfiles, then os.after_install_chroot_commands' },
   { name: 'finish', description: 'write the install log, sync, unmount, release the disk' },
 ];
 

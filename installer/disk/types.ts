@@ -72,6 +72,8 @@ export type StepName =
   | 'bootloader'
   | 'oem'
   | 'persistent'
+  | 'agent'
+  | 'chroot'
   | 'finish';
 
 export interface PlannedStep {

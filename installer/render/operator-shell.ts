@@ -6,9 +6,10 @@
  * lives on COS_OEM, and yip's initramfs stage writes it at every boot.
  */
 
+import { RKE2_KUBECONFIG } from './kube-vip.js';
+
 export const OPERATOR_PROFILE_PATH = '/etc/profile.d/90-hvinstall-rke2.sh';
 export const RKE2_BIN_DIRS = ['/var/lib/rancher/rke2/bin', '/opt/rke2/bin'];
-export const RKE2_KUBECONFIG = '/etc/rancher/rke2/rke2.yaml';
 export const RKE2_CONTAINERD_SOCKET = '/run/k3s/containerd/containerd.sock';
 
 /** POSIX sh (login shells source it with sh, bash or busybox ash); settings already made are kept. */

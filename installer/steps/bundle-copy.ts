@@ -126,18 +126,26 @@ export const SPACE_HEADROOM_BYTES = 64 * 1024 * 1024;
  * and the space the removals free; a file being replaced needs room for both copies until the
  * rename, so its old bytes are not counted as free.
  */
-export function bundleSpaceProblem(plan: BundleCopyPlan, fs: { bsize: number; bavail: number }, where: string): HvError | undefined {
+export interface CopyLabel {
+  /** What is copied, in messages (default "the image bundle"). */
+  what: string;
+  /** What to do when it does not fit. */
+  hint: string;
+}
+
+const BUNDLE_LABEL: CopyLabel = {
+  what: 'the image bundle',
+  hint: 'make COS_PERSISTENT larger (install.persistent_partition_size), or install without the bundle (--bundle none) and let RKE2 pull the images',
+};
+
+export function bundleSpaceProblem(plan: BundleCopyPlan, fs: { bsize: number; bavail: number }, where: string, label: CopyLabel = BUNDLE_LABEL): HvError | undefined {
   const bsize = Math.max(1, fs.bsize);
   const need = plan.copy.reduce((n, f) => n + Math.ceil(f.size / bsize) * bsize, 0) + plan.dirs.length * bsize;
   const free = fs.bavail * bsize + plan.freedBytes;
   if (need + SPACE_HEADROOM_BYTES <= free) return undefined;
   return new HvError(
-    `the image bundle does not fit on COS_PERSISTENT: ${formatBytes(need)} to copy (${plan.copy.length} files) plus ${formatBytes(SPACE_HEADROOM_BYTES)} headroom, ${formatBytes(free)} free`,
-    {
-      where,
-      hint: 'make COS_PERSISTENT larger (install.persistent_partition_size), or install without the bundle (--bundle none) and let RKE2 pull the images',
-      exitCode: ExitCode.installFailed,
-    },
+    `${label.what} does not fit on COS_PERSISTENT: ${formatBytes(need)} to copy (${plan.copy.length} files) plus ${formatBytes(SPACE_HEADROOM_BYTES)} headroom, ${formatBytes(free)} free`,
+    { where, hint: label.hint, exitCode: ExitCode.installFailed },
   );
 }
 
@@ -174,6 +182,8 @@ export interface CopyBundleOptions {
   onProgress?: (done: number, total: number) => void;
   /** Injected in tests; default node:fs statfs. */
   statfs?: (p: string) => Promise<{ bsize: number; bavail: number }>;
+  /** How messages name what is copied (default: the image bundle). */
+  label?: CopyLabel;
   /**
    * No byte read from the source for this long is a stall (the bundle comes from the boot medium:
    * virtual media over a BMC stops answering): the file is tried again, up to `attempts` times.
@@ -260,7 +270,7 @@ async function copyFileWatched(src: string, dst: string, e: TreeEntry, onBytes: 
       // What the failed attempt counted is counted again by the next one.
       onBytes(-moved);
       if (attempt >= attempts) {
-        throw new HvError(`the image bundle's source stopped delivering data: ${err.message} (${attempts} attempt${attempts === 1 ? '' : 's'})`, {
+        throw new HvError(`${(opts.label ?? BUNDLE_LABEL).what}'s source stopped delivering data: ${err.message} (${attempts} attempt${attempts === 1 ? '' : 's'})`, {
           where: src,
           hint: 'the boot medium hangs (virtual media over a BMC often does under load): check dmesg for I/O errors, attach the ISO another way (USB, a local copy, PXE), then run the same install again to resume',
           exitCode: ExitCode.installFailed,
@@ -282,7 +292,7 @@ export async function copyBundle(sourceRoot: string, destRoot: string, opts: Cop
   const dest = await scanTree(destRoot);
   const plan = planBundleCopy(source, dest, sourceRoot);
   const fs = await (opts.statfs ?? statfs)(destRoot);
-  const space = bundleSpaceProblem(plan, fs, destRoot);
+  const space = bundleSpaceProblem(plan, fs, destRoot, opts.label);
   if (space) throw space;
 
   // A read-only directory an earlier run finished would refuse removals and new files (without root).

@@ -1,11 +1,16 @@
 /** Where the install's image bundle comes from (`--bundle`, the ISO of automatic mode, the live ISO). */
 import { stat } from 'node:fs/promises';
 import { HvError, ExitCode } from '../../lib/errors.js';
+import type { IsoParts } from '../remote/iso-stream.js';
 
 /** dracut's dmsquash-live mounts the booted ISO at /run/initramfs/live. */
 export const LIVE_BUNDLE_DIR = '/run/initramfs/live/bundle';
 
-export type BundleSource = { kind: 'dir'; path: string; origin: string } | { kind: 'none'; why: string };
+export type BundleSource =
+  | { kind: 'dir'; path: string; origin: string }
+  | { kind: 'none'; why: string }
+  /** The install ISO did not fit in RAM: its bundle is written straight from the ISO's stream (its sha256 checked then). */
+  | { kind: 'iso-stream'; parts: IsoParts; sha256?: string; origin: string };
 
 export type PathKind = 'dir' | 'other' | 'missing';
 

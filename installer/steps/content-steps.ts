@@ -11,13 +11,15 @@ import type { DeployResult, ImageRecord } from '../disk/contracts.js';
 import type { InstallPlan, PlannedFile } from '../disk/types.js';
 import type { HarvesterConfig } from '../config/types.js';
 import type { MachineFacts } from '../preflight/types.js';
-import type { Step } from './context.js';
+import type { InstallContext, Step } from './context.js';
 import { withMounted } from './mounted.js';
 import { deployImages } from '../deploy/index.js';
 import { installBootloader } from '../bootloader/index.js';
 import { placeNodePath, renderNode, type RenderedFile, type RenderReport } from '../render/index.js';
 import { killIfAsked } from './test-faults.js';
-import { BUNDLE_NODE_PATH, copyBundle, scanTree } from './bundle-copy.js';
+import { BUNDLE_NODE_PATH, copyBundle, scanTree, SPACE_HEADROOM_BYTES } from './bundle-copy.js';
+import { bundleFiles, streamIsoBundle } from '../remote/iso-stream.js';
+import { rename, statfs } from 'node:fs/promises';
 import { formatBytes } from '../disk/sizes.js';
 import type { ImageFacts } from '../render/types.js';
 import { machineArch } from './image-facts.js';
@@ -244,6 +246,11 @@ export const persistentStep: Step = {
         return { bindDirs: made.length, bundle: { source: 'none', why: bundle.why } };
       }
       const rel = bundleDestination(ctx.plan.persistentStatePaths);
+      if (bundle.kind === 'iso-stream') {
+        const r = await streamBundleInPlace(ctx, bundle, path.join(dirs.COS_PERSISTENT, rel));
+        ctx.bus.emit({ type: 'message', level: 'info', step: 'persistent', message: `image bundle streamed from ${bundle.origin}: ${r.files} files at COS_PERSISTENT/${rel}; the ISO's sha256 ${r.sha256}${bundle.sha256 ? ' matches' : ' (none given to check)'}` });
+        return { bindDirs: made.length, bundle: { source: `iso:${bundle.parts.url}`, origin: bundle.origin, destination: rel, files: r.files, bytes: r.bytes, sha256: r.sha256 } };
+      }
       const killBytes = /^persistent-bytes:(\d+)$/.exec(ctx.killPoint ?? '')?.[1];
       const r = await copyBundle(bundle.path, path.join(dirs.COS_PERSISTENT, rel), {
         signal: ctx.signal,
@@ -268,15 +275,44 @@ export const persistentStep: Step = {
   async check(ctx, detail) {
     const was = detail?.bundle as BundleDetail | undefined;
     const before = was?.source ?? 'none';
-    const now = ctx.bundle.kind === 'dir' ? ctx.bundle.path : 'none';
+    const now = ctx.bundle.kind === 'dir' ? ctx.bundle.path : ctx.bundle.kind === 'iso-stream' ? `iso:${ctx.bundle.parts.url}` : 'none';
     if (before !== now) return `the image bundle was ${before}, now ${now}`;
-    if (ctx.bundle.kind === 'none') return undefined;
+    if (ctx.bundle.kind !== 'dir') return undefined;
     const files = (await scanTree(ctx.bundle.path)).filter((e) => e.kind === 'file');
     const bytes = files.reduce((n, f) => n + f.size, 0);
     if (files.length !== was?.files || bytes !== was?.bytes) return `the image bundle ${now} now holds ${files.length} files (${bytes} bytes), ${was?.files ?? '?'} (${was?.bytes ?? '?'} bytes) were copied`;
     return undefined;
   },
 };
+
+/**
+ * The ISO's bundle, written from its one ordered read into a staging directory beside the bundle's
+ * place, which replaces it only once the ISO's sha256 (and the root filesystem fetched earlier)
+ * checked out. Refused up front when COS_PERSISTENT cannot hold it.
+ */
+async function streamBundleInPlace(ctx: Parameters<Step['run']>[0], bundle: Extract<InstallContext['bundle'], { kind: 'iso-stream' }>, dest: string): Promise<{ files: number; bytes: number; sha256: string }> {
+  const staging = `${dest}.streaming`;
+  await rm(staging, { recursive: true, force: true });
+  await mkdir(path.dirname(dest), { recursive: true });
+  const need = bundleFiles(bundle.parts.files).reduce((n, f) => n + f.file.size, 0);
+  const fs = await statfs(path.dirname(dest));
+  if (need + SPACE_HEADROOM_BYTES > fs.bavail * fs.bsize) {
+    throw new HvError(`the image bundle does not fit on COS_PERSISTENT: ${formatBytes(need)} to write plus ${formatBytes(SPACE_HEADROOM_BYTES)} headroom, ${formatBytes(fs.bavail * fs.bsize)} free`, {
+      where: dest,
+      hint: 'make COS_PERSISTENT larger (install.persistent_partition_size), or install without the bundle (--bundle none)',
+      exitCode: ExitCode.installFailed,
+    });
+  }
+  try {
+    const r = await streamIsoBundle(bundle.parts, staging, { caFile: bundle.parts.caFile, sha256: bundle.sha256, signal: ctx.signal, log: ctx.log, onProgress: (done, total) => ctx.bus.bytes('persistent', done, total) });
+    await rm(dest, { recursive: true, force: true });
+    await rename(staging, dest);
+    return { files: r.files, bytes: need, sha256: r.sha256 };
+  } catch (err) {
+    await rm(staging, { recursive: true, force: true });
+    throw err;
+  }
+}
 
 /** Writes the install log and journal to COS_OEM/install (the log is redacted as it is written). */
 export async function saveInstallRecord(plan: InstallPlan, runDir: string, logText: string, journalText: string): Promise<void> {

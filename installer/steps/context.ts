@@ -5,6 +5,7 @@ import type { InstallPlan, StepName } from '../disk/types.js';
 import type { MachineFacts } from '../preflight/types.js';
 import type { Logger } from '../../lib/logger.js';
 import type { Redactor } from '../../lib/redact.js';
+import type { AgentSource } from './agent-source.js';
 import type { BundleSource } from './bundle-source.js';
 import type { EventBus } from './progress.js';
 
@@ -14,6 +15,8 @@ export interface InstallContext {
   source: OsSource;
   /** The image bundle to copy to COS_PERSISTENT (persistent step), or none and why. */
   bundle: BundleSource;
+  /** The hvagent payload for COS_PERSISTENT (agent step), or none and why. */
+  agent: AgentSource;
   /** Mount points and scratch space of this install (e.g. /run/hvinstall/loop3). */
   runDir: string;
   bus: EventBus;

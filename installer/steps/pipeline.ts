@@ -19,10 +19,13 @@ import { filesystemMismatch, exists } from '../disk/block.js';
 import { findDisk, targetInUseProblems } from '../disk/plan.js';
 import type { InstallPlan, StepName } from '../disk/types.js';
 import type { MachineFacts } from '../preflight/types.js';
+import type { AgentSource } from './agent-source.js';
+import { agentStep } from './agent-step.js';
 import type { BundleSource } from './bundle-source.js';
 import type { InstallContext, Step } from './context.js';
 import { clearStep, formatStep, partitionStep, verifyStep } from './disk-steps.js';
 import { bootloaderStep, deployStep, makeFinishStep, oemStep, persistentStep, saveInstallRecord } from './content-steps.js';
+import { chrootStep } from './chroot-step.js';
 import { newJournal, readJournal, JournalWriter, type Journal } from './journal.js';
 import { lockDevice, type DeviceLock } from './lock.js';
 import { mountsUnder, releaseStaleMounts } from './mounts.js';
@@ -37,6 +40,8 @@ export interface RunInstallOptions {
   source: OsSource;
   /** The image bundle for COS_PERSISTENT (install.ts decides: --bundle, the ISO's, the live ISO's, none). */
   bundle: BundleSource;
+  /** The hvagent payload (install.ts decides: --agent, the installer's own, none). */
+  agent: AgentSource;
   /** Journal and log live here on the host (default /var/lib/hvinstall). */
   stateDir: string;
   /** Mounts and scratch (default /run/hvinstall/<disk>). */
@@ -69,7 +74,7 @@ export function journalPaths(stateDir: string, device: string): { journalFile: s
 
 /** The steps after the guard, in order. */
 export function pipelineSteps(finish: Step): Step[] {
-  return [clearStep, partitionStep, formatStep, verifyStep, deployStep, bootloaderStep, oemStep, persistentStep, finish];
+  return [clearStep, partitionStep, formatStep, verifyStep, deployStep, bootloaderStep, oemStep, persistentStep, agentStep, chrootStep, finish];
 }
 
 /** A log that holds lines in memory until the journal says whether to append (resume) or start afresh. */
@@ -122,6 +127,7 @@ export async function runInstall(opts: RunInstallOptions): Promise<InstallOutcom
     config: opts.config,
     source: opts.source,
     bundle: opts.bundle,
+    agent: opts.agent,
     runDir: opts.runDir,
     bus,
     log,

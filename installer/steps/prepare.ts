@@ -12,6 +12,7 @@ import type { MachineFacts } from '../preflight/types.js';
 import { gatherMachineFacts } from '../preflight/index.js';
 import { resolveSource, sourceSizeBytes } from './source.js';
 import { withRenderedFileList } from './content-steps.js';
+import { agentForImage, withAgentPlan, type AgentSource } from './agent-source.js';
 import { imageFactsOf } from './image-facts.js';
 
 export interface PrepareOptions {
@@ -25,6 +26,8 @@ export interface PrepareOptions {
   systemSizeMiB?: number;
   /** Plan against captured facts (JSON) instead of this machine. */
   factsFile?: string;
+  /** The hvagent from --agent (resolveAgentArg): checked against the image here, before any disk is touched. */
+  agent?: AgentSource;
   /** The ISO root's harvester-release.yaml (automatic mode), read with the source's own. */
   isoRelease?: string;
 }
@@ -36,6 +39,8 @@ export interface Prepared {
   plan: InstallPlan;
   source?: OsSource;
   redactor: Redactor;
+  /** The agent this install puts on the node (undefined when none was asked about). */
+  agent?: AgentSource;
 }
 
 export async function loadInstallConfig(configPath: string): Promise<{ config: HarvesterConfig; warnings: string[] }> {
@@ -67,7 +72,7 @@ export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
   const facts = await gatherFacts(opts.factsFile);
   // Read before any disk is touched: an image with rancherd but no versions fails the render here.
   const image = source ? await imageFactsOf(source, { isoRelease: opts.isoRelease }) : undefined;
-  const plan = withRenderedFileList(
+  const rendered = withRenderedFileList(
     config,
     facts,
     planInstall(config, facts, {
@@ -77,5 +82,7 @@ export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
     }),
     image,
   );
-  return { config, warnings, facts, plan, source, redactor };
+  const agent = opts.agent && source ? await agentForImage(opts.agent, source, rendered.persistentStatePaths) : opts.agent;
+  const plan = agent ? withAgentPlan(rendered, agent, !!source) : rendered;
+  return { config, warnings, facts, plan, source, redactor, agent };
 }

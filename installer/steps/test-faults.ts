@@ -2,8 +2,9 @@
  * Test-only fault injection: `HVINSTALL_TEST_SIGKILL_AT=<point>` makes the installer SIGKILL itself
  * at that point, the way a crash, OOM kill or power cut would stop it, so integration tests can prove
  * a re-run ends with the same disk. Points: `before:<step>` (journaled as running, nothing done),
- * `after:<step>` (journaled as done), `deploy-bytes:<n>` (mid image copy) and `persistent-bytes:<n>`
- * (mid image-bundle copy: a file written to its temp name, not yet renamed). Unset in production.
+ * `after:<step>` (journaled as done), `deploy-bytes:<n>` (mid image copy), `persistent-bytes:<n>`
+ * (mid image-bundle copy: a file written to its temp name, not yet renamed) and `agent-bytes:<n>`
+ * (mid hvagent staging copy). Unset in production.
  */
 export const TEST_KILL_ENV = 'HVINSTALL_TEST_SIGKILL_AT';
 

@@ -200,6 +200,8 @@ async function copyApp(repo: string, dest: string): Promise<void> {
   await cp(path.join(repo, 'dist'), path.join(dest, 'dist'), { recursive: true, filter: (src) => !src.endsWith('.map') });
   await copyFile(path.join(repo, 'package.json'), path.join(dest, 'package.json'));
   if (await stat(path.join(repo, 'schemas')).catch(() => undefined)) await cp(path.join(repo, 'schemas'), path.join(dest, 'schemas'), { recursive: true });
+  // The self-contained hvagent the install puts on the node (hvinstall's default --agent).
+  await cp(path.join(repo, 'build/hvagent-payload'), path.join(dest, 'build/hvagent-payload'), { recursive: true, preserveTimestamps: true });
   for (const pkgPath of productionPackages(JSON.parse(await readFile(path.join(repo, 'package-lock.json'), 'utf8')) as PackageLock)) {
     const src = path.join(repo, pkgPath);
     if (!(await stat(src).catch(() => undefined))) continue; // optional dependency for another platform

@@ -7,10 +7,11 @@
 # negative case, an http(s) iso_url, PXE under legacy BIOS through hvpxe, the hybrid ISO itself as a
 # CD-ROM under SeaBIOS and OVMF and as a USB stick under OVMF with Secure Boot enforced, a medium
 # that is not found, a second build that must give the same bytes, and an interactive install
-# through hvinstall console over the serial line.
+# through hvinstall console over the serial line. Then a real systemd node (iso-build/systemd-os)
+# installed by hvinstall boots three times and reports its checks as TAP (test/e2e/first-boot.sh).
 # Details: docs/e2e.md. Knobs: HV_E2E_STAGES (which stages; default all but 4kn), HV_E2E_OUT,
 # HV_E2E_CACHE, HV_E2E_INSTALL_TIMEOUT, HV_E2E_BOOT_TIMEOUT, HV_E2E_SYSTEM_SIZE, HV_E2E_MEM, and the
-# older per-stage switches HV_E2E_NEGATIVE=0, HV_E2E_ISO=0, HV_E2E_PXE=0, HV_E2E_CONSOLE=0, HV_E2E_4KN=1.
+# older per-stage switches HV_E2E_NEGATIVE=0, HV_E2E_ISO=0, HV_E2E_PXE=0, HV_E2E_CONSOLE=0, HV_E2E_FIRSTBOOT=0, HV_E2E_4KN=1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
@@ -29,7 +30,7 @@ GUEST_SERVER=10.0.2.100
 
 # Which stages run: HV_E2E_STAGES="install boot-installed ..." (spaces or commas), else all but 4kn
 # minus what the older switches turn off.
-ALL_STAGES="install boot-installed negative-missing-disk iso-url pxe-bios console iso-cd-bios iso-cd-uefi iso-usb-sb medium-missing reproducible 4kn"
+ALL_STAGES="install boot-installed negative-missing-disk iso-url pxe-bios console iso-cd-bios iso-cd-uefi iso-usb-sb medium-missing reproducible image-out firstboot 4kn"
 if [ -n "${HV_E2E_STAGES:-}" ]; then
   STAGES=" ${HV_E2E_STAGES//,/ } "
 else
@@ -38,6 +39,7 @@ else
   [ "${HV_E2E_ISO:-1}" = 0 ] && STAGES=${STAGES/ iso-url / }
   [ "${HV_E2E_PXE:-1}" = 0 ] && STAGES=${STAGES/ pxe-bios / }
   [ "${HV_E2E_CONSOLE:-1}" = 0 ] && STAGES=${STAGES/ console / }
+  [ "${HV_E2E_FIRSTBOOT:-1}" = 0 ] && STAGES=${STAGES/ firstboot / }
   [ "${HV_E2E_4KN:-0}" = 1 ] && STAGES="$STAGES4kn "
 fi
 wanted() { case "$STAGES" in *" $1 "*) return 0 ;; esac; return 1; }
@@ -67,9 +69,11 @@ fi
 # --- every process we start is tracked and ended on exit
 PIDS=()
 LOOP=
+CLEANUPS=() # functions a stage adds to undo what it set up (mounts, network namespaces)
 cleanup() {
   local rc=$?
   set +e
+  for fn in "${CLEANUPS[@]}"; do "$fn"; done
   [ -n "$LOOP" ] && losetup --detach "$LOOP"
   for pid in "${PIDS[@]}"; do
     if kill -0 "$pid" 2>/dev/null; then kill "$pid" 2>/dev/null; sleep 1; kill -9 "$pid" 2>/dev/null; fi
@@ -280,7 +284,23 @@ done
 if wanted medium-missing; then stage_start medium-missing; medium_missing_stage; stage_end medium-missing; fi
 if wanted reproducible; then stage_start reproducible; reproducible_stage; stage_end reproducible; fi
 
-# --- 10. optional: the UEFI install onto a 4Kn NVMe namespace (test/e2e/install-4kn.sh)
+# --- 10. hvinstall image: a qcow2 written on this host boots in QEMU (test/e2e/image-out.sh)
+if wanted image-out; then
+  # shellcheck source=image-out.sh
+  . "$REPO/test/e2e/image-out.sh"
+  stage_start image-out
+  image_out_stage
+  stage_end image-out
+fi
+
+# --- 11. the first boot of a real systemd node installed by hvinstall (test/e2e/first-boot.sh)
+if wanted firstboot; then
+  # shellcheck source=first-boot.sh
+  . "$REPO/test/e2e/first-boot.sh"
+  firstboot_stage
+fi
+
+# --- 12. optional: the UEFI install onto a 4Kn NVMe namespace (test/e2e/install-4kn.sh)
 if wanted 4kn; then
   # shellcheck source=install-4kn.sh
   . "$REPO/test/e2e/install-4kn.sh"
@@ -292,6 +312,6 @@ fi
 TIMES[total]=$(($(date +%s) - T0))
 {
   echo "e2e passed $(date -u +%FT%TZ)"
-  for k in build-live $ALL_STAGES total; do [ -n "${TIMES[$k]:-}" ] && echo "$k: ${TIMES[$k]} s"; done
+  for k in build-live ${ALL_STAGES/firstboot/firstboot-build firstboot-install firstboot-boot1 firstboot-boot2 firstboot-passive} total; do [ -n "${TIMES[$k]:-}" ] && echo "$k: ${TIMES[$k]} s"; done
 } | tee "$OUT/summary.txt"
 say "PASS (disk image left at $OUT/disk.raw; consoles in $OUT/console-*.log)"

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isSecretKey, Redactor, REDACTED } from '../../lib/redact.js';
+import { isSecretKey, Redactor, REDACTED, stringsUnderSecretKeys } from '../../lib/redact.js';
 import { Logger, MemorySink } from '../../lib/logger.js';
 
 describe('Redactor', () => {
@@ -113,5 +113,22 @@ describe('Redactor.add and addFrom', () => {
     expect(new Redactor().redactString('fetch https://admin:pw-123@registry.example/v2 and ftp://u:p@h/x')).toBe(
       `fetch https://admin:${REDACTED}@registry.example/v2 and ftp://u:${REDACTED}@h/x`,
     );
+  });
+});
+
+describe('stringsUnderSecretKeys', () => {
+  it('null, numbers and booleans under a secret key are no secrets and no crash; strings at any depth are', () => {
+    expect(stringsUnderSecretKeys({ password: null, token: 5, auth: { enabled: true, inner: null, user: ['s3cr3t-a', { k: 's3cr3t-b' }] }, name: 'public' })).toEqual(['s3cr3t-a', 's3cr3t-b']);
+  });
+});
+
+describe('redaction of bytes', () => {
+  it('logs a Buffer or typed array as its length, not one entry per byte, under any key', () => {
+    const r = new Redactor();
+    const out = r.redact({ chunk: Buffer.alloc(1000), nested: { view: new Uint8Array(16) }, password: Buffer.from('hunter2') }) as Record<string, unknown>;
+    expect(out.chunk).toBe('<1000 bytes>');
+    expect(out.nested).toEqual({ view: '<16 bytes>' });
+    expect(out.password).toBe('<7 bytes>');
+    expect(stringsUnderSecretKeys({ token: Buffer.alloc(1_000_000) })).toEqual([]);
   });
 });

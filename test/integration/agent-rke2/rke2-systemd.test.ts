@@ -49,7 +49,7 @@ function rke2ServerUnit(restart: 'always' | 'no', restartSec = '5s'): string {
 }
 
 /** Inputs of one boot: the node config the installer writes, RKE2's TLS files, a drop-in, agent settings, the stand-in's behaviour. */
-async function prepare(behaviour: Record<string, unknown>, guardSettings: Record<string, unknown>): Promise<void> {
+async function prepare(behaviour: Record<string, unknown>, guardSettings: Record<string, unknown>, topSettings: string[] = []): Promise<void> {
   work = await mkdtemp(path.join(os.tmpdir(), 'hv-rke2-systemd-'));
   await mkdir(path.join(work, 'oem'));
   await writeFile(path.join(work, 'oem/harvester.config'), await serialiseHarvesterConfig(createConfig), { mode: 0o600 });
@@ -58,7 +58,7 @@ async function prepare(behaviour: Record<string, unknown>, guardSettings: Record
   await writeFile(path.join(work, 'config.yaml.d/90-harvester-server.yaml'), 'cni: multus,canal\n', { mode: 0o600 });
   await writeFile(path.join(work, 'standin.json'), JSON.stringify({ server: { port: 6443, tlsDir: TLS_DIR, ...behaviour } }));
   const rke2 = Object.entries(guardSettings).map(([k, v]) => `    ${k}: ${JSON.stringify(v)}`);
-  await writeFile(path.join(work, 'settings.yaml'), ['logLevel: debug', 'backoff: {initial: 200ms, max: 1s}', 'guards:', '  rke2:', ...rke2, ''].join('\n'));
+  await writeFile(path.join(work, 'settings.yaml'), ['logLevel: debug', 'backoff: {initial: 200ms, max: 1s}', ...topSettings, 'guards:', '  rke2:', ...rke2, ''].join('\n'));
 }
 
 interface Observed {
@@ -72,14 +72,15 @@ interface Observed {
 }
 
 /** Boots the container; inside, `hvagent once --guard rke2` with no supervisor setting (auto), then what systemd says. */
-async function runAgentUnderSystemd(unit: string): Promise<Observed> {
+async function runAgentUnderSystemd(unit: string, more: { units?: Record<string, string>; before?: string[] } = {}): Promise<Observed> {
   const boot = await bootSystemdContainer({
     work,
-    units: { 'rke2-server.service': unit },
+    units: { 'rke2-server.service': unit, ...more.units },
     readOnly: [REPO],
     bindReadOnly: { [path.join(work, 'oem')]: '/oem', [path.join(work, 'tls')]: TLS_DIR },
     bind: { [path.join(work, 'config.yaml.d')]: '/etc/rancher/rke2/config.yaml.d' },
     script: [
+      ...(more.before ?? []),
       `${HVAGENT} once --guard rke2 --settings /hvtest/settings.yaml > /hvtest/agent.log 2>&1`,
       'echo $? > /hvtest/agent.exit',
       'systemctl is-active rke2-server.service > /hvtest/unit.state',
@@ -141,5 +142,26 @@ describe('rke2 guard under systemd (rke2-server.service)', () => {
     // systemd keeps restarting it (5 s apart, under its start limit): the unit is never left failed.
     expect(['activating', 'active']).toContain(o.unitState);
     expect(o.journal).toMatch(/Scheduled restart job, restart counter is at [2-9]/);
+  });
+});
+
+describe('rke2 guard under systemd when rancherd bootstraps', () => {
+  const RANCHERD_FATAL = 'level=fatal msg=failed to bootstrap: get bootstrap info: Get https://10.0.0.10:443/cacerts: dial tcp 10.0.0.10:443: connect: no route to host';
+  /** rancherd.service failing as rancherd fails when it cannot reach the cluster: a fatal line, exit 1. */
+  const failingRancherd = ['[Unit]', 'Description=rancherd that fails (test)', '[Service]', 'Type=oneshot', `ExecStart=/bin/sh -c 'echo "${RANCHERD_FATAL}" >&2; exit 1'`, ''].join('\n');
+
+  it('a failing rancherd is named with its log lines, and hvagent starts no RKE2 in its place', async () => {
+    await prepare({ readyAfterMs: 0 }, { deadline: '15s', probeWindowMs: 1_000, probeIntervalMs: 200 }, ['bootstrapper: rancherd']);
+    const o = await runAgentUnderSystemd(rke2ServerUnit('always'), { units: { 'rancherd.service': failingRancherd }, before: ['systemctl start rancherd.service || true'] });
+    expect(o.exit, o.agentLog).toBe(1);
+    const g = o.status.guards[0]!;
+    expect(g.phase).toBe('failed');
+    expect(g.lastError).toMatch(/^rancherd\.service failed \(exit-code\) and rke2-server is not running: the bootstrap stopped/);
+    expect(g.lastError).toContain(`\n  ${RANCHERD_FATAL}\n`);
+    expect(g.hint).toContain('journalctl -u rancherd');
+    // rancherd owns RKE2 here: its unit was never started, and no process of hvagent's stands in.
+    expect(o.unitState).toBe('inactive');
+    expect(o.journal).not.toContain('Starting rke2 server (stand-in)');
+    expect(o.runDir).not.toContain('rke2-server.pid');
   });
 });

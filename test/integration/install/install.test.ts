@@ -67,7 +67,7 @@ describe('hvinstall install', () => {
     const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir, ['--bundle', bundle]));
     expect(r.code, r.stderr).toBe(0);
     const ev = events(r.stdout);
-    expect(ev.filter((e) => e.type === 'step' && e.phase === 'done').map((e) => e.step)).toEqual(['guard', 'clear', 'partition', 'format', 'verify', 'deploy', 'bootloader', 'oem', 'persistent', 'finish']);
+    expect(ev.filter((e) => e.type === 'step' && e.phase === 'done').map((e) => e.step)).toEqual(['guard', 'clear', 'partition', 'format', 'verify', 'deploy', 'bootloader', 'oem', 'persistent', 'agent', 'chroot', 'finish']);
     expect(ev.some((e) => e.type === 'bytes' && typeof e.rateBytesPerSec === 'number')).toBe(true);
     expect(ev.every((e) => typeof e.elapsedMs === 'number' && typeof e.ts === 'string')).toBe(true);
     expect(r.stdout + r.stderr).not.toContain('integration-secret-token');

@@ -19,7 +19,7 @@ import { Cleanup, buildSmallBundle, buildSmallOsTree, configYaml, diskSnapshot, 
 const cleanup = new Cleanup();
 afterAll(() => cleanup.run());
 
-const STEPS = ['guard', 'clear', 'partition', 'format', 'verify', 'deploy', 'bootloader', 'oem', 'persistent', 'finish'];
+const STEPS = ['guard', 'clear', 'partition', 'format', 'verify', 'deploy', 'bootloader', 'oem', 'persistent', 'agent', 'chroot', 'finish'];
 const MID_COPY = 'deploy-bytes:4194304';
 /** After the bundle's image archive (the second file copied) is written, before its rename. */
 const MID_BUNDLE = 'persistent-bytes:1000';

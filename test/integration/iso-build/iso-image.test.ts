@@ -3,6 +3,7 @@
 // mtools on the ESP cut out of the image, sbverify on the EFI binaries, sha256sum/sha512sum -c on
 // the checksum lists, cpio on the initrds. Booting it is make e2e's (test/e2e/install-media.sh).
 import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, open, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -23,6 +24,11 @@ interface Build {
   checksums: { sha256: string; sha512: string };
   artifacts: Array<{ name: string; bytes: number }>;
   inputs: { signedBoot: string[] };
+}
+
+/** Files of a few hundred MiB are compared by digest: the matcher's deep equality walks a Buffer byte by byte and exhausts the heap. */
+async function sha256Of(file: string): Promise<string> {
+  return createHash('sha256').update(await readFile(file)).digest('hex');
 }
 
 let dir: string;
@@ -79,8 +85,8 @@ describe('make iso', { timeout: 15 * 60_000 }, () => {
       expect(ok).not.toMatch(/FAILED/);
     }
     // The PXE rootfs is the ISO's OS image; the PXE kernel is the ISO's kernel.
-    expect(await readFile(build.pxe.rootfs)).toEqual(await readFile(build.live.osSquashfs));
-    expect(await readFile(build.pxe.kernel)).toEqual(await readFile(build.live.kernel));
+    expect(await sha256Of(build.pxe.rootfs)).toBe(await sha256Of(build.live.osSquashfs));
+    expect(await sha256Of(build.pxe.kernel)).toBe(await sha256Of(build.live.kernel));
   });
 
   it('is an El Torito image for BIOS and UEFI, labelled COS_LIVE, with a GPT holding the ESP and a protective, bootable MBR with grub\'s boot code', async () => {
@@ -148,13 +154,30 @@ describe('make iso', { timeout: 15 * 60_000 }, () => {
     for (const f of ['/rootfs.squashfs', '/hvlive/live.squashfs', '/boot/initrd', '/boot/grub2/harvester.cfg', '/boot/grub2/grub.cfg', '/harvester-release.yaml', '/bundle/harvester/images-lists/marker.txt']) {
       await sh('xorriso', ['-osirrox', 'on', '-indev', build.iso, '-extract', f, path.join(x, path.basename(f))]).catch((e: { stdout: string }) => e.stdout);
     }
-    expect(await readFile(path.join(x, 'rootfs.squashfs'))).toEqual(await readFile(build.live.osSquashfs));
-    expect(await readFile(path.join(x, 'live.squashfs'))).toEqual(await readFile(build.live.liveSquashfs));
-    expect(await readFile(path.join(x, 'initrd'))).toEqual(await readFile(build.live.initrd));
+    expect(await sha256Of(path.join(x, 'rootfs.squashfs'))).toBe(await sha256Of(build.live.osSquashfs));
+    expect(await sha256Of(path.join(x, 'live.squashfs'))).toBe(await sha256Of(build.live.liveSquashfs));
+    expect(await sha256Of(path.join(x, 'initrd'))).toBe(await sha256Of(build.live.initrd));
     expect(await readFile(path.join(x, 'harvester-release.yaml'), 'utf8')).toBe(`harvester: ${VERSION}\nos: hvinstall test\n`);
     expect(await readFile(path.join(x, 'marker.txt'), 'utf8')).toBe('bundle marker\n');
     expect(await readFile(path.join(x, 'harvester.cfg'), 'utf8')).toBe(`set harvester_version="${VERSION}"\nset extra_iso_cmdline=""\n`);
     expect(await readFile(path.join(x, 'grub.cfg'), 'utf8')).not.toMatch(/root=live|CDLABEL/);
+  });
+
+  it('the live root carries the hvagent payload this tree built, byte for byte, where the installer looks for it by default', async () => {
+    const x = path.join(dir, 'live-payload');
+    await sh('unsquashfs', ['-no-progress', '-d', x, build.live.liveSquashfs, 'opt/hvinstall/build/hvagent-payload', 'opt/hvinstall/package.json']);
+    const payload = path.join(x, 'opt/hvinstall/build/hvagent-payload');
+    const repoPayload = path.join(REPO, 'build/hvagent-payload');
+    const manifest = JSON.parse(await readFile(path.join(payload, 'hvagent-payload.json'), 'utf8')) as { digest: string; files: Array<{ path: string; sha256: string; mode: number }> };
+    expect(manifest.digest).toBe((JSON.parse(await readFile(path.join(repoPayload, 'hvagent-payload.json'), 'utf8')) as { digest: string }).digest);
+    expect(manifest.files.map((f) => f.path)).toEqual(expect.arrayContaining(['bin/hvagent', 'hvagent.service', 'hvagent-console.service', 'lib/ld-linux-x86-64.so.2']));
+    // sha256sum, not the installer's reader, checks every file of the live copy against the manifest.
+    const sums = manifest.files.map((f) => `${f.sha256}  ${f.path}`).join('\n') + '\n';
+    await writeFile(path.join(dir, 'payload.sha256'), sums);
+    expect(await sh('sha256sum', ['-c', path.join(dir, 'payload.sha256')], { cwd: payload })).not.toMatch(/FAILED/);
+    for (const f of manifest.files) expect(((await stat(path.join(payload, f.path))).mode & 0o7777).toString(8), f.path).toBe(f.mode.toString(8));
+    // The installer's root on the live system (package.json's directory) is what --agent defaults under.
+    expect(JSON.parse(await readFile(path.join(x, 'opt/hvinstall/package.json'), 'utf8'))).toMatchObject({ name: 'hvinstall' });
   });
 
   it('the initramfs is small and knows the medium id; the PXE initrd is the live root in a plain cpio, then that initramfs', async () => {

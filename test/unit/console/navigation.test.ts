@@ -125,4 +125,19 @@ describe('hvinstall console: navigation', () => {
     await s.keys(KEYS.enter);
     expect(await s.exit()).toBe(1);
   }, 30_000);
+
+  it('booted from a USB stick: the stick is not offered as a data disk (the installation disk is the only choice)', async () => {
+    ({ s } = startDryRun({ sysroot: 'usb-boot' }));
+    await s.page('Hardware Checks'); // this lab machine is below the testing profile: proceed anyway
+    await s.keys(KEYS.enter);
+    await s.page(TITLES.mode);
+    await s.keys(KEYS.enter);
+    await s.page(TITLES.password);
+    await fill(s, 'Passw0rd!');
+    await fill(s, 'Passw0rd!');
+    await s.page(TITLES.disk);
+    expect(s.flat()).toContain('Installation disk');
+    expect(s.flat()).not.toContain('Data disk');
+    expect(s.flat()).toContain('Persistent size');
+  }, 30_000);
 });

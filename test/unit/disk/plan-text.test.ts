@@ -268,7 +268,9 @@ Steps:
    7. bootloader install grub with active/passive/recovery entries and grubenv
    8. oem        write /oem: harvester.config and the node configuration files
    9. persistent create the persistent state layout under COS_PERSISTENT/.state; copy the image bundle (if any) to /var/lib/rancher/hvagent/bundle there
-  10. finish     write the install log, sync, unmount, release the disk
+  10. agent      copy the self-contained hvagent to COS_PERSISTENT (/usr/local/lib/hvagent), link its units (hvagent.service, hvagent-console.service) into the persistent /etc/systemd and enable them
+  11. chroot     in a chroot of active.img (/dev /proc /sys /run, /oem and /usr/local bound): SELinux relabel when the image has a policy and setfiles, then os.after_install_chroot_commands
+  12. finish     write the install log, sync, unmount, release the disk
 
 Notes:
   - /dev/vda has 4096-byte sectors: most legacy BIOS firmware cannot boot from such a disk; prefer UEFI (install.force_efi)
@@ -311,7 +313,9 @@ Steps:
    7. bootloader install grub with active/passive/recovery entries and grubenv
    8. oem        write /oem: harvester.config and the node configuration files
    9. persistent create the persistent state layout under COS_PERSISTENT/.state; copy the image bundle (if any) to /var/lib/rancher/hvagent/bundle there
-  10. finish     write the install log, sync, unmount, release the disk
+  10. agent      copy the self-contained hvagent to COS_PERSISTENT (/usr/local/lib/hvagent), link its units (hvagent.service, hvagent-console.service) into the persistent /etc/systemd and enable them
+  11. chroot     in a chroot of active.img (/dev /proc /sys /run, /oem and /usr/local bound): SELinux relabel when the image has a policy and setfiles, then os.after_install_chroot_commands
+  12. finish     write the install log, sync, unmount, release the disk
 
 Notes:
   - no Longhorn data partition (msdos table without data_disk): /var/lib/harvester/defaultdisk lives on COS_PERSISTENT

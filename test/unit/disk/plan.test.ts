@@ -211,6 +211,13 @@ describe('planInstall layout matrix', () => {
     expect(all.destroys.some((d) => d.startsWith('/dev/vdc') && d.includes('COS_OEM'))).toBe(true);
   });
 
+  it('wipe_all_disks wipes old installs only: a disk with partitions but no COS_OEM is kept', () => {
+    const oldInstall = disk('vdc', 300, { partitions: [{ path: '/dev/vdc2', sizeBytes: 50 * MiB, label: 'COS_OEM', mountpoints: [] }] });
+    const someoneElses = disk('vde', 300, { partitions: [{ path: '/dev/vde1', sizeBytes: 100 * GiB, label: 'backups', mountpoints: [] }] });
+    const plan = planInstall(cfg({ wipeAllDisks: true }), machine([disk('vda', 300), oldInstall, someoneElses]));
+    expect(plan.wipeDisks).toEqual(['/dev/vdc']);
+  });
+
   it('grows COS_STATE and COS_RECOVERY for an OS image larger than Harvester assumes (harvester#7457)', () => {
     const plan = planInstall(cfg(), machine([disk('vda', 300)]), { systemSizeMiB: 6144 });
     const state = plan.partitions.find((p) => p.label === 'COS_STATE')!;

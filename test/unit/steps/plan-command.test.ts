@@ -36,7 +36,9 @@ describe('hvinstall plan', () => {
     expect(out).toMatch(/1\s+1 MiB\s+64 MiB\s+COS_GRUB\s+vfat\s+EF00/);
     expect(out).toContain('HARV_LH_DEFAULT');
     expect(out).toContain('cOS/passive.img');
-    expect(out).toContain('10. finish');
+    expect(out).toContain('10. agent');
+    expect(out).toContain('11. chroot');
+    expect(out).toContain('12. finish');
     expect(out + err).not.toContain('plan-secret-token');
   });
 

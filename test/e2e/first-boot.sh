@@ -1,0 +1,178 @@
+# Sourced by test/e2e/run.sh unless HV_E2E_FIRSTBOOT=0 (uses its run_qemu, expect_line, has_line,
+# console, say, die, stage_start/stage_end, OUT, CACHE, REPO, BOOT_TIMEOUT, PIDS, CLEANUPS, LOOP).
+# The first boot of a real node: the systemd test OS (iso-build/systemd-os: Debian packages shaped
+# as an Elemental image, with its own initramfs) is installed by `hvinstall install --source
+# <its squashfs>` on the host onto a loop-attached sparse 260 GiB file, inside a network
+# namespace whose one NIC has the guest's name and MAC (the installer resolves and names the
+# management NIC from the machine it runs on). Then that disk alone boots under OVMF through
+# hvinstall's grub.cfg, three times: the active image (first boot), again (state kept), and the
+# passive image (grubenv next_entry=passive). Each boot's report comes as TAP over the guest's
+# second serial port and is parsed with tap-parser (first-boot-tap.mjs); a failing check is named.
+# QEMU's monitor socket ($OUT/monitor-<boot>.sock, the NIC is `nic0`) lets a stage take the
+# link down and up: fb_monitor <boot> "set_link nic0 off".
+FB_NIC=enp0s5
+FB_MAC=52:54:00:e2:e0:fb
+FB_DISK=
+FB_NETNS=
+FB_MNT=
+FB_STATE_PATHS=
+
+fb_cleanup() {
+  [ -n "$FB_MNT" ] && mountpoint -q "$FB_MNT" && umount "$FB_MNT"
+  [ -n "$FB_MNT" ] && rmdir "$FB_MNT" 2>/dev/null
+  [ -n "$FB_NETNS" ] && ip netns delete "$FB_NETNS" 2>/dev/null
+  FB_MNT= FB_NETNS=
+}
+CLEANUPS+=(fb_cleanup)
+
+# fb_monitor BOOT COMMAND: a QEMU monitor command for the running guest of that boot; prints the answer.
+fb_monitor() {
+  printf '%s\n' "$2" | socat -t 2 - "UNIX-CONNECT:$OUT/monitor-$1.sock" | tr -d '\r'
+}
+
+# fb_partition LABEL: the loop partition carrying that filesystem label
+fb_partition() {
+  local p
+  for p in "$LOOP"p*; do [ "$(blkid -p -s LABEL -o value "$p" 2>/dev/null)" = "$1" ] && { echo "$p"; return 0; }; done
+  return 1
+}
+fb_attach() { # [--read-only]
+  LOOP=$(losetup --find --show --partscan "$@" "$FB_DISK")
+  for _ in $(seq 20); do [ -e "${LOOP}p6" ] && break; partprobe "$LOOP" 2>/dev/null; sleep 0.5; done
+}
+fb_detach() { losetup --detach "$LOOP"; LOOP=; }
+
+fb_build() {
+  node "$REPO/dist/iso-build/systemd-os/cli.js" --cache "$CACHE" > "$OUT/systemd-os.json" 2> "$OUT/systemd-os-build.log" ||
+    { tail -n 20 "$OUT/systemd-os-build.log" >&2; die "systemd-os: building the test OS failed (see $OUT/systemd-os-build.log)"; }
+  FB_SQUASHFS=$(node -p "require('$OUT/systemd-os.json').squashfs")
+  say "   $(node -p "const m = require('$OUT/systemd-os.json'); \`image \${m.key} (root \${m.rootKey}): \${m.packages} packages, kernel \${m.kernelVersion}, tree \${(m.treeBytes / 2 ** 20).toFixed(0)} MiB, squashfs \${(m.squashfsBytes / 2 ** 20).toFixed(0)} MiB, initrd \${(m.initrd.bytes / 2 ** 20).toFixed(1)} MiB; built: root \${m.built.rootSec === undefined ? 'cached' : m.built.rootSec + ' s'}, image \${m.built.imageSec === undefined ? 'cached' : m.built.imageSec + ' s'}\`")"
+}
+
+fb_install() {
+  FB_DISK="$OUT/fb-disk.raw"
+  truncate -s 260G "$FB_DISK"
+  fb_attach
+  sed "s#@DEVICE@#$LOOP#; s#@NIC@#$FB_NIC#; s#@MAC@#$FB_MAC#" "$REPO/test/e2e/first-boot.yaml" > "$OUT/fb-config.yaml"
+  FB_NETNS="hv-e2e-fb-$$"
+  ip netns add "$FB_NETNS"
+  ip -n "$FB_NETNS" link add "$FB_NIC" address "$FB_MAC" type veth peer name fb-peer0 || die "first-boot: cannot create the stand-in NIC in $FB_NETNS"
+  # An image bundle in Harvester's layout, copied by the install onto COS_PERSISTENT.
+  node "$REPO/test/e2e/first-boot-bundle.mjs" "$OUT/fb-bundle" > "$OUT/fb-bundle.json" || die "first-boot: cannot write the image bundle"
+  node -p "const b = require('$OUT/fb-bundle.json'); b.archive + ' ' + b.sha256" | tr -d '\n' > "$OUT/fb-bundle.txt"
+  local t0=$SECONDS
+  # The agent stays off until the boot report checks what its guards did (docs/e2e.md, Gaps):
+  # HV_E2E_FB_AGENT=DIR (e.g. build/hvagent-payload) installs that payload instead.
+  ip netns exec "$FB_NETNS" "$REPO/bin/hvinstall" install --config "$OUT/fb-config.yaml" --source "$FB_SQUASHFS" --bundle "$OUT/fb-bundle" \
+    --agent "${HV_E2E_FB_AGENT:-none}" --yes \
+    --progress plain --state-dir "$OUT/fb-state" > "$OUT/fb-install.log" 2>&1 ||
+    { tail -n 30 "$OUT/fb-install.log" >&2; die "first-boot: hvinstall install of the systemd OS failed (see $OUT/fb-install.log)"; }
+  say "   hvinstall install: $((SECONDS - t0)) s ($(grep -E '^installed ' "$OUT/fb-install.log" | head -n 1 | cut -c1-80))"
+  ip netns delete "$FB_NETNS"; FB_NETNS=
+  local oem
+  oem=$(fb_partition COS_OEM) || die "first-boot: no COS_OEM on the installed disk"
+  debugfs -R "cat /90_custom.yaml" "$oem" 2>/dev/null > "$OUT/fb-90_custom.yaml"
+  # What the installer's layout says, read with a YAML parser (the guest's initramfs has its own).
+  FB_STATE_PATHS=$(cd "$REPO" && node --input-type=module -e "
+    import { parse } from 'yaml';
+    import { readFileSync } from 'node:fs';
+    const e = (parse(readFileSync('$OUT/fb-90_custom.yaml', 'utf8')).stages?.rootfs ?? []).find((x) => x.environment_file === '/run/cos/cos-layout.env');
+    process.stdout.write(String(e?.environment?.PERSISTENT_STATE_PATHS ?? ''));")
+  [ -n "$FB_STATE_PATHS" ] || die "first-boot: /oem/90_custom.yaml on the installed disk has no PERSISTENT_STATE_PATHS (see $OUT/fb-90_custom.yaml)"
+  case " $FB_STATE_PATHS " in *" /var/lib/hvtest-extra "*) ;; *) die "first-boot: the installer's layout lacks the config's persistent_state_paths entry" ;; esac
+  printf '%s' "$FB_STATE_PATHS" > "$OUT/fb-state-paths.txt"
+  fb_detach
+}
+
+# fb_slow_link NAME: the link made slow on purpose. Down from power-on (before the guest's
+# NetworkManager starts), up again FB_LINK_DOWN_AFTER seconds after the guest printed what
+# `nm-online -x` answered (iso-build/systemd-os/files/hvtest-nm-online-x); the guest's report
+# then shows that answer came while mgmt-br had no address. Each monitor command's answer and
+# the times go to $OUT/slow-link-NAME.txt (an error there fails the boot).
+FB_LINK_DOWN_AFTER=10
+fb_slow_link() {
+  local name=$1 log="$OUT/slow-link-$1.txt" i
+  { echo "link off at $(date -u +%T): $(fb_monitor "$name" "set_link nic0 off" | grep -av '^QEMU\|^(qemu)' | tr -d '\033')"
+    for i in $(seq $((BOOT_TIMEOUT * 2))); do has_line "$name" 'HVTEST-NM-ONLINE-X returned' && break; sleep 0.5; done
+    echo "guest: $(console "$name" | grep -a -m1 -o 'HVTEST-NM-ONLINE-X returned.*' | tr -d '\r')"
+    sleep "$FB_LINK_DOWN_AFTER"
+    echo "link on at $(date -u +%T): $(fb_monitor "$name" "set_link nic0 on" | grep -av '^QEMU\|^(qemu)' | tr -d '\033')"; } > "$log" 2>&1
+}
+
+# fb_boot NAME BOOT MODE [slow-link]: boots the installed disk; passes when the initramfs and the
+# boot report say what this boot must be and the guest powers off cleanly.
+fb_boot() {
+  local name=$1 boot=$2 mode=$3 slow=${4:-} tap="$OUT/tap-$1.log"
+  rm -f "$tap" "$OUT/monitor-$name.sock" "$OUT/slow-link-$name.txt"
+  # The monitor answers while the guest runs: one query proves the socket a later stage drives.
+  ( for _ in $(seq 120); do [ -S "$OUT/monitor-$name.sock" ] && break; sleep 0.5; done
+    fb_monitor "$name" "info network" > "$OUT/monitor-$name.txt" 2>&1
+    [ "$slow" = slow-link ] && fb_slow_link "$name" ) &
+  local helper=$!
+  PIDS+=($helper)
+  local t0=$SECONDS
+  run_qemu "$name" "$BOOT_TIMEOUT" \
+    -drive file="$FB_DISK",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2EFB001,drive=d0 \
+    -netdev user,id=mgmt0,restrict=on -device virtio-net-pci,netdev=mgmt0,id=nic0,mac="$FB_MAC",bus=pcie.0,addr=0x5 \
+    -serial stdio -serial file:"$tap" -monitor unix:"$OUT/monitor-$name.sock",server,nowait \
+    -fw_cfg name=opt/hvtest/boot,string="$boot" -fw_cfg name=opt/hvtest/mode,string="$mode" \
+    -fw_cfg name=opt/hvtest/nic,string="$FB_NIC" -fw_cfg name=opt/hvtest/state-paths,file="$OUT/fb-state-paths.txt" \
+    -fw_cfg name=opt/hvtest/slow-link,string="$([ "$slow" = slow-link ] && echo 1 || echo 0)" \
+    -fw_cfg name=opt/hvtest/bundle,file="$OUT/fb-bundle.txt" \
+    || die "$name: QEMU exited with status $?"
+  local wall=$((SECONDS - t0))
+  # The guest is gone: a link helper still waiting for its marker has nothing left to do.
+  kill "$helper" 2> /dev/null || true; wait "$helper" 2> /dev/null || true
+  expect_line "$name" "HVTEST-INITRD root=LABEL=COS_STATE image=/cOS/$mode.img mode=$mode" "the initramfs did not start the $mode image"
+  if has_line "$name" 'HVTEST-INITRD-FAILED'; then console "$name" | grep -a 'HVTEST-INITRD' | tail -n 20 >&2; die "$name: the initramfs failed (console-$name.log)"; fi
+  expect_line "$name" 'HVTEST-INITRD layout from /run/cos/cos-layout.env' "the initramfs did not read a layout"
+  expect_line "$name" 'HVTEST-INITRD switch_root into' "the initramfs did not switch to the image"
+  say "   $name: TAP report ($tap):"
+  node "$REPO/test/e2e/first-boot-tap.mjs" "$tap" --summary "$OUT/tap-$name.json" | sed 's/^/     /' || die "$name: the boot report failed (TAP in $tap, console in $OUT/console-$name.log)"
+  expect_line "$name" 'reboot: Power down' "the guest did not power off cleanly"
+  if has_line "$name" 'Failed unmounting|A stop job is running'; then console "$name" | grep -aE 'Failed unmounting|A stop job is running' >&2; die "$name: the shutdown was not clean"; fi
+  grep -q 'nic0' "$OUT/monitor-$name.txt" || die "$name: the QEMU monitor did not answer on $OUT/monitor-$name.sock (see monitor-$name.txt)"
+  if [ "$slow" = slow-link ]; then
+    grep -q '^link on at [0-9:]*: *$' "$OUT/slow-link-$name.txt" && grep -q '^link off at [0-9:]*: *$' "$OUT/slow-link-$name.txt" ||
+      die "$name: the harness could not take the link down and up (see $OUT/slow-link-$name.txt)"
+    say "   $name: slow link: $(tr '\n' ';' < "$OUT/slow-link-$name.txt")"
+  fi
+  say "   $name: $(node -p "const s = require('$OUT/tap-$name.json'); \`\${s.checks.length} checks passed; \${s.checks[0].notes[0] ?? ''}\`"); power-on to power-off ${wall} s"
+}
+
+# The next boot takes the passive image once: grubenv next_entry on COS_OEM, which hvinstall's grub.cfg reads and clears.
+fb_select_passive() {
+  fb_attach
+  FB_MNT=$(mktemp -d)
+  mount "$(fb_partition COS_OEM)" "$FB_MNT"
+  grub-editenv "$FB_MNT/grubenv" set next_entry=passive
+  umount "$FB_MNT"; rmdir "$FB_MNT"; FB_MNT=
+  fb_detach
+}
+fb_expect_one_shot_cleared() {
+  fb_attach --read-only
+  local env
+  env=$(debugfs -R "cat /grubenv" "$(fb_partition COS_OEM)" 2>/dev/null | grep -a '^next_entry=')
+  fb_detach
+  [ "$env" = "next_entry=" ] || die "first-boot: grub did not clear the one-shot next_entry (grubenv: $env)"
+}
+
+firstboot_stage() {
+  stage_start firstboot-build
+  fb_build
+  stage_end firstboot-build
+  stage_start firstboot-install
+  fb_install
+  stage_end firstboot-install
+  stage_start firstboot-boot1
+  fb_boot fb1 1 active slow-link
+  stage_end firstboot-boot1
+  stage_start firstboot-boot2
+  fb_boot fb2 2 active
+  stage_end firstboot-boot2
+  stage_start firstboot-passive
+  fb_select_passive
+  fb_boot fb3 3 passive
+  fb_expect_one_shot_cleared
+  stage_end firstboot-passive
+}

@@ -1,0 +1,109 @@
+/**
+ * hvinstall image on this machine (root, loop devices): a raw and a qcow2 image read back from the
+ * outside (partition table, filesystem labels, size, sparseness), and the refusals and the failure
+ * that must leave no loop device and no file at --out.
+ */
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { Cleanup, buildSmallOsTree, configYaml, hvinstall, parseExport, sh, tempDir, TEST_SYSTEM_SIZE_MIB } from '../install/helpers.js';
+
+const cleanup = new Cleanup();
+afterEach(() => cleanup.run());
+beforeAll(() => {
+  if (process.getuid?.() !== 0) throw new Error('integration tests need root');
+});
+
+const GiB = 1024 ** 3;
+
+async function setup(extraOs = '') {
+  const dir = await tempDir(cleanup, 'hvinstall-image-');
+  const source = await buildSmallOsTree(dir);
+  const configFile = path.join(dir, 'config.yaml');
+  // install.device names a disk this machine does not have: the image command uses its loop device.
+  await writeFile(configFile, configYaml({ device: '/dev/hv-not-a-disk', forceEfi: true }).replace('  hostname: hv-it-node\n', `  hostname: hv-it-node\n${extraOs}`));
+  const outDir = path.join(dir, 'out');
+  await sh('mkdir', ['-p', outDir]);
+  return { dir, source, configFile, outDir, stateDir: path.join(dir, 'state') };
+}
+
+function imageArgs(t: { configFile: string; source: string; stateDir: string }, out: string, extra: string[] = []): string[] {
+  return ['image', '--config', t.configFile, '--source', t.source, '--out', out, '--system-size', String(TEST_SYSTEM_SIZE_MIB), '--state-dir', t.stateDir, '--progress', 'plain', ...extra];
+}
+
+/** Loop devices whose backing file lies in dir (none must remain). */
+async function loopsUnder(dir: string): Promise<string[]> {
+  const r = await sh('losetup', ['--list', '--json', '--output', 'NAME,BACK-FILE']);
+  const list = r.stdout.trim() ? ((JSON.parse(r.stdout) as { loopdevices: Array<{ name: string; 'back-file'?: string }> }).loopdevices ?? []) : [];
+  return list.filter((l) => (l['back-file'] ?? '').startsWith(dir)).map((l) => l.name);
+}
+
+describe('hvinstall image', () => {
+  it('raw: the partition table and labels read back, the virtual size is --size, almost nothing is allocated', async () => {
+    const t = await setup();
+    const out = path.join(t.outDir, 'node.raw');
+    const r = await hvinstall(imageArgs(t, out, ['--size', '260G']));
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`image written: ${out} (raw`);
+    const s = await stat(out);
+    expect(s.size).toBe(260 * GiB);
+    // The installed content is a few hundred MiB: far below the size when the file is sparse.
+    expect(s.blocks * 512).toBeLessThan(2 * GiB);
+    const table = JSON.parse((await sh('sfdisk', ['--json', out])).stdout) as { partitiontable: { label: string; partitions: Array<{ node: string; start: number }> } };
+    expect(table.partitiontable.label).toBe('gpt');
+    expect(table.partitiontable.partitions).toHaveLength(6);
+    // Each filesystem probed in the file at its partition's offset (no loop device involved).
+    const labels: string[] = [];
+    for (const p of table.partitiontable.partitions) labels.push(parseExport((await sh('blkid', ['-p', '-o', 'export', '-O', String(p.start * 512), out], { allowFailure: true })).stdout).LABEL ?? '?');
+    expect(labels).toEqual(['COS_GRUB', 'COS_OEM', 'COS_RECOVERY', 'COS_STATE', 'COS_PERSISTENT', 'HARV_LH_DEFAULT']);
+    expect(await loopsUnder(t.outDir)).toEqual([]);
+    expect((await readdir(t.outDir)).sort()).toEqual(['node.raw']);
+  });
+
+  it('qcow2: qemu-img reads back a qcow2 of the default size (the install disk minimum), sparse', async () => {
+    const t = await setup();
+    const out = path.join(t.outDir, 'node.qcow2');
+    const r = await hvinstall(imageArgs(t, out));
+    expect(r.code, r.stderr).toBe(0);
+    const info = JSON.parse((await sh('qemu-img', ['info', '--output', 'json', out])).stdout) as { format: string; 'virtual-size': number; 'actual-size': number };
+    expect(info.format).toBe('qcow2');
+    expect(info['virtual-size']).toBe(250 * GiB);
+    expect(info['actual-size']).toBeLessThan(2 * GiB);
+    expect(await loopsUnder(t.outDir)).toEqual([]);
+    expect(await readdir(t.outDir)).toEqual(['node.qcow2']);
+
+    // Run again onto the same --out: refused without --force, the image untouched.
+    const before = await readFile(out);
+    const again = await hvinstall(imageArgs(t, out));
+    expect(again.code).toBe(2);
+    expect(again.stderr).toContain(`--out ${out} exists; refusing to replace it`);
+    expect(again.stderr).toContain('add --force');
+    expect((await readFile(out)).equals(before)).toBe(true);
+  });
+
+  it('a failing install step: exit 3 naming the step, no loop device, nothing at --out or beside it', async () => {
+    const t = await setup('  after_install_chroot_commands:\n    - "exit 9"\n');
+    const out = path.join(t.outDir, 'node.qcow2');
+    const r = await hvinstall(imageArgs(t, out));
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain('install failed in step chroot; no image written');
+    expect(r.stderr).toContain('after-install-chroot command 1 of 1 (exit 9) failed with exit status 9');
+    expect(await loopsUnder(t.outDir)).toEqual([]);
+    expect(await readdir(t.outDir)).toEqual([]);
+  });
+
+  it('bad arguments are refused before any file or loop device is made', async () => {
+    const t = await setup();
+    const small = await hvinstall(imageArgs(t, path.join(t.outDir, 'n.qcow2'), ['--size', '100G']));
+    expect(small.code).toBe(2);
+    expect(small.stderr).toContain("--size 100G is below Harvester's minimum install disk of 250 GiB");
+    const missing = await hvinstall(imageArgs(t, path.join(t.dir, 'no-such-dir', 'n.qcow2')));
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain(`the directory ${path.join(t.dir, 'no-such-dir')} does not exist`);
+    const ext = await hvinstall(imageArgs(t, path.join(t.outDir, 'n.vmdk')));
+    expect(ext.code).toBe(2);
+    expect(ext.stderr).toContain('name the image NAME.qcow2 or NAME.raw');
+    expect(await readdir(t.outDir)).toEqual([]);
+    expect(await loopsUnder(t.dir)).toEqual([]);
+  });
+});

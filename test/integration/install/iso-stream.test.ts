@@ -1,0 +1,176 @@
+/**
+ * Automatic mode with an ISO that is not held in RAM (--iso-to-disk, what a machine whose free RAM
+ * is smaller than the ISO gets by itself): before the disk is touched only the ISO's directory,
+ * its rootfs.squashfs and harvester-release.yaml are fetched, by byte range; the persistent step
+ * then reads the whole ISO once through its sha256 and writes the bundle straight onto
+ * COS_PERSISTENT. A wrong sha256, or an ISO that changes on the server mid-install, fails the
+ * install with the disk invalidated; a server without byte ranges gets the RAM download.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { createServer } from 'node:http';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { InstallPlan } from '../../../installer/disk/types.js';
+import { Cleanup, tempDir, loopDisk, buildSmallBundle, buildSmallOsTree, configYaml, hvinstall, sh, TEST_SYSTEM_SIZE_MIB } from './helpers.js';
+import { verifyInstalledDisk } from './verify.js';
+
+const cleanup = new Cleanup();
+afterEach(() => cleanup.run());
+
+interface Served {
+  url: string;
+  files: Map<string, Buffer>;
+  /** The Range header of every request for the ISO, in order ('-' for none). */
+  isoRequests: string[];
+  events: Array<Record<string, unknown>>;
+  /** Called before each ISO answer: lets a test change the ISO on the server. */
+  beforeIso?: (range: string) => void;
+  /** Bytes of a range answer to send before the connection is cut (undefined: the whole answer). */
+  cutAfter?: (range: string) => number | undefined;
+}
+
+/** A static server with single byte ranges, a strong ETag and If-Range, as hvpxe serves artifacts. */
+async function serve(opts: { ranges: boolean }): Promise<Served> {
+  const s: Served = { url: '', files: new Map(), isoRequests: [], events: [] };
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (d: Buffer) => (body += d.toString()));
+    req.on('end', () => {
+      if (req.method === 'POST' && req.url === '/events/m1') {
+        for (const line of body.split('\n').filter(Boolean)) {
+          try { s.events.push(JSON.parse(line) as Record<string, unknown>); } catch { /* not JSON */ }
+        }
+        return void res.writeHead(204).end();
+      }
+      const range = String(req.headers.range ?? '-');
+      if (req.url === '/hv.iso') {
+        s.isoRequests.push(range);
+        s.beforeIso?.(range);
+      }
+      const f = s.files.get(req.url ?? '');
+      if (!f) return void res.writeHead(404).end('not found');
+      const etag = `"${createHash('sha256').update(f).digest('hex').slice(0, 16)}"`;
+      const m = /^bytes=(\d+)-(\d+)$/.exec(range);
+      const ifRange = req.headers['if-range'];
+      if (opts.ranges && m && (ifRange === undefined || ifRange === etag)) {
+        const start = Number(m[1]);
+        const end = Math.min(Number(m[2]), f.length - 1);
+        res.writeHead(206, { etag, 'accept-ranges': 'bytes', 'content-range': `bytes ${start}-${end}/${f.length}`, 'content-length': end - start + 1 });
+        const cut = req.url === '/hv.iso' ? s.cutAfter?.(range) : undefined;
+        if (cut === undefined) return void res.end(f.subarray(start, end + 1));
+        return void res.write(f.subarray(start, start + cut), () => res.socket?.destroy());
+      }
+      res.writeHead(200, { etag, 'content-length': f.length }).end(f);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  cleanup.add(() => new Promise((r) => { server.closeAllConnections(); server.close(() => r(undefined)); }));
+  s.url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  return s;
+}
+
+async function buildIso(dir: string, tree: string, bundle: string, name = 'hv.iso'): Promise<Buffer> {
+  const isoRoot = path.join(dir, `${name}-root`);
+  await mkdir(isoRoot, { recursive: true });
+  await sh('mksquashfs', [tree, path.join(isoRoot, 'rootfs.squashfs'), '-noappend', '-quiet', '-comp', 'gzip']);
+  await sh('cp', ['-a', bundle, path.join(isoRoot, 'bundle')]);
+  const iso = path.join(dir, name);
+  await sh('xorriso', ['-as', 'mkisofs', '-quiet', '-R', '-V', 'COS_LIVE', '-o', iso, isoRoot]);
+  return readFile(iso);
+}
+
+async function setup(opts: { ranges: boolean; sha: 'right' | 'wrong' }) {
+  const dir = await tempDir(cleanup);
+  const disk = await loopDisk(cleanup, dir, 'target', 260);
+  const tree = await buildSmallOsTree(dir);
+  const srv = await serve({ ranges: opts.ranges });
+  const bundle = await buildSmallBundle(dir);
+  // Incompressible and larger than the ISO's first 4 MiB that the directory is read from, so the
+  // ranges fetched before the disk are not the whole ISO.
+  await writeFile(path.join(bundle, 'filler.bin'), randomBytes(8 * 1024 * 1024));
+  const iso = await buildIso(dir, tree, bundle);
+  srv.files.set('/hv.iso', iso);
+  const sha = createHash('sha256').update(iso).digest('hex');
+  srv.files.set('/hv.iso.sha256', Buffer.from(`${opts.sha === 'right' ? sha : sha.replace(/^./, (c) => (c === '0' ? '1' : '0'))}  hv.iso\n`));
+  srv.files.set('/config.yaml', Buffer.from(configYaml({ device: disk, forceEfi: true, extraInstall: `  iso_url: ${srv.url}/hv.iso` })));
+  const cmdline = path.join(dir, 'cmdline');
+  await writeFile(cmdline, `BOOT_IMAGE=/vmlinuz harvester.install.automatic=true harvester.install.config_url=${srv.url}/config.yaml harvester.install.skipchecks=true hvinstall.events_url=${srv.url}/events/m1\n`);
+  return { dir, disk, tree, bundle, iso, srv, cmdline, stateDir: path.join(dir, 'state') };
+}
+
+const args = (t: Awaited<ReturnType<typeof setup>>) => ['install', '--cmdline-file', t.cmdline, '--iso-to-disk', '--progress', 'json', '--system-size', String(TEST_SYSTEM_SIZE_MIB), '--state-dir', t.stateDir, '--no-reboot'];
+
+async function verifyAsInstalled(t: Awaited<ReturnType<typeof setup>>): Promise<void> {
+  const merged = `${t.srv.files.get('/config.yaml')!.toString().trimEnd()}\n  automatic: true\n  skipchecks: true\n  config_url: ${t.srv.url}/config.yaml\n`;
+  await writeFile(path.join(t.dir, 'fetched.yaml'), merged);
+  const p = await hvinstall(['plan', '--config', path.join(t.dir, 'fetched.yaml'), '--json', '--system-size', String(TEST_SYSTEM_SIZE_MIB)]);
+  expect(p.code, p.stderr).toBe(0);
+  await verifyInstalledDisk((JSON.parse(p.stdout) as { plan: InstallPlan }).plan, t.tree, t.dir, { bundle: t.bundle });
+}
+
+describe('the install ISO streamed to COS_PERSISTENT', () => {
+  it('fetches only what the plan needs before the disk, then streams the bundle in place with the sha256 checked', async () => {
+    const t = await setup({ ranges: true, sha: 'right' });
+    const r = await hvinstall(args(t));
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout + r.stderr).toContain('"where":"persistent","why":"--iso-to-disk: the ISO is streamed to COS_PERSISTENT"');
+    await verifyAsInstalled(t);
+    // A one-byte probe, the directory, the squashfs (and release) by range, then the one ordered read.
+    expect(t.srv.isoRequests[0]).toBe('bytes=0-0');
+    expect(t.srv.isoRequests.at(-1)).toBe(`bytes=0-${t.iso.length - 1}`);
+    expect(t.srv.isoRequests.filter((h) => h === `bytes=0-${t.iso.length - 1}`)).toHaveLength(1);
+    // Before the one ordered read: less than the ISO, and not the filler that only the bundle needs.
+    const before = t.srv.isoRequests.slice(0, -1).map((h) => /^bytes=(\d+)-(\d+)$/.exec(h)!).map((m) => Number(m[2]) - Number(m[1]) + 1);
+    expect(before.reduce((a, b) => a + b, 0)).toBeLessThan(t.iso.length - 4 * 1024 * 1024);
+    expect(t.srv.events).toContainEqual(expect.objectContaining({ type: 'message', step: 'persistent', message: expect.stringMatching(/^image bundle streamed from .*\/hv\.iso \(streamed to COS_PERSISTENT: --iso-to-disk.*\): 5 files at COS_PERSISTENT\/\.state\/var-lib-rancher\.bind\/hvagent\/bundle; the ISO's sha256 [0-9a-f]{64} matches$/) }));
+  });
+
+  it('resumes the ordered read where a dropped connection left it, with If-Range, and installs the same bundle', async () => {
+    const t = await setup({ ranges: true, sha: 'right' });
+    const whole = `bytes=0-${t.iso.length - 1}`;
+    let cuts = 0;
+    const cutAt = 5 * 1024 * 1024 + 123;
+    t.srv.cutAfter = (range) => (range === whole && cuts++ === 0 ? cutAt : undefined);
+    const r = await hvinstall(args(t));
+    expect(r.code, r.stderr).toBe(0);
+    await verifyAsInstalled(t);
+    // The resumed request starts past what arrived (not at 0), and nothing is read twice from 0.
+    const resumed = t.srv.isoRequests.slice(t.srv.isoRequests.indexOf(whole) + 1);
+    expect(resumed).toHaveLength(1);
+    const from = Number(/^bytes=(\d+)-(\d+)$/.exec(resumed[0]!)![1]);
+    expect(from).toBeGreaterThan(0);
+    expect(from).toBeLessThanOrEqual(cutAt);
+    expect(resumed[0]).toBe(`bytes=${from}-${t.iso.length - 1}`);
+  });
+
+  it('fails the install on a wrong sha256 naming both sums, the disk invalidated', async () => {
+    const t = await setup({ ranges: true, sha: 'wrong' });
+    const r = await hvinstall(args(t));
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain('install failed in step persistent');
+    expect(r.stderr).toMatch(/checksum mismatch for .*\/hv\.iso: expected sha256 [0-9a-f]{64}, got [0-9a-f]{64}/);
+    const journal = JSON.parse(await readFile(path.join(t.stateDir, `${path.basename(t.disk)}.journal.json`), 'utf8'));
+    expect(journal.status).toBe('invalidated');
+  });
+
+  it('fails when the ISO changes on the server after its parts were fetched (If-Range)', async () => {
+    const t = await setup({ ranges: true, sha: 'right' });
+    const other = Buffer.from(t.iso);
+    other[other.length - 1] ^= 0xff;
+    t.srv.beforeIso = (range) => {
+      if (range === `bytes=0-${t.iso.length - 1}`) t.srv.files.set('/hv.iso', other);
+    };
+    const r = await hvinstall(args(t));
+    expect(r.code).toBe(3);
+    expect(r.stderr).toMatch(/answered HTTP 200 to a request for bytes 0-\d+: the ISO changed on the server, or the server stopped serving ranges/);
+  });
+
+  it('downloads to RAM as before when the server serves no byte ranges, saying why', async () => {
+    const t = await setup({ ranges: false, sha: 'right' });
+    const r = await hvinstall(args(t));
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout + r.stderr).toContain('"where":"ram","why":"--iso-to-disk asks to stream the ISO to COS_PERSISTENT, but the server does not serve byte ranges: it goes to RAM"');
+    await verifyAsInstalled(t);
+  });
+});

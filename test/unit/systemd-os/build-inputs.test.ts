@@ -1,0 +1,120 @@
+/**
+ * The pure parts of the systemd test OS build: reading apt's simulation, the cache key, the
+ * mmdebstrap command line, the os-release, and the image's grub files checked by grub itself.
+ */
+import { describe, expect, it } from 'vitest';
+import { run } from '../../../lib/exec.js';
+import { baseSelection, OS_PACKAGES, parseSimulatedInstall, rootKey } from '../../../iso-build/systemd-os/packages.js';
+import { mmdebstrapArgs } from '../../../iso-build/systemd-os/root.js';
+import { imageOsRelease, IMAGE_FILES } from '../../../iso-build/systemd-os/image.js';
+import { systemdOsFile } from '../../../iso-build/systemd-os/files.js';
+import { readFile } from 'node:fs/promises';
+
+const SIMULATION = `NOTE: This is only a simulation!
+Reading package lists...
+Inst gcc-12-base (12.2.0-14+deb12u1 Debian:12.15/oldstable [amd64])
+Inst libgcc-s1 (12.2.0-14+deb12u1 Debian:12.15/oldstable [amd64]) []
+Inst libcap2 (1:2.66-4+deb12u3+b1 Debian:12.15/oldstable [amd64])
+Inst libpcre2-8-0 (10.42-1+deb12u2 Debian-Security:12/oldstable-security [amd64])
+Inst tzdata [2024a-0+deb12u1] (2026f-0+deb12u1 Debian:12.15/oldstable [all])
+Conf gcc-12-base (12.2.0-14+deb12u1 Debian:12.15/oldstable [amd64])
+`;
+
+describe('what apt resolves', () => {
+  it('reads every Inst line, epochs and upgrades included, and nothing else', () => {
+    expect(parseSimulatedInstall(SIMULATION)).toEqual({
+      'gcc-12-base': '12.2.0-14+deb12u1',
+      'libgcc-s1': '12.2.0-14+deb12u1',
+      libcap2: '1:2.66-4+deb12u3+b1',
+      'libpcre2-8-0': '10.42-1+deb12u2',
+      tzdata: '2026f-0+deb12u1',
+    });
+  });
+
+  it('selects what mmdebstrap minbase installs: the essential set, the other required packages, apt', () => {
+    expect(baseSelection('bookworm', 'amd64')).toEqual([
+      '?narrow(?or(?archive(^bookworm$),?codename(^bookworm$)),?architecture(amd64),?essential)',
+      '?narrow(?or(?archive(^bookworm$),?codename(^bookworm$)),?architecture(amd64),?and(?priority(required),?not(?essential)))',
+      'apt',
+    ]);
+  });
+});
+
+describe('the cache key of the root', () => {
+  const base = { packages: OS_PACKAGES, versions: { libc6: '2.36-9+deb12u14', systemd: '252.39-1~deb12u2' }, sources: 'Types: deb\n' };
+  it('is stable for the same inputs, whatever their order', () => {
+    expect(rootKey(base)).toBe(rootKey({ ...base, packages: [...OS_PACKAGES].reverse(), versions: { systemd: '252.39-1~deb12u2', libc6: '2.36-9+deb12u14' } }));
+  });
+  it('changes with any version, package or source', () => {
+    const k = rootKey(base);
+    expect(rootKey({ ...base, versions: { ...base.versions, libc6: '2.36-9+deb12u15' } })).not.toBe(k);
+    expect(rootKey({ ...base, versions: { ...base.versions, extra: '1' } })).not.toBe(k);
+    expect(rootKey({ ...base, packages: [...OS_PACKAGES, 'vim'] })).not.toBe(k);
+    expect(rootKey({ ...base, sources: 'Types: deb\nURIs: http://mirror.example\n' })).not.toBe(k);
+  });
+});
+
+describe('the mmdebstrap command line', () => {
+  const args = mmdebstrapArgs({ target: '/cache/.root-x/tree', sources: ['/etc/apt/sources.list.d/debian.sources'], debCache: "/cache/it's debs" });
+  it('installs the packages on the host lists, keeps the debs, and builds no Debian initramfs', () => {
+    expect(args).toContain('--variant=minbase');
+    expect(args).toContain(`--include=${OS_PACKAGES.join(',')}`);
+    expect(args).toContain('--skip=update');
+    expect(args.some((a) => a.startsWith('--setup-hook=') && a.includes('/var/lib/apt/lists'))).toBe(true);
+    expect(args.some((a) => a.startsWith('--essential-hook=') && a.includes('dpkg-divert') && a.includes('/usr/sbin/update-initramfs'))).toBe(true);
+    expect(args.some((a) => a.startsWith('--customize-hook=') && a.includes('--remove /usr/sbin/update-initramfs'))).toBe(true);
+    expect(args.slice(-3)).toEqual(['bookworm', '/cache/.root-x/tree', '/etc/apt/sources.list.d/debian.sources']);
+  });
+  it('quotes the deb cache path for the hooks', () => {
+    expect(args.filter((a) => a.includes("'/cache/it'\\''s debs'")).length).toBe(2);
+  });
+  it('leaves no host key, machine id or resolv.conf of the build host in the image', () => {
+    const hook = args.find((a) => a.includes('ssh_host_'))!;
+    expect(hook).toMatch(/rm -f "\$1"\/etc\/ssh\/ssh_host_\* "\$1\/etc\/resolv.conf"/);
+    expect(hook).toContain(': > "$1/etc/machine-id"');
+  });
+});
+
+describe('the image files', () => {
+  it('os-release keeps Debian and adds the boot entry name Elemental reads (GRUB_ENTRY_NAME)', () => {
+    const debian = 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\nID=debian\nGRUB_ENTRY_NAME="old"\n';
+    const out = imageOsRelease(debian, 'abc123');
+    expect(out).toContain('ID=debian\n');
+    expect(out).toContain('GRUB_ENTRY_NAME="hvinstall test OS"\n');
+    expect(out).toContain('IMAGE_VERSION=abc123\n');
+    expect(out.match(/GRUB_ENTRY_NAME=/g)).toHaveLength(1);
+  });
+
+  it('grub.cfg and bootargs.cfg parse with grub-script-check', async () => {
+    for (const f of ['grub.cfg', 'bootargs.cfg']) {
+      const r = await run('grub-script-check', [systemdOsFile(f)], { allowFailure: true });
+      expect(r.exitCode, `${f}: ${r.stdout}${r.stderr}`).toBe(0);
+    }
+    // and the check is a real one: a broken copy fails
+    const r = await run('sh', ['-c', `sed 's/^fi$/f/' '${systemdOsFile('grub.cfg')}' | grub-script-check`], { allowFailure: true });
+    expect(r.exitCode).not.toBe(0);
+  });
+
+  it('grub.cfg has the entries, knobs and files of the Elemental contract', async () => {
+    const cfg = await readFile(systemdOsFile('grub.cfg'), 'utf8');
+    for (const id of ['cos', 'fallback', 'recovery']) expect(cfg).toMatch(new RegExp(`^menuentry .* --id ${id} \\{`, 'm'));
+    for (const knob of ['extra_cmdline', 'extra_active_cmdline', 'default_fallback', 'default_menu_entry', 'next_entry', 'saved_entry']) expect(cfg).toContain(`\${${knob}}`);
+    expect(cfg).toContain('set oem_env_file="/grub_oem_env"');
+    expect(cfg).toContain('set custom_file="/grubcustom"');
+    expect(cfg).toMatch(/source "\(\$\{loopdev\}\)\/etc\/cos\/bootargs\.cfg"/);
+  });
+
+  it("bootargs.cfg gives Harvester's kernel command line", async () => {
+    const b = await readFile(systemdOsFile('bootargs.cfg'), 'utf8');
+    const active = /else\n\s*set kernelcmd="([^"]+)"/.exec(b)![1]!;
+    expect(active).toBe(
+      '${console_params} root=LABEL=${state_label} cos-img/filename=${img} panic=0 net.ifnames=1 rd.cos.oemlabel=${oem_label} rd.cos.mount=LABEL=${oem_label}:/oem rd.cos.mount=LABEL=${persistent_label}:/usr/local rd.cos.oemtimeout=120 audit=1 audit_backlog_limit=8192 intel_iommu=on amd_iommu=on iommu=pt ${third_party_kernel_args}',
+    );
+    expect(b).toContain('set kernel=/boot/vmlinuz');
+    expect(b).toContain('set initramfs=/boot/initrd');
+  });
+
+  it('every file the image takes exists', async () => {
+    for (const [src] of IMAGE_FILES) await expect(readFile(systemdOsFile(src))).resolves.toBeDefined();
+  });
+});
