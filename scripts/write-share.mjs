@@ -1,7 +1,8 @@
 // After tsc: writes the man pages and shell completions of hvinstall, hvagent and hvpxe into
 // dist/share (man/man1, bash-completion/completions, zsh/site-functions, fish/vendor_completions.d),
-// generated from the same command definitions as the parsers and --help. The live ISO and the
-// node's agent install copy dist/, so they carry these.
+// generated from the same command definitions as the parsers and --help. The live ISO copies dist/,
+// and the hvagent payload (agent/payload/build.ts, the next build step) carries hvagent's page and
+// bash completion onto the node.
 import { mkdir, writeFile } from 'node:fs/promises';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import path from 'node:path';

@@ -24,6 +24,12 @@ function localCopy(unit: string, prog: string): string {
 
 const analyze = (args: string[]) => spawnSync('systemd-analyze', args, { encoding: 'utf8', env: { ...process.env, MANPATH: path.join(REPO, 'dist/share/man') } });
 
+/** systemd-analyze security's overall exposure score of a unit file (0 safe … 10 unsafe). */
+function exposure(unit: string): number {
+  const r = analyze(['security', '--offline=true', unit]);
+  return Number(/Overall exposure level for \S+: ([\d.]+)/.exec(r.stdout + r.stderr)?.[1]);
+}
+
 describe('systemd units', () => {
   it.each([
     ['agent/hvagent.service', 'hvagent'],
@@ -43,10 +49,16 @@ describe('systemd units', () => {
 
   it('hvpxe.service: exposure below 2.5 (systemd-analyze security) and ExecReload sends SIGHUP', () => {
     const unit = localCopy('pxe/hvpxe.service', 'hvpxe');
-    const r = analyze(['security', '--offline=true', unit]);
-    const score = Number(/Overall exposure level for \S+: ([\d.]+)/.exec(r.stdout + r.stderr)?.[1]);
-    expect(score).toBeLessThan(2.5);
+    expect(exposure(unit)).toBeLessThan(2.5);
     expect(readFileSync(unit, 'utf8')).toMatch(/^ExecReload=\/bin\/kill -HUP \$MAINPID$/m);
+  });
+
+  it('hvagent.service: hardened as far as a root agent that mounts for the host allows (exposure below 6; 9.6 unhardened)', () => {
+    const unit = localCopy('agent/hvagent.service', 'hvagent');
+    expect(exposure(unit)).toBeLessThan(6);
+    const bare = path.join(tmp, 'hvagent-bare.service');
+    writeFileSync(bare, '[Service]\nExecStart=/bin/true\n');
+    expect(exposure(bare)).toBeGreaterThan(9);
   });
 });
 
