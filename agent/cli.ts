@@ -2,9 +2,9 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { runCli } from '../lib/run-cli.js';
-import { EXIT_CODES_LINE, ExitCode, HvError } from '../lib/errors.js';
+import { ExitCode, HvError } from '../lib/errors.js';
 import { HELP_OPTION, type CommandDef, type OptionDefs } from '../lib/cli/definition.js';
-import { runProgram, type Program } from '../lib/cli/program.js';
+import { programUsage, runProgram, type Program } from '../lib/cli/program.js';
 import { stderrSink } from '../lib/journal-sink.js';
 import { chooseLogFormat, isLogFormat, isLogLevel, LOG_FORMATS, LOG_LEVELS, Logger } from '../lib/logger.js';
 import { Redactor } from '../lib/redact.js';
@@ -65,16 +65,7 @@ export const COMMANDS = {
 } as const satisfies Record<string, CommandDef>;
 type CommandName = keyof typeof COMMANDS;
 
-const USAGE = `usage: hvagent <command> [options]
-
-commands:
-${Object.values(COMMANDS).map((c) => `  ${c.name.padEnd(10)}  ${c.summary}`).join('\n')}
-  ${'help'.padEnd(10)}  help CMD: a command's options (as CMD --help)
-  ${'version'.padEnd(10)}  the version and the git commit it was built from (--json)
-  ${'completion'.padEnd(10)}  completion bash|zsh|fish: a shell completion script
-
-Run 'hvagent <command> --help' for a command's options.
-${EXIT_CODES_LINE}`;
+const USAGE = programUsage('hvagent', Object.values(COMMANDS));
 
 function usageError(msg: string): HvError {
   return new HvError(msg, { hint: "run 'hvagent --help' for usage", exitCode: ExitCode.usage });

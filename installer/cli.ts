@@ -2,9 +2,8 @@
  * hvinstall command dispatcher. Each subcommand lives in ./commands/<name>.ts and is imported only
  * when used, so `hvinstall validate` does not pay for the install engine's imports.
  */
-import { EXIT_CODES_LINE } from '../lib/errors.js';
 import { HELP_OPTION, type CommandDef, type OptionDefs, type ProgramDef } from '../lib/cli/definition.js';
-import { runProgram, type Program } from '../lib/cli/program.js';
+import { programUsage, runProgram, type Program } from '../lib/cli/program.js';
 import { runCli } from '../lib/run-cli.js';
 
 export interface CommandInfo {
@@ -24,19 +23,7 @@ const COMMANDS: CommandInfo[] = [
 ];
 
 export function usage(): string {
-  const width = Math.max(...COMMANDS.map((c) => c.name.length), 'completion'.length);
-  return [
-    'usage: hvinstall <command> [options]',
-    '',
-    'commands:',
-    ...COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
-    `  ${'help'.padEnd(width)}  help CMD [SUB]: a command's options (as CMD --help)`,
-    `  ${'version'.padEnd(width)}  the version and the git commit it was built from (--json)`,
-    `  ${'completion'.padEnd(width)}  completion bash|zsh|fish: a shell completion script`,
-    '',
-    "Run 'hvinstall <command> --help' for a command's options.",
-    EXIT_CODES_LINE,
-  ].join('\n');
+  return programUsage('hvinstall', COMMANDS, { subcommands: true });
 }
 
 /** The module whose USAGE and OPTIONS define each command (validate's lives with the config code). */

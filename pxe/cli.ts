@@ -2,9 +2,9 @@
 import { parseArgs } from 'node:util';
 import path from 'node:path';
 import { runCli } from '../lib/run-cli.js';
-import { EXIT_CODES_LINE, ExitCode, HvError } from '../lib/errors.js';
+import { ExitCode, HvError } from '../lib/errors.js';
 import { HELP_OPTION, type CommandDef, type OptionDefs } from '../lib/cli/definition.js';
-import { runProgram, type Program } from '../lib/cli/program.js';
+import { programUsage, runProgram, type Program } from '../lib/cli/program.js';
 import { stderrSink } from '../lib/journal-sink.js';
 import { chooseLogFormat, isLogFormat, isLogLevel, LOG_FORMATS, LOG_LEVELS, Logger } from '../lib/logger.js';
 import { writeFileAtomic } from '../lib/atomic-write.js';
@@ -86,16 +86,7 @@ Prints (or writes to DIR) the iPXE scripts, for your own HTTP server.
 } as const satisfies Record<string, CommandDef>;
 type CommandName = keyof typeof COMMANDS;
 
-const USAGE = `usage: hvpxe <command> [options]
-
-commands:
-${Object.values(COMMANDS).map((c) => `  ${c.name.padEnd(14)}  ${c.summary}`).join('\n')}
-  ${'help'.padEnd(14)}  help CMD: a command's options (as CMD --help)
-  ${'version'.padEnd(14)}  the version and the git commit it was built from (--json)
-  ${'completion'.padEnd(14)}  completion bash|zsh|fish: a shell completion script
-
-Run 'hvpxe <command> --help' for a command's options.
-${EXIT_CODES_LINE}`;
+const USAGE = programUsage('hvpxe', Object.values(COMMANDS));
 
 const validate: Validator = (raw, opts) => validateConfig(raw, opts);
 

@@ -3,7 +3,7 @@
  * `help CMD`, `--version`/`version [--json]`, `completion SHELL`, and unknown commands (with a
  * did-you-mean). Usage goes to stdout with exit 0 only when asked for; otherwise to stderr, exit 2.
  */
-import { ExitCode } from '../errors.js';
+import { EXIT_CODES_LINE, ExitCode } from '../errors.js';
 import { completionScript, SHELLS, type Shell } from './completion.js';
 import type { ProgramDef } from './definition.js';
 import { suggest } from './suggest.js';
@@ -16,6 +16,27 @@ export interface Program {
   /** The full definition (may load every command module): for completion and man pages. */
   define(): Promise<ProgramDef>;
   run(command: string, argv: string[]): Promise<number>;
+}
+
+/**
+ * A program's top-level usage: its commands, the words every program answers itself, and the exit
+ * codes. `help` reads "help CMD [SUB]" for a program with subcommands (hvinstall fetch config).
+ */
+export function programUsage(name: string, commands: ReadonlyArray<{ name: string; summary: string }>, opts: { subcommands?: boolean } = {}): string {
+  const width = Math.max(...commands.map((c) => c.name.length), 'completion'.length);
+  const line = (n: string, summary: string): string => `  ${n.padEnd(width)}  ${summary}`;
+  return [
+    `usage: ${name} <command> [options]`,
+    '',
+    'commands:',
+    ...commands.map((c) => line(c.name, c.summary)),
+    line('help', `help CMD${opts.subcommands ? ' [SUB]' : ''}: a command's options (as CMD --help)`),
+    line('version', 'the version and the git commit it was built from (--json)'),
+    line('completion', 'completion bash|zsh|fish: a shell completion script'),
+    '',
+    `Run '${name} <command> --help' for a command's options.`,
+    EXIT_CODES_LINE,
+  ].join('\n');
 }
 
 /** The words a program answers itself, beside its commands. */
