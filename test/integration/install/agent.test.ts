@@ -104,8 +104,8 @@ describe('the agent step', () => {
     await mkdir(path.join(root, 'proc'));
     await sh('mount', ['-t', 'proc', 'proc', path.join(root, 'proc')]);
     cleanup.add(() => sh('umount', ['-l', path.join(root, 'proc')], { allowFailure: true }));
-    const help = await sh('chroot', [root, '/usr/local/bin/hvagent', '--help'], { env: CLEAN_ENV });
-    expect(help.stdout).toContain('usage: hvagent <run|once|status|console>');
+    const help = await sh('chroot', [root, '/usr/local/bin/hvagent', 'run', '--help'], { env: CLEAN_ENV });
+    expect(help.stdout).toContain('usage: hvagent run [--guard NAME]...');
     // The payload is built from this tree: every guard, the clock and identity ones included.
     expect(help.stdout).toContain('guards: network-online, node-identity, time-sync, registries, image-preload, rke2, vip, longhorn-disk, promotion');
     const none = await sh('chroot', [root, '/usr/local/bin/hvagent', 'status'], { env: CLEAN_ENV, allowFailure: true });
