@@ -11,7 +11,7 @@ import type { HarvesterConfig } from '../../../installer/config/types.js';
 import { disk, machine, GiB } from './facts-fixture.js';
 
 const MiB = 1024 * 1024;
-/** Harvester's msdos limit (pkg/config: 2 TiB minus one 512-byte sector... as harvester-installer writes it). */
+/** Harvester's msdos limit: 2 TiB minus one 512-byte sector (harvester-installer's MBR size check). */
 const MBR_LIMIT = 2_199_023_255_040;
 
 function cfg(install: HarvesterConfig['install'] = {}): HarvesterConfig {
