@@ -87,9 +87,10 @@ media_stage() {
   expect_line "$name-install" '^HV-LIVE: hvinstall install --cmdline-file /proc/cmdline' "the parameters typed at grub did not reach the kernel command line"
   case "$firmware" in
     bios) expect_line "$name-install" '^HV-LIVE: firmware BIOS' "the ISO did not boot under BIOS" ;;
-    uefi) expect_line "$name-install" '^HV-LIVE: firmware UEFI, Secure Boot disabled' "the ISO did not boot under UEFI (Secure Boot off)" ;;
+    uefi) expect_line "$name-install" '^HV-LIVE: firmware UEFI, Secure Boot disabled' "the ISO did not boot under UEFI (Secure Boot off)"
+          expect_line "$name-install" '^HV-LIVE: kernel lockdown \[none\]' "the kernel locked itself down without Secure Boot" ;;
     sb) expect_line "$name-install" 'EFI stub: UEFI Secure Boot is enabled' "the kernel was not started with Secure Boot on"
-        expect_line "$name-install" 'Kernel is locked down from EFI Secure Boot' "the kernel did not lock itself down under Secure Boot"
+        expect_line "$name-install" '^HV-LIVE: kernel lockdown .*\[(integrity|confidentiality)\]' "the kernel did not lock itself down under Secure Boot"
         expect_line "$name-install" '^HV-LIVE: firmware UEFI, Secure Boot enabled' "the live system does not see Secure Boot enforced" ;;
   esac
   expect_line "$name-install" '^installed /dev/nvme0n1' "the installer did not report a completed install"
