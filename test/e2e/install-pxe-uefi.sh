@@ -81,7 +81,7 @@ pxe_uefi_stage() {
   expect_line pxe-uefi-install '^automatic install: poweroff' "the automatic install did not power off by itself"
   ip netns exec "$PXEU_NS" curl -fsS "$server/machines" > "$dir/machines.json" || die "pxe-uefi: GET /machines failed"
   pxe_check_events "$dir/machines.json"
-  say "   dnsmasq (hvpxe's proxy config): $(grep -acE 'proxy' "$dir/proxy.log") proxy-DHCP lines, $(grep -ac 'sent ' "$dir/proxy.log") TFTP transfers; the site's DHCP leased $(cut -d' ' -f3 "$dir/leases" | sort -u | tr '\n' ' ')"
+  say "   dnsmasq (hvpxe's proxy config): $(grep -acE 'proxy' "$dir/proxy.log") proxy-DHCP lines, $(grep -ac '^dnsmasq-tftp.*: sent ' "$dir/proxy.log") TFTP transfers; the site's DHCP leased $(cut -d' ' -f3 "$dir/leases" | sort -u | tr '\n' ' ')"
 
   FIRMWARE=uefi run_qemu pxe-uefi-boot "$BOOT_TIMEOUT" \
     -drive file="$OUT/disk-pxe-uefi.raw",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2E0004,drive=d0,bootindex=0 \
