@@ -59,17 +59,23 @@ local boot until then).
   },
   'render-dnsmasq': {
     name: 'render-dnsmasq',
-    summary: 'print a proxy-DHCP + TFTP dnsmasq configuration',
+    summary: 'print a dnsmasq configuration: proxy-DHCP + TFTP, or a DHCP server that also answers UEFI HTTP Boot',
     usage: `usage: hvpxe render-dnsmasq --profiles FILE [--server-url URL] [--subnet NET] [--netmask MASK] [--tftp-root DIR] [--interface IF]
+                            [--dhcp-range START,END --router IP [--lease-time T]] [--http-boot-file PATH]
 
-Prints a proxy-DHCP + TFTP dnsmasq configuration.
-  --profiles FILE   profiles.yaml (for its server_url)
-  --server-url URL  the boot server's URL (instead of, or over, profiles.yaml's)
-  --subnet NET      the subnet to answer proxy-DHCP on (default: guessed from the server URL)
-  --netmask MASK    its netmask
-  --tftp-root DIR   where dnsmasq serves the iPXE binaries from
-  --interface IF    listen only on this interface`,
-    options: { profiles: STRING, 'server-url': STRING, subnet: STRING, netmask: STRING, 'tftp-root': STRING, interface: STRING },
+Prints a dnsmasq configuration: proxy-DHCP + TFTP, or with --dhcp-range a DHCP server that also
+answers UEFI HTTP Boot.
+  --profiles FILE        profiles.yaml (for its server_url)
+  --server-url URL       the boot server's URL (instead of, or over, profiles.yaml's)
+  --subnet NET           the subnet to answer proxy-DHCP on (default: guessed from the server URL)
+  --netmask MASK         its netmask
+  --tftp-root DIR        where dnsmasq serves the iPXE binaries from
+  --interface IF         listen only on this interface
+  --dhcp-range START,END be the DHCP server, handing out these addresses (needs --router)
+  --router IP            the default route handed out (the installer needs one)
+  --lease-time T         the lease time (with --dhcp-range)
+  --http-boot-file PATH  what UEFI HTTP Boot loads, under hvpxe's --root (default ipxe.efi)`,
+    options: { profiles: STRING, 'server-url': STRING, subnet: STRING, netmask: STRING, 'tftp-root': STRING, interface: STRING, 'dhcp-range': STRING, router: STRING, 'lease-time': STRING, 'http-boot-file': STRING },
   },
   'render-ipxe': {
     name: 'render-ipxe',
@@ -213,17 +219,22 @@ async function renderDnsmasq(argv: string[]): Promise<number> {
   const { values } = parse('render-dnsmasq', COMMANDS['render-dnsmasq'].options, argv);
   if (values.help) return help('render-dnsmasq');
   if (!values.profiles && !values['server-url']) throw usageError('render-dnsmasq needs --profiles FILE or --server-url URL');
+  if (!values['dhcp-range'] !== !values.router) throw usageError('--dhcp-range START,END and --router IP go together (dnsmasq as the DHCP server must announce a router)');
+  if (values['lease-time'] && !values['dhcp-range']) throw usageError('--lease-time needs --dhcp-range');
+  const range = values['dhcp-range']?.split(',');
+  if (range && range.length !== 2) throw usageError(`--dhcp-range must be START,END, got '${values['dhcp-range']}'`);
+  const dhcp = range ? { start: range[0]!, end: range[1]!, router: values.router!, leaseTime: values['lease-time'] } : undefined;
   const serverUrl = values.profiles ? await serverUrlFrom(values['server-url'], values.profiles) : values['server-url']!.replace(/\/+$/, '');
-  const subnet = values.subnet ?? guessSubnet(serverUrl);
-  if (!subnet) throw usageError('the server URL has no IPv4 address to guess the subnet from: pass --subnet NET (e.g. 10.0.0.0)');
+  const subnet = values.subnet ?? (dhcp ? undefined : guessSubnet(serverUrl));
+  if (!subnet && !dhcp) throw usageError('the server URL has no IPv4 address to guess the subnet from: pass --subnet NET (e.g. 10.0.0.0)');
   try {
     process.stdout.write(
-      renderDnsmasqConfig({ serverUrl, subnet, netmask: values.netmask, tftpRoot: values['tftp-root'], interface: values.interface }),
+      renderDnsmasqConfig({ serverUrl, subnet, netmask: values.netmask, tftpRoot: values['tftp-root'], interface: values.interface, dhcp, httpBootFile: values['http-boot-file'] }),
     );
   } catch (err) {
     throw usageError((err as Error).message);
   }
-  if (!values.subnet) process.stderr.write(`hvpxe: answering proxy-DHCP on ${subnet} (guessed from ${serverUrl}; pass --subnet to change)\n`);
+  if (!values.subnet && !dhcp) process.stderr.write(`hvpxe: answering proxy-DHCP on ${subnet} (guessed from ${serverUrl}; pass --subnet to change)\n`);
   return ExitCode.ok;
 }
 
