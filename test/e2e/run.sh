@@ -141,8 +141,9 @@ run_qemu() {
       firmware=(-machine smm=on -global driver=cfi.pflash01,property=secure,value=on
         -drive if=pflash,format=raw,readonly=on,file="$OVMF_SB_CODE" -drive if=pflash,format=raw,file="$OUT/vars-$name.fd") ;;
   esac
-  # QEMU_STDIN: the serial console's input (a FIFO when a stage types at grub).
-  qemu-system-x86_64 -machine q35 -accel tcg -cpu max -m "$MEM" -smp 2 -nographic -no-reboot \
+  # QEMU_STDIN: the serial console's input (a FIFO when a stage types at grub); QEMU_NETNS: a
+  # network namespace the stage made to run QEMU in (its tap NIC is there).
+  ${QEMU_NETNS:+ip netns exec "$QEMU_NETNS"} qemu-system-x86_64 -machine q35 -accel tcg -cpu max -m "$MEM" -smp 2 -nographic -no-reboot \
     "${firmware[@]}" "$@" < "${QEMU_STDIN:-/dev/null}" > "$log" 2>&1 &
   local pid=$!
   PIDS+=("$pid")
