@@ -36,6 +36,21 @@ export class StallWatchdog {
   }
 }
 
+/**
+ * Feeds the watchdog from `sample` (a progress counter read from outside the work: bytes allocated
+ * by a file, bytes used on a filesystem) every intervalMs until the returned stop is called. A
+ * failed sample counts as no progress. onSample sees each value.
+ */
+export function sampleProgress(wd: StallWatchdog, sample: () => Promise<number>, intervalMs: number, onSample?: (value: number) => void): () => void {
+  const timer = setInterval(() => {
+    sample().then((v) => {
+      wd.observe(v);
+      onSample?.(v);
+    }, () => undefined);
+  }, intervalMs);
+  return () => clearInterval(timer);
+}
+
 /** No progress for the watchdog's timeout. */
 export class StallError extends Error {
   constructor(

@@ -26,7 +26,9 @@ commands:
                                  install MACHINE again on its next network boot (it reported a finished install,
                                  so hvpxe serves it a local boot until then)
   render-dnsmasq --profiles FILE [--server-url URL] [--subnet NET] [--netmask MASK] [--tftp-root DIR] [--interface IF]
-                                 print a proxy-DHCP + TFTP dnsmasq configuration
+        [--dhcp-range START,END --router IP [--lease-time T]] [--http-boot-file PATH]
+                                 print a dnsmasq configuration: proxy-DHCP + TFTP, or with --dhcp-range a DHCP
+                                 server that also answers UEFI HTTP Boot (PATH under --root, default ipxe.efi)
   render-ipxe --profiles FILE [--server-url URL] [--platform efi|pcbios] [--out DIR]
                                  print (or write to DIR) the iPXE scripts, for your own HTTP server
 
@@ -159,20 +161,29 @@ async function renderDnsmasq(argv: string[]): Promise<number> {
     netmask: { type: 'string' },
     'tftp-root': { type: 'string' },
     interface: { type: 'string' },
+    'dhcp-range': { type: 'string' },
+    router: { type: 'string' },
+    'lease-time': { type: 'string' },
+    'http-boot-file': { type: 'string' },
   });
   if (values.help) return help();
   if (!values.profiles && !values['server-url']) throw usageError('render-dnsmasq needs --profiles FILE or --server-url URL');
+  if (!values['dhcp-range'] !== !values.router) throw usageError('--dhcp-range START,END and --router IP go together (dnsmasq as the DHCP server must announce a router)');
+  if (values['lease-time'] && !values['dhcp-range']) throw usageError('--lease-time needs --dhcp-range');
+  const range = values['dhcp-range']?.split(',');
+  if (range && range.length !== 2) throw usageError(`--dhcp-range must be START,END, got '${values['dhcp-range']}'`);
+  const dhcp = range ? { start: range[0]!, end: range[1]!, router: values.router!, leaseTime: values['lease-time'] } : undefined;
   const serverUrl = values.profiles ? await serverUrlFrom(values['server-url'], values.profiles) : values['server-url']!.replace(/\/+$/, '');
-  const subnet = values.subnet ?? guessSubnet(serverUrl);
-  if (!subnet) throw usageError('the server URL has no IPv4 address to guess the subnet from: pass --subnet NET (e.g. 10.0.0.0)');
+  const subnet = values.subnet ?? (dhcp ? undefined : guessSubnet(serverUrl));
+  if (!subnet && !dhcp) throw usageError('the server URL has no IPv4 address to guess the subnet from: pass --subnet NET (e.g. 10.0.0.0)');
   try {
     process.stdout.write(
-      renderDnsmasqConfig({ serverUrl, subnet, netmask: values.netmask, tftpRoot: values['tftp-root'], interface: values.interface }),
+      renderDnsmasqConfig({ serverUrl, subnet, netmask: values.netmask, tftpRoot: values['tftp-root'], interface: values.interface, dhcp, httpBootFile: values['http-boot-file'] }),
     );
   } catch (err) {
     throw usageError((err as Error).message);
   }
-  if (!values.subnet) process.stderr.write(`hvpxe: answering proxy-DHCP on ${subnet} (guessed from ${serverUrl}; pass --subnet to change)\n`);
+  if (!values.subnet && !dhcp) process.stderr.write(`hvpxe: answering proxy-DHCP on ${subnet} (guessed from ${serverUrl}; pass --subnet to change)\n`);
   return ExitCode.ok;
 }
 

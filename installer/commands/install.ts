@@ -7,6 +7,7 @@ import { readFile, mkdir } from 'node:fs/promises';
 import { Logger } from '../../lib/logger.js';
 import { HvError, ExitCode, describeError } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
+import { findOnPath } from '../../lib/find-on-path.js';
 import { formatPlanText } from '../disk/format-plan.js';
 import { EventBus, sinkFor, type ProgressMode } from '../steps/progress.js';
 import { resolveBundleSource } from '../steps/bundle-source.js';
@@ -203,6 +204,14 @@ async function streamIfTooBig(url: string, workDir: string, forced: boolean, caF
   const placement = decideIsoPlacement({ isoBytes: probe.bytes, memAvailableBytes: mem, acceptsRanges: probe.acceptsRanges, forced });
   log.info('where the install ISO goes', { url, where: placement.where, why: placement.why, isoBytes: probe.bytes, memAvailableBytes: mem });
   if (placement.where === 'ram') return undefined;
+  // The streamed path reads the ISO's directory with xorriso: say so now, before any byte is fetched.
+  if (!(await findOnPath('xorriso'))) {
+    throw new HvError(`the install ISO must be streamed to disk (${placement.why}), which needs xorriso, and this live system has none`, {
+      where: 'install.iso_url',
+      hint: 'give the machine enough RAM for the ISO, boot a live image built with xorriso (make iso installs it), or pass --source with the OS image on local storage',
+      exitCode: ExitCode.checkFailed,
+    });
+  }
   const sha256 = await fetchPublishedSha256(url, { caFile }).catch((err: Error) => {
     log.warn('could not fetch the published sha256 of the ISO', { url: `${url}.sha256`, error: err.message });
     return undefined;

@@ -149,7 +149,7 @@ fb_boot() {
   local helper=$!
   PIDS+=($helper)
   local t0=$SECONDS
-  QEMU_NETNS=$FB_QNS run_qemu "$name" "$BOOT_TIMEOUT" \
+  QEMU_WRAP="ip netns exec $FB_QNS" run_qemu "$name" "$BOOT_TIMEOUT" \
     -drive file="$FB_DISK",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2EFB001,drive=d0 \
     -netdev tap,id=mgmt0,ifname=fbtap0,script=no,downscript=no -device virtio-net-pci,netdev=mgmt0,id=nic0,mac="$FB_MAC",bus=pcie.0,addr=0x5 \
     -serial stdio -serial file:"$tap" -monitor unix:"$OUT/monitor-$name.sock",server,nowait \
