@@ -17,8 +17,9 @@ import { gatherFacts, prepareInstall } from '../steps/prepare.js';
 import { TEST_KILL_ENV } from '../steps/test-faults.js';
 import { parseSystemSize } from './plan.js';
 import { parseCommandArgs } from './args.js';
+import type { OptionDefs } from '../../lib/cli/definition.js';
 
-const USAGE = `usage: hvinstall install (--config FILE | --cmdline-file /proc/cmdline) [--device DISK] [--source DIR|SQUASHFS]
+export const USAGE = `usage: hvinstall install (--config FILE | --cmdline-file /proc/cmdline) [--device DISK] [--source DIR|SQUASHFS]
                          [--fallback-source DIR|SQUASHFS] [--bundle DIR|none] [--agent DIR|none] [--yes] [--progress tty|plain|json] [--preserve-on-error]
                          [--system-size MIB] [--state-dir DIR] [--no-reboot] [--iso-to-disk]
 
@@ -56,25 +57,28 @@ Installs onto DISK, destroying everything on it (and on install.data_disk and th
 Re-running after a crash, kill or power cut resumes the same install from its journal.
 Exit codes: 0 installed, 1 refused (disk busy, config invalid, layout does not fit), 2 usage, 3 the install failed.`;
 
+/** What the parser accepts: --help, completion and the man page read the same object. */
+export const OPTIONS = {
+  config: { type: 'string' },
+  'cmdline-file': { type: 'string' },
+  device: { type: 'string' },
+  source: { type: 'string' },
+  'fallback-source': { type: 'string' },
+  bundle: { type: 'string' },
+  agent: { type: 'string' },
+  yes: { type: 'boolean', short: 'y' },
+  progress: { type: 'string', choices: ['tty', 'plain', 'json'] },
+  'preserve-on-error': { type: 'boolean' },
+  'system-size': { type: 'string' },
+  'state-dir': { type: 'string' },
+  'no-reboot': { type: 'boolean' },
+  'iso-to-disk': { type: 'boolean' },
+} as const satisfies OptionDefs;
+
 export default async function install(argv: string[]): Promise<number> {
   const args = parseCommandArgs(
     argv,
-    {
-      config: { type: 'string' },
-      'cmdline-file': { type: 'string' },
-      device: { type: 'string' },
-      source: { type: 'string' },
-      'fallback-source': { type: 'string' },
-      bundle: { type: 'string' },
-      agent: { type: 'string' },
-      yes: { type: 'boolean', short: 'y' },
-      progress: { type: 'string' },
-      'preserve-on-error': { type: 'boolean' },
-      'system-size': { type: 'string' },
-      'state-dir': { type: 'string' },
-      'no-reboot': { type: 'boolean' },
-      'iso-to-disk': { type: 'boolean' },
-    },
+    OPTIONS,
     USAGE,
   );
   if (!args) return ExitCode.ok;
