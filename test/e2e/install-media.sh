@@ -123,8 +123,8 @@ medium_missing_stage() {
   run_qemu medium-missing "$BOOT_TIMEOUT" \
     -kernel "$LIVE/vmlinuz" -initrd "$LIVE/initrd" \
     -append "console=ttyS0 loglevel=4 panic=-1 no_timer_check hvlive.medium_timeout=20 hvlive.on_failure=poweroff" \
-    -drive "file=$OUT/other.iso,if=none,id=cd0,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd0 \
-    -drive "file=$OUT/foreign.iso,if=none,id=cd1,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd1 \
+    -drive "file=$OUT/other.iso,if=none,id=cd0,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd0,bus=ide.0 \
+    -drive "file=$OUT/foreign.iso,if=none,id=cd1,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd1,bus=ide.1 \
     -nic none \
     || die "medium-missing: QEMU exited with status $?"
   expect_line medium-missing 'HV-LIVE: waiting for the boot medium labelled COS_LIVE \([0-9]+/20 s' "no progress line while waiting"
