@@ -146,7 +146,10 @@ async function installOnto(
   mode: ProgressMode,
   systemSizeMiB: number | undefined,
 ): Promise<number | undefined> {
-  const config = { ...loaded.config, install: { ...loaded.config.install, device: loop } };
+  // The image boots in a VM whose firmware this host does not tell: UEFI (Harvester v1.8 refuses
+  // legacy BIOS), unless the config asks for an msdos table (a BIOS image).
+  const uefi = loaded.config.install?.forceMbr ? {} : { forceEfi: true };
+  const config = { ...loaded.config, install: { ...loaded.config.install, device: loop, ...uefi } };
   const prepared = await prepareInstall({ configPath: values.config!, loaded: { config, warnings: loaded.warnings }, device: loop, source: values.source, requireSource: true, systemSizeMiB, agent });
   for (const w of prepared.warnings) process.stderr.write(`warning: ${w}\n`);
   const stateDir = values['state-dir'] ?? '/var/lib/hvinstall/image';
