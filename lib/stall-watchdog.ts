@@ -51,6 +51,19 @@ export function sampleProgress(wd: StallWatchdog, sample: () => Promise<number>,
   return () => clearInterval(timer);
 }
 
+/**
+ * Closes a file handle whose read (or open) was abandoned as stalled, once that stuck operation
+ * returns: closing earlier would wait for it, and a handle left to the garbage collector is closed
+ * there, where a failed close (a medium that went away: ENOTCONN) is an uncaught exception.
+ */
+export function closeAfterStuck(stuck: Promise<unknown>, handle: Promise<{ close(): Promise<void> }> | { close(): Promise<void> }): void {
+  void stuck
+    .catch(() => undefined)
+    .then(() => handle)
+    .then((h) => h.close())
+    .catch(() => undefined);
+}
+
 /** No progress for the watchdog's timeout. */
 export class StallError extends Error {
   constructor(
