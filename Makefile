@@ -17,6 +17,7 @@ generate:
 
 build: deps generate
 	@$(TSC) -p tsconfig.json
+	@$(NODE) scripts/write-share.mjs
 	@chmod +x bin/hvinstall bin/hvagent bin/hvpxe
 	@$(NODE) dist/agent/payload/build-cli.js
 

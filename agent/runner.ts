@@ -11,6 +11,7 @@ import { sleep } from '../lib/wait.js';
 import { GUARD_ORDER, type Guard, type GuardContext, type GuardName, type GuardResult, type StatusDocument } from './guard.js';
 import { GUARDS } from './guards/index.js';
 import { guardDeadlineMs, guardSettings, STATUS_PATH, type AgentSettings } from './settings.js';
+import { METRICS_TEXTFILE_PATH } from './metrics.js';
 import { StatusStore } from './status.js';
 import type { BootstrapMode } from './mode.js';
 import { readiness, type SettledOutcome } from './sd-notify.js';
@@ -87,7 +88,7 @@ export async function runGuards(opts: RunnerOptions): Promise<RunOutcome> {
   if (missing.length) throw new Error(`runGuards: no guard named ${missing.join(', ')}`);
   const grace = opts.overrunGraceMs ?? 10_000;
   const root = (p: string): string => (opts.rootDir === '/' ? p : path.join(opts.rootDir, p));
-  const store = new StatusStore(statusFile(opts.rootDir), names, opts.mode, opts.log.redactor, opts.log, now);
+  const store = new StatusStore(statusFile(opts.rootDir), names, opts.mode, opts.log.redactor, opts.log, now, root(METRICS_TEXTFILE_PATH));
   const bootstrap = opts.bootstrap ?? { by: 'hvagent', why: 'not detected (default)' };
   store.setBootstrap(bootstrap);
   let readySent = false;

@@ -2,17 +2,20 @@
  * The status document (/run/hvagent/status.json): one record per guard, rewritten atomically after
  * every change so `hvagent status` (another process) always reads a whole document.
  */
-import { readFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
 import { writeFileAtomic } from '../lib/atomic-write.js';
 import { HvError, ExitCode } from '../lib/errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { Redactor } from '../lib/redact.js';
 import type { GuardName, GuardStatus, StatusDocument } from './guard.js';
+import { formatAgentMetrics } from './metrics.js';
 
 export class StatusStore {
   private readonly doc: StatusDocument;
   private writing: Promise<void> | undefined;
   private dirty = false;
+  private readonly lastSuccess = new Map<string, number>();
 
   constructor(
     private readonly file: string,
@@ -21,6 +24,8 @@ export class StatusStore {
     private readonly redactor: Redactor,
     private readonly log: Logger,
     private readonly now: () => number = Date.now,
+    /** node_exporter textfile (agent/metrics.ts), rewritten with the document; none when undefined. */
+    private readonly metricsFile?: string,
   ) {
     const ts = new Date(this.now()).toISOString();
     this.doc = {
@@ -52,6 +57,7 @@ export class StatusStore {
       else g[k] = v;
     }
     const ts = new Date(this.now()).toISOString();
+    if (change.phase === 'succeeded') this.lastSuccess.set(name, this.now());
     g.updatedAt = ts;
     this.doc.updatedAt = ts;
     this.schedule();
@@ -93,6 +99,14 @@ export class StatusStore {
           await writeFileAtomic(this.file, text, { mode: 0o644 });
         } catch (err) {
           this.log.warn('cannot write the status document', { file: this.file, error: (err as Error).message });
+        }
+        if (this.metricsFile) {
+          try {
+            await mkdir(path.dirname(this.metricsFile), { recursive: true });
+            await writeFileAtomic(this.metricsFile, formatAgentMetrics(this.doc, this.lastSuccess), { mode: 0o644 });
+          } catch (err) {
+            this.log.warn('cannot write the metrics textfile', { file: this.metricsFile, error: (err as Error).message });
+          }
         }
       }
       this.writing = undefined;

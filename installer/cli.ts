@@ -2,7 +2,9 @@
  * hvinstall command dispatcher. Each subcommand lives in ./commands/<name>.ts and is imported only
  * when used, so `hvinstall validate` does not pay for the install engine's imports.
  */
-import { ExitCode } from '../lib/errors.js';
+import { HELP_OPTION, type CommandDef, type OptionDefs, type ProgramDef } from '../lib/cli/definition.js';
+import { programUsage, runProgram, type Program } from '../lib/cli/program.js';
+import { runCli } from '../lib/run-cli.js';
 
 export interface CommandInfo {
   name: string;
@@ -21,39 +23,42 @@ const COMMANDS: CommandInfo[] = [
 ];
 
 export function usage(): string {
-  const width = Math.max(...COMMANDS.map((c) => c.name.length));
-  return [
-    'usage: hvinstall <command> [options]',
-    '',
-    'commands:',
-    ...COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
-    '',
-    "Run 'hvinstall <command> --help' for a command's options.",
-    'Exit codes: 0 ok, 1 a check failed, 2 usage or environment error, 3 the install failed.',
-  ].join('\n');
+  return programUsage('hvinstall', COMMANDS, { subcommands: true });
 }
 
-export async function main(argv: string[]): Promise<number> {
-  const [name, ...rest] = argv;
-  if (!name || name === '--help' || name === '-h' || name === 'help') {
-    process.stdout.write(usage() + '\n');
-    return name ? ExitCode.ok : ExitCode.usage;
-  }
-  if (name === '--version') {
-    process.stdout.write('hvinstall 0.1.0\n');
-    return ExitCode.ok;
-  }
-  if (!COMMANDS.some((c) => c.name === name)) {
-    process.stderr.write(`hvinstall: unknown command '${name}'\n\n${usage()}\n`);
-    return ExitCode.usage;
-  }
-  const mod = (await import(new URL(`./commands/${name}.js`, import.meta.url).href)) as {
-    default: (argv: string[]) => Promise<number>;
-  };
-  return mod.default(rest);
+/** The module whose USAGE and OPTIONS define each command (validate's lives with the config code). */
+const DEFINED_IN: Record<string, string> = { validate: './config/validate-command.js' };
+
+interface CommandModule {
+  USAGE: string;
+  OPTIONS?: OptionDefs;
+  SUBCOMMANDS?: CommandDef[];
 }
 
-export { runCli } from '../lib/run-cli.js';
-import { runCli } from '../lib/run-cli.js';
+/** hvinstall's full definition: loads every command module, so only completion and man pages use it. */
+export async function definition(): Promise<ProgramDef> {
+  const commands = await Promise.all(
+    COMMANDS.map(async (c): Promise<CommandDef> => {
+      const mod = (await import(new URL(DEFINED_IN[c.name] ?? `./commands/${c.name}.js`, import.meta.url).href)) as CommandModule;
+      return { name: c.name, summary: c.summary, usage: mod.USAGE, options: { ...(mod.OPTIONS ?? {}), ...HELP_OPTION }, subcommands: mod.SUBCOMMANDS };
+    }),
+  );
+  return { name: 'hvinstall', summary: 'install Harvester nodes from an ISO or over the network', usage: usage(), commands };
+}
+
+export const program: Program = {
+  name: 'hvinstall',
+  usage: usage(),
+  commandNames: COMMANDS.map((c) => c.name),
+  define: definition,
+  async run(name, rest) {
+    const mod = (await import(new URL(`./commands/${name}.js`, import.meta.url).href)) as { default: (argv: string[]) => Promise<number> };
+    return mod.default(rest);
+  },
+};
+
+export function main(argv: string[]): Promise<number> {
+  return runProgram(program, argv);
+}
 
 if (import.meta.url === `file://${process.argv[1]}`) await runCli(main, 'hvinstall');

@@ -3,8 +3,8 @@
  * that provides it, so a missing one is named with what to install (all are in .ci/apt-packages.txt).
  */
 import { stat } from 'node:fs/promises';
-import path from 'node:path';
 import { HvError, ExitCode } from '../lib/errors.js';
+import { findOnPath } from '../lib/find-on-path.js';
 
 /** Executables (looked up on PATH) → Debian package. */
 export const BUILD_TOOLS: Readonly<Record<string, string>> = {
@@ -49,20 +49,13 @@ export function missingToolsError(missing: MissingTool[]): HvError {
   });
 }
 
-async function onPath(tool: string, pathVar: string): Promise<boolean> {
-  for (const dir of pathVar.split(':').filter(Boolean)) {
-    if (await stat(path.join(dir, tool)).then((s) => s.isFile()).catch(() => false)) return true;
-  }
-  return false;
-}
-
 /** Throws one error naming every missing tool and file with its package. */
 export async function requireBuildTools(opts: { tools?: Record<string, string>; files?: Record<string, string>; pathVar?: string } = {}): Promise<void> {
   const tools = opts.tools ?? BUILD_TOOLS;
   const files = opts.files ?? BUILD_FILES;
   const pathVar = opts.pathVar ?? process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin';
   const missing: MissingTool[] = [];
-  for (const [tool, pkg] of Object.entries(tools)) if (!(await onPath(tool, pathVar))) missing.push({ what: tool, kind: 'command', pkg });
+  for (const [tool, pkg] of Object.entries(tools)) if (!(await findOnPath(tool, pathVar))) missing.push({ what: tool, kind: 'command', pkg });
   for (const [file, pkg] of Object.entries(files)) if (!(await stat(file).catch(() => undefined))) missing.push({ what: file, kind: 'file', pkg });
   if (missing.length) throw missingToolsError(missing);
 }

@@ -7,6 +7,9 @@ export const ExitCode = {
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
+/** The exit-code table every program's help ends with (one wording, one meaning, for every command). */
+export const EXIT_CODES_LINE = 'Exit codes: 0 ok, 1 a check failed, 2 usage or environment error, 3 the install failed.';
+
 /**
  * An error meant for a person: what went wrong, where, and what to do.
  * CLIs print `message`, then `where` and `hint` on their own lines, never a stack trace.

@@ -1,16 +1,30 @@
 import { Redactor } from './redact.js';
 
-export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
 const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
+export const LOG_FORMATS = ['text', 'json'] as const;
+/** text: one readable line (a terminal); json: JSON lines (journald, files, log shippers). */
+export type LogFormat = (typeof LOG_FORMATS)[number];
+
+/**
+ * Where log lines go. The logger formats the line; the sink gets its level too, so a sink that
+ * marks priorities (lib/journal-sink.ts, for journald) does so in one place for every format.
+ */
 export interface LogSink {
-  /** One JSON line (newline included), with its level for sinks that mark it (journald priorities). */
+  /** One line (newline included) and its level. */
   write(line: string, level: LogLevel): void;
 }
 
+function textValue(v: unknown): string {
+  if (typeof v === 'string') return /^[^\s"=]+$/.test(v) ? v : JSON.stringify(v);
+  return JSON.stringify(v) ?? String(v);
+}
+
 /**
- * JSON-lines logger. Every record passes through the Redactor, so a secret registered once
- * (or under a secret-named key) never reaches a log line.
+ * The logger. Every record passes through the Redactor, so a secret registered once (or under a
+ * secret-named key) never reaches a log line, in either format.
  */
 export class Logger {
   constructor(
@@ -19,22 +33,42 @@ export class Logger {
     private readonly level: LogLevel = 'info',
     private readonly fields: Record<string, unknown> = {},
     private readonly now: () => Date = () => new Date(),
+    private readonly format: LogFormat = 'json',
   ) {}
 
   child(fields: Record<string, unknown>): Logger {
-    return new Logger(this.sink, this.redactor, this.level, { ...this.fields, ...fields }, this.now);
+    return new Logger(this.sink, this.redactor, this.level, { ...this.fields, ...fields }, this.now, this.format);
   }
 
   log(level: LogLevel, msg: string, fields: Record<string, unknown> = {}): void {
     if (ORDER[level] < ORDER[this.level]) return;
-    const record = this.redactor.redact({ ts: this.now().toISOString(), level, msg, ...this.fields, ...fields });
-    this.sink.write(JSON.stringify(record) + '\n', level);
+    const record = this.redactor.redact({ ts: this.now().toISOString(), level, msg, ...this.fields, ...fields }) as Record<string, unknown>;
+    let line: string;
+    if (this.format === 'json') line = JSON.stringify(record);
+    else {
+      const { ts, level: _level, msg: text, ...rest } = record;
+      line = [ts, level.toUpperCase().padEnd(5), text, ...Object.entries(rest).map(([k, v]) => `${k}=${textValue(v)}`)].join(' ');
+    }
+    this.sink.write(line + '\n', level);
   }
 
   debug(msg: string, fields?: Record<string, unknown>): void { this.log('debug', msg, fields); }
   info(msg: string, fields?: Record<string, unknown>): void { this.log('info', msg, fields); }
   warn(msg: string, fields?: Record<string, unknown>): void { this.log('warn', msg, fields); }
   error(msg: string, fields?: Record<string, unknown>): void { this.log('error', msg, fields); }
+}
+
+/** A daemon's log format: the flag when given, else text on a terminal and JSON lines otherwise. */
+export function chooseLogFormat(flag: LogFormat | undefined, stream: { isTTY?: boolean } = process.stderr): LogFormat {
+  return flag ?? (stream.isTTY ? 'text' : 'json');
+}
+
+/** A flag's log format or level, checked: a usage error names the choices. */
+export function isLogFormat(v: unknown): v is LogFormat {
+  return (LOG_FORMATS as readonly unknown[]).includes(v);
+}
+export function isLogLevel(v: unknown): v is LogLevel {
+  return (LOG_LEVELS as readonly unknown[]).includes(v);
 }
 
 /** A sink that keeps lines in memory, for tests and for install logs written later. */

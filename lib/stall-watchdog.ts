@@ -36,6 +36,34 @@ export class StallWatchdog {
   }
 }
 
+/**
+ * Feeds the watchdog from `sample` (a progress counter read from outside the work: bytes allocated
+ * by a file, bytes used on a filesystem) every intervalMs until the returned stop is called. A
+ * failed sample counts as no progress. onSample sees each value.
+ */
+export function sampleProgress(wd: StallWatchdog, sample: () => Promise<number>, intervalMs: number, onSample?: (value: number) => void): () => void {
+  const timer = setInterval(() => {
+    sample().then((v) => {
+      wd.observe(v);
+      onSample?.(v);
+    }, () => undefined);
+  }, intervalMs);
+  return () => clearInterval(timer);
+}
+
+/**
+ * Closes a file handle whose read (or open) was abandoned as stalled, once that stuck operation
+ * returns: closing earlier would wait for it, and a handle left to the garbage collector is closed
+ * there, where a failed close (a medium that went away: ENOTCONN) is an uncaught exception.
+ */
+export function closeAfterStuck(stuck: Promise<unknown>, handle: Promise<{ close(): Promise<void> }> | { close(): Promise<void> }): void {
+  void stuck
+    .catch(() => undefined)
+    .then(() => handle)
+    .then((h) => h.close())
+    .catch(() => undefined);
+}
+
 /** No progress for the watchdog's timeout. */
 export class StallError extends Error {
   constructor(

@@ -3,7 +3,10 @@ import { parseArgs } from 'node:util';
 import path from 'node:path';
 import { runCli } from '../lib/run-cli.js';
 import { ExitCode, HvError } from '../lib/errors.js';
-import { Logger } from '../lib/logger.js';
+import { HELP_OPTION, type CommandDef, type OptionDefs } from '../lib/cli/definition.js';
+import { programUsage, runProgram, type Program } from '../lib/cli/program.js';
+import { stderrSink } from '../lib/journal-sink.js';
+import { chooseLogFormat, isLogFormat, isLogLevel, LOG_FORMATS, LOG_LEVELS, Logger } from '../lib/logger.js';
 import { writeFileAtomic } from '../lib/atomic-write.js';
 import { validateConfig } from '../installer/config/index.js';
 import { buildCatalog, readProfiles } from './profiles.js';
@@ -15,22 +18,81 @@ import { renderAndValidateConfigs, type Validator } from './state.js';
 import { HISTORY_FILE, parseHistory, requestRearm } from './history.js';
 import { readFile } from 'node:fs/promises';
 
-const USAGE = `usage: hvpxe <command> [options]
+const STRING = { type: 'string' } as const;
 
-commands:
-  init DIR                       scaffold an example: profiles.yaml (three-node fleet), artifacts/, README.md
-  serve --root DIR --profiles FILE [--listen ADDR:PORT] [--server-url URL] [--tls-cert FILE --tls-key FILE]
-        [--state-dir DIR]        serve boot scripts, configs and artifacts (SIGHUP reloads profiles.yaml); the
-                                 machine history is kept in the state dir (default: state/ next to profiles.yaml)
-  rearm [--state-dir DIR | --profiles FILE] MACHINE
-                                 install MACHINE again on its next network boot (it reported a finished install,
-                                 so hvpxe serves it a local boot until then)
-  render-dnsmasq --profiles FILE [--server-url URL] [--subnet NET] [--netmask MASK] [--tftp-root DIR] [--interface IF]
-                                 print a proxy-DHCP + TFTP dnsmasq configuration
-  render-ipxe --profiles FILE [--server-url URL] [--platform efi|pcbios] [--out DIR]
-                                 print (or write to DIR) the iPXE scripts, for your own HTTP server
+/** hvpxe's commands: the parser, --help, completion and the man page all read these. */
+export const COMMANDS = {
+  init: {
+    name: 'init',
+    summary: 'scaffold an example: profiles.yaml (three-node fleet), artifacts/, README.md',
+    usage: 'usage: hvpxe init DIR\n\nScaffolds an example in DIR: profiles.yaml (a three-node fleet), artifacts/, README.md.',
+    options: {},
+  },
+  serve: {
+    name: 'serve',
+    summary: 'serve boot scripts, configs, artifacts and /metrics (SIGHUP or systemctl reload re-reads profiles.yaml)',
+    usage: `usage: hvpxe serve --root DIR --profiles FILE [--listen ADDR:PORT] [--server-url URL] [--tls-cert FILE --tls-key FILE]
+                   [--state-dir DIR] [--log-level LEVEL] [--log-format text|json]
 
-Exit codes: 0 ok, 1 profiles or configs invalid, 2 usage or environment error.`;
+Serves boot scripts, configs and artifacts, and /metrics (Prometheus text format). SIGHUP (systemctl
+reload hvpxe) re-reads profiles.yaml.
+  --root DIR          the artifacts to serve
+  --profiles FILE     profiles.yaml
+  --listen ADDR:PORT  where to listen (default 0.0.0.0:8080)
+  --server-url URL    the URL machines reach this server at (default: profiles.yaml's server_url)
+  --tls-cert FILE, --tls-key FILE   serve https
+  --state-dir DIR     the machine history (default: state/ next to profiles.yaml)
+  --log-level LEVEL   debug, info, warn or error (default info)
+  --log-format F      text (a terminal's default) or json (JSON lines, the default otherwise)`,
+    options: { root: STRING, profiles: STRING, listen: STRING, 'server-url': STRING, 'tls-cert': STRING, 'tls-key': STRING, 'state-dir': STRING, 'log-level': { type: 'string', choices: LOG_LEVELS }, 'log-format': { type: 'string', choices: LOG_FORMATS } },
+  },
+  rearm: {
+    name: 'rearm',
+    summary: 'install MACHINE again on its next network boot',
+    usage: `usage: hvpxe rearm [--state-dir DIR | --profiles FILE] MACHINE
+
+Installs MACHINE again on its next network boot (it reported a finished install, so hvpxe serves it a
+local boot until then).
+  --state-dir DIR   the state directory hvpxe serve uses
+  --profiles FILE   or the profiles.yaml whose state/ is next to it`,
+    options: { 'state-dir': STRING, profiles: STRING },
+  },
+  'render-dnsmasq': {
+    name: 'render-dnsmasq',
+    summary: 'print a dnsmasq configuration: proxy-DHCP + TFTP, or a DHCP server that also answers UEFI HTTP Boot',
+    usage: `usage: hvpxe render-dnsmasq --profiles FILE [--server-url URL] [--subnet NET] [--netmask MASK] [--tftp-root DIR] [--interface IF]
+                            [--dhcp-range START,END --router IP [--lease-time T]] [--http-boot-file PATH]
+
+Prints a dnsmasq configuration: proxy-DHCP + TFTP, or with --dhcp-range a DHCP server that also
+answers UEFI HTTP Boot.
+  --profiles FILE        profiles.yaml (for its server_url)
+  --server-url URL       the boot server's URL (instead of, or over, profiles.yaml's)
+  --subnet NET           the subnet to answer proxy-DHCP on (default: guessed from the server URL)
+  --netmask MASK         its netmask
+  --tftp-root DIR        where dnsmasq serves the iPXE binaries from
+  --interface IF         listen only on this interface
+  --dhcp-range START,END be the DHCP server, handing out these addresses (needs --router)
+  --router IP            the default route handed out (the installer needs one)
+  --lease-time T         the lease time (with --dhcp-range)
+  --http-boot-file PATH  what UEFI HTTP Boot loads, under hvpxe's --root (default ipxe.efi)`,
+    options: { profiles: STRING, 'server-url': STRING, subnet: STRING, netmask: STRING, 'tftp-root': STRING, interface: STRING, 'dhcp-range': STRING, router: STRING, 'lease-time': STRING, 'http-boot-file': STRING },
+  },
+  'render-ipxe': {
+    name: 'render-ipxe',
+    summary: 'print (or write to DIR) the iPXE scripts, for your own HTTP server',
+    usage: `usage: hvpxe render-ipxe --profiles FILE [--server-url URL] [--platform efi|pcbios] [--out DIR]
+
+Prints (or writes to DIR) the iPXE scripts, for your own HTTP server.
+  --profiles FILE   profiles.yaml
+  --server-url URL  the boot server's URL (default: profiles.yaml's server_url)
+  --platform P      efi or pcbios (default: both, chosen by iPXE at boot)
+  --out DIR         write boot.ipxe, ipxe/<machine>.ipxe and config/<machine>.yaml (validated) into DIR`,
+    options: { profiles: STRING, 'server-url': STRING, platform: { type: 'string', choices: ['efi', 'pcbios'] }, out: STRING },
+  },
+} as const satisfies Record<string, CommandDef>;
+type CommandName = keyof typeof COMMANDS;
+
+const USAGE = programUsage('hvpxe', Object.values(COMMANDS));
 
 const validate: Validator = (raw, opts) => validateConfig(raw, opts);
 
@@ -38,12 +100,18 @@ function usageError(msg: string): HvError {
   return new HvError(msg, { hint: "run 'hvpxe --help'", exitCode: ExitCode.usage });
 }
 
-function parse<T extends Record<string, { type: 'string' | 'boolean' }>>(argv: string[], options: T, allowPositionals = false) {
+/** Parses a command's arguments by its definition; `help` is set when --help was given. */
+function parse<const T extends OptionDefs>(cmd: CommandName, options: T, argv: string[], allowPositionals = false) {
   try {
-    return parseArgs({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } }, allowPositionals, strict: true });
+    return parseArgs({ args: argv, options: { ...options, ...HELP_OPTION }, allowPositionals, strict: true });
   } catch (err) {
-    throw usageError((err as Error).message);
+    throw new HvError((err as Error).message, { hint: `run 'hvpxe ${cmd} --help'`, exitCode: ExitCode.usage });
   }
+}
+
+function help(cmd: CommandName): number {
+  process.stdout.write(COMMANDS[cmd].usage + '\n');
+  return ExitCode.ok;
 }
 
 export function parseListen(listen: string): { host: string; port: number } {
@@ -71,16 +139,8 @@ export function stateDirFor(stateDir: string | undefined, profilesPath: string, 
 }
 
 async function serve(argv: string[]): Promise<number> {
-  const { values } = parse(argv, {
-    root: { type: 'string' },
-    profiles: { type: 'string' },
-    listen: { type: 'string' },
-    'server-url': { type: 'string' },
-    'tls-cert': { type: 'string' },
-    'tls-key': { type: 'string' },
-    'state-dir': { type: 'string' },
-  });
-  if (values.help) return help();
+  const { values } = parse('serve', COMMANDS.serve.options, argv);
+  if (values.help) return help('serve');
   if (!values.root || !values.profiles) throw usageError('serve needs --root DIR and --profiles FILE');
   const stateDir = stateDirFor(values['state-dir'], values.profiles, values.root);
   if (!!values['tls-cert'] !== !!values['tls-key']) throw usageError('--tls-cert and --tls-key go together');
@@ -91,7 +151,11 @@ async function serve(argv: string[]): Promise<number> {
   if (!serverUrl && wildcard) throw usageError(`listening on ${host} needs a URL machines can reach: pass --server-url or set server_url in profiles.yaml`);
   if (serverUrl && !/^https?:\/\/[^/\s?#]+\/?$/.test(serverUrl)) throw usageError(`server URL must look like http://HOST[:PORT], got '${serverUrl}'`);
   serverUrl = serverUrl?.replace(/\/+$/, '');
-  const log = new Logger();
+  const level = values['log-level'] ?? 'info';
+  if (!isLogLevel(level)) throw usageError(`--log-level must be ${LOG_LEVELS.join(', ')}, got '${level}'`);
+  const style = values['log-format'];
+  if (style !== undefined && !isLogFormat(style)) throw usageError(`--log-format must be text or json, got '${style}'`);
+  const log = new Logger(stderrSink(), undefined, level, {}, undefined, chooseLogFormat(style));
   const server = new PxeServer({
     root: path.resolve(values.root),
     profilesPath,
@@ -121,8 +185,8 @@ async function serve(argv: string[]): Promise<number> {
 }
 
 async function rearm(argv: string[]): Promise<number> {
-  const { values, positionals } = parse(argv, { 'state-dir': { type: 'string' }, profiles: { type: 'string' } }, true);
-  if (values.help) return help();
+  const { values, positionals } = parse('rearm', COMMANDS.rearm.options, argv, true);
+  if (values.help) return help('rearm');
   if (positionals.length !== 1) throw usageError('rearm needs exactly one machine name');
   if (!values['state-dir'] && !values.profiles) throw usageError('rearm needs --state-dir DIR (or --profiles FILE, for the state/ next to it)');
   const name = positionals[0]!;
@@ -152,38 +216,31 @@ async function rearm(argv: string[]): Promise<number> {
 }
 
 async function renderDnsmasq(argv: string[]): Promise<number> {
-  const { values } = parse(argv, {
-    profiles: { type: 'string' },
-    'server-url': { type: 'string' },
-    subnet: { type: 'string' },
-    netmask: { type: 'string' },
-    'tftp-root': { type: 'string' },
-    interface: { type: 'string' },
-  });
-  if (values.help) return help();
+  const { values } = parse('render-dnsmasq', COMMANDS['render-dnsmasq'].options, argv);
+  if (values.help) return help('render-dnsmasq');
   if (!values.profiles && !values['server-url']) throw usageError('render-dnsmasq needs --profiles FILE or --server-url URL');
+  if (!values['dhcp-range'] !== !values.router) throw usageError('--dhcp-range START,END and --router IP go together (dnsmasq as the DHCP server must announce a router)');
+  if (values['lease-time'] && !values['dhcp-range']) throw usageError('--lease-time needs --dhcp-range');
+  const range = values['dhcp-range']?.split(',');
+  if (range && range.length !== 2) throw usageError(`--dhcp-range must be START,END, got '${values['dhcp-range']}'`);
+  const dhcp = range ? { start: range[0]!, end: range[1]!, router: values.router!, leaseTime: values['lease-time'] } : undefined;
   const serverUrl = values.profiles ? await serverUrlFrom(values['server-url'], values.profiles) : values['server-url']!.replace(/\/+$/, '');
-  const subnet = values.subnet ?? guessSubnet(serverUrl);
-  if (!subnet) throw usageError('the server URL has no IPv4 address to guess the subnet from: pass --subnet NET (e.g. 10.0.0.0)');
+  const subnet = values.subnet ?? (dhcp ? undefined : guessSubnet(serverUrl));
+  if (!subnet && !dhcp) throw usageError('the server URL has no IPv4 address to guess the subnet from: pass --subnet NET (e.g. 10.0.0.0)');
   try {
     process.stdout.write(
-      renderDnsmasqConfig({ serverUrl, subnet, netmask: values.netmask, tftpRoot: values['tftp-root'], interface: values.interface }),
+      renderDnsmasqConfig({ serverUrl, subnet, netmask: values.netmask, tftpRoot: values['tftp-root'], interface: values.interface, dhcp, httpBootFile: values['http-boot-file'] }),
     );
   } catch (err) {
     throw usageError((err as Error).message);
   }
-  if (!values.subnet) process.stderr.write(`hvpxe: answering proxy-DHCP on ${subnet} (guessed from ${serverUrl}; pass --subnet to change)\n`);
+  if (!values.subnet && !dhcp) process.stderr.write(`hvpxe: answering proxy-DHCP on ${subnet} (guessed from ${serverUrl}; pass --subnet to change)\n`);
   return ExitCode.ok;
 }
 
 async function renderIpxe(argv: string[]): Promise<number> {
-  const { values } = parse(argv, {
-    profiles: { type: 'string' },
-    'server-url': { type: 'string' },
-    platform: { type: 'string' },
-    out: { type: 'string' },
-  });
-  if (values.help) return help();
+  const { values } = parse('render-ipxe', COMMANDS['render-ipxe'].options, argv);
+  if (values.help) return help('render-ipxe');
   if (!values.profiles) throw usageError('render-ipxe needs --profiles FILE');
   if (values.platform && values.platform !== 'efi' && values.platform !== 'pcbios') throw usageError('--platform is efi or pcbios');
   const serverUrl = await serverUrlFrom(values['server-url'], values.profiles);
@@ -208,41 +265,27 @@ async function renderIpxe(argv: string[]): Promise<number> {
   return ExitCode.ok;
 }
 
-function help(): number {
-  process.stdout.write(USAGE + '\n');
+async function init(argv: string[]): Promise<number> {
+  const { positionals, values } = parse('init', COMMANDS.init.options, argv, true);
+  if (values.help) return help('init');
+  if (positionals.length !== 1) throw usageError('init needs exactly one directory');
+  const written = await initExample(positionals[0]!);
+  process.stdout.write(`hvpxe: wrote\n${written.map((f) => `  ${f}`).join('\n')}\nNext: read ${path.join(positionals[0]!, 'README.md')}\n`);
   return ExitCode.ok;
 }
 
-export async function main(argv: string[]): Promise<number> {
-  const [cmd, ...rest] = argv;
-  switch (cmd) {
-    case undefined:
-      process.stdout.write(USAGE + '\n');
-      return ExitCode.usage;
-    case '--help':
-    case '-h':
-    case 'help':
-      return help();
-    case 'init': {
-      const { positionals, values } = parse(rest, {}, true);
-      if (values.help) return help();
-      if (positionals.length !== 1) throw usageError('init needs exactly one directory');
-      const written = await initExample(positionals[0]);
-      process.stdout.write(`hvpxe: wrote\n${written.map((f) => `  ${f}`).join('\n')}\nNext: read ${path.join(positionals[0], 'README.md')}\n`);
-      return ExitCode.ok;
-    }
-    case 'serve':
-      return serve(rest);
-    case 'rearm':
-      return rearm(rest);
-    case 'render-dnsmasq':
-      return renderDnsmasq(rest);
-    case 'render-ipxe':
-      return renderIpxe(rest);
-    default:
-      process.stderr.write(`hvpxe: unknown command '${cmd}'\n\n${USAGE}\n`);
-      return ExitCode.usage;
-  }
+const RUN: Record<CommandName, (argv: string[]) => Promise<number>> = { init, serve, rearm, 'render-dnsmasq': renderDnsmasq, 'render-ipxe': renderIpxe };
+
+export const program: Program = {
+  name: 'hvpxe',
+  usage: USAGE,
+  commandNames: Object.keys(COMMANDS),
+  define: async () => ({ name: 'hvpxe', summary: 'the PXE/HTTP boot server for Harvester installs', usage: USAGE, commands: Object.values(COMMANDS).map((c) => ({ ...c, options: { ...c.options, ...HELP_OPTION } })) }),
+  run: (cmd, rest) => RUN[cmd as CommandName](rest),
+};
+
+export function main(argv: string[]): Promise<number> {
+  return runProgram(program, argv);
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) await runCli(main, 'hvpxe');

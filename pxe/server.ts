@@ -6,6 +6,7 @@
  *   GET /config/<machine>.yaml?mac=|uuid=   the machine's config (only to that machine)
  *   GET /artifacts/<path>           files under --root, with Range, ETag, If-None-Match, If-Range
  *   GET /healthz, GET /machines     liveness; who fetched what, how far their install got, what they boot
+ *   GET /metrics                    Prometheus text format (pxe/metrics.ts)
  *   POST /events/<machine>          install progress (webhooks) from the installer, ≤ 64 KiB
  * A machine that reported a finished install gets a local-boot script until it is re-armed
  * (boot-decision.ts); with --state-dir the machine history survives a restart (history.ts).
@@ -22,6 +23,8 @@ import { HistoryStore, type MachineActivity } from './history.js';
 import { renderMachineConfig } from './render-config.js';
 import { checkRequestPath, openInsideRoot, type OpenedFile } from './safe-path.js';
 import type { FileHandle } from 'node:fs/promises';
+import { PROMETHEUS_CONTENT_TYPE } from '../lib/prometheus.js';
+import { PxeMetrics } from './metrics.js';
 import { loadState, serialiseServedConfig, type ServedState, type Validator } from './state.js';
 
 export interface ServeOptions {
@@ -59,6 +62,8 @@ interface RequestNote {
   status: number;
   bytes: number;
   machine?: string;
+  /** The route that answered (its label in /metrics); unset for requests no route took. */
+  route?: string;
   /** Set by serveFile before it writes the head (headers given to writeHead are not readable back). */
   fileReply: { status: number; length: number };
 }
@@ -75,6 +80,8 @@ interface RequestContext {
 /** A path, a prefix (ends with `/`: the rest is the parameter) or a pattern (its first group is). */
 interface Route {
   path: string | RegExp;
+  /** The route's name in /metrics (default: the path). */
+  label?: string;
   handle: (c: RequestContext, param: string) => void | Promise<void>;
 }
 
@@ -89,6 +96,10 @@ function findRoute(routes: Route[], pathname: string): { route: Route; param: st
     }
   }
   return undefined;
+}
+
+function routeLabel(r: Route): string {
+  return r.label ?? String(r.path);
 }
 
 function matchQuery(query: URLSearchParams): MatchQuery {
@@ -140,6 +151,7 @@ export class PxeServer {
   private readonly activity = new Map<string, MachineActivity>();
   private readonly byAddress = new Map<string, string>();
   private reloads = 0;
+  readonly metrics = new PxeMetrics();
   private lastReloadError?: string;
   private readonly history?: HistoryStore;
   private historyWarning?: string;
@@ -214,10 +226,12 @@ export class PxeServer {
       this.state = next;
       this.reloads++;
       this.lastReloadError = undefined;
+      this.metrics.reload(true);
       this.opts.log.info('reloaded', { machines: next.catalog.machines.length });
       return true;
     } catch (err) {
       this.lastReloadError = (err as Error).message;
+      this.metrics.reload(false);
       this.opts.log.error('reload refused; still serving the previous profiles', { error: (err as Error).message });
       return false;
     }
@@ -324,11 +338,14 @@ export class PxeServer {
     // 'close' comes for every response, finished or cut off; artifact bytes are known only afterwards.
     res.on('close', () => {
       const complete = res.writableFinished;
+      const status = note.status || note.fileReply.status || res.statusCode;
+      const bytes = note.bytes || (complete && req.method !== 'HEAD' ? note.fileReply.length : undefined);
+      this.metrics.request(note.route ?? 'other', status, bytes ?? 0);
       this.opts.log.info('request', {
         method: req.method,
         path: rawUrl.split('?')[0].slice(0, 200),
-        status: note.status || note.fileReply.status || res.statusCode,
-        bytes: note.bytes || (complete && req.method !== 'HEAD' ? note.fileReply.length : undefined),
+        status,
+        bytes,
         ...(complete ? {} : { aborted: true }),
         ms: Date.now() - started,
         machine: note.machine,
@@ -351,6 +368,7 @@ export class PxeServer {
 
     const post = findRoute(this.postRoutes, pathname);
     if (post) {
+      note.route = routeLabel(post.route);
       if (method !== 'POST') return reply(405, 'POST only\n', TEXT, { Allow: 'POST' });
       return post.route.handle(c, post.param);
     }
@@ -361,6 +379,7 @@ export class PxeServer {
     req.resume();
     const get = findRoute(this.getRoutes, pathname);
     if (!get) return reply(404, 'not found\n');
+    note.route = routeLabel(get.route);
     return get.route.handle(c, get.param);
   }
 
@@ -371,10 +390,11 @@ export class PxeServer {
   private readonly getRoutes: Route[] = [
     { path: '/healthz', handle: (c) => this.healthz(c) },
     { path: '/machines', handle: (c) => this.machines(c) },
+    { path: '/metrics', handle: (c) => c.reply(200, this.metrics.render(this.allActivity(c.state)), PROMETHEUS_CONTENT_TYPE) },
     { path: '/boot.ipxe', handle: (c) => c.reply(200, renderBootScript(this.url), TEXT) },
     { path: '/ipxe/auto', handle: (c) => this.ipxeAuto(c) },
     { path: '/ipxe/', handle: (c, name) => this.ipxeNamed(c, name) },
-    { path: /^\/config\/([a-z0-9-]{1,100})\.yaml$/, handle: (c, name) => this.config(c, name) },
+    { path: /^\/config\/([a-z0-9-]{1,100})\.yaml$/, label: '/config/', handle: (c, name) => this.config(c, name) },
     { path: '/artifacts/', handle: (c, rel) => this.artifact(c, rel) },
   ];
 
@@ -402,10 +422,14 @@ export class PxeServer {
 
   private async machines(c: RequestContext): Promise<void> {
     await this.applyRearms();
-    const known = c.state.catalog.machines.map((m) => this.activityOf(m));
-    const others = [...this.activity.values()].filter((a) => !known.includes(a));
-    const machines = [...known, ...others].map((a) => ({ ...a, boot: this.bootOf(a, c.state) }));
+    const machines = this.allActivity(c.state).map((a) => ({ ...a, boot: this.bootOf(a, c.state) }));
     c.reply(200, JSON.stringify({ machines, ...(this.historyWarning ? { historyWarning: this.historyWarning } : {}) }, null, 2) + '\n', 'application/json');
+  }
+
+  /** The catalog's machines (seen or not) and any others the history still holds. */
+  private allActivity(state: ServedState): MachineActivity[] {
+    const known = state.catalog.machines.map((m) => this.activityOf(m));
+    return [...known, ...[...this.activity.values()].filter((a) => !known.includes(a))];
   }
 
   private async ipxeAuto(c: RequestContext): Promise<void> {

@@ -45,6 +45,8 @@ async function reconcile(ctx: GuardContext): Promise<GuardResult> {
       return { status: 'retry', reason: result.reason };
     case 'done': {
       const o = result.outcome;
+      const imported = o.archives.filter((a) => a.status === 'imported');
+      ctx.report?.({ importedBytes: imported.reduce((n, a) => n + a.bytes, 0), importedArchives: imported.length, listedImages: o.listedImages });
       if (o.missing.length === 0 && o.archives.every((a) => a.status !== 'failed')) {
         return { status: 'ok', detail: summarise(o) };
       }

@@ -9,11 +9,12 @@
  *      interpreter and library path set to the release's own lib/ (patchelf; in this order: patchelf
  *      first leaves a binary postject corrupts);
  *   4. lib/ gets the loader and every library `ldd` names for node, from the build host;
- *   5. the unit files (hvagent.service, hvagent-console.service), every mtime set to one epoch, and
- *      the manifest with every file's sha256.
+ *   5. the unit files (hvagent.service, hvagent-console.service), hvagent's man page and bash
+ *      completion (from dist/share, written by `make build` before this step), every mtime set to one
+ *      epoch, and the manifest with every file's sha256.
  *
  * Deterministic: the same sources, node and host libraries give the same bytes and the same digest.
- * A build whose inputs (the bundle, node, the libraries, the units) did not change is skipped.
+ * A build whose inputs (the bundle, node, the libraries, the units, the share files) did not change is skipped.
  * The payload is smoke-tested before it is published: its own loader runs `bin/hvagent --help`.
  */
 import { createHash } from 'node:crypto';
@@ -30,6 +31,7 @@ import {
   MANIFEST_FORMAT,
   PAYLOAD_BINARY,
   PAYLOAD_LIB_DIR,
+  SHARE_FILES,
   UNIT_NAMES,
   payloadDigest,
   type PayloadFile,
@@ -40,7 +42,7 @@ import { elfMachine } from './elf.js';
 /** Node's SEA sentinel (nodejs/node doc/api/single-executable-applications.md). */
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 /** Bumped when the build recipe changes, so an old payload is rebuilt. */
-const RECIPE = 'hvagent-payload-recipe-2';
+const RECIPE = 'hvagent-payload-recipe-3';
 /** Every file's mtime (2023-11-14): fixed so copies can be compared and resumed by size and mtime. */
 export const PAYLOAD_EPOCH = 1_700_000_000;
 
@@ -111,6 +113,14 @@ export async function buildAgentPayload(opts: BuildPayloadOptions): Promise<Buil
     const bundle = path.join(work, 'hvagent.cjs');
     await bundleAgent(repoDir, bundle);
     const units = await Promise.all(UNIT_NAMES.map(async (name) => ({ name, text: await readFile(path.join(repoDir, 'agent', name)) })));
+    const shares = await Promise.all(
+      SHARE_FILES.map(async (rel) => ({
+        rel,
+        text: await readFile(path.join(repoDir, 'dist', rel)).catch(() => {
+          throw new HvError(`dist/${rel} is missing: the payload carries hvagent's man page and completion`, { hint: 'run make build (scripts/write-share.mjs writes dist/share)', exitCode: ExitCode.usage });
+        }),
+      })),
+    );
     const nodeBytes = await readFile(node);
     const arch = ELF_MACHINES[elfMachine(nodeBytes.subarray(0, 64)) ?? -1];
     if (arch !== 'x86_64') throw new HvError(`${node} is not an x86-64 ELF binary`, { hint: 'the payload embeds the node that runs the build', exitCode: ExitCode.usage });
@@ -119,7 +129,7 @@ export async function buildAgentPayload(opts: BuildPayloadOptions): Promise<Buil
     const libBytes = await Promise.all(libs.map(async (l) => ({ name: path.basename(l), bytes: await readFile(l), mode: (await stat(l)).mode & 0o7777 })));
     const nodeVersion = (await run(node, ['--version'])).stdout.trim();
     const buildKey = sha256(
-      [RECIPE, version, nodeVersion, sha256(await readFile(bundle)), sha256(nodeBytes), ...units.map((u) => `${u.name}:${sha256(u.text)}`), ...libBytes.map((l) => `${l.name}:${sha256(l.bytes)}`)].join('\n'),
+      [RECIPE, version, nodeVersion, sha256(await readFile(bundle)), sha256(nodeBytes), ...units.map((u) => `${u.name}:${sha256(u.text)}`), ...shares.map((f) => `${f.rel}:${sha256(f.text)}`), ...libBytes.map((l) => `${l.name}:${sha256(l.bytes)}`)].join('\n'),
     );
 
     const existing = await readFile(path.join(outDir, MANIFEST_FILE), 'utf8').then((t) => JSON.parse(t) as PayloadManifest, () => undefined);
@@ -145,6 +155,10 @@ export async function buildAgentPayload(opts: BuildPayloadOptions): Promise<Buil
     await chmod(binary, 0o755);
     for (const l of libBytes) await writeFile(path.join(stage, PAYLOAD_LIB_DIR, l.name), l.bytes, { mode: l.mode & 0o755 });
     for (const u of units) await writeFile(path.join(stage, u.name), u.text, { mode: 0o644 });
+    for (const f of shares) {
+      await mkdir(path.join(stage, path.dirname(f.rel)), { recursive: true });
+      await writeFile(path.join(stage, f.rel), f.text, { mode: 0o644 });
+    }
 
     // The binary's own loader and libraries, not the host's: what the node will run.
     const smoke = await run(path.join(stage, PAYLOAD_LIB_DIR, INTERPRETER_NAME), ['--library-path', path.join(stage, PAYLOAD_LIB_DIR), binary, '--help'], {
@@ -155,7 +169,7 @@ export async function buildAgentPayload(opts: BuildPayloadOptions): Promise<Buil
       throw new HvError(`the built hvagent does not run: exit ${smoke.exitCode}: ${smoke.stderr.trim().slice(0, 500)}`, { where: binary, exitCode: ExitCode.usage });
     }
 
-    const rels = [PAYLOAD_BINARY, ...UNIT_NAMES, ...libBytes.map((l) => `${PAYLOAD_LIB_DIR}/${l.name}`)].sort();
+    const rels = [PAYLOAD_BINARY, ...UNIT_NAMES, ...SHARE_FILES, ...libBytes.map((l) => `${PAYLOAD_LIB_DIR}/${l.name}`)].sort();
     const files: PayloadFile[] = [];
     for (const rel of rels) files.push(await fileRecord(stage, rel));
     const manifest: PayloadManifest = {
@@ -172,7 +186,8 @@ export async function buildAgentPayload(opts: BuildPayloadOptions): Promise<Buil
     await writeFile(path.join(stage, MANIFEST_FILE), JSON.stringify(manifest, null, 2) + '\n', { mode: 0o644 });
     const when = new Date(PAYLOAD_EPOCH * 1000);
     for (const rel of [...rels, MANIFEST_FILE]) await utimes(path.join(stage, rel), when, when);
-    for (const d of ['bin', PAYLOAD_LIB_DIR, '.']) await utimes(path.join(stage, d), when, when);
+    const shareDirs = [...new Set(SHARE_FILES.flatMap((f) => f.split('/').slice(0, -1).map((_, i, parts) => parts.slice(0, i + 1).join('/'))))];
+    for (const d of ['bin', PAYLOAD_LIB_DIR, ...shareDirs.sort().reverse(), '.']) await utimes(path.join(stage, d), when, when);
 
     await rm(outDir, { recursive: true, force: true });
     await rename(stage, outDir);

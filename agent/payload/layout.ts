@@ -17,7 +17,9 @@
  *   /usr/local/bin/hvagent -> ../lib/hvagent/current/bin/hvagent
  *   /etc/systemd/system/<unit> -> /usr/local/lib/hvagent/current/<unit>
  *   /etc/systemd/system/multi-user.target.wants/<unit> -> /etc/systemd/system/<unit>
- * for each of UNIT_NAMES. The /etc links live in the persistent /etc/systemd bind directory, which Elemental refreshes
+ *   /usr/local/share/man/man1/hvagent.1 -> ../../../lib/hvagent/current/share/man/man1/hvagent.1
+ *   /usr/local/share/bash-completion/completions/hvagent -> ../../../lib/hvagent/current/share/…
+ * for each of UNIT_NAMES and SHARE_FILES. The /etc links live in the persistent /etc/systemd bind directory, which Elemental refreshes
  * from the image at every boot without deleting what only the bind directory holds; they never change
  * between releases, so the unit, the binary and its libraries switch together with `current`.
  */
@@ -33,6 +35,13 @@ export const CONSOLE_UNIT_NAME = 'hvagent-console.service';
 export const UNIT_NAMES = [UNIT_NAME, CONSOLE_UNIT_NAME] as const;
 export type UnitName = (typeof UNIT_NAMES)[number];
 export const MANIFEST_FORMAT = 1;
+/**
+ * The man page and bash completion the payload carries (make build generates them into dist/share
+ * from the same definitions as --help), linked on the node under /usr/local/share, which man-db's
+ * and bash-completion's default search paths include.
+ */
+export const SHARE_FILES = ['share/man/man1/hvagent.1', 'share/bash-completion/completions/hvagent'] as const;
+export type ShareFile = (typeof SHARE_FILES)[number];
 
 /** Node paths. */
 export const AGENT_HOME = '/usr/local/lib/hvagent';
@@ -49,6 +58,10 @@ export const LIBRARY_PATH = `${CURRENT_LINK}/${PAYLOAD_LIB_DIR}`;
 export const unitNodePath = (unit: UnitName): string => `/etc/systemd/system/${unit}`;
 export const unitLinkTarget = (unit: UnitName): string => `${CURRENT_LINK}/${unit}`;
 export const wantsNodePath = (unit: UnitName): string => `/etc/systemd/system/multi-user.target.wants/${unit}`;
+
+/** Where a share file is linked on the node, and the link's target: relative, as the launcher's. */
+export const shareNodePath = (f: ShareFile): string => `/usr/local/${f}`;
+export const shareLinkTarget = (f: ShareFile): string => path.posix.relative(path.posix.dirname(shareNodePath(f)), `${CURRENT_LINK}/${f}`);
 
 /** The architecture a payload is built for: uname -m and the ELF e_machine of its binaries. */
 export interface PayloadArch {
@@ -109,7 +122,7 @@ export function manifestProblem(m: unknown): string | undefined {
     }
     if (typeof f.size !== 'number' || typeof f.mode !== 'number' || !/^[0-9a-f]{64}$/.test(String(f.sha256))) return `${f.path}: size, mode or sha256 missing`;
   }
-  for (const need of [PAYLOAD_BINARY, ...UNIT_NAMES, `${PAYLOAD_LIB_DIR}/${INTERPRETER_NAME}`]) {
+  for (const need of [PAYLOAD_BINARY, ...UNIT_NAMES, ...SHARE_FILES, `${PAYLOAD_LIB_DIR}/${INTERPRETER_NAME}`]) {
     if (!doc.files.some((f) => f.path === need)) return `it has no ${need}`;
   }
   if (doc.digest !== payloadDigest(doc.files)) return 'its digest does not match its file list';

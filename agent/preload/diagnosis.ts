@@ -17,11 +17,13 @@ export type FailureKind =
   /** ctr succeeded but images on the archive's list are not present. */
   | 'images-missing'
   /** containerd did not answer before an attempt. */
-  | 'containerd-unavailable';
+  | 'containerd-unavailable'
+  /** The node has no zstd to decompress the archive with. */
+  | 'tool-missing';
 
-/** Failures a retry later cannot fix: the medium's bytes are wrong. A person must replace them. */
+/** Failures a retry later cannot fix: the medium's bytes are wrong, or the node lacks a tool. A person must act. */
 export function isPermanent(kind: FailureKind): boolean {
-  return kind === 'checksum-mismatch' || kind === 'corrupt' || kind === 'images-missing';
+  return kind === 'checksum-mismatch' || kind === 'corrupt' || kind === 'images-missing' || kind === 'tool-missing';
 }
 
 export interface ArchiveFailure {
@@ -79,6 +81,7 @@ const HINTS: Record<FailureKind, string> = {
   'finish-timeout': 'containerd accepted the data but did not finish: check its log and disk space',
   'images-missing': 'the archive does not hold every image its list names: the bundle is inconsistent',
   'containerd-unavailable': 'start containerd (rke2-server/rke2-agent) or fix the containerd socket setting',
+  'tool-missing': 'the image has no zstd to decompress the archive (the archive itself is fine): add zstd to the image or set guards.image-preload.zstd to its path, then run `hvagent once --guard image-preload`',
 };
 
 /** The failure diagnosis: each failed archive with its reason, then every missing image. */

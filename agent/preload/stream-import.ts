@@ -53,6 +53,7 @@ wait "$reader"
 rs=$?
 kill "$watcher" 2>/dev/null
 if [ "$rs" -ne 0 ]; then echo "hvagent-preload: reading $archive failed (cat exited $rs)" >&2; exit 97; fi
+if [ "$zs" -eq 127 ]; then echo "hvagent-preload: $zstd not found: cannot decompress $archive" >&2; exit 96; fi
 if [ "$zs" -ne 0 ] && [ "$zs" -ne 141 ]; then echo "hvagent-preload: zstd could not decompress $archive (exit $zs)" >&2; exit 98; fi
 exit "$cs"
 `;
@@ -75,6 +76,7 @@ else
 fi
 exec 3>&-
 kill "$watcher" 2>/dev/null
+if [ "$zs" -eq 127 ]; then echo "hvagent-preload: $zstd not found: cannot decompress $archive" >&2; exit 96; fi
 if [ "$zs" -ne 0 ] && [ "$zs" -ne 141 ]; then echo "hvagent-preload: zstd could not decompress $archive (exit $zs)" >&2; exit 98; fi
 exit "$cs"
 `;
@@ -143,6 +145,8 @@ export function classifyExit(
 ): { kind: FailureKind; message: string } | null {
   if (code === 0) return null;
   const detail = lastLines(output);
+  // bash's 127 for zstd: the tool is not on this node (or not executable); the archive is not at fault.
+  if (code === 96) return { kind: 'tool-missing', message: `zstd is missing on this node: ${detail}` };
   if (code === 97) {
     const cat = output.split('\n').filter((l) => l.startsWith('cat:')).slice(-2).join(' | ');
     return { kind: 'read-failed', message: `reading the archive failed: ${cat || detail}` };

@@ -11,8 +11,9 @@ import { Logger } from '../../lib/logger.js';
 import { Redactor } from '../../lib/redact.js';
 import { Terminal } from '../../lib/tui/terminal.js';
 import type { MachineFacts } from '../preflight/types.js';
+import { HELP_OPTION, type OptionDefs } from '../../lib/cli/definition.js';
 
-const USAGE = `usage: hvinstall console [--dry-run --write-config FILE] [--sysroot DIR | --facts FILE] [--cmdline-file F]
+export const USAGE = `usage: hvinstall console [--dry-run --write-config FILE] [--sysroot DIR | --facts FILE] [--cmdline-file F]
                          [--source S] [--bundle DIR|none] [--agent DIR|none] [--state-dir DIR] [--system-size MIB] [--no-reboot]
                          [--log FILE] [--dhcp-timeout SEC] [--refresh SEC]
 
@@ -35,6 +36,25 @@ Ctrl-L (redraw), Ctrl-C (asks before quitting).
   --refresh SEC        repaint the whole screen this often, over kernel messages (default 30)
 Exit codes: 0 installed (or dry run written), 1 halted by the operator, 2 usage or environment, 3 the install failed, 130 quit.`;
 
+/** What the parser accepts: --help, completion and the man page read the same object. */
+export const OPTIONS = {
+  'dry-run': { type: 'boolean' },
+  'write-config': { type: 'string' },
+  sysroot: { type: 'string' },
+  facts: { type: 'string' },
+  'cmdline-file': { type: 'string' },
+  source: { type: 'string' },
+  bundle: { type: 'string' },
+  agent: { type: 'string' },
+  'state-dir': { type: 'string' },
+  'system-size': { type: 'string' },
+  'no-reboot': { type: 'boolean' },
+  log: { type: 'string' },
+  'dhcp-timeout': { type: 'string' },
+  'dhcp-script': { type: 'string' },
+  refresh: { type: 'string' },
+} as const satisfies OptionDefs;
+
 function usageError(message: string): HvError {
   return new HvError(message, { hint: "run 'hvinstall console --help'", exitCode: ExitCode.usage });
 }
@@ -50,24 +70,7 @@ export default async function consoleCommand(argv: string[]): Promise<number> {
   try {
     ({ values } = parseArgs({
       args: argv,
-      options: {
-        'dry-run': { type: 'boolean' },
-        'write-config': { type: 'string' },
-        sysroot: { type: 'string' },
-        facts: { type: 'string' },
-        'cmdline-file': { type: 'string' },
-        source: { type: 'string' },
-        bundle: { type: 'string' },
-        agent: { type: 'string' },
-        'state-dir': { type: 'string' },
-        'system-size': { type: 'string' },
-        'no-reboot': { type: 'boolean' },
-        log: { type: 'string' },
-        'dhcp-timeout': { type: 'string' },
-        'dhcp-script': { type: 'string' },
-        refresh: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
+      options: { ...OPTIONS, ...HELP_OPTION },
       strict: true,
     }));
   } catch (err) {

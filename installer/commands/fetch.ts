@@ -13,8 +13,9 @@ import { downloadFile, type DownloadProgress } from '../remote/iso.js';
 import { findLocalIso, openIsoMedia } from '../remote/media.js';
 import { fetchPublishedSha256 } from '../remote/install-media.js';
 import { parseCommandArgs } from './args.js';
+import { HELP_OPTION, type CommandDef, type OptionDefs } from '../../lib/cli/definition.js';
 
-const USAGE = `usage: hvinstall fetch config [URL] [options]
+export const USAGE = `usage: hvinstall fetch config [URL] [options]
        hvinstall fetch iso URL|local --output FILE [options]
 
 fetch config   fetch install.config_url (URL, or the one on the kernel command line), merge the
@@ -31,6 +32,32 @@ fetch iso      download an ISO with resume, progress and sha256 verification
   'local' means the boot medium (/run/initramfs/live or the COS_LIVE label).
 
 Exit codes: 0 ok, 1 invalid config or checksum mismatch, 2 usage error or cannot fetch, 3 download failed.`;
+
+/** What each parser accepts: --help, completion and the man page read the same objects. */
+const CONFIG_OPTIONS = {
+  cmdline: { type: 'string' },
+  'cmdline-file': { type: 'string' },
+  attempts: { type: 'string' },
+  'retry-delay': { type: 'string' },
+  timeout: { type: 'string' },
+  'ca-file': { type: 'string' },
+  sha256: { type: 'string' },
+  output: { type: 'string' },
+} as const satisfies OptionDefs;
+const ISO_OPTIONS = {
+  output: { type: 'string' },
+  sha256: { type: 'string' },
+  attempts: { type: 'string' },
+  'retry-delay': { type: 'string' },
+  'stall-timeout': { type: 'string' },
+  'ca-file': { type: 'string' },
+  extract: { type: 'string' },
+} as const satisfies OptionDefs;
+
+export const SUBCOMMANDS: CommandDef[] = [
+  { name: 'config', summary: 'fetch install.config_url, merge the command line over it and validate it', usage: USAGE, options: { ...CONFIG_OPTIONS, ...HELP_OPTION } },
+  { name: 'iso', summary: 'download an ISO with resume, progress and sha256 verification', usage: USAGE, options: { ...ISO_OPTIONS, ...HELP_OPTION } },
+];
 
 function usageError(msg: string): HvError {
   return new HvError(msg, { hint: "run 'hvinstall fetch --help'", exitCode: ExitCode.usage });
@@ -55,16 +82,7 @@ function progressPrinter(label: string): (p: DownloadProgress) => void {
 async function fetchConfig(argv: string[]): Promise<number> {
   const args = parseCommandArgs(
     argv,
-    {
-      cmdline: { type: 'string' },
-      'cmdline-file': { type: 'string' },
-      attempts: { type: 'string' },
-      'retry-delay': { type: 'string' },
-      timeout: { type: 'string' },
-      'ca-file': { type: 'string' },
-      sha256: { type: 'string' },
-      output: { type: 'string' },
-    },
+    CONFIG_OPTIONS,
     USAGE,
     true,
     "run 'hvinstall fetch --help'",
@@ -102,15 +120,7 @@ async function fetchConfig(argv: string[]): Promise<number> {
 async function fetchIso(argv: string[]): Promise<number> {
   const args = parseCommandArgs(
     argv,
-    {
-      output: { type: 'string' },
-      sha256: { type: 'string' },
-      attempts: { type: 'string' },
-      'retry-delay': { type: 'string' },
-      'stall-timeout': { type: 'string' },
-      'ca-file': { type: 'string' },
-      extract: { type: 'string' },
-    },
+    ISO_OPTIONS,
     USAGE,
     true,
     "run 'hvinstall fetch --help'",
@@ -151,9 +161,13 @@ async function fetchIso(argv: string[]): Promise<number> {
 
 export default async function fetch(argv: string[]): Promise<number> {
   const [what, ...rest] = argv;
-  if (!what || what === '--help' || what === '-h') {
+  if (!what) {
+    process.stderr.write(USAGE + '\n');
+    return ExitCode.usage;
+  }
+  if (what === '--help' || what === '-h') {
     process.stdout.write(USAGE + '\n');
-    return what ? ExitCode.ok : ExitCode.usage;
+    return ExitCode.ok;
   }
   if (what === 'config') return fetchConfig(rest);
   if (what === 'iso') return fetchIso(rest);

@@ -18,8 +18,9 @@ import { gatherFacts, loadInstallConfig, prepareInstall } from '../steps/prepare
 import { EventBus, sinkFor, type ProgressMode } from '../steps/progress.js';
 import { parseCommandArgs } from './args.js';
 import { parseSystemSize } from './plan.js';
+import type { OptionDefs } from '../../lib/cli/definition.js';
 
-const USAGE = `usage: hvinstall image --config FILE --source DIR|SQUASHFS --out NODE.qcow2|NODE.raw [--size SIZE] [--force]
+export const USAGE = `usage: hvinstall image --config FILE --source DIR|SQUASHFS --out NODE.qcow2|NODE.raw [--size SIZE] [--force]
                        [--bundle DIR|none] [--agent DIR|none] [--system-size MIB] [--progress tty|plain|json] [--state-dir DIR]
 
 Installs the node described by FILE into a new disk image, for virtual labs and clouds: the install
@@ -38,6 +39,20 @@ An image run never resumes: each run starts a fresh file. install.data_disk and 
 (an image is one disk); install.device is replaced by the loop device.
 Exit codes: 0 written, 1 refused (config invalid, layout does not fit), 2 usage, 3 the install or conversion failed.`;
 
+/** What the parser accepts: --help, completion and the man page read the same object. */
+export const OPTIONS = {
+  config: { type: 'string' },
+  source: { type: 'string' },
+  out: { type: 'string' },
+  size: { type: 'string' },
+  force: { type: 'boolean' },
+  bundle: { type: 'string' },
+  agent: { type: 'string' },
+  'system-size': { type: 'string' },
+  progress: { type: 'string', choices: ['tty', 'plain', 'json'] },
+  'state-dir': { type: 'string' },
+} as const satisfies OptionDefs;
+
 const CONVERT_TIMEOUT_MS = 2 * 60 * 60_000;
 
 async function exists(p: string): Promise<boolean> {
@@ -50,18 +65,7 @@ async function exists(p: string): Promise<boolean> {
 export default async function image(argv: string[]): Promise<number> {
   const args = parseCommandArgs(
     argv,
-    {
-      config: { type: 'string' },
-      source: { type: 'string' },
-      out: { type: 'string' },
-      size: { type: 'string' },
-      force: { type: 'boolean' },
-      bundle: { type: 'string' },
-      agent: { type: 'string' },
-      'system-size': { type: 'string' },
-      progress: { type: 'string' },
-      'state-dir': { type: 'string' },
-    },
+    OPTIONS,
     USAGE,
   );
   if (!args) return ExitCode.ok;
@@ -142,7 +146,10 @@ async function installOnto(
   mode: ProgressMode,
   systemSizeMiB: number | undefined,
 ): Promise<number | undefined> {
-  const config = { ...loaded.config, install: { ...loaded.config.install, device: loop } };
+  // The image boots in a VM whose firmware this host does not tell: UEFI (Harvester v1.8 refuses
+  // legacy BIOS), unless the config asks for an msdos table (a BIOS image).
+  const uefi = loaded.config.install?.forceMbr ? {} : { forceEfi: true };
+  const config = { ...loaded.config, install: { ...loaded.config.install, device: loop, ...uefi } };
   const prepared = await prepareInstall({ configPath: values.config!, loaded: { config, warnings: loaded.warnings }, device: loop, source: values.source, requireSource: true, systemSizeMiB, agent });
   for (const w of prepared.warnings) process.stderr.write(`warning: ${w}\n`);
   const stateDir = values['state-dir'] ?? '/var/lib/hvinstall/image';

@@ -7,6 +7,7 @@ import { readFile, mkdir } from 'node:fs/promises';
 import { Logger } from '../../lib/logger.js';
 import { HvError, ExitCode, describeError } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
+import { findOnPath } from '../../lib/find-on-path.js';
 import { formatPlanText } from '../disk/format-plan.js';
 import { EventBus, sinkFor, type ProgressMode } from '../steps/progress.js';
 import { resolveBundleSource } from '../steps/bundle-source.js';
@@ -16,8 +17,9 @@ import { gatherFacts, prepareInstall } from '../steps/prepare.js';
 import { TEST_KILL_ENV } from '../steps/test-faults.js';
 import { parseSystemSize } from './plan.js';
 import { parseCommandArgs } from './args.js';
+import type { OptionDefs } from '../../lib/cli/definition.js';
 
-const USAGE = `usage: hvinstall install (--config FILE | --cmdline-file /proc/cmdline) [--device DISK] [--source DIR|SQUASHFS]
+export const USAGE = `usage: hvinstall install (--config FILE | --cmdline-file /proc/cmdline) [--device DISK] [--source DIR|SQUASHFS]
                          [--fallback-source DIR|SQUASHFS] [--bundle DIR|none] [--agent DIR|none] [--yes] [--progress tty|plain|json] [--preserve-on-error]
                          [--system-size MIB] [--state-dir DIR] [--no-reboot] [--iso-to-disk]
 
@@ -55,25 +57,28 @@ Installs onto DISK, destroying everything on it (and on install.data_disk and th
 Re-running after a crash, kill or power cut resumes the same install from its journal.
 Exit codes: 0 installed, 1 refused (disk busy, config invalid, layout does not fit), 2 usage, 3 the install failed.`;
 
+/** What the parser accepts: --help, completion and the man page read the same object. */
+export const OPTIONS = {
+  config: { type: 'string' },
+  'cmdline-file': { type: 'string' },
+  device: { type: 'string' },
+  source: { type: 'string' },
+  'fallback-source': { type: 'string' },
+  bundle: { type: 'string' },
+  agent: { type: 'string' },
+  yes: { type: 'boolean', short: 'y' },
+  progress: { type: 'string', choices: ['tty', 'plain', 'json'] },
+  'preserve-on-error': { type: 'boolean' },
+  'system-size': { type: 'string' },
+  'state-dir': { type: 'string' },
+  'no-reboot': { type: 'boolean' },
+  'iso-to-disk': { type: 'boolean' },
+} as const satisfies OptionDefs;
+
 export default async function install(argv: string[]): Promise<number> {
   const args = parseCommandArgs(
     argv,
-    {
-      config: { type: 'string' },
-      'cmdline-file': { type: 'string' },
-      device: { type: 'string' },
-      source: { type: 'string' },
-      'fallback-source': { type: 'string' },
-      bundle: { type: 'string' },
-      agent: { type: 'string' },
-      yes: { type: 'boolean', short: 'y' },
-      progress: { type: 'string' },
-      'preserve-on-error': { type: 'boolean' },
-      'system-size': { type: 'string' },
-      'state-dir': { type: 'string' },
-      'no-reboot': { type: 'boolean' },
-      'iso-to-disk': { type: 'boolean' },
-    },
+    OPTIONS,
     USAGE,
   );
   if (!args) return ExitCode.ok;
@@ -203,6 +208,14 @@ async function streamIfTooBig(url: string, workDir: string, forced: boolean, caF
   const placement = decideIsoPlacement({ isoBytes: probe.bytes, memAvailableBytes: mem, acceptsRanges: probe.acceptsRanges, forced });
   log.info('where the install ISO goes', { url, where: placement.where, why: placement.why, isoBytes: probe.bytes, memAvailableBytes: mem });
   if (placement.where === 'ram') return undefined;
+  // The streamed path reads the ISO's directory with xorriso: say so now, before any byte is fetched.
+  if (!(await findOnPath('xorriso'))) {
+    throw new HvError(`the install ISO must be streamed to disk (${placement.why}), which needs xorriso, and this live system has none`, {
+      where: 'install.iso_url',
+      hint: 'give the machine enough RAM for the ISO, boot a live image built with xorriso (make iso installs it), or pass --source with the OS image on local storage',
+      exitCode: ExitCode.checkFailed,
+    });
+  }
   const sha256 = await fetchPublishedSha256(url, { caFile }).catch((err: Error) => {
     log.warn('could not fetch the published sha256 of the ISO', { url: `${url}.sha256`, error: err.message });
     return undefined;

@@ -9,8 +9,9 @@ import { prepareInstall } from '../steps/prepare.js';
 import { busyHolders } from '../steps/holders.js';
 import { resolveAgentArg, type AgentSource } from '../steps/agent-source.js';
 import { parseCommandArgs } from './args.js';
+import type { OptionDefs } from '../../lib/cli/definition.js';
 
-const USAGE = `usage: hvinstall plan --config FILE [--device DISK] [--source DIR|SQUASHFS] [--agent DIR|none] [--system-size MIB]
+export const USAGE = `usage: hvinstall plan --config FILE [--device DISK] [--source DIR|SQUASHFS] [--agent DIR|none] [--system-size MIB]
                      [--facts FACTS.json] [--json]
 
 Prints the partition table (start, size, label, fs, mount), the images, the files and the steps an
@@ -26,18 +27,21 @@ install would use, and what it would refuse. Touches no disk.
   --json             the plan as JSON
 Exit codes: 0 the install could proceed, 1 it would be refused, 2 usage error.`;
 
+/** What the parser accepts: --help, completion and the man page read the same object. */
+export const OPTIONS = {
+  config: { type: 'string' },
+  device: { type: 'string' },
+  source: { type: 'string' },
+  agent: { type: 'string' },
+  'system-size': { type: 'string' },
+  facts: { type: 'string' },
+  json: { type: 'boolean' },
+} as const satisfies OptionDefs;
+
 export default async function plan(argv: string[]): Promise<number> {
   const args = parseCommandArgs(
     argv,
-    {
-      config: { type: 'string' },
-      device: { type: 'string' },
-      source: { type: 'string' },
-      agent: { type: 'string' },
-      'system-size': { type: 'string' },
-      facts: { type: 'string' },
-      json: { type: 'boolean' },
-    },
+    OPTIONS,
     USAGE,
   );
   if (!args) return ExitCode.ok;

@@ -19,8 +19,9 @@ import {
   type Profile,
 } from '../preflight/index.js';
 import { parseCommandArgs } from './args.js';
+import type { OptionDefs } from '../../lib/cli/definition.js';
 
-const USAGE = `usage: hvinstall preflight [--config FILE|URL|-] [--source DIR|SQUASHFS] [--profile testing|production] [--sysroot DIR] [--json]
+export const USAGE = `usage: hvinstall preflight [--config FILE|URL|-] [--source DIR|SQUASHFS] [--profile testing|production] [--sysroot DIR] [--json]
 
 Gathers this machine's hardware facts and checks them against Harvester's requirements.
   --config F     check the install device, data disk and management NICs the config names,
@@ -32,6 +33,15 @@ Gathers this machine's hardware facts and checks them against Harvester's requir
   --json         print the machine facts (the MachineFacts that 'hvinstall plan --facts' reads)
                  with the report (checks, summary, suggestedDevice, gate) alongside, as JSON
 Exit codes: 0 no failures, 1 a check failed, 2 usage or environment error.`;
+
+/** What the parser accepts: --help, completion and the man page read the same object. */
+export const OPTIONS = {
+  config: { type: 'string' },
+  source: { type: 'string' },
+  profile: { type: 'string', default: 'testing', choices: ['testing', 'production'] },
+  sysroot: { type: 'string', default: '/' },
+  json: { type: 'boolean', default: false },
+} as const satisfies OptionDefs;
 
 function usageError(message: string): HvError {
   return new HvError(message, { hint: "run 'hvinstall preflight --help'", exitCode: ExitCode.usage });
@@ -65,13 +75,7 @@ async function imageFacts(source: string | undefined, sysroot: string): Promise<
 export default async function preflight(argv: string[]): Promise<number> {
   const args = parseCommandArgs(
     argv,
-    {
-      config: { type: 'string' },
-      source: { type: 'string' },
-      profile: { type: 'string', default: 'testing' },
-      sysroot: { type: 'string', default: '/' },
-      json: { type: 'boolean', default: false },
-    },
+    OPTIONS,
     USAGE,
     false,
     "run 'hvinstall preflight --help'",

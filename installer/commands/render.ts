@@ -13,6 +13,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { writeFileAtomic } from '../../lib/atomic-write.js';
 import { ExitCode, HvError } from '../../lib/errors.js';
+import { HELP_OPTION, type OptionDefs } from '../../lib/cli/definition.js';
 import { renderNode, SEEDS_PATH } from '../render/index.js';
 import type { ImageFacts, RenderedFile, RenderFacts, RenderSeeds } from '../render/types.js';
 import { imageFactsOf, machineArch } from '../steps/image-facts.js';
@@ -20,7 +21,7 @@ import { resolveSource } from '../steps/source.js';
 
 export const MANIFEST_PATH = '/oem/hvinstall/render-manifest.json';
 
-const USAGE = `usage: hvinstall render --config FILE --out DIR [--facts FILE] [--seeds FILE]
+export const USAGE = `usage: hvinstall render --config FILE --out DIR [--facts FILE] [--seeds FILE]
                         [--source DIR|SQUASHFS] [--release FILE]
 
 Renders the installed node's files (yip, NetworkManager, RKE2, kube-vip, registries.yaml,
@@ -38,6 +39,9 @@ initramfs stage at every boot).
                   rancherd, and its /etc/harvester-release.yaml; default: not inspected, rendered
                   as for an image without rancherd
   --release FILE  a harvester-release.yaml from the ISO root, read with the image's own`;
+
+/** What the parser accepts: --help, completion and the man page read the same object. */
+export const OPTIONS = { config: { type: 'string' }, out: { type: 'string' }, facts: { type: 'string' }, seeds: { type: 'string' }, source: { type: 'string' }, release: { type: 'string' } } as const satisfies OptionDefs;
 
 export interface ManifestEntry {
   path: string;
@@ -158,7 +162,7 @@ export default async function render(argv: string[]): Promise<number> {
   try {
     ({ values } = parseArgs({
       args: argv,
-      options: { config: { type: 'string' }, out: { type: 'string' }, facts: { type: 'string' }, seeds: { type: 'string' }, source: { type: 'string' }, release: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+      options: { ...OPTIONS, ...HELP_OPTION },
       strict: true,
       allowPositionals: false,
     }));

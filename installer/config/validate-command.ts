@@ -10,8 +10,9 @@ import { loadConfig } from './load.js';
 import { redactConfig } from './redact-config.js';
 import { formatFinding } from './format.js';
 import type { Finding } from './types.js';
+import { HELP_OPTION, type OptionDefs } from '../../lib/cli/definition.js';
 
-const USAGE = `usage: hvinstall validate [FILE|URL|-] [options]
+export const USAGE = `usage: hvinstall validate [FILE|URL|-] [options]
 
 Loads a Harvester config.yaml (scheme_version 1) from a file, an http(s) URL or standard input (-),
 merges the kernel command line over it, and reports every problem at once.
@@ -33,6 +34,21 @@ options:
 With only --cmdline/--cmdline-file, harvester.install.config_url is fetched as the file.
 Exit codes: 0 valid (warnings allowed, unless --strict), 1 invalid, 2 cannot read the input or usage error.`;
 
+/** What the parser accepts: --help, completion and the man page read the same object. */
+export const OPTIONS = {
+  cmdline: { type: 'string' },
+  'cmdline-file': { type: 'string' },
+  json: { type: 'boolean' },
+  print: { type: 'boolean' },
+  strict: { type: 'boolean' },
+  'already-installed': { type: 'boolean' },
+  'dhcp-range': { type: 'string', multiple: true },
+  'ca-file': { type: 'string' },
+  sha256: { type: 'string' },
+  timeout: { type: 'string' },
+  attempts: { type: 'string' },
+} as const satisfies OptionDefs;
+
 
 function jsonFinding(f: Finding): Record<string, unknown> {
   return { path: f.path, source: f.source ?? null, line: f.line ?? null, column: f.column ?? null, message: f.message, hint: f.hint ?? null };
@@ -50,20 +66,7 @@ export async function runValidate(argv: string[]): Promise<number> {
     parsed = parseArgs({
       args: argv,
       allowPositionals: true,
-      options: {
-        cmdline: { type: 'string' },
-        'cmdline-file': { type: 'string' },
-        json: { type: 'boolean' },
-        print: { type: 'boolean' },
-        strict: { type: 'boolean' },
-        'already-installed': { type: 'boolean' },
-        'dhcp-range': { type: 'string', multiple: true },
-        'ca-file': { type: 'string' },
-        sha256: { type: 'string' },
-        timeout: { type: 'string' },
-        attempts: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
+      options: { ...OPTIONS, ...HELP_OPTION },
     });
   } catch (err) {
     process.stderr.write(`hvinstall validate: ${(err as Error).message}\n\n${USAGE}\n`);

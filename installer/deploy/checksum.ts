@@ -1,6 +1,6 @@
 import { open } from 'node:fs/promises';
 import { sharedBuffer, WorkerSha256 } from './hash-worker.js';
-import { beforeStall, StallError, StallWatchdog } from '../../lib/stall-watchdog.js';
+import { beforeStall, closeAfterStuck, StallError, StallWatchdog } from '../../lib/stall-watchdog.js';
 
 const CHUNK = 4 * 1024 * 1024;
 const SLOTS = 4;
@@ -15,8 +15,10 @@ export async function sha256File(file: string, opts: { signal?: AbortSignal; onB
   const hasher = new WorkerSha256();
   const wd = opts.stallTimeoutMs ? new StallWatchdog(opts.stallTimeoutMs) : undefined;
   let stalled = false;
+  let reading: Promise<unknown> = Promise.resolve();
   const read = (buf: Uint8Array, pos: number) => {
     const r = fh.read(buf, 0, CHUNK, pos);
+    reading = r;
     if (!wd) return r;
     wd.observe(pos);
     return beforeStall(r, wd, (idle) => `no byte read from ${file} for ${Math.round(idle / 1000)} s at byte ${pos}`).catch((err: unknown) => {
@@ -40,8 +42,9 @@ export async function sha256File(file: string, opts: { signal?: AbortSignal; onB
     await Promise.all(inFlight);
     return await hasher.digest();
   } finally {
-    // A stuck read keeps its handle: closing would wait for it.
-    if (!stalled) await fh.close();
+    // A stuck read keeps its handle until it returns: closing would wait for it.
+    if (stalled) closeAfterStuck(reading, fh);
+    else await fh.close();
     await hasher.close();
   }
 }

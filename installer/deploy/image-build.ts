@@ -3,7 +3,7 @@ import { open, rm, stat } from 'node:fs/promises';
 import { run } from '../../lib/exec.js';
 import type { ImageRecord } from '../disk/contracts.js';
 import { flushWhileWriting } from './flush-behind.js';
-import { beforeStall, StallWatchdog } from '../../lib/stall-watchdog.js';
+import { beforeStall, sampleProgress, StallWatchdog } from '../../lib/stall-watchdog.js';
 
 export interface Ext2ImageSpec {
   tree: string;
@@ -51,6 +51,11 @@ export function e2fsprogsEnv(epoch: number): Record<string, string> {
 /** The default stall timeout for reads of the OS source (as hvagent's image preload). */
 export const SOURCE_STALL_TIMEOUT_MS = 120_000;
 
+/** How often a stall watch samples its counter: often enough to see a stall within an eighth of its timeout. */
+export function sampleIntervalMs(stallTimeoutMs: number): number {
+  return Math.max(20, Math.min(500, Math.floor(stallTimeoutMs / 8)));
+}
+
 /**
  * Builds an ext2 image straight from a directory with `mke2fs -d` (no loop mount, no copy through
  * a mounted filesystem) into a sparse file: only the tree's blocks and ext2 metadata are written.
@@ -69,13 +74,10 @@ export async function buildExt2Image(spec: Ext2ImageSpec, onAllocated?: (bytes: 
   const wd = new StallWatchdog(stallTimeoutMs);
   const stop = new AbortController();
   let allocated = 0;
-  const timer = setInterval(() => {
-    stat(spec.file).then((s) => {
-      allocated = s.blocks * 512;
-      wd.observe(allocated);
-      onAllocated?.(allocated);
-    }, () => undefined);
-  }, Math.max(20, Math.min(500, Math.floor(stallTimeoutMs / 8))));
+  const stopSampling = sampleProgress(wd, async () => (await stat(spec.file)).blocks * 512, sampleIntervalMs(stallTimeoutMs), (v) => {
+    allocated = v;
+    onAllocated?.(v);
+  });
   try {
     // Flushed while mke2fs writes, so the disk works while mke2fs and then the copy use the CPU;
     // the caller still fsyncs the image before renaming it into place.
@@ -86,7 +88,7 @@ export async function buildExt2Image(spec: Ext2ImageSpec, onAllocated?: (bytes: 
       throw err;
     });
   } finally {
-    clearInterval(timer);
+    stopSampling();
   }
   if (onAllocated) onAllocated((await stat(spec.file)).blocks * 512);
 }

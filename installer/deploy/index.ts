@@ -59,7 +59,7 @@ export async function deployImages(req: DeployRequest): Promise<DeployResult> {
   await mkdir(path.join(req.recoveryDir, 'cOS'), { recursive: true });
   for (const t of Object.values(targets)) await rm(partialOf(t), { force: true });
 
-  const prepared = await prepareSource(req.source, req.workDir);
+  const prepared = await prepareSource(req.source, req.workDir, req.stallTimeoutMs ?? SOURCE_STALL_TIMEOUT_MS);
   const pool = new Sha256Pool();
   try {
     req.signal?.throwIfAborted();

@@ -1,10 +1,12 @@
 import { createHash } from 'node:crypto';
-import { lstat, mkdir, mkdtemp, opendir, readFile, readlink, rm, rmdir } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, opendir, readFile, readlink, rm, rmdir, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
+import { beforeStall, sampleProgress, StallError, StallWatchdog } from '../../lib/stall-watchdog.js';
 import type { OsSource } from '../disk/contracts.js';
 import { blocksFor, EXT2_BLOCK_SIZE, type TreeMeasure } from './image-size.js';
+import { sampleIntervalMs, SOURCE_STALL_TIMEOUT_MS } from './image-build.js';
 
 const MOUNT_PREFIX = 'hv-deploy-src-';
 
@@ -20,9 +22,9 @@ export interface PreparedSource {
  *   /proc, /sys, /dev, /run, as Elemental's rsync excludes them) and with noatime, so reading it
  *   does not change the access times that end up in the image;
  * - a squashfs file is loop-mounted read-only (no copy), or unpacked with unsquashfs when the
- *   kernel cannot mount it.
+ *   kernel cannot mount it (with the stall watch of every other read from the boot medium).
  */
-export async function prepareSource(source: OsSource, workDir: string): Promise<PreparedSource> {
+export async function prepareSource(source: OsSource, workDir: string, stallTimeoutMs = SOURCE_STALL_TIMEOUT_MS): Promise<PreparedSource> {
   await mkdir(workDir, { recursive: true });
   await releaseStaleMounts(workDir);
   const st = await lstat(source.path).catch(() => undefined);
@@ -58,17 +60,50 @@ export async function prepareSource(source: OsSource, workDir: string): Promise<
   await rmdir(mnt).catch(() => undefined);
   const unpacked = await mkdtemp(path.join(workDir, 'hv-deploy-unsquash-'));
   try {
-    await run('unsquashfs', ['-f', '-q', '-n', '-d', unpacked, source.path], { timeoutMs: 60 * 60_000 });
+    await unpackSquashfs(source.path, unpacked, stallTimeoutMs);
   } catch (err) {
     await rm(unpacked, { recursive: true, force: true });
-    throw new HvError(`cannot read the squashfs source ${source.path}`, {
+    throw err;
+  }
+  return { tree: unpacked, release: () => rm(unpacked, { recursive: true, force: true }) };
+}
+
+/**
+ * `unsquashfs` of `file` into the empty directory `dest`. The squashfs often sits on the boot
+ * medium: when the filesystem under `dest` gains no byte for stallTimeoutMs, unsquashfs is stopped
+ * and the read named as stalled. (Other writers on that filesystem can only hide a stall for as
+ * long as they write, never fake one.)
+ */
+export async function unpackSquashfs(file: string, dest: string, stallTimeoutMs = SOURCE_STALL_TIMEOUT_MS): Promise<void> {
+  const wd = new StallWatchdog(stallTimeoutMs);
+  const stop = new AbortController();
+  const stopSampling = sampleProgress(wd, async () => {
+    const s = await statfs(dest);
+    return (s.blocks - s.bfree) * s.bsize;
+  }, sampleIntervalMs(stallTimeoutMs));
+  const unpack = run('unsquashfs', ['-f', '-q', '-n', '-d', dest, file], { timeoutMs: 60 * 60_000, signal: stop.signal });
+  try {
+    await beforeStall(unpack, wd, (idle) => `unsquashfs wrote nothing under ${dest} for ${Math.round(idle / 1000)} s: reading the squashfs source ${file} stalled (a hung boot medium?)`);
+  } catch (err) {
+    stop.abort(err);
+    unpack.catch(() => undefined);
+    if (err instanceof StallError) {
+      throw new HvError(err.message, {
+        where: 'deploy: unsquashfs',
+        hint: 'check the boot medium (virtual media over a BMC: its connection); the install resumes where it stopped when run again',
+        exitCode: ExitCode.installFailed,
+        cause: err,
+      });
+    }
+    throw new HvError(`cannot read the squashfs source ${file}`, {
       where: 'deploy: unsquashfs',
       hint: 'the file may be truncated or not a squashfs image; check it with `unsquashfs -s`',
       exitCode: ExitCode.installFailed,
       cause: err,
     });
+  } finally {
+    stopSampling();
   }
-  return { tree: unpacked, release: () => rm(unpacked, { recursive: true, force: true }) };
 }
 
 async function unmountAndRemove(mnt: string): Promise<void> {

@@ -7,9 +7,9 @@
  *   3. the staging directory becomes releases/<id> by one rename;
  *   4. `current` is switched to it by one rename: before it the old agent (or none) is whole, after
  *      it the new one — never a mix of binary, libraries and unit;
- *   5. only then the launcher and the /etc/systemd links of each unit (hvagent.service,
- *      hvagent-console.service: the unit and its wants link) are made (they never change between
- *      releases), and other releases are removed.
+ *   5. only then the launcher, the man page and completion links under /usr/local/share, and the
+ *      /etc/systemd links of each unit (hvagent.service, hvagent-console.service: the unit and its
+ *      wants link) are made (they never change between releases), and other releases are removed.
  * A failure before step 4 leaves no enable link behind unless `current` is a complete release: an
  * enable link pointing to a missing or partial agent is removed.
  */
@@ -25,13 +25,17 @@ import {
   LAUNCHER,
   LAUNCHER_TARGET,
   MANIFEST_FILE,
+  SHARE_FILES,
   UNIT_NAMES,
   payloadSize,
   releaseId,
+  shareLinkTarget,
+  shareNodePath,
   unitLinkTarget,
   unitNodePath,
   wantsNodePath,
   type PayloadManifest,
+  type ShareFile,
   type UnitName,
 } from '../../agent/payload/layout.js';
 import { formatBytes } from '../disk/sizes.js';
@@ -45,6 +49,8 @@ export interface AgentPaths {
   staging: string;
   current: string;
   launcher: string;
+  /** The man page and completion links (COS_PERSISTENT paths) into the release. */
+  share: Array<{ file: ShareFile; link: string }>;
   /** Per unit: its link in /etc/systemd/system and its enable link, as COS_PERSISTENT paths. */
   units: Array<{ name: UnitName; unit: string; wants: string }>;
 }
@@ -68,6 +74,7 @@ export function agentPaths(persistentStatePaths: string[]): AgentPaths {
     staging: `${home}/.staging`,
     current: `${home}/current`,
     launcher: underUsrLocal(LAUNCHER),
+    share: SHARE_FILES.map((file) => ({ file, link: underUsrLocal(shareNodePath(file)) })),
     units: units.map((u) => ({ name: u.name, unit: u.unit!, wants: u.wants! })),
   };
 }
@@ -82,6 +89,7 @@ export function agentPlannedFiles(manifest: PayloadManifest, persistentStatePath
     { on: 'COS_PERSISTENT', path: `${release}/${MANIFEST_FILE}`, mode: 0o644, what: `hvagent payload manifest (${s.files} files, ${formatBytes(s.bytes)})` },
     { on: 'COS_PERSISTENT', path: p.current, mode: 0o777, what: `symlink -> releases/${releaseId(manifest)}` },
     { on: 'COS_PERSISTENT', path: p.launcher, mode: 0o777, what: `symlink -> ${LAUNCHER_TARGET} (${LAUNCHER})` },
+    ...p.share.map((f) => ({ on: 'COS_PERSISTENT' as const, path: f.link, mode: 0o777, what: `symlink -> ${shareLinkTarget(f.file)} (${shareNodePath(f.file)})` })),
     ...p.units.flatMap((u) => [
       { on: 'COS_PERSISTENT' as const, path: u.unit, mode: 0o777, what: `symlink -> ${unitLinkTarget(u.name)} (${unitNodePath(u.name)})` },
       { on: 'COS_PERSISTENT' as const, path: u.wants, mode: 0o777, what: `symlink -> ${unitNodePath(u.name)} (enabled: ${wantsNodePath(u.name)})` },
@@ -230,6 +238,7 @@ export async function deployAgent(root: string, payloadDir: string, manifest: Pa
   // The one moment the agent changes.
   await ensureSymlink(path.join(root, p.current), `releases/${id}`);
   await ensureSymlink(path.join(root, p.launcher), LAUNCHER_TARGET);
+  for (const f of p.share) await ensureSymlink(path.join(root, f.link), shareLinkTarget(f.file));
   // Each unit's link before its enable link, hvagent.service before the console that follows it.
   for (const u of p.units) {
     await ensureSymlink(path.join(root, u.unit), unitLinkTarget(u.name));
@@ -274,7 +283,7 @@ async function copyable(staging: string, manifest: PayloadManifest): Promise<num
 export async function removeAgent(root: string, persistentStatePaths: string[]): Promise<string[]> {
   const p = agentPaths(persistentStatePaths);
   const removed = await removeLinks(root, p);
-  for (const rel of [p.launcher, p.home]) {
+  for (const rel of [p.launcher, ...p.share.map((f) => f.link), p.home]) {
     if (await lstat(path.join(root, rel)).catch(() => undefined)) {
       await rm(path.join(root, rel), { recursive: true, force: true });
       removed.push(rel);
@@ -293,6 +302,7 @@ export async function installedAgentProblem(root: string, manifest: PayloadManif
   if (bad) return `the installed hvagent ${id}: ${bad}`;
   for (const [rel, target] of [
     [p.launcher, LAUNCHER_TARGET],
+    ...p.share.map((f) => [f.link, shareLinkTarget(f.file)] as const),
     ...p.units.flatMap((u) => [
       [u.unit, unitLinkTarget(u.name)],
       [u.wants, unitNodePath(u.name)],

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { fsyncDir } from '../../lib/atomic-write.js';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { formatBytes } from '../disk/sizes.js';
-import { beforeStall, StallError, StallWatchdog } from '../../lib/stall-watchdog.js';
+import { beforeStall, closeAfterStuck, StallError, StallWatchdog } from '../../lib/stall-watchdog.js';
 import { sleep } from '../../lib/wait.js';
 
 /** The node path the agent looks at first (agent/preload/settings.ts DEFAULT_BUNDLE_DIRS[0]). */
@@ -212,14 +212,19 @@ const tempName = (file: string): string => path.join(path.dirname(file), `.${pat
 /**
  * Writes src to a temp file next to dst with src's mode and mtime, fsyncs it, renames it over dst.
  * Every read is watched: no byte for stallTimeoutMs rejects with StallError (the stuck read and its
- * file handle are left behind: closing would wait for it).
+ * file handle are left behind, the handle closed once the read returns: closing earlier would wait).
  */
 async function copyFileAtomic(src: string, dst: string, e: TreeEntry, onBytes: (n: number) => void, stallTimeoutMs: number, signal?: AbortSignal): Promise<void> {
   const tmp = tempName(dst);
   const wd = new StallWatchdog(stallTimeoutMs);
-  const input = await beforeStall(open(src, 'r'), wd, (idle) => `opening ${src} did not return for ${Math.round(idle / 1000)} s`);
+  const opening = open(src, 'r');
+  const input = await beforeStall(opening, wd, (idle) => `opening ${src} did not return for ${Math.round(idle / 1000)} s`).catch((err: unknown) => {
+    closeAfterStuck(opening, opening);
+    throw err;
+  });
   let output;
   let stalled = false;
+  let reading: Promise<unknown> = Promise.resolve();
   let done = 0;
   try {
     output = await open(tmp, 'wx', 0o600);
@@ -227,7 +232,9 @@ async function copyFileAtomic(src: string, dst: string, e: TreeEntry, onBytes: (
     for (;;) {
       signal?.throwIfAborted();
       wd.observe(done);
-      const { bytesRead } = await beforeStall(input.read(buf, 0, buf.length, null), wd, (idle) => `no byte read from ${src} for ${Math.round(idle / 1000)} s at ${formatBytes(done)} of ${formatBytes(e.size)}`).catch((err: unknown) => {
+      const read = input.read(buf, 0, buf.length, null);
+      reading = read;
+      const { bytesRead } = await beforeStall(read, wd, (idle) => `no byte read from ${src} for ${Math.round(idle / 1000)} s at ${formatBytes(done)} of ${formatBytes(e.size)}`).catch((err: unknown) => {
         stalled = err instanceof StallError;
         throw err;
       });
@@ -248,7 +255,8 @@ async function copyFileAtomic(src: string, dst: string, e: TreeEntry, onBytes: (
     await unlink(tmp).catch(() => undefined);
     throw err;
   } finally {
-    if (!stalled) await input.close();
+    if (stalled) closeAfterStuck(reading, input);
+    else await input.close();
   }
 }
 

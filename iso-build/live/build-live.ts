@@ -18,6 +18,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
+import { findOnPath } from '../../lib/find-on-path.js';
 import { fetchDebianKernel } from '../boot-chain.js';
 import { copyKernelModules } from '../kernel-modules.js';
 import { squashfsArgs } from '../reproducible.js';
@@ -89,7 +90,7 @@ export async function buildLiveInstaller(opts: LiveBuildOptions): Promise<LiveBu
     const missingOptionalTools: string[] = [];
     const binaries: string[] = [process.execPath];
     for (const tool of LIVE_TOOLS) {
-      const found = await which(tool);
+      const found = await findOnPath(tool, HOST_TOOL_DIRS);
       if (found) binaries.push(found);
       else if (OPTIONAL_TOOLS.has(tool)) missingOptionalTools.push(tool);
       else throw new HvError(`${tool} is not installed on the build host`, { where: 'iso-build/live', hint: 'run make deps (it installs .ci/apt-packages.txt)', exitCode: ExitCode.usage });
@@ -153,13 +154,8 @@ async function makeSkeleton(root: string): Promise<void> {
   await chmod(path.join(root, 'tmp'), 0o1777);
 }
 
-async function which(tool: string): Promise<string | undefined> {
-  for (const dir of ['/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin']) {
-    const p = path.join(dir, tool);
-    if (await stat(p).then((s) => s.isFile()).catch(() => false)) return p;
-  }
-  return undefined;
-}
+/** The host's own tools, whatever PATH the build runs with. */
+const HOST_TOOL_DIRS = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /** Copies a binary (keeping a symlink as a symlink to its copied target) and every library ldd names. */
 async function copyWithLibraries(root: string, file: string): Promise<void> {

@@ -27,15 +27,19 @@ for m in $(cat /etc/hv-live/modules); do modprobe "$m" 2>/dev/null || echo "HV-L
 # After the modules: efivarfs is one.
 [ -d /sys/firmware/efi/efivars ] && mount -t efivarfs efivarfs /sys/firmware/efi/efivars 2>/dev/null
 if [ -d /sys/firmware/efi ]; then
-  # efivarfs: 4 bytes of attributes, then the value (1: Secure Boot enforced).
+  # efivarfs: 4 bytes of attributes, then the value (1: Secure Boot enforced). Read from the start:
+  # efivarfs files cannot seek, and od -j on a regular file seeks.
   v=/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c
-  sb=$(od -An -t u1 -j 4 -N 1 "$v" 2>/dev/null | tr -d ' ')
+  sb=$(od -An -t u1 -N 5 "$v" 2>/dev/null | awk '{print $5}')
   case "$sb" in
     1) sb=enabled ;; 0) sb=disabled ;;
     # Firmware without Secure Boot has no such variable (the other variables are there).
     *) if [ -n "$(ls /sys/firmware/efi/efivars 2>/dev/null)" ]; then sb="disabled (no SecureBoot variable)"; else sb="unknown (efivarfs not mounted)"; fi ;;
   esac
   echo "HV-LIVE: firmware UEFI, Secure Boot $sb"
+  # Debian's kernel locks itself down under Secure Boot (unsigned modules, kexec, /dev/mem refused).
+  mount -t securityfs securityfs /sys/kernel/security 2>/dev/null
+  [ -r /sys/kernel/security/lockdown ] && echo "HV-LIVE: kernel lockdown $(cat /sys/kernel/security/lockdown)"
 else
   echo "HV-LIVE: firmware BIOS"
 fi

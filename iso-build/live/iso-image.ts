@@ -70,16 +70,24 @@ export function mediumIdPath(id: string): string {
   return `/.disk/id/${id}`;
 }
 
-/** grub.cfg text that finds this medium and sets $root/$prefix to it (both grubs use it). Pure. */
-export function findMediumGrubScript(id: string, then: 'configfile' | 'prefix-only'): string {
-  const lines = [
+/** The UEFI stub grub.cfg (signed grub, normal mode): finds this medium, sets $root/$prefix to it, reads the menu. Pure. */
+export function findMediumGrubScript(id: string): string {
+  return [
     `if ! search --no-floppy --file --set=root ${mediumIdPath(id)}; then`,
     `  echo "hvinstall: no device holds ${mediumIdPath(id)} (this build's live medium); trying $root"`,
     'fi',
     'set prefix=($root)/boot/grub2',
-  ];
-  if (then === 'configfile') lines.push('configfile ($root)/boot/grub2/grub.cfg');
-  return lines.join('\n') + '\n';
+    'configfile ($root)/boot/grub2/grub.cfg',
+  ].join('\n') + '\n';
+}
+
+/**
+ * The BIOS El Torito core's built-in early config. grub runs it before normal mode, with the
+ * rescue parser: simple commands only (an `if` is "Unknown command"). A failed search leaves
+ * $root at the device grub booted from, the CD itself. Normal mode then reads $prefix/grub.cfg. Pure.
+ */
+export function biosEarlyGrubScript(id: string): string {
+  return `search --no-floppy --file --set=root ${mediumIdPath(id)}\nset prefix=($root)/boot/grub2\n`;
 }
 
 /** boot/grub2/harvester.cfg: the two variables an operator may change by remastering. Pure. */
@@ -131,7 +139,7 @@ export async function buildIsoImage(opts: IsoImageOptions): Promise<{ iso: strin
   const env = { ...process.env, SOURCE_DATE_EPOCH: String(opts.epoch) };
   try {
     const tree = path.join(work, 'tree');
-    const stub = findMediumGrubScript(opts.mediumId, 'configfile');
+    const stub = findMediumGrubScript(opts.mediumId);
     for (const d of ['.disk/id', 'boot/grub2', 'EFI/BOOT', SIGNED_GRUB_PREFIX.slice(1)]) await mkdir(path.join(tree, d), { recursive: true });
     await writeFile(path.join(tree, mediumIdPath(opts.mediumId)), '');
     await writeFile(path.join(tree, 'boot/grub2/grub.cfg'), isoGrubCfg(opts.grubTimeout));
@@ -147,7 +155,7 @@ export async function buildIsoImage(opts: IsoImageOptions): Promise<{ iso: strin
 
     // BIOS: the El Torito core, its early config finding the medium (normal mode then reads $prefix/grub.cfg).
     const early = path.join(work, 'bios-early.cfg');
-    await writeFile(early, findMediumGrubScript(opts.mediumId, 'prefix-only'));
+    await writeFile(early, biosEarlyGrubScript(opts.mediumId));
     await run('grub-mkimage', ['-O', 'i386-pc-eltorito', '-d', '/usr/lib/grub/i386-pc', '-p', '/boot/grub2', '-c', early, '-o', path.join(tree, 'boot/grub2/eltorito.img'), ...BIOS_GRUB_MODULES]);
 
     const esp = path.join(work, 'esp.img');

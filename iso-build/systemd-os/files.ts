@@ -9,3 +9,6 @@ export const FILES_DIR = CANDIDATES.find((d) => existsSync(path.join(d, 'init'))
 export function systemdOsFile(name: string): string {
   return path.join(FILES_DIR, name);
 }
+
+/** The rke2 stand-in (the project's one; test/fixtures/rke2-standin), which the image carries for its rke2-server.service. */
+export const RKE2_STANDIN = [path.resolve(import.meta.dirname, '../../test/fixtures/rke2-standin/rke2-standin.mjs'), path.resolve(import.meta.dirname, '../../../test/fixtures/rke2-standin/rke2-standin.mjs')].find((f) => existsSync(f)) ?? path.resolve(import.meta.dirname, '../../../test/fixtures/rke2-standin/rke2-standin.mjs');

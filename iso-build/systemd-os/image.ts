@@ -11,7 +11,7 @@ import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, unlink, wr
 import path from 'node:path';
 import { run } from '../../lib/exec.js';
 import { BUSYBOX } from '../test-os-tree.js';
-import { FILES_DIR, systemdOsFile } from './files.js';
+import { FILES_DIR, RKE2_STANDIN, systemdOsFile } from './files.js';
 import { buildCosInitrd, type CosInitrd } from './initrd.js';
 import { SOURCE_DATE_EPOCH } from './packages.js';
 import { publishEntry, readEntry } from './cache.js';
@@ -34,7 +34,14 @@ export const IMAGE_FILES: ReadonlyArray<[source: string, dest: string, mode: num
   ['hvtest-report.service', 'usr/lib/systemd/system/hvtest-report.service', 0o644],
   ['hvtest-nm-online-x', 'usr/lib/hvtest/nm-online-x', 0o755],
   ['hvtest-nm-online-x.service', 'usr/lib/systemd/system/hvtest-nm-online-x.service', 0o644],
+  // RKE2's unit running the rke2 stand-in (not enabled: hvagent starts it on an image without rancherd)
+  ['rke2-server.service', 'usr/lib/systemd/system/rke2-server.service', 0o644],
+  ['rke2-standin-pre', 'usr/lib/hvtest/rke2-standin-pre', 0o755],
+  ['rke2-standin.json', 'usr/lib/hvtest/rke2-standin.json', 0o644],
 ];
+
+/** Where the image carries the rke2 stand-in (test/fixtures/rke2-standin), which its rke2-server.service runs. */
+export const RKE2_STANDIN_PATH = 'usr/lib/hvtest/rke2-standin.mjs';
 
 /** Mount points the layout needs on the read-only image (those under an RW path are made at boot). */
 export const IMAGE_MOUNT_POINTS = ['oem', 'usr/local', 'usr/libexec', 'lib/firmware', 'home', 'opt', 'root', 'system/oem'] as const;
@@ -67,6 +74,7 @@ async function inputsDigest(root: BaseRoot): Promise<string> {
   const h = createHash('sha256').update(JSON.stringify({ recipe: IMAGE_RECIPE, root: root.key, kernel: root.manifest.kernelVersion }));
   for (const name of (await readdir(FILES_DIR)).sort()) h.update(`${name}\0`).update(await readFile(path.join(FILES_DIR, name))).update('\0');
   h.update(await readFile(BUSYBOX));
+  h.update(await readFile(RKE2_STANDIN));
   return h.digest('hex').slice(0, 24);
 }
 
@@ -92,6 +100,7 @@ export async function buildSystemdOs(cacheDir: string, log: (s: string) => void 
     const kver = root.manifest.kernelVersion;
     for (const d of IMAGE_MOUNT_POINTS) await mkdir(path.join(tree, d), { recursive: true });
     for (const [src, dest, mode] of IMAGE_FILES) await writeFresh(path.join(tree, dest), await readFile(systemdOsFile(src)), mode);
+    await writeFresh(path.join(tree, RKE2_STANDIN_PATH), await readFile(RKE2_STANDIN), 0o755);
     await enableUnit(tree, 'hvtest-report.service', 'multi-user.target');
     await enableUnit(tree, 'hvtest-nm-online-x.service', 'multi-user.target');
     // The root is read-only and systemd's sandboxing (PrivateTmp, PrivateDevices) makes its

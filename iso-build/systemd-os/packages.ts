@@ -21,6 +21,11 @@ export const OS_PACKAGES = [
   'network-manager', 'iproute2', 'containerd', 'openssh-server',
   // the boot report reads iproute2's and hvagent's JSON with it
   'jq',
+  // the rke2 stand-in (test/fixtures/rke2-standin, a Node script) and the TLS files its unit makes
+  // at its first start, as RKE2 makes its own
+  'nodejs', 'openssl',
+  // hvagent's image preload decompresses the bundle's .tar.zst archives with it (Harvester's image has it)
+  'zstd',
   // Debian's signed kernel and its modules
   'linux-image-amd64',
   // the Secure Boot chain an Elemental install copies from the image (EFI binaries and grub modules)

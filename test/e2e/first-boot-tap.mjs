@@ -27,9 +27,18 @@ try {
 const checks = [];
 const parser = new Parser();
 parser.on('assert', (a) => checks.push({ id: a.id, ok: a.ok, name: a.name, diag: a.diag ?? undefined, notes: [] }));
-// A comment right after a check is what that check saw.
+// A comment right after a check is what that check saw; `# hvtest timing k=v ...` is the boot's
+// timings (seconds since the kernel started).
+const timing = {};
 parser.on('comment', (c) => {
   const note = c.replace(/^#\s?/, '').trimEnd();
+  if (note.startsWith('hvtest timing ')) {
+    for (const kv of note.slice('hvtest timing '.length).split(/\s+/)) {
+      const [k, v] = kv.split('=');
+      if (k && v) timing[k] = Number(v);
+    }
+    return;
+  }
   if (checks.length && !note.startsWith('hvtest report') && !note.startsWith('test count(')) checks[checks.length - 1].notes.push(note);
 });
 const done = new Promise((resolve) => parser.on('complete', resolve));
@@ -49,7 +58,7 @@ if (checks.length === 0) verdict = 'the report has no checks: the boot report di
 else if (!result.plan || result.plan.end === undefined || result.plan.end < 1) verdict = `the report stopped after check ${checks.length} with no plan line: the guest died or the reporter was killed`;
 else if (result.count !== result.plan.end) verdict = `the plan says ${result.plan.end} checks but ${result.count} ran`;
 else if (failed.length) verdict = `${failed.length} of ${checks.length} checks failed: ${failed.map((c) => `"${c.name}"`).join(', ')}`;
-if (summaryFile) writeFileSync(summaryFile, JSON.stringify({ ok: !verdict, verdict: verdict ?? 'all passed', checks }, null, 1) + '\n');
+if (summaryFile) writeFileSync(summaryFile, JSON.stringify({ ok: !verdict, verdict: verdict ?? 'all passed', checks, timing }, null, 1) + '\n');
 if (verdict) {
   process.stdout.write(`FAIL: ${verdict}\n`);
   process.exit(1);

@@ -10,18 +10,31 @@
 # second serial port and is parsed with tap-parser (first-boot-tap.mjs); a failing check is named.
 # QEMU's monitor socket ($OUT/monitor-<boot>.sock, the NIC is `nic0`) lets a stage take the
 # link down and up: fb_monitor <boot> "set_link nic0 off".
+# The install puts hvagent on (HV_E2E_FB_AGENT, default the payload `make build` writes; `none`
+# installs without it) and the boot report checks what its guards did. The guest's NIC is a tap in
+# a network namespace of this stage's own (fb_net): dnsmasq leases the address with a router (the
+# network-online guard requires a default route, which QEMU's restricted user network never
+# offers) and answers DNS, a chronyd there serves NTP; nothing leaves the namespace.
 FB_NIC=enp0s5
 FB_MAC=52:54:00:e2:e0:fb
 FB_DISK=
 FB_NETNS=
 FB_MNT=
 FB_STATE_PATHS=
+FB_AGENT=${HV_E2E_FB_AGENT:-$REPO/build/hvagent-payload}
+FB_QNS=
+FB_NET_PIDS=()
+# What the config's containerd-registry setting declares (first-boot.yaml): registries.yaml must name it.
+FB_REGISTRY=https://mirror.hv-e2e.test:5000
 
 fb_cleanup() {
   [ -n "$FB_MNT" ] && mountpoint -q "$FB_MNT" && umount "$FB_MNT"
   [ -n "$FB_MNT" ] && rmdir "$FB_MNT" 2>/dev/null
   [ -n "$FB_NETNS" ] && ip netns delete "$FB_NETNS" 2>/dev/null
-  FB_MNT= FB_NETNS=
+  local pid
+  for pid in "${FB_NET_PIDS[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
+  [ -n "$FB_QNS" ] && ip netns delete "$FB_QNS" 2>/dev/null
+  FB_MNT= FB_NETNS= FB_QNS= FB_NET_PIDS=()
 }
 CLEANUPS+=(fb_cleanup)
 
@@ -60,11 +73,11 @@ fb_install() {
   # An image bundle in Harvester's layout, copied by the install onto COS_PERSISTENT.
   node "$REPO/test/e2e/first-boot-bundle.mjs" "$OUT/fb-bundle" > "$OUT/fb-bundle.json" || die "first-boot: cannot write the image bundle"
   node -p "const b = require('$OUT/fb-bundle.json'); b.archive + ' ' + b.sha256" | tr -d '\n' > "$OUT/fb-bundle.txt"
+  node -p "require('$OUT/fb-bundle.json').images.join(' ')" | tr -d '\n' > "$OUT/fb-bundle-images.txt"
+  [ "$FB_AGENT" = none ] || [ -s "$FB_AGENT/hvagent-payload.json" ] || die "first-boot: no hvagent payload in $FB_AGENT (make build writes build/hvagent-payload; HV_E2E_FB_AGENT=none installs without the agent)"
   local t0=$SECONDS
-  # The agent stays off until the boot report checks what its guards did (docs/e2e.md, Gaps):
-  # HV_E2E_FB_AGENT=DIR (e.g. build/hvagent-payload) installs that payload instead.
   ip netns exec "$FB_NETNS" "$REPO/bin/hvinstall" install --config "$OUT/fb-config.yaml" --source "$FB_SQUASHFS" --bundle "$OUT/fb-bundle" \
-    --agent "${HV_E2E_FB_AGENT:-none}" --yes \
+    --agent "$FB_AGENT" --yes \
     --progress plain --state-dir "$OUT/fb-state" > "$OUT/fb-install.log" 2>&1 ||
     { tail -n 30 "$OUT/fb-install.log" >&2; die "first-boot: hvinstall install of the systemd OS failed (see $OUT/fb-install.log)"; }
   say "   hvinstall install: $((SECONDS - t0)) s ($(grep -E '^installed ' "$OUT/fb-install.log" | head -n 1 | cut -c1-80))"
@@ -87,6 +100,30 @@ fb_install() {
   fb_detach
 }
 
+# fb_net: the namespace the guest's NIC lives in (fbtap0, 10.0.2.2 the router and NTP server,
+# 10.0.2.3 DNS), with dnsmasq (DHCP: 10.0.2.15 with a router; DNS: Debian's NTP pool names are
+# 10.0.2.2) and chronyd (NTP from the host's clock, never setting it). Lives for all three boots.
+fb_net() {
+  FB_QNS="hv-e2e-fbq-$$"
+  ip netns add "$FB_QNS"
+  ip -n "$FB_QNS" link set lo up
+  ip -n "$FB_QNS" tuntap add dev fbtap0 mode tap
+  ip -n "$FB_QNS" addr add 10.0.2.2/24 dev fbtap0
+  ip -n "$FB_QNS" addr add 10.0.2.3/24 dev fbtap0
+  ip -n "$FB_QNS" link set fbtap0 up
+  ip netns exec "$FB_QNS" dnsmasq --conf-file=/dev/null --keep-in-foreground --user=root --bind-interfaces --interface=fbtap0 \
+    --dhcp-range=10.0.2.15,10.0.2.15,255.255.255.0,1h --dhcp-option=option:router,10.0.2.2 --dhcp-option=option:dns-server,10.0.2.3 \
+    --no-resolv --no-hosts --address=/debian.pool.ntp.org/10.0.2.2 --dhcp-leasefile="$OUT/fb-dnsmasq.leases" --pid-file= \
+    --log-dhcp --log-queries --log-facility="$OUT/fb-dnsmasq.log" &
+  FB_NET_PIDS+=($!)
+  printf 'local stratum 8\nallow 10.0.2.0/24\nport 123\ncmdport 0\npidfile %s\n' "$OUT/fb-chronyd.pid" > "$OUT/fb-chrony.conf"
+  ip netns exec "$FB_QNS" chronyd -f "$OUT/fb-chrony.conf" -x -d -u root > "$OUT/fb-chronyd.log" 2>&1 &
+  FB_NET_PIDS+=($!)
+  local i
+  for i in $(seq 20); do ip netns exec "$FB_QNS" ss -Hlnu | grep -q ':67 ' && ip netns exec "$FB_QNS" ss -Hlnu | grep -q ':123 ' && return 0; sleep 0.5; done
+  die "first-boot: dnsmasq or chronyd did not start in $FB_QNS (see $OUT/fb-dnsmasq.log, $OUT/fb-chronyd.log)"
+}
+
 # fb_slow_link NAME: the link made slow on purpose. Down from power-on (before the guest's
 # NetworkManager starts), up again FB_LINK_DOWN_AFTER seconds after the guest printed what
 # `nm-online -x` answered (iso-build/systemd-os/files/hvtest-nm-online-x); the guest's report
@@ -102,10 +139,11 @@ fb_slow_link() {
     echo "link on at $(date -u +%T): $(fb_monitor "$name" "set_link nic0 on" | grep -av '^QEMU\|^(qemu)' | tr -d '\033')"; } > "$log" 2>&1
 }
 
-# fb_boot NAME BOOT MODE [slow-link]: boots the installed disk; passes when the initramfs and the
-# boot report say what this boot must be and the guest powers off cleanly.
+# fb_boot NAME BOOT MODE AGENT [slow-link]: boots the installed disk; passes when the initramfs and
+# the boot report say what this boot must be and the guest powers off cleanly. AGENT: run (the
+# report checks what hvagent did), masked (the harness masked it on this boot), none.
 fb_boot() {
-  local name=$1 boot=$2 mode=$3 slow=${4:-} tap="$OUT/tap-$1.log"
+  local name=$1 boot=$2 mode=$3 agent=$4 slow=${5:-} tap="$OUT/tap-$1.log"
   rm -f "$tap" "$OUT/monitor-$name.sock" "$OUT/slow-link-$name.txt"
   # The monitor answers while the guest runs: one query proves the socket a later stage drives.
   ( for _ in $(seq 120); do [ -S "$OUT/monitor-$name.sock" ] && break; sleep 0.5; done
@@ -114,14 +152,15 @@ fb_boot() {
   local helper=$!
   PIDS+=($helper)
   local t0=$SECONDS
-  run_qemu "$name" "$BOOT_TIMEOUT" \
+  QEMU_WRAP="ip netns exec $FB_QNS" run_qemu "$name" "$BOOT_TIMEOUT" \
     -drive file="$FB_DISK",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2EFB001,drive=d0 \
-    -netdev user,id=mgmt0,restrict=on -device virtio-net-pci,netdev=mgmt0,id=nic0,mac="$FB_MAC",bus=pcie.0,addr=0x5 \
+    -netdev tap,id=mgmt0,ifname=fbtap0,script=no,downscript=no -device virtio-net-pci,netdev=mgmt0,id=nic0,mac="$FB_MAC",bus=pcie.0,addr=0x5 \
     -serial stdio -serial file:"$tap" -monitor unix:"$OUT/monitor-$name.sock",server,nowait \
     -fw_cfg name=opt/hvtest/boot,string="$boot" -fw_cfg name=opt/hvtest/mode,string="$mode" \
     -fw_cfg name=opt/hvtest/nic,string="$FB_NIC" -fw_cfg name=opt/hvtest/state-paths,file="$OUT/fb-state-paths.txt" \
     -fw_cfg name=opt/hvtest/slow-link,string="$([ "$slow" = slow-link ] && echo 1 || echo 0)" \
-    -fw_cfg name=opt/hvtest/bundle,file="$OUT/fb-bundle.txt" \
+    -fw_cfg name=opt/hvtest/bundle,file="$OUT/fb-bundle.txt" -fw_cfg name=opt/hvtest/bundle-images,file="$OUT/fb-bundle-images.txt" \
+    -fw_cfg name=opt/hvtest/agent,string="$agent" -fw_cfg name=opt/hvtest/registry,string="$FB_REGISTRY" \
     || die "$name: QEMU exited with status $?"
   local wall=$((SECONDS - t0))
   # The guest is gone: a link helper still waiting for its marker has nothing left to do.
@@ -143,21 +182,50 @@ fb_boot() {
   say "   $name: $(node -p "const s = require('$OUT/tap-$name.json'); \`\${s.checks.length} checks passed; \${s.checks[0].notes[0] ?? ''}\`"); power-on to power-off ${wall} s"
 }
 
-# The next boot takes the passive image once: grubenv next_entry on COS_OEM, which the image's grub.cfg reads and clears.
-fb_select_passive() {
+# COS_OEM's grubenv, which the boot chain's grub.cfg reads: fb_grubenv set|unset ARGS...
+fb_grubenv() {
   fb_attach
   FB_MNT=$(mktemp -d)
   mount "$(fb_partition COS_OEM)" "$FB_MNT"
-  grub-editenv "$FB_MNT/grubenv" set next_entry=passive
+  grub-editenv "$FB_MNT/grubenv" "$@"
   umount "$FB_MNT"; rmdir "$FB_MNT"; FB_MNT=
   fb_detach
+}
+# The next boot takes the passive image once (next_entry, which grub clears), with the agent
+# masked on its kernel line (third_party_kernel_args, which the boot chain's bootargs.cfg appends; the
+# installed value is put back after): the benchmark's boot without the agent.
+FB_MASK="systemd.mask=hvagent.service systemd.mask=hvagent-console.service"
+FB_KARGS=
+fb_oem_grubenv() { debugfs -R "cat /grubenv" "$(fb_partition COS_OEM)" 2>/dev/null | grep -a "^$1=" | cut -d= -f2-; }
+fb_select_passive() {
+  if [ "$FB_AGENT" = none ]; then fb_grubenv set next_entry=passive; return; fi
+  fb_attach --read-only
+  FB_KARGS=$(fb_oem_grubenv third_party_kernel_args)
+  fb_detach
+  fb_grubenv set next_entry=passive "third_party_kernel_args=${FB_KARGS:+$FB_KARGS }$FB_MASK"
 }
 fb_expect_one_shot_cleared() {
   fb_attach --read-only
   local env
-  env=$(debugfs -R "cat /grubenv" "$(fb_partition COS_OEM)" 2>/dev/null | grep -a '^next_entry=')
+  env=$(fb_oem_grubenv next_entry)
   fb_detach
-  [ "$env" = "next_entry=" ] || die "first-boot: grub did not clear the one-shot next_entry (grubenv: $env)"
+  [ "$env" = "" ] || die "first-boot: grub did not clear the one-shot next_entry (next_entry=$env)"
+  [ "$FB_AGENT" = none ] || fb_grubenv set "third_party_kernel_args=$FB_KARGS"
+}
+
+# The benchmark: seconds from the kernel's start to the last guard done (the boot report's timing
+# line) on the first boot and the second, against multi-user.target on the passive boot with the
+# agent masked, as ratios; written to fb-timing.txt.
+fb_benchmark() {
+  node --input-type=module -e "
+    import { readFileSync, writeFileSync } from 'node:fs';
+    const t = (n) => JSON.parse(readFileSync('$OUT/tap-' + n + '.json', 'utf8')).timing ?? {};
+    const [b1, b2, b3] = ['fb1', 'fb2', 'fb3'].map(t);
+    const base = Number(b3['multi-user']);
+    const line = (n, b) => n + ': all guards done ' + b['all-guards-done'] + ' s after the kernel started (READY=1 ' + b['hvagent-ready'] + ' s, multi-user.target ' + b['multi-user'] + ' s) = ' + (Number(b['all-guards-done']) / base).toFixed(2) + 'x the baseline';
+    const out = [line('first boot (fb1, slow link)', b1), line('second boot (fb2)', b2), 'baseline: the passive boot (fb3) with hvagent masked reached multi-user.target ' + base + ' s after the kernel started'].join('\\n') + '\\n';
+    writeFileSync('$OUT/fb-timing.txt', out);
+    process.stdout.write(out);" | sed 's/^/   benchmark: /'
 }
 
 firstboot_stage() {
@@ -167,15 +235,19 @@ firstboot_stage() {
   stage_start firstboot-install
   fb_install
   stage_end firstboot-install
+  local agent=run
+  [ "$FB_AGENT" = none ] && agent=none
+  fb_net
   stage_start firstboot-boot1
-  fb_boot fb1 1 active slow-link
+  fb_boot fb1 1 active "$agent" slow-link
   stage_end firstboot-boot1
   stage_start firstboot-boot2
-  fb_boot fb2 2 active
+  fb_boot fb2 2 active "$agent"
   stage_end firstboot-boot2
   stage_start firstboot-passive
   fb_select_passive
-  fb_boot fb3 3 passive
+  fb_boot fb3 3 passive "$([ "$agent" = run ] && echo masked || echo none)"
   fb_expect_one_shot_cleared
   stage_end firstboot-passive
+  if [ "$agent" = run ]; then fb_benchmark; fi
 }

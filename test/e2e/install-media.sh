@@ -5,32 +5,44 @@
 #   iso-cd-uefi  as a CD-ROM under OVMF (El Torito UEFI entry: shim, signed grub), UEFI install and boot
 #   iso-usb-sb   the same bytes as a USB stick (usb-storage on xHCI, as `dd` would write it) under OVMF
 #                with Secure Boot enforced (Microsoft's keys): shim -> Debian's grub -> Debian's kernel
-# Each types at grub like an operator: picks the serial-console entry ('v'), edits it ('e'), goes
-# down to its linux line (arrow down) and to its end (Ctrl-E), appends the automatic-install
-# parameters and boots (Ctrl-X).
+# Each types at grub like an operator: at the menu, `c` for grub's command line, the kernel
+# parameters into ${extra_iso_cmdline} (the variable every entry appends) in lines short enough
+# not to wrap, Esc back to the menu, the serial-console entry ('v'), Enter (docs/iso.md). Not the
+# entry editor: grub 2.06's editor scrambled text typed past its second screen row on the
+# serial terminal under SeaBIOS (characters landed out of order), so the install never started.
 # The live system finds its medium by label, installs (iso_url local: the medium's rootfs.squashfs
 # and bundle/), powers off; then the installed disk boots alone. The disk hvinstall writes today
 # carries its own unsigned grub, so the Secure Boot install is booted with Secure Boot off (plain
 # OVMF) until the image's own signed chain is installed (docs/iso.md).
 
-# grub_type LOG FD TEXT: waits for grub's menu on the console LOG, then types at it through FD.
+# grub_type LOG FD PARAMS: waits for grub's menu on the console LOG, then types at it through FD.
 grub_type() {
-  local log=$1 fd=$2 text=$3 deadline=$(($(date +%s) + BOOT_TIMEOUT))
+  local log=$1 fd=$2 params=$3 deadline=$(($(date +%s) + BOOT_TIMEOUT))
   until [ -f "$log" ] && tr -d '\r' < "$log" | grep -a 'serial console ttyS0' > /dev/null; do
     [ "$(date +%s)" -ge "$deadline" ] && { say "   grub_type: no grub menu in $log"; return 1; }
     sleep 1
   done
+  # The parameters in pieces of at most 50 characters: set p1="…", set p2="…", then the variable.
+  local w piece= lines=() refs=
+  for w in $params; do
+    [ "$w" = console=ttyS0 ] && continue # the serial entry has console=ttyS0,115200 last already
+    if [ -n "$piece" ] && [ $((${#piece} + 1 + ${#w})) -gt 50 ]; then lines+=("$piece"); piece=$w; else piece=${piece:+$piece }$w; fi
+  done
+  [ -n "$piece" ] && lines+=("$piece")
+  local i n=${#lines[@]} cmds=()
+  for ((i = 0; i < n; i++)); do cmds+=("set p$i=\"${lines[i]}\""); refs="$refs \$p$i"; done
+  cmds+=("set extra_iso_cmdline=\"${refs# }\"")
   sleep 2
+  printf 'c' >&"$fd"; sleep 2          # grub's command line
+  local c k
+  for c in "${cmds[@]}"; do
+    # One key at a time: grub echoes each key and, busy, drops input sent faster (seen under SeaBIOS).
+    for ((k = 0; k < ${#c}; k++)); do printf '%s' "${c:k:1}" >&"$fd"; sleep 0.1; done
+    printf '\r' >&"$fd"; sleep 1
+  done
+  printf '\033' >&"$fd"; sleep 2       # Esc: back to the menu
   printf 'v' >&"$fd"; sleep 1          # down to the serial-console entry
-  printf 'e' >&"$fd"; sleep 2          # edit it: grub shows its setparams line first
-  printf '\033[B' >&"$fd"; sleep 1     # arrow down to the linux line (OVMF's terminal drops a bare Ctrl-N)
-  printf '\005' >&"$fd"; sleep 1       # Ctrl-E: end of the line
-  # One key at a time: grub redraws the line after each key and, busy redrawing, drops input
-  # sent faster (seen under SeaBIOS).
-  local i s=" $text"
-  for ((i = 0; i < ${#s}; i++)); do printf '%s' "${s:i:1}" >&"$fd"; sleep 0.1; done
-  sleep 2
-  printf '\030' >&"$fd"                # Ctrl-X: boot it
+  printf '\r' >&"$fd"                  # boot it
 }
 
 # debugfs_cat DISK PARTITION PATH: a file's contents from an ext4 partition of a disk image.
@@ -62,7 +74,7 @@ media_stage() {
   grub_type "$OUT/console-$name-install.log" "$fd" "$(live_append node-1.yaml)" &
   PIDS+=($!)
   # Had the typing not reached grub, the live system would wait at its shell: stop at once.
-  FAIL_ON='no harvester.install.automatic=true on the kernel command line' \
+  FAIL_ON='HV-LIVE: interactive install' \
     QEMU_STDIN=$fifo FIRMWARE=$firmware run_qemu "$name-install" "$INSTALL_TIMEOUT" \
     "${media[@]}" \
     -drive file="$disk",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=$serial,drive=d0 \
@@ -71,12 +83,14 @@ media_stage() {
   exec {fd}>&-
   rm -f "$fifo"
   expect_line "$name-install" 'HV-LIVE: boot medium /dev/(sr|sd)[a-z0-9]* \(label COS_LIVE\)' "the initramfs did not find the medium by its label"
-  expect_line "$name-install" 'harvester\.install\.automatic=true' "the edited grub entry did not reach the kernel command line"
+  # The live init runs the automatic install only when /proc/cmdline has harvester.install.automatic=true.
+  expect_line "$name-install" '^HV-LIVE: hvinstall install --cmdline-file /proc/cmdline' "the parameters typed at grub did not reach the kernel command line"
   case "$firmware" in
     bios) expect_line "$name-install" '^HV-LIVE: firmware BIOS' "the ISO did not boot under BIOS" ;;
-    uefi) expect_line "$name-install" '^HV-LIVE: firmware UEFI, Secure Boot disabled' "the ISO did not boot under UEFI (Secure Boot off)" ;;
+    uefi) expect_line "$name-install" '^HV-LIVE: firmware UEFI, Secure Boot disabled' "the ISO did not boot under UEFI (Secure Boot off)"
+          expect_line "$name-install" '^HV-LIVE: kernel lockdown \[none\]' "the kernel locked itself down without Secure Boot" ;;
     sb) expect_line "$name-install" 'EFI stub: UEFI Secure Boot is enabled' "the kernel was not started with Secure Boot on"
-        expect_line "$name-install" 'Kernel is locked down from EFI Secure Boot' "the kernel did not lock itself down under Secure Boot"
+        expect_line "$name-install" '^HV-LIVE: kernel lockdown .*\[(integrity|confidentiality)\]' "the kernel did not lock itself down under Secure Boot"
         expect_line "$name-install" '^HV-LIVE: firmware UEFI, Secure Boot enabled' "the live system does not see Secure Boot enforced" ;;
   esac
   expect_line "$name-install" '^installed /dev/nvme0n1' "the installer did not report a completed install"
@@ -109,8 +123,8 @@ medium_missing_stage() {
   run_qemu medium-missing "$BOOT_TIMEOUT" \
     -kernel "$LIVE/vmlinuz" -initrd "$LIVE/initrd" \
     -append "console=ttyS0 loglevel=4 panic=-1 no_timer_check hvlive.medium_timeout=20 hvlive.on_failure=poweroff" \
-    -drive "file=$OUT/other.iso,if=none,id=cd0,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd0 \
-    -drive "file=$OUT/foreign.iso,if=none,id=cd1,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd1 \
+    -drive "file=$OUT/other.iso,if=none,id=cd0,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd0,bus=ide.0 \
+    -drive "file=$OUT/foreign.iso,if=none,id=cd1,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd1,bus=ide.1 \
     -nic none \
     || die "medium-missing: QEMU exited with status $?"
   expect_line medium-missing 'HV-LIVE: waiting for the boot medium labelled COS_LIVE \([0-9]+/20 s' "no progress line while waiting"

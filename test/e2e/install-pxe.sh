@@ -7,19 +7,20 @@
 # image from root=live: (checked against hvpxe's .sha256), fetches its config from hvpxe, installs
 # a BIOS layout (bios_grub + grub-install i386-pc) and powers off; then the disk boots under SeaBIOS.
 
-pxe_stage() {
-  local mac=52:54:00:e2:e0:01 dir="$OUT/pxe"
-  mkdir -p "$dir/artifacts" "$dir/tftp"
-  # The PXE artifacts as the build publishes them (Harvester's names): the kernel, the initrd that
-  # carries the live root, and the OS image root=live: fetches. Their sha256 from the build's list.
-  local kernel initrd rootfs
+# pxe_profiles DIR MAC SERVER_URL: the PXE artifacts as the build publishes them (Harvester's
+# names: the kernel, the initrd that carries the live root, the OS image root=live: fetches, with
+# their sha256 from the build's list) in DIR/artifacts, and DIR/profiles.yaml serving them to one
+# machine by MAC with install-node.yaml as its config.
+pxe_profiles() {
+  local dir=$1 mac=$2 server=$3 kernel initrd rootfs
+  mkdir -p "$dir/artifacts"
   kernel=$(basename "$(build_field b.pxe.kernel)"); initrd=$(basename "$(build_field b.pxe.initrd)"); rootfs=$(basename "$(build_field b.pxe.rootfs)")
   cp "$OUT/build/$kernel" "$OUT/build/$initrd" "$OUT/build/$rootfs" "$dir/artifacts/"
   sha() { awk -v f="$1" '$2 == f {print $1}' "$(build_field b.checksums.sha256)"; }
   {
     cat <<EOF
 # Written by test/e2e/install-pxe.sh for one QEMU machine.
-server_url: http://$GUEST_SERVER
+server_url: $server
 artifacts:
   kernel: { path: $kernel, sha256: "$(sha "$kernel")" }
   initrd: { path: $initrd, sha256: "$(sha "$initrd")" }
@@ -42,22 +43,55 @@ groups:
       - { hostname: hv-e2e-pxe, mac: "$mac" }
 EOF
   } > "$dir/profiles.yaml"
+}
+
+# pxe_serve DIR LISTEN SERVER_URL HEALTH_URL [WRAP...]: starts `hvpxe serve` on DIR's artifacts and
+# profiles (under WRAP, e.g. `ip netns exec NS`) and waits for its /healthz.
+pxe_serve() {
+  local dir=$1 listen=$2 server=$3 health=$4; shift 4
+  "$@" "$REPO/bin/hvpxe" serve --root "$dir/artifacts" --profiles "$dir/profiles.yaml" --listen "$listen" \
+    --server-url "$server" > "$dir/hvpxe.log" 2>&1 &
+  local pid=$! _
+  PIDS+=("$pid")
+  for _ in $(seq 100); do
+    if "$@" curl -fsS "$health" >/dev/null 2>&1; then return 0; fi
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.3
+  done
+  cat "$dir/hvpxe.log" >&2
+  die "pxe: hvpxe serve did not come up on $listen"
+}
+
+# pxe_check_events MACHINES_JSON: hvpxe received the install's STARTED and SUCCEEDED webhooks.
+pxe_check_events() {
+  local events
+  events=$(node -e 'const m=JSON.parse(require("fs").readFileSync(process.argv[1],"utf8")).machines.find(x=>x.name==="hv-e2e-pxe"); console.log((m?.events??[]).map(e=>e.event).join(","))' "$1")
+  say "   hvpxe /machines: hv-e2e-pxe fetched ipxe, kernel, initrd, config, rootfs; events: $events"
+  case ",$events," in *,STARTED,*SUCCEEDED,*) ;; *) die "pxe: hvpxe did not receive the STARTED and SUCCEEDED webhooks (got: $events)" ;; esac
+}
+
+# time_to_line NAME REGEX FILE: in the background, the seconds from now until console NAME shows REGEX, into FILE.
+time_to_line() {
+  local log="$OUT/console-$1.log" re=$2 file=$3 start
+  start=$(date +%s)
+  rm -f "$file"
+  ( until [ -f "$log" ] && tr -d '\r' < "$log" | grep -aE "$re" > /dev/null; do sleep 1; done
+    echo $(($(date +%s) - start)) > "$file" ) &
+  PIDS+=($!)
+}
+
+pxe_stage() {
+  local mac=52:54:00:e2:e0:01 dir="$OUT/pxe"
+  mkdir -p "$dir/tftp"
+  pxe_profiles "$dir" "$mac" "http://$GUEST_SERVER"
   printf '#!ipxe\necho hvinstall e2e: chaining to hvpxe\nchain http://%s/boot.ipxe || shell\n' "$GUEST_SERVER" > "$dir/tftp/start.ipxe"
 
   local port
   port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
-  "$REPO/bin/hvpxe" serve --root "$dir/artifacts" --profiles "$dir/profiles.yaml" --listen "127.0.0.1:$port" \
-    --server-url "http://$GUEST_SERVER" > "$OUT/hvpxe.log" 2>&1 &
-  PIDS+=($!)
-  local up=
-  for _ in $(seq 100); do
-    if curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1; then up=1; break; fi
-    kill -0 "${PIDS[-1]}" 2>/dev/null || break
-    sleep 0.3
-  done
-  [ -n "$up" ] || { cat "$OUT/hvpxe.log" >&2; die "pxe: hvpxe serve did not come up"; }
+  pxe_serve "$dir" "127.0.0.1:$port" "http://$GUEST_SERVER" "http://127.0.0.1:$port/healthz"
 
   truncate -s 260G "$OUT/disk-pxe.raw"
+  time_to_line pxe-install '^HV-LIVE: hvinstall install ' "$dir/to-install-start"
   FIRMWARE=bios run_qemu pxe-install "$INSTALL_TIMEOUT" \
     -boot n \
     -netdev "user,id=n0,restrict=on,tftp=$dir/tftp,bootfile=start.ipxe,guestfwd=tcp:$GUEST_SERVER:80-cmd:socat - TCP:127.0.0.1:$port" \
@@ -70,10 +104,7 @@ EOF
   expect_line pxe-install '^automatic install: poweroff' "the automatic install did not power off by itself"
   curl -fsS "http://127.0.0.1:$port/machines" > "$OUT/pxe-machines.json" || die "pxe: GET /machines failed"
   # report_events: hvpxe added webhooks to the served config; the install posts them back.
-  local events
-  events=$(node -e 'const m=JSON.parse(require("fs").readFileSync(process.argv[1],"utf8")).machines.find(x=>x.name==="hv-e2e-pxe"); console.log((m?.events??[]).map(e=>e.event).join(","))' "$OUT/pxe-machines.json")
-  say "   hvpxe /machines: hv-e2e-pxe fetched ipxe, kernel, initrd, config, rootfs; events: $events"
-  case ",$events," in *,STARTED,*SUCCEEDED,*) ;; *) die "pxe: hvpxe did not receive the STARTED and SUCCEEDED webhooks (got: $events)" ;; esac
+  pxe_check_events "$OUT/pxe-machines.json"
 
   FIRMWARE=bios run_qemu pxe-boot "$BOOT_TIMEOUT" \
     -drive file="$OUT/disk-pxe.raw",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2E0003,drive=d0,bootindex=0 \

@@ -30,7 +30,7 @@ GUEST_SERVER=10.0.2.100
 
 # Which stages run: HV_E2E_STAGES="install boot-installed ..." (spaces or commas), else all but 4kn
 # minus what the older switches turn off.
-ALL_STAGES="install boot-installed negative-missing-disk iso-url pxe-bios console iso-cd-bios iso-cd-uefi iso-usb-sb medium-missing reproducible image-out firstboot 4kn"
+ALL_STAGES="install boot-installed negative-missing-disk iso-url pxe-bios pxe-uefi console iso-cd-bios iso-cd-uefi iso-usb-sb medium-missing reproducible image-out firstboot 4kn"
 if [ -n "${HV_E2E_STAGES:-}" ]; then
   STAGES=" ${HV_E2E_STAGES//,/ } "
 else
@@ -60,6 +60,8 @@ command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
 command -v socat >/dev/null || need+=(socat)
 command -v mksquashfs >/dev/null || need+=(squashfs-tools)
 [ -x /bin/busybox ] || need+=(busybox-static)
+[ -f /usr/lib/ipxe/ipxe.efi ] || need+=(ipxe)
+command -v dnsmasq >/dev/null || need+=(dnsmasq)
 if ((${#need[@]})); then
   say "installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -142,7 +144,8 @@ run_qemu() {
         -drive if=pflash,format=raw,readonly=on,file="$OVMF_SB_CODE" -drive if=pflash,format=raw,file="$OUT/vars-$name.fd") ;;
   esac
   # QEMU_STDIN: the serial console's input (a FIFO when a stage types at grub).
-  qemu-system-x86_64 -machine q35 -accel tcg -cpu max -m "$MEM" -smp 2 -nographic -no-reboot \
+  # QEMU_WRAP: a command to run QEMU under (e.g. `ip netns exec NS` for a tap in a namespace).
+  ${QEMU_WRAP:-} qemu-system-x86_64 -machine q35 -accel tcg -cpu max -m "$MEM" -smp 2 -nographic -no-reboot \
     "${firmware[@]}" "$@" < "${QEMU_STDIN:-/dev/null}" > "$log" 2>&1 &
   local pid=$!
   PIDS+=("$pid")
@@ -263,13 +266,28 @@ if wanted iso-url; then
   stage_end iso-url
 fi
 
-# --- 7. PXE under legacy BIOS through hvpxe serve (test/e2e/install-pxe.sh)
-if wanted pxe-bios; then
+# --- 7. PXE under legacy BIOS through hvpxe serve (test/e2e/install-pxe.sh), then under UEFI with
+# a real dnsmasq running hvpxe's proxy-DHCP configuration (test/e2e/install-pxe-uefi.sh)
+if wanted pxe-bios || wanted pxe-uefi; then
   # shellcheck source=install-pxe.sh
   . "$REPO/test/e2e/install-pxe.sh"
+fi
+if wanted pxe-bios; then
   stage_start pxe-bios
   pxe_stage
   stage_end pxe-bios
+fi
+if wanted pxe-uefi; then
+  # shellcheck source=install-pxe-uefi.sh
+  . "$REPO/test/e2e/install-pxe-uefi.sh"
+  stage_start pxe-uefi
+  pxe_uefi_stage
+  stage_end pxe-uefi
+fi
+if [ -f "$OUT/pxe/to-install-start" ] && [ -f "$OUT/pxe-uefi/to-install-start" ]; then
+  bios_s=$(cat "$OUT/pxe/to-install-start") uefi_s=$(cat "$OUT/pxe-uefi/to-install-start")
+  TIMES[pxe-uefi-vs-bios]="power-on to install start: UEFI $uefi_s s, BIOS $bios_s s, ratio $(awk -v u="$uefi_s" -v b="$bios_s" 'BEGIN { printf "%.2f", u / b }')"
+  say "   ${TIMES[pxe-uefi-vs-bios]}"
 fi
 
 # --- 8. an interactive install: hvinstall console driven over the serial line (test/e2e/console.sh)
@@ -320,5 +338,6 @@ TIMES[total]=$(($(date +%s) - T0))
 {
   echo "e2e passed $(date -u +%FT%TZ)"
   for k in build-live ${ALL_STAGES/firstboot/firstboot-build firstboot-install firstboot-boot1 firstboot-boot2 firstboot-passive} total; do [ -n "${TIMES[$k]:-}" ] && echo "$k: ${TIMES[$k]} s"; done
+  if [ -n "${TIMES[pxe-uefi-vs-bios]:-}" ]; then echo "pxe-uefi-vs-bios: ${TIMES[pxe-uefi-vs-bios]}"; fi
 } | tee "$OUT/summary.txt"
 say "PASS (disk image left at $OUT/disk.raw; consoles in $OUT/console-*.log)"

@@ -22,7 +22,8 @@ async function setup(extraOs = '') {
   const source = await buildSmallOsTree(dir);
   const configFile = path.join(dir, 'config.yaml');
   // install.device names a disk this machine does not have: the image command uses its loop device.
-  await writeFile(configFile, configYaml({ device: '/dev/hv-not-a-disk', forceEfi: true }).replace('  hostname: hv-it-node\n', `  hostname: hv-it-node\n${extraOs}`));
+  // No force_efi: an image is UEFI whatever firmware the building host has (this one boots BIOS).
+  await writeFile(configFile, configYaml({ device: '/dev/hv-not-a-disk' }).replace('  hostname: hv-it-node\n', `  hostname: hv-it-node\n${extraOs}`));
   const outDir = path.join(dir, 'out');
   await sh('mkdir', ['-p', outDir]);
   return { dir, source, configFile, outDir, stateDir: path.join(dir, 'state') };
@@ -40,7 +41,7 @@ async function loopsUnder(dir: string): Promise<string[]> {
 }
 
 describe('hvinstall image', () => {
-  it('raw: the partition table and labels read back, the virtual size is --size, almost nothing is allocated', async () => {
+  it('raw: a UEFI layout (COS_GRUB first) on any build host; the partition table and labels read back, the virtual size is --size, almost nothing is allocated', async () => {
     const t = await setup();
     const out = path.join(t.outDir, 'node.raw');
     const r = await hvinstall(imageArgs(t, out, ['--size', '260G']));

@@ -78,7 +78,7 @@ describe('the agent step', () => {
     expect(r.code, r.stderr).toBe(0);
     const ev = events(r.stdout);
     expect(ev.filter((e) => e.type === 'step' && e.phase === 'done').map((e) => e.step)).toContain('agent');
-    expect(ev.find((e) => e.type === 'message' && e.step === 'agent')?.message).toMatch(new RegExp(`hvagent 0\\.1\\.0 \\(${releaseId(manifest)}, node v20\\.[0-9.]+, x86_64\\) from the installer .*: 10 files, \\d+ MiB: at COS_PERSISTENT/lib/hvagent/releases/${releaseId(manifest)} \\(\\d+ MiB written\\), enabled as hvagent.service and hvagent-console.service`));
+    expect(ev.find((e) => e.type === 'message' && e.step === 'agent')?.message).toMatch(new RegExp(`hvagent 0\\.1\\.0 \\(${releaseId(manifest)}, node v20\\.[0-9.]+, x86_64\\) from the installer .*: 12 files, \\d+ MiB: at COS_PERSISTENT/lib/hvagent/releases/${releaseId(manifest)} \\(\\d+ MiB written\\), enabled as hvagent.service and hvagent-console.service`));
 
     const dev = await persistentDev(t.disk);
     const root = path.join(t.dir, 'chroot');
@@ -92,6 +92,10 @@ describe('the agent step', () => {
     expect(await readlink(path.join(local, WANTS_LINK))).toBe('/etc/systemd/system/hvagent.service');
     expect(await readlink(path.join(local, CONSOLE_LINK))).toBe('/usr/local/lib/hvagent/current/hvagent-console.service');
     expect(await readlink(path.join(local, CONSOLE_WANTS_LINK))).toBe('/etc/systemd/system/hvagent-console.service');
+    // hvagent(1), which both units name as Documentation=, and the bash completion, where man and bash-completion look.
+    expect(await readlink(path.join(local, 'share/man/man1/hvagent.1'))).toBe('../../../lib/hvagent/current/share/man/man1/hvagent.1');
+    expect(await readFile(path.join(local, 'share/man/man1/hvagent.1'), 'utf8')).toMatch(/^\.TH HVAGENT 1 /m);
+    expect(await readFile(path.join(local, 'share/bash-completion/completions/hvagent'), 'utf8')).toContain('hvagent');
     // The installed files are the payload's, byte for byte.
     const installed = await treeManifest(path.join(local, `lib/hvagent/releases/${releaseId(manifest)}`));
     expect(installed).toEqual(await treeManifest(PAYLOAD));
@@ -100,8 +104,8 @@ describe('the agent step', () => {
     await mkdir(path.join(root, 'proc'));
     await sh('mount', ['-t', 'proc', 'proc', path.join(root, 'proc')]);
     cleanup.add(() => sh('umount', ['-l', path.join(root, 'proc')], { allowFailure: true }));
-    const help = await sh('chroot', [root, '/usr/local/bin/hvagent', '--help'], { env: CLEAN_ENV });
-    expect(help.stdout).toContain('usage: hvagent <run|once|status|console>');
+    const help = await sh('chroot', [root, '/usr/local/bin/hvagent', 'run', '--help'], { env: CLEAN_ENV });
+    expect(help.stdout).toContain('usage: hvagent run [--guard NAME]...');
     // The payload is built from this tree: every guard, the clock and identity ones included.
     expect(help.stdout).toContain('guards: network-online, node-identity, time-sync, registries, image-preload, rke2, vip, longhorn-disk, promotion');
     const none = await sh('chroot', [root, '/usr/local/bin/hvagent', 'status'], { env: CLEAN_ENV, allowFailure: true });
@@ -167,7 +171,7 @@ describe('the agent step', () => {
     const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir, ['--bundle', 'none', '--preserve-on-error']));
     expect(r.code).toBe(3);
     expect(r.stderr).toContain('install failed in step agent');
-    expect(r.stderr).toMatch(/hvagent does not fit on COS_PERSISTENT: \d+ MiB to write \(10 files\) plus 64 MiB headroom, \d+ MiB free; nothing was enabled/);
+    expect(r.stderr).toMatch(/hvagent does not fit on COS_PERSISTENT: \d+ MiB to write \(12 files\) plus 64 MiB headroom, \d+ MiB free; nothing was enabled/);
     expect(r.stderr).toContain('install.persistent_partition_size');
     await withMount(dev, t.dir, async (m) => {
       expect(await absent(path.join(m, WANTS_LINK))).toBe(true);

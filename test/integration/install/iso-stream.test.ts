@@ -9,7 +9,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createServer } from 'node:http';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { InstallPlan } from '../../../installer/disk/types.js';
 import { Cleanup, tempDir, loopDisk, buildSmallBundle, buildSmallOsTree, configYaml, hvinstall, sh, TEST_SYSTEM_SIZE_MIB } from './helpers.js';
@@ -172,5 +172,33 @@ describe('the install ISO streamed to COS_PERSISTENT', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout + r.stderr).toContain('"where":"ram","why":"--iso-to-disk asks to stream the ISO to COS_PERSISTENT, but the server does not serve byte ranges: it goes to RAM"');
     await verifyAsInstalled(t);
+  });
+
+  it('a live system without xorriso refuses the streamed path before any ISO byte is fetched, the disk untouched', async () => {
+    const t = await setup({ ranges: true, sha: 'right' });
+    // A PATH with every command of this machine except xorriso, as a live image built without it.
+    const bin = path.join(t.dir, 'bin-without-xorriso');
+    await mkdir(bin);
+    for (const dir of ['/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin']) {
+      for (const name of await readdir(dir).catch(() => [] as string[])) {
+        if (name === 'xorriso' || name.startsWith('xorriso')) continue;
+        await symlink(path.join(dir, name), path.join(bin, name)).catch(() => undefined);
+      }
+    }
+    const r = await hvinstall(args(t), { PATH: bin });
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toContain('the install ISO must be streamed to disk (--iso-to-disk: the ISO is streamed to COS_PERSISTENT), which needs xorriso, and this live system has none');
+    expect(r.stderr).toContain('install.iso_url');
+    expect(r.stderr).not.toContain('command not found');
+    // Only the size probe reached the ISO.
+    expect(t.srv.isoRequests).toEqual(['bytes=0-0']);
+    const fh = await open(t.disk, 'r');
+    try {
+      const head = Buffer.alloc(1024 * 1024, 0xff);
+      await fh.read(head, 0, head.length, 0);
+      expect(head.every((b) => b === 0)).toBe(true);
+    } finally {
+      await fh.close();
+    }
   });
 });

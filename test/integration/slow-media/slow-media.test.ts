@@ -1,6 +1,6 @@
 /**
  * The install's reads from a boot medium that hangs or crawls, on a real FUSE medium (harness.ts):
- * the bundle copy, the source checksum and mke2fs each fail as a stall naming the file and how far
+ * the bundle copy, the source checksum, mke2fs and the unsquashfs fallback each fail as a stall naming the file and how far
  * they got, leave no temp file behind, and finish (byte for byte) once the medium answers again or
  * while it is only slow.
  */
@@ -12,6 +12,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { copyBundle } from '../../../installer/steps/bundle-copy.js';
 import { sha256File } from '../../../installer/deploy/checksum.js';
 import { buildExt2Image } from '../../../installer/deploy/image-build.js';
+import { unpackSquashfs } from '../../../installer/deploy/source.js';
+import { run } from '../../../lib/exec.js';
 import { StallError } from '../../../lib/stall-watchdog.js';
 import { HvError } from '../../../lib/errors.js';
 import { mountSlowMedium, type SlowMedium } from './harness.js';
@@ -90,5 +92,31 @@ describe('a boot medium that stops answering', () => {
     await medium.resume();
     await buildExt2Image(spec, undefined, 1_500);
     expect((await stat(spec.file)).size).toBe(spec.sizeBytes);
+  });
+
+  it('unsquashfs of a squashfs on a stalled medium is stopped and named; once the medium answers it unpacks byte for byte', async () => {
+    await run('mksquashfs', [path.join(work, 'src/tree'), path.join(work, 'src/rootfs.squashfs'), '-noappend', '-no-progress', '-comp', 'gzip']);
+    medium = await mountSlowMedium(path.join(work, 'src'), work);
+    const dest = path.join(work, 'unpacked');
+    await mkdir(dest);
+    await medium.stall();
+    const err = await unpackSquashfs(path.join(medium.mount, 'rootfs.squashfs'), dest, 1_500).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(HvError);
+    expect((err as HvError).message).toMatch(/^unsquashfs wrote nothing under .*\/unpacked for [12] s: reading the squashfs source .*\/medium\/rootfs\.squashfs stalled \(a hung boot medium\?\)$/);
+    expect((err as HvError).where).toBe('deploy: unsquashfs');
+    await medium.resume();
+    await rm(dest, { recursive: true, force: true });
+    await mkdir(dest);
+    await unpackSquashfs(path.join(medium.mount, 'rootfs.squashfs'), dest, 1_500);
+    expect(await readFile(path.join(dest, 'big'))).toEqual(ARCHIVE);
+    expect(await readFile(path.join(dest, 'etc/os-release'), 'utf8')).toBe('ID=test\n');
+  });
+
+  it('a file that is not a squashfs is refused as such, not as a stall', async () => {
+    const dest = path.join(work, 'unpacked');
+    await mkdir(dest);
+    const err = await unpackSquashfs(path.join(work, 'src/tree/big'), dest, 1_500).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(HvError);
+    expect((err as HvError).message).toBe(`cannot read the squashfs source ${path.join(work, 'src/tree/big')}`);
   });
 });

@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { isJournalStream, journalLine, stderrSink } from '../../../agent/journal-sink.js';
 import { resolveBootstrapMode } from '../../../agent/mode.js';
 import { readiness, type SettledOutcome } from '../../../agent/sd-notify.js';
 import type { GuardName } from '../../../agent/guard.js';
@@ -33,35 +32,6 @@ describe('readiness (READY=1 for rancherd)', () => {
   it('is not ready for a stopped guard, and counts only guards in the run (--guard)', () => {
     expect(readiness(outcomes({ 'network-online': 'stopped', 'node-identity': 'ok', 'time-sync': 'ok', registries: 'ok', 'image-preload': 'ok', 'longhorn-disk': 'ok' }), GUARD_ORDER).ready).toBe(false);
     expect(readiness(outcomes({ registries: 'ok' }), ['registries', 'rke2']).ready).toBe(true);
-  });
-});
-
-describe('journald priorities', () => {
-  it('prefixes lines with the syslog priority of their level', () => {
-    expect(journalLine('{"msg":"x"}\n', 'error')).toBe('<3>{"msg":"x"}\n');
-    expect(journalLine('x\n', 'warn')).toBe('<4>x\n');
-    expect(journalLine('x\n', 'info')).toBe('<6>x\n');
-    expect(journalLine('x\n', 'debug')).toBe('<7>x\n');
-  });
-
-  it('only when stderr is the journal stream systemd named in JOURNAL_STREAM', () => {
-    const stat = () => ({ dev: 25, ino: 4711 });
-    expect(isJournalStream({ JOURNAL_STREAM: '25:4711' }, 2, stat)).toBe(true);
-    expect(isJournalStream({ JOURNAL_STREAM: '25:4712' }, 2, stat)).toBe(false);
-    expect(isJournalStream({}, 2, stat)).toBe(false);
-    expect(isJournalStream({ JOURNAL_STREAM: 'garbage' }, 2, stat)).toBe(false);
-  });
-
-  it('leaves lines plain outside systemd', () => {
-    const writes: string[] = [];
-    const orig = process.stderr.write.bind(process.stderr);
-    process.stderr.write = ((s: string) => (writes.push(s), true)) as typeof process.stderr.write;
-    try {
-      stderrSink({}).write('{"level":"warn"}\n', 'warn');
-    } finally {
-      process.stderr.write = orig;
-    }
-    expect(writes).toEqual(['{"level":"warn"}\n']);
   });
 });
 

@@ -177,3 +177,40 @@ describe('kernel command line tokens: separators, quotes across lines, where eac
     ]);
   });
 });
+
+describe('the edges a second mutation run left open', () => {
+  it('containerd-registry: an empty Auth, a null field, a TLS without InsecureSkipVerify and a mirror without endpoints keep nothing extra', () => {
+    const doc = parseContainerdRegistry({
+      Mirrors: { 'docker.io': {}, 'quay.io': { Endpoint: ['https://q.example'] } },
+      Configs: { a: { Auth: {} }, b: { Auth: { Username: 'u', Password: null } }, c: { TLS: { CAFile: '/ca.pem' } }, d: { TLS: {} } },
+    });
+    expect(doc.mirrors).toEqual({ 'docker.io': { endpoint: [] }, 'quay.io': { endpoint: ['https://q.example'] } });
+    expect(doc.configs).toEqual({ a: {}, b: { auth: { username: 'u' } }, c: { tls: { ca_file: '/ca.pem' } }, d: {} });
+    expect(Object.keys(doc.configs.c!.tls!)).toEqual(['ca_file']);
+  });
+
+  it('install.automatic in a config given as an object (no file, no command line) is still named as no consent', async () => {
+    const r = await validateConfig({ ...base, install: { ...base.install, automatic: true, iso_url: 'local' } });
+    expect(r.warnings.map((w) => w.message)).toContain('install.automatic in a config file does not start an automatic install: Harvester reads it only from the kernel command line');
+  });
+
+  it('a <...> placeholder key beside a real login gets the placeholder warning once, and no "..." warning', async () => {
+    const r = await validateConfig({ ...base, os: { hostname: 'node1', password: 'rancher', ssh_authorized_keys: ['<ssh-key>'] } });
+    expect(r.errors).toEqual([]);
+    expect(r.warnings.filter((w) => w.path.startsWith('os.ssh_authorized_keys')).map((w) => w.message)).toEqual(['"<ssh-key>" looks like a placeholder']);
+  });
+
+  it('placeholders are found inside lists of objects, pointed at by index and key', async () => {
+    const w = await warningsAt({ os: { write_files: [{ path: '/etc/a.conf', content: 'x' }, { path: '/etc/b.conf', content: '<CONTENT>' }] } });
+    expect(w).toEqual([{ path: 'os.write_files[1].content', message: '"<CONTENT>" looks like a placeholder' }]);
+  });
+
+  it('a value that starts with <...> but goes on is text, not a placeholder', async () => {
+    expect(await warningsAt({ os: { environment: { A: '<ab> y', B: '<ab>' } } })).toEqual([{ path: 'os.environment.B', message: '"<ab>" looks like a placeholder' }]);
+  });
+
+  it('a header named X-Proxy-Authorization is not Proxy-Authorization: its value is not a secret', () => {
+    const cfg = { install: { webhooks: [{ event: 'STARTED', method: 'GET', url: 'https://h.example', headers: { 'X-Proxy-Authorization': ['public-x'], 'Proxy-Authorization': ['Basic c2VjcmV0'] } }] } } as unknown as HarvesterConfig;
+    expect(configSecrets(cfg)).toEqual(['Basic c2VjcmV0']);
+  });
+});

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { harvesterArtifactNames } from '../../../lib/harvester-artifacts.js';
 import { checksumList, chooseVersion } from '../../../iso-build/live/artifacts.js';
-import { findMediumGrubScript, harvesterCfg, isoGrubCfg, isoTimestamp, mediumIdPath } from '../../../iso-build/live/iso-image.js';
+import { biosEarlyGrubScript, findMediumGrubScript, harvesterCfg, isoGrubCfg, isoTimestamp, mediumIdPath } from '../../../iso-build/live/iso-image.js';
 import { parseSourceDateEpoch } from '../../../iso-build/reproducible.js';
 
 describe('grub configuration of the ISO', () => {
@@ -37,11 +37,14 @@ describe('grub configuration of the ISO', () => {
   it('both grubs look for this build\'s id file; the ESP stub then reads the menu, the BIOS core lets normal mode do it', () => {
     expect(mediumIdPath('0123456789abcdef')).toBe('/.disk/id/0123456789abcdef');
     expect(() => mediumIdPath('../../etc')).toThrow(/hex/);
-    const esp = findMediumGrubScript('0123456789abcdef', 'configfile');
+    const esp = findMediumGrubScript('0123456789abcdef');
     expect(esp).toContain('search --no-floppy --file --set=root /.disk/id/0123456789abcdef');
     expect(esp).toContain('set prefix=($root)/boot/grub2');
     expect(esp.trim().split('\n').at(-1)).toBe('configfile ($root)/boot/grub2/grub.cfg');
-    expect(findMediumGrubScript('0123456789abcdef', 'prefix-only')).not.toContain('configfile');
+    // The BIOS core runs its early config with grub's rescue parser: only simple commands, one per line.
+    const bios = biosEarlyGrubScript('0123456789abcdef').trim().split('\n');
+    expect(bios).toEqual(['search --no-floppy --file --set=root /.disk/id/0123456789abcdef', 'set prefix=($root)/boot/grub2']);
+    for (const line of bios) expect(line.split(/\s+/)[0]).toMatch(/^(search|set)$/);
   });
 
   it('timestamps are UTC YYYYMMDDhhmmsscc', () => {

@@ -1,4 +1,10 @@
+import { createHash } from 'node:crypto';
+import { mkdtemp, mkdir, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import type { ValidationResult } from '../../../installer/config/types.js';
+import { Logger, MemorySink } from '../../../lib/logger.js';
+import { PxeServer } from '../../../pxe/server.js';
 
 /**
  * Test double for the one validator (installer/config validateConfig): a few of its rules, so the
@@ -60,4 +66,24 @@ groups:
     values: { cluster: alpha, disk: any }
     config: { server_url: https://10.0.0.100:443, install: { mode: join } }
 ${extra}`;
+}
+
+/**
+ * A started PxeServer on 127.0.0.1 (any port) over a new temporary directory: profilesText()'s four
+ * artifacts under dir/root, each with its real sha256 in dir/profiles.yaml. The caller closes it and
+ * removes dir.
+ */
+export async function startFixtureServer(prefix: string): Promise<{ dir: string; server: PxeServer }> {
+  const dir = await mkdtemp(path.join(tmpdir(), prefix));
+  const root = path.join(dir, 'root');
+  await mkdir(path.join(root, 'k'), { recursive: true });
+  let text = profilesText();
+  for (const f of ['k/vmlinuz', 'k/initrd.img', 'rootfs.squashfs', 'harvester.iso']) {
+    await writeFile(path.join(root, f), f);
+    text = text.replace(`path: ${f}, sha256: "${SHA_A}"`, `path: ${f}, sha256: "${createHash('sha256').update(f).digest('hex')}"`);
+  }
+  await writeFile(path.join(dir, 'profiles.yaml'), text);
+  const server = new PxeServer({ root, profilesPath: path.join(dir, 'profiles.yaml'), host: '127.0.0.1', port: 0, log: new Logger(new MemorySink()), validate: validatorDouble });
+  await server.start();
+  return { dir, server };
 }

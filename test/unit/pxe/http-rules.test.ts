@@ -73,7 +73,7 @@ describe('renderDnsmasqConfig', () => {
       'pxe-service=tag:ipxe,x86PC,"hvpxe: boot script",http://10.0.0.1:8080/boot.ipxe',
       'pxe-service=tag:ipxe,X86-64_EFI,"hvpxe: boot script",http://10.0.0.1:8080/boot.ipxe',
     ]) expect(lines).toContain(l);
-    expect(text).toMatch(/must send a router .*harvester#5675/s);
+    expect(text).toMatch(/must carry a router .*harvester#5675/s);
   });
   it('refuses bad subnets, masks and interface names; guesses a /24 from an IPv4 URL', () => {
     expect(() => renderDnsmasqConfig({ serverUrl: 'http://h', subnet: '10.0.0' })).toThrow(/--subnet must be an IPv4 network/);

@@ -1,27 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
 import { PxeServer } from '../../../pxe/server.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';
-import { profilesText, validatorDouble, SHA_A } from './helpers.js';
+import { startFixtureServer, validatorDouble } from './helpers.js';
 
 let dir: string;
 let server: PxeServer;
 
 beforeAll(async () => {
-  dir = await mkdtemp(path.join(tmpdir(), 'hv-pxe-unit-'));
-  const root = path.join(dir, 'root');
-  await mkdir(path.join(root, 'k'), { recursive: true });
-  let text = profilesText();
-  for (const f of ['k/vmlinuz', 'k/initrd.img', 'rootfs.squashfs', 'harvester.iso']) {
-    await writeFile(path.join(root, f), f);
-    text = text.replace(`path: ${f}, sha256: "${SHA_A}"`, `path: ${f}, sha256: "${createHash('sha256').update(f).digest('hex')}"`);
-  }
-  await writeFile(path.join(dir, 'profiles.yaml'), text);
-  server = new PxeServer({ root, profilesPath: path.join(dir, 'profiles.yaml'), host: '127.0.0.1', port: 0, log: new Logger(new MemorySink()), validate: validatorDouble });
-  await server.start();
+  ({ dir, server } = await startFixtureServer('hv-pxe-unit-'));
 });
 afterAll(async () => {
   await server.close();

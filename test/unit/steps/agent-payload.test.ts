@@ -34,6 +34,8 @@ async function fakePayload(dir: string, marker = 'v1'): Promise<{ dir: string; m
     'lib/libc.so.6': { data: Buffer.from(`libc ${marker}`), mode: 0o755 },
     'hvagent.service': { data: Buffer.from('[Service]\nExecStart=/usr/local/bin/hvagent run\n'), mode: 0o644 },
     'hvagent-console.service': { data: Buffer.from('[Service]\nExecStart=/usr/local/bin/hvagent console\n'), mode: 0o644 },
+    'share/man/man1/hvagent.1': { data: Buffer.from(`.TH HVAGENT 1 ${marker}\n`), mode: 0o644 },
+    'share/bash-completion/completions/hvagent': { data: Buffer.from('complete -F _hvagent hvagent\n'), mode: 0o644 },
   };
   for (const [rel, f] of Object.entries(files)) {
     await mkdir(path.join(dir, path.dirname(rel)), { recursive: true });
@@ -60,6 +62,8 @@ describe('payload manifest', () => {
     // A payload without the console's unit would leave tty1 to the image's login prompt, silently.
     const noConsole = manifest.files.filter((f) => f.path !== 'hvagent-console.service');
     expect(manifestProblem({ ...manifest, files: noConsole, digest: payloadDigest(noConsole) })).toBe('it has no hvagent-console.service');
+    const noMan = manifest.files.filter((f) => f.path !== 'share/man/man1/hvagent.1');
+    expect(manifestProblem({ ...manifest, files: noMan, digest: payloadDigest(noMan) })).toBe('it has no share/man/man1/hvagent.1');
   });
   it('digest changes with any byte, mode or name', () => {
     const f = [{ path: 'a', mode: 0o755, size: 1, sha256: '0'.repeat(64) }];
@@ -175,7 +179,7 @@ describe('deployAgent onto a COS_PERSISTENT root', () => {
     const p = await fakePayload(await tmp());
     const r = await deployAgent(root, p.dir, p.manifest, paths, { statfs: roomy });
     const id = p.manifest.digest.slice(0, 16);
-    expect(r).toMatchObject({ release: `lib/hvagent/releases/${id}`, files: 5, removed: [], enabled: ['hvagent.service', 'hvagent-console.service'] });
+    expect(r).toMatchObject({ release: `lib/hvagent/releases/${id}`, files: 7, removed: [], enabled: ['hvagent.service', 'hvagent-console.service'] });
     expect(await readlink(path.join(root, 'lib/hvagent/current'))).toBe(`releases/${id}`);
     expect(await readlink(path.join(root, 'bin/hvagent'))).toBe('../lib/hvagent/current/bin/hvagent');
     expect(await readlink(path.join(root, '.state/etc-systemd.bind/system/hvagent.service'))).toBe('/usr/local/lib/hvagent/current/hvagent.service');
@@ -185,7 +189,14 @@ describe('deployAgent onto a COS_PERSISTENT root', () => {
     expect(await readlink(path.join(root, '.state/etc-systemd.bind/system/multi-user.target.wants/hvagent-console.service'))).toBe('/etc/systemd/system/hvagent-console.service');
     expect(await readFile(path.join(root, `lib/hvagent/releases/${id}/hvagent-console.service`), 'utf8')).toContain('ExecStart=/usr/local/bin/hvagent console');
     expect(await readFile(path.join(root, `lib/hvagent/releases/${id}/bin/hvagent`))).toEqual(await readFile(path.join(p.dir, 'bin/hvagent')));
+    // The man page and completion, under /usr/local/share where man and bash-completion look, through `current`.
+    expect(await readlink(path.join(root, 'share/man/man1/hvagent.1'))).toBe('../../../lib/hvagent/current/share/man/man1/hvagent.1');
+    expect(await readFile(path.join(root, 'share/man/man1/hvagent.1'), 'utf8')).toBe('.TH HVAGENT 1 v1\n');
+    expect(await readlink(path.join(root, 'share/bash-completion/completions/hvagent'))).toBe('../../../lib/hvagent/current/share/bash-completion/completions/hvagent');
+    expect(await readFile(path.join(root, 'share/bash-completion/completions/hvagent'), 'utf8')).toContain('complete -F _hvagent hvagent');
     expect(await installedAgentProblem(root, p.manifest, paths)).toBeUndefined();
+    await rm(path.join(root, 'share/man/man1/hvagent.1'));
+    expect(await installedAgentProblem(root, p.manifest, paths)).toBe('share/man/man1/hvagent.1 is not a link to ../../../lib/hvagent/current/share/man/man1/hvagent.1');
   });
 
   it('an install whose console enable link is missing or wrong is not the installed agent (the step runs again)', async () => {
@@ -218,7 +229,7 @@ describe('deployAgent onto a COS_PERSISTENT root', () => {
     const root = await tmp();
     const p = await fakePayload(await tmp());
     await expect(deployAgent(root, p.dir, p.manifest, paths, { statfs: async () => ({ bsize: 4096, bavail: 100 }) })).rejects.toMatchObject({
-      message: expect.stringMatching(/^hvagent does not fit on COS_PERSISTENT: .* to write \(5 files\) plus 64 MiB headroom, 400 KiB free; nothing was enabled$/),
+      message: expect.stringMatching(/^hvagent does not fit on COS_PERSISTENT: .* to write \(7 files\) plus 64 MiB headroom, 400 KiB free; nothing was enabled$/),
       exitCode: 3,
     });
     expect(await readdir(root)).toEqual([]);
@@ -251,7 +262,8 @@ describe('deployAgent onto a COS_PERSISTENT root', () => {
     expect(await lstat(path.join(root, agentUnit!.wants)).catch(() => undefined)).toBeUndefined();
     expect(await lstat(path.join(root, consoleUnit!.wants)).catch(() => undefined)).toBeUndefined();
     await deployAgent(root, p.dir, p.manifest, paths, { statfs: roomy });
-    expect(await removeAgent(root, paths)).toEqual([agentUnit!.wants, consoleUnit!.wants, agentUnit!.unit, consoleUnit!.unit, ap.launcher, ap.home]);
+    expect(await removeAgent(root, paths)).toEqual([agentUnit!.wants, consoleUnit!.wants, agentUnit!.unit, consoleUnit!.unit, ap.launcher, ...ap.share.map((f) => f.link), ap.home]);
+    expect(await lstat(path.join(root, 'share/man/man1/hvagent.1')).catch(() => undefined)).toBeUndefined();
     expect(await installedAgentProblem(root, p.manifest, paths)).toMatch(/does not point to/);
   });
 

@@ -6,8 +6,8 @@ import { describe, expect, it } from 'vitest';
 import { run } from '../../../lib/exec.js';
 import { baseSelection, OS_PACKAGES, parseSimulatedInstall, rootKey } from '../../../iso-build/systemd-os/packages.js';
 import { mmdebstrapArgs } from '../../../iso-build/systemd-os/root.js';
-import { imageOsRelease, IMAGE_FILES } from '../../../iso-build/systemd-os/image.js';
-import { systemdOsFile } from '../../../iso-build/systemd-os/files.js';
+import { imageOsRelease, IMAGE_FILES, RKE2_STANDIN_PATH } from '../../../iso-build/systemd-os/image.js';
+import { RKE2_STANDIN, systemdOsFile } from '../../../iso-build/systemd-os/files.js';
 import { readFile } from 'node:fs/promises';
 
 const SIMULATION = `NOTE: This is only a simulation!
@@ -116,5 +116,16 @@ describe('the image files', () => {
 
   it('every file the image takes exists', async () => {
     for (const [src] of IMAGE_FILES) await expect(readFile(systemdOsFile(src))).resolves.toBeDefined();
+  });
+
+  it("rke2-server.service runs the project's one rke2 stand-in, carried where the unit looks, with the node Debian's nodejs installs", async () => {
+    expect(await readFile(RKE2_STANDIN, 'utf8')).toContain('TEST DOUBLE for the `rke2` binary');
+    const unit = await readFile(systemdOsFile('rke2-server.service'), 'utf8');
+    expect(unit).toMatch(new RegExp(`^ExecStart=/usr/bin/node /${RKE2_STANDIN_PATH} server$`, 'm'));
+    expect(OS_PACKAGES).toContain('nodejs');
+    const env = /^Environment=HV_RKE2_STANDIN=\/(\S+)$/m.exec(unit)![1]!;
+    const dest = IMAGE_FILES.find(([, d]) => d === env);
+    expect(dest?.[0]).toBe('rke2-standin.json');
+    expect(JSON.parse(await readFile(systemdOsFile('rke2-standin.json'), 'utf8')).server.port).toBe(6443);
   });
 });
