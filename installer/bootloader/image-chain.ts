@@ -57,10 +57,19 @@ export interface OwnBootChain {
 
 export type BootChainChoice = ImageBootChain | OwnBootChain;
 
-function firstUnder(paths: ReadonlySet<string>, dirs: readonly string[], names: readonly string[]): string | undefined {
-  const found = [...paths].filter((p) => names.includes(path.posix.basename(p)) && dirs.some((d) => p.startsWith(`${d}/`) && p.slice(d.length).split('/').length <= 4));
-  // Prefer the directories' order, then the name's.
-  found.sort((a, b) => dirs.findIndex((d) => a.startsWith(`${d}/`)) - dirs.findIndex((d) => b.startsWith(`${d}/`)) || a.localeCompare(b));
+/**
+ * The image path of an EFI binary: one of `names` at most three levels under one of `dirs`,
+ * preferring the directories' order, then a `.signed` name, then the name. Debian's shim-signed
+ * pulls in shim-unsigned, so /usr/lib/shim holds shimx64.efi (unsigned) beside
+ * shimx64.efi.signed (Microsoft's signature): only the signed one boots with Secure Boot on. Pure.
+ */
+export function findEfiBinary(imagePaths: Iterable<string>, names: readonly string[], dirs: readonly string[] = EFI_BINARY_DIRS): string | undefined {
+  const found = [...imagePaths]
+    .map((p) => path.posix.join('/', p))
+    .filter((p) => names.includes(path.posix.basename(p)) && dirs.some((d) => p.startsWith(`${d}/`) && p.slice(d.length).split('/').length <= 4));
+  const dirRank = (p: string) => dirs.findIndex((d) => p.startsWith(`${d}/`));
+  const unsigned = (p: string) => (p.endsWith('.signed') ? 0 : 1);
+  found.sort((a, b) => dirRank(a) - dirRank(b) || unsigned(a) - unsigned(b) || a.localeCompare(b));
   return found[0];
 }
 
@@ -72,9 +81,9 @@ function firstUnder(paths: ReadonlySet<string>, dirs: readonly string[], names: 
  */
 export function chooseBootChain(imagePaths: Iterable<string>, source: string): BootChainChoice {
   const paths = new Set([...imagePaths].map((p) => path.posix.join('/', p)));
-  const shim = firstUnder(paths, EFI_BINARY_DIRS, EFI_BINARY_NAMES.shim);
-  const grub = firstUnder(paths, EFI_BINARY_DIRS, EFI_BINARY_NAMES.grub);
-  const mokManager = firstUnder(paths, EFI_BINARY_DIRS, EFI_BINARY_NAMES.mokManager);
+  const shim = findEfiBinary(paths, EFI_BINARY_NAMES.shim);
+  const grub = findEfiBinary(paths, EFI_BINARY_NAMES.grub);
+  const mokManager = findEfiBinary(paths, EFI_BINARY_NAMES.mokManager);
   const grubCfg = paths.has(IMAGE_GRUB_CFG) ? IMAGE_GRUB_CFG : undefined;
   if (!shim && !grub && !grubCfg) {
     return { kind: 'own', why: `${source} carries no ${IMAGE_GRUB_CFG}, shim or grub EFI binary` };

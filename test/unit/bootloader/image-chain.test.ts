@@ -2,8 +2,11 @@ import { describe, expect, it } from 'vitest';
 import { chooseBootChain, describeBootChain, espFiles, espName, grubEntryName, patchNoFloppy } from '../../../installer/bootloader/image-chain.js';
 import { HvError } from '../../../lib/errors.js';
 
+// As Debian's shim-signed installs them: it pulls in shim-unsigned, whose unsigned builds sit
+// beside the signed ones (sorted by name, the unsigned come first).
 const DEBIAN = [
   'etc/cos/grub.cfg', 'etc/cos/bootargs.cfg',
+  'usr/lib/shim/fbx64.efi', 'usr/lib/shim/mmx64.efi', 'usr/lib/shim/shimx64.efi',
   'usr/lib/shim/shimx64.efi.signed', 'usr/lib/shim/mmx64.efi.signed',
   'usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed',
   'usr/lib/grub/x86_64-efi/loopback.mod', 'usr/lib/grub/x86_64-efi/squash4.mod', 'usr/lib/grub/x86_64-efi/xzio.mod', 'usr/lib/grub/x86_64-efi/linux.mod',
