@@ -3,7 +3,7 @@
  * squashfs through unsquashfs, nothing mounted): the paths the choice needs, the files the install
  * copies, and grub-script-check over the configs before any disk is touched.
  */
-import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { constants, mkdir, mkdtemp, open, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { ExitCode, HvError } from '../../lib/errors.js';
@@ -47,13 +47,28 @@ export async function extractImageFiles(source: OsSource, files: readonly string
       for (const f of [...files, ...optional]) {
         const from = path.join(source.path, f);
         if (optional.includes(f) && !(await stat(from).catch(() => undefined))) continue;
-        await run('install', ['-D', '-m', '0644', from, path.join(tmp, 'root', f)]);
+        await copyWithoutAtime(from, path.join(tmp, 'root', f));
       }
     }
     return path.join(tmp, 'root');
   } catch (err) {
     await rm(tmp, { recursive: true, force: true });
     throw err;
+  }
+}
+
+/**
+ * Copies a file of a directory source without touching its access time: mke2fs -d records the
+ * tree's atimes in the images deploy builds, so a read here (after deploy) would make a resumed
+ * install's re-deploy differ from the first one (deploy reads through a noatime mount).
+ */
+async function copyWithoutAtime(from: string, to: string): Promise<void> {
+  const src = await open(from, constants.O_RDONLY | constants.O_NOATIME);
+  try {
+    await mkdir(path.dirname(to), { recursive: true });
+    await writeFile(to, await src.readFile(), { mode: 0o644 });
+  } finally {
+    await src.close();
   }
 }
 

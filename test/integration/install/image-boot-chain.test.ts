@@ -10,7 +10,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { execa } from 'execa';
 import { readFile, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { Cleanup, buildSmallOsTree, configYaml, diskSnapshot, hvinstall, installArgs, loopDisk, partitionNode, probe, sh, tempDir, withMount } from './helpers.js';
+import { Cleanup, buildSmallOsTree, configYaml, diskSnapshot, events, hvinstall, installArgs, loopDisk, partitionNode, probe, sh, tempDir, withMount } from './helpers.js';
 import { addImageChain, GRUB_ENTRY, FIXTURE, type ChainParts } from '../bootloader/image-chain-tree.js';
 
 const cleanup = new Cleanup();
@@ -105,6 +105,29 @@ describe('hvinstall with the image boot chain', () => {
     expect(state.custom).toContain('"${display_name} (debug)" --id debug');
     expect(state.custom).toContain('source (loop0)/etc/cos/bootargs.cfg');
   });
+
+  it('killed before and after the bootloader step with the image chain, each re-run resumes; the final disk is identical', async () => {
+    const dir = await tempDir(cleanup);
+    const disk = await loopDisk(cleanup, dir, 'target', 260);
+    const { tree } = await chainSource(dir);
+    const config = path.join(dir, 'config.yaml');
+    await writeConfig(config, disk);
+    const args = installArgs(config, tree, path.join(dir, 'state'), ['--bundle', 'none']);
+    const first = await hvinstall(args);
+    expect(first.code, first.stderr).toBe(0);
+    const baseline = await diskSnapshot(disk, dir);
+    // before: the step is journaled as running with nothing done, so the re-run writes the chain
+    // onto the fresh filesystems; after: it is done and the re-run starts at oem.
+    for (const point of ['before:bootloader', 'after:bootloader']) {
+      const killed = await hvinstall(args, { HVINSTALL_TEST_SIGKILL_AT: point });
+      expect(killed.signal, `${point}: ${killed.stderr}`).toBe('SIGKILL');
+      const again = await hvinstall(args);
+      expect(again.code, again.stderr).toBe(0);
+      const ran = events(again.stdout).filter((e) => e.type === 'step' && e.phase === 'done' && e.step !== 'guard').map((e) => e.step);
+      expect(ran[0], point).toBe(point === 'before:bootloader' ? 'bootloader' : 'oem');
+      expect(await diskSnapshot(disk, dir), point).toEqual(baseline);
+    }
+  }, 600_000);
 
   const refusals: Array<[string, ChainParts, RegExp]> = [
     ['a shim but no grub', { grub: false }, /carries an incomplete boot chain: it has \/etc\/cos\/grub.cfg, \/usr\/lib\/shim\/shimx64.efi.signed but not a grub EFI binary \(grub.efi, grubx64.efi, grubx64.efi.signed\)/],
