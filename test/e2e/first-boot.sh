@@ -222,12 +222,15 @@ fb_grubenv() {
 FB_MASK="systemd.mask=hvagent.service systemd.mask=hvagent-console.service"
 FB_KARGS=
 fb_oem_grubenv() { debugfs -R "cat /grubenv" "$(fb_partition COS_OEM)" 2>/dev/null | grep -a "^$1=" | cut -d= -f2-; }
+# The passive image's menu entry id in the image's own grub.cfg: Elemental's `fallback` (its ids are
+# cos, fallback and recovery; hvinstall's own grub.cfg names them active, passive and recovery).
+FB_PASSIVE_ENTRY=fallback
 fb_select_passive() {
-  if [ "$FB_AGENT" = none ]; then fb_grubenv set next_entry=passive; return; fi
+  if [ "$FB_AGENT" = none ]; then fb_grubenv set "next_entry=$FB_PASSIVE_ENTRY"; return; fi
   fb_attach --read-only
   FB_KARGS=$(fb_oem_grubenv third_party_kernel_args)
   fb_detach
-  fb_grubenv set next_entry=passive "third_party_kernel_args=${FB_KARGS:+$FB_KARGS }$FB_MASK"
+  fb_grubenv set "next_entry=$FB_PASSIVE_ENTRY" "third_party_kernel_args=${FB_KARGS:+$FB_KARGS }$FB_MASK"
 }
 fb_expect_one_shot_cleared() {
   fb_attach --read-only
