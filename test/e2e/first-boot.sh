@@ -7,7 +7,7 @@
 # management NIC from the machine it runs on). Then that disk alone boots under OVMF through
 # the image's own chain (its shim, grub and /etc/cos/grub.cfg, installed in Elemental's layout), three times: the active image (first boot), again (state kept)
 # under OVMF with Secure Boot enforced (Microsoft's keys: Debian's signed shim, grub and kernel),
-# and the passive image (grubenv next_entry=passive). A fourth boot proves the enforcement: with one
+# and the passive image (grubenv next_entry=fallback). A fourth boot proves the enforcement: with one
 # byte of the ESP's grub changed, shim must refuse it under the same firmware and no kernel start. Each boot's report comes as TAP over the guest's
 # second serial port and is parsed with tap-parser (first-boot-tap.mjs); a failing check is named.
 # QEMU's monitor socket ($OUT/monitor-<boot>.sock, the NIC is `nic0`) lets a stage take the
