@@ -1,4 +1,4 @@
-# Sourced by test/e2e/run.sh after install-pxe.sh (uses pxe_profiles, pxe_serve, pxe_check_events,
+# Sourced by test/e2e/run.sh after install-pxe.sh (uses pxe_profiles, pxe_boot_bridge, pxe_serve, pxe_check_events,
 # time_to_line, run_qemu, console, expect_line, has_line, say, die, PIDS, CLEANUPS, OUT, …).
 # UEFI HTTP Boot: no PXE and no TFTP anywhere on the boot network. One network namespace: a bridge
 # 10.76.0.1/24 with the guest's tap, `hvpxe serve` on 10.76.0.1:8080 (ipxe.efi from Debian's ipxe
@@ -47,13 +47,7 @@ http_boot_stage() {
   efi_size=$(stat -c %s "$dir/artifacts/ipxe.efi")
 
   HB_NS=hv-e2e-http-$$
-  ip netns add "$HB_NS"
-  ip -n "$HB_NS" link set lo up
-  ip -n "$HB_NS" link add br0 type bridge
-  ip -n "$HB_NS" addr add "$net.1/24" dev br0
-  ip -n "$HB_NS" link set br0 up
-  ip -n "$HB_NS" tuntap add dev tap0 mode tap
-  ip -n "$HB_NS" link set tap0 master br0 up
+  pxe_boot_bridge "$HB_NS" "$net"
 
   pxe_serve "$dir" "$net.1:8080" "$server" "$server/healthz" ip netns exec "$HB_NS"
   "$REPO/bin/hvpxe" render-dnsmasq --profiles "$dir/profiles.yaml" --interface br0 --netmask 255.255.255.0 \
