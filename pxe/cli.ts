@@ -19,6 +19,7 @@ import { HISTORY_FILE, parseHistory, requestRearm } from './history.js';
 import { readFile } from 'node:fs/promises';
 
 const STRING = { type: 'string' } as const;
+const BOOLEAN = { type: 'boolean' } as const;
 
 /** hvpxe's commands: the parser, --help, completion and the man page all read these. */
 export const COMMANDS = {
@@ -61,7 +62,7 @@ local boot until then).
     name: 'render-dnsmasq',
     summary: 'print a dnsmasq configuration: proxy-DHCP + TFTP, or a DHCP server that also answers UEFI HTTP Boot',
     usage: `usage: hvpxe render-dnsmasq --profiles FILE [--server-url URL] [--subnet NET] [--netmask MASK] [--tftp-root DIR] [--interface IF]
-                            [--dhcp-range START,END --router IP [--lease-time T]] [--http-boot-file PATH]
+                            [--dhcp-range START,END --router IP [--lease-time T] [--no-tftp]] [--http-boot-file PATH]
 
 Prints a dnsmasq configuration: proxy-DHCP + TFTP, or with --dhcp-range a DHCP server that also
 answers UEFI HTTP Boot.
@@ -74,8 +75,9 @@ answers UEFI HTTP Boot.
   --dhcp-range START,END be the DHCP server, handing out these addresses (needs --router)
   --router IP            the default route handed out (the installer needs one)
   --lease-time T         the lease time (with --dhcp-range)
+  --no-tftp              no TFTP server (with --dhcp-range): only UEFI HTTP Boot and iPXE get boot files
   --http-boot-file PATH  what UEFI HTTP Boot loads, under hvpxe's --root (default ipxe.efi)`,
-    options: { profiles: STRING, 'server-url': STRING, subnet: STRING, netmask: STRING, 'tftp-root': STRING, interface: STRING, 'dhcp-range': STRING, router: STRING, 'lease-time': STRING, 'http-boot-file': STRING },
+    options: { profiles: STRING, 'server-url': STRING, subnet: STRING, netmask: STRING, 'tftp-root': STRING, interface: STRING, 'dhcp-range': STRING, router: STRING, 'lease-time': STRING, 'http-boot-file': STRING, 'no-tftp': BOOLEAN },
   },
   'render-ipxe': {
     name: 'render-ipxe',
@@ -229,7 +231,7 @@ async function renderDnsmasq(argv: string[]): Promise<number> {
   if (!subnet && !dhcp) throw usageError('the server URL has no IPv4 address to guess the subnet from: pass --subnet NET (e.g. 10.0.0.0)');
   try {
     process.stdout.write(
-      renderDnsmasqConfig({ serverUrl, subnet, netmask: values.netmask, tftpRoot: values['tftp-root'], interface: values.interface, dhcp, httpBootFile: values['http-boot-file'] }),
+      renderDnsmasqConfig({ serverUrl, subnet, netmask: values.netmask, tftpRoot: values['tftp-root'], interface: values.interface, dhcp, httpBootFile: values['http-boot-file'], noTftp: values['no-tftp'] }),
     );
   } catch (err) {
     throw usageError((err as Error).message);

@@ -10,7 +10,9 @@
  * - DHCP server (`dhcp`): dnsmasq hands out the addresses and the router itself, and answers every
  *   kind of client by its architecture (RFC 4578 option 93): BIOS, x86-64 UEFI PXE (7 and 9) and
  *   UEFI HTTP Boot (16, vendor class "HTTPClient", which gets an http URL of an EFI binary hvpxe
- *   serves under /artifacts/ and must be answered with vendor class "HTTPClient" itself).
+ *   serves under /artifacts/ and must be answered with vendor class "HTTPClient" itself). With
+ *   `noTftp` there is no TFTP server and PXE clients get no boot file: a network that boots by
+ *   HTTP alone.
  */
 export interface DnsmasqOptions {
   serverUrl: string;
@@ -23,6 +25,11 @@ export interface DnsmasqOptions {
   dhcp?: { start: string; end: string; router: string; leaseTime?: string };
   /** The EFI binary UEFI HTTP Boot clients load: a path under hvpxe's --root (default ipxe.efi). */
   httpBootFile?: string;
+  /**
+   * No TFTP server (DHCP-server mode only): a network that boots by HTTP alone. PXE clients get an
+   * address and no boot file, so their firmware moves on to its next boot option.
+   */
+  noTftp?: boolean;
 }
 
 const IPV4 = /^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}$/;
@@ -56,6 +63,8 @@ export function renderDnsmasqConfig(o: DnsmasqOptions): string {
     }
     if (o.dhcp.leaseTime !== undefined && !LEASE_TIME.test(o.dhcp.leaseTime)) throw new Error(`--lease-time must be dnsmasq's form (e.g. 1h, 45m, 3600), got '${o.dhcp.leaseTime}'`);
   }
+  if (o.noTftp && !o.dhcp) throw new Error('--no-tftp needs --dhcp-range: proxy-DHCP answers PXE clients only, and PXE loads its first binary by TFTP');
+  if (o.noTftp && o.tftpRoot !== undefined) throw new Error('--no-tftp and --tftp-root contradict each other');
   const boot = `${o.serverUrl.replace(/\/+$/, '')}/boot.ipxe`;
   if (/[\s,"]/.test(boot)) throw new Error(`server URL must not contain spaces, commas or quotes: ${boot}`);
   const httpBoot = httpBootUrl(o.serverUrl, o.httpBootFile);
@@ -78,15 +87,15 @@ export function renderDnsmasqConfig(o: DnsmasqOptions): string {
       : `dhcp-range=${o.subnet},proxy${o.netmask ? `,${o.netmask}` : ''}`,
     ...(o.dhcp ? [`dhcp-option=option:router,${o.dhcp.router}`] : []),
     '',
-    '# TFTP for the iPXE binaries (copy undionly.kpxe and ipxe.efi from the ipxe package here).',
-    'enable-tftp',
-    `tftp-root=${tftpRoot}`,
+    ...(o.noTftp
+      ? ['# No TFTP server (--no-tftp): this network boots over HTTP only.']
+      : ['# TFTP for the iPXE binaries (copy undionly.kpxe and ipxe.efi from the ipxe package here).', 'enable-tftp', `tftp-root=${tftpRoot}`]),
     '',
     '# iPXE announces itself with the DHCP user class "iPXE": it gets the HTTP boot script.',
     'dhcp-userclass=set:ipxe,iPXE',
     '',
   ];
-  return [...head, ...(o.dhcp ? dhcpServerBoot(boot, httpBoot) : proxyBoot(boot, httpBoot)), ''].join('\n');
+  return [...head, ...(o.dhcp ? dhcpServerBoot(boot, httpBoot, !o.noTftp) : proxyBoot(boot, httpBoot)), ''].join('\n');
 }
 
 function proxyBoot(boot: string, httpBoot: string): string[] {
@@ -109,20 +118,25 @@ function proxyBoot(boot: string, httpBoot: string): string[] {
   ];
 }
 
-function dhcpServerBoot(boot: string, httpBoot: string): string[] {
+function dhcpServerBoot(boot: string, httpBoot: string, tftp: boolean): string[] {
+  const pxe = tftp
+    ? [
+        `dhcp-match=set:bios,option:client-arch,${CLIENT_ARCH.bios}`,
+        `dhcp-match=set:efi64,option:client-arch,${CLIENT_ARCH.efiBc}`,
+        `dhcp-match=set:efi64,option:client-arch,${CLIENT_ARCH.efiX64}`,
+      ]
+    : [];
   return [
-    `# Client architectures (DHCP option 93): ${CLIENT_ARCH.bios} BIOS, ${CLIENT_ARCH.efiBc} and ${CLIENT_ARCH.efiX64} x86-64 UEFI PXE, ${CLIENT_ARCH.httpX64} x86-64 UEFI HTTP Boot.`,
-    `dhcp-match=set:bios,option:client-arch,${CLIENT_ARCH.bios}`,
-    `dhcp-match=set:efi64,option:client-arch,${CLIENT_ARCH.efiBc}`,
-    `dhcp-match=set:efi64,option:client-arch,${CLIENT_ARCH.efiX64}`,
+    tftp
+      ? `# Client architectures (DHCP option 93): ${CLIENT_ARCH.bios} BIOS, ${CLIENT_ARCH.efiBc} and ${CLIENT_ARCH.efiX64} x86-64 UEFI PXE, ${CLIENT_ARCH.httpX64} x86-64 UEFI HTTP Boot.`
+      : `# Client architecture (DHCP option 93) ${CLIENT_ARCH.httpX64}: x86-64 UEFI HTTP Boot. PXE clients get an address and no boot file.`,
+    ...pxe,
     `dhcp-match=set:httpboot,option:client-arch,${CLIENT_ARCH.httpX64}`,
     'dhcp-vendorclass=set:httpboot,HTTPClient',
     '',
     '# iPXE (whatever loaded it) fetches the boot script from hvpxe over HTTP.',
     `dhcp-boot=tag:ipxe,${boot}`,
-    '# PXE firmware chain-loads iPXE over TFTP.',
-    'dhcp-boot=tag:!ipxe,tag:bios,undionly.kpxe',
-    'dhcp-boot=tag:!ipxe,tag:efi64,ipxe.efi',
+    ...(tftp ? ['# PXE firmware chain-loads iPXE over TFTP.', 'dhcp-boot=tag:!ipxe,tag:bios,undionly.kpxe', 'dhcp-boot=tag:!ipxe,tag:efi64,ipxe.efi'] : []),
     '# HTTP Boot firmware loads iPXE over HTTP from hvpxe, and wants its vendor class echoed.',
     `dhcp-boot=tag:!ipxe,tag:httpboot,${httpBoot}`,
     'dhcp-option-force=tag:httpboot,option:vendor-class,HTTPClient',
