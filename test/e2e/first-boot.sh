@@ -201,7 +201,7 @@ fb_sb_refused() {
   FIRMWARE=sb DONE_ON='Verification failed: \(0x1A\) Security Violation' FAIL_ON='EFI stub|Linux version' \
     run_qemu fb-sb-refused "$BOOT_TIMEOUT" \
     -drive file="$FB_DISK",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2EFB001,drive=d0 -nic none \
-    -serial stdio || die "fb-sb-refused: QEMU exited with status $?"
+    -serial stdio -monitor none || die "fb-sb-refused: QEMU exited with status $?"
   expect_line fb-sb-refused 'starting Boot[0-9A-F]+ "UEFI QEMU NVMe' "the firmware did not start the disk's shim"
   expect_line fb-sb-refused 'Verification failed: \(0x1A\) Security Violation' "shim did not refuse the altered grub"
   say "   fb-sb-refused: shim refused the ESP's grub with byte $off flipped ($byte -> $(( byte ^ 255 ))): Verification failed (0x1A) Security Violation"
