@@ -128,8 +128,10 @@ write_config() { # file device
 write_config node-1.yaml /dev/nvme0n1
 write_config node-missing-disk.yaml /dev/nvme9n1
 
-# run_qemu NAME TIMEOUT MARKER-REGEX qemu-args... : boots, waits for QEMU to exit (the guest powers
-# off) or the deadline; returns QEMU's status. The console goes to $OUT/console-NAME.log.
+# run_qemu NAME TIMEOUT qemu-args... : boots, waits for QEMU to exit (the guest powers off) or the
+# deadline; returns QEMU's status. The console goes to $OUT/console-NAME.log. FAIL_ON: a console
+# line that fails the run at once; DONE_ON: a console line that ends it as wanted (QEMU stopped,
+# status 0), for a boot meant to be refused, which never powers off.
 run_qemu() {
   local name=$1 timeout=$2; shift 2
   local log="$OUT/console-$name.log"
@@ -161,6 +163,10 @@ run_qemu() {
       kill "$pid"; wait "$pid" 2>/dev/null || true
       tail -n 30 "$log" | tr -d '\r' >&2
       die "$name: the console says /$FAIL_ON/ (console: $log)"
+    fi
+    if [ -n "${DONE_ON:-}" ] && tr -d '\r' < "$log" | grep -aE "$DONE_ON" > /dev/null; then
+      kill "$pid"; wait "$pid" 2>/dev/null || true
+      return 0
     fi
     # One progress line a minute so a long TCG run visibly moves.
     if [ $(($(date +%s) - last)) -ge 60 ]; then
@@ -215,6 +221,13 @@ for label in COS_GRUB COS_OEM COS_RECOVERY COS_STATE COS_PERSISTENT HARV_LH_DEFA
   grep -q "LABEL=$label " "$OUT/labels.txt" || die "install: no filesystem labelled $label on the disk"
 done
 say "   disk: $(du -h --apparent-size "$OUT/disk.raw" | cut -f1) apparent, $(du -h "$OUT/disk.raw" | cut -f1) allocated"
+# The UEFI boot entry the install reports (the own chain's "hvinstall", an image chain's
+# "elemental-shim"), read back from the firmware's VARS file.
+expect_line install 'UEFI boot entry Boot[0-9A-F]{4} "[^"]+" -> ' "the install wrote no UEFI boot entry"
+ENTRY=$(console install | grep -aoE 'UEFI boot entry Boot[0-9A-F]{4} "[^"]+" -> [^ ]+' | tail -n 1)
+ENTRY_LABEL=$(echo "$ENTRY" | sed -E 's/.*"([^"]+)".*/\1/'); ENTRY_LOADER=${ENTRY##* }
+NVRAM=$(node "$REPO/test/e2e/boot-entry.mjs" "$OUT/vars-install.fd" "$ENTRY_LABEL" "$ENTRY_LOADER") || die "install: the firmware's VARS lack the boot entry (test/e2e/boot-entry.mjs)"
+say "   nvram: $NVRAM"
 fi
 
 # --- 4. boot the installed disk alone: OVMF -> EFI/BOOT/BOOTX64.EFI -> grub -> cos-img initramfs -> active.img
