@@ -42,12 +42,13 @@ export function renderGrubBootstrap(tftp: string): string {
     '# hvpxe: identify this machine (MAC of the boot NIC, SMBIOS UUID, CPU) and load its script from hvpxe.',
     'set hvpxe_uuid=',
     'smbios --type 1 --get-uuid 8 --set hvpxe_uuid',
-    `if source "${auto}"; then true; else`,
-    `  echo ${grubQuote(`hvpxe: could not fetch this machine's boot script from ${tftp} (TFTP)`)}`,
-    `  echo ${grubQuote('hvpxe: check that hvpxe serve --tftp is running and reachable; trying the next boot device in 30 s')}`,
-    '  sleep 30',
-    '  exit 1',
-    'fi',
+    // Every script hvpxe answers ends in boot or exit, so what follows runs only when the fetch failed
+    // (grub's source returns success even for a file it could not open).
+    `source "${auto}"`,
+    `echo ${grubQuote(`hvpxe: could not fetch this machine's boot script from ${tftp} (TFTP)`)}`,
+    `echo ${grubQuote('hvpxe: check that hvpxe serve --tftp is running and reachable; trying the next boot device in 30 s')}`,
+    'sleep 30',
+    'exit 1',
     '',
   ].join('\n');
 }

@@ -107,7 +107,7 @@ export async function loadState(opts: LoadStateOptions): Promise<ServedState> {
   }
 
   const signed = Object.entries(file.profiles).filter(([, p]) => bootChainOf(p) === 'grub-signed').map(([n]) => n);
-  if (signed.length > 0) errors.push(...(await checkSignedChain(rootReal)).map((e) => `profiles ${signed.join(', ')} (boot: grub-signed): ${e}`));
+  if (signed.length > 0) errors.push(...(await checkSignedChain(rootReal)).map((e) => `profile${signed.length === 1 ? '' : 's'} ${signed.join(', ')} (boot: grub-signed): ${e}`));
 
   const rendered = await renderAndValidateConfigs(catalog, opts.serverUrl, opts.validate);
   errors.push(...rendered.errors);
