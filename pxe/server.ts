@@ -182,6 +182,11 @@ export class PxeServer {
     if (opts.stateDir) this.history = new HistoryStore(opts.stateDir, opts.log);
   }
 
+  /** Where TFTP is served (with --tftp), once started. */
+  get tftpAddress(): { address: string; port: number } | undefined {
+    return this.tftpServer?.address;
+  }
+
   get current(): ServedState | undefined {
     return this.state;
   }
