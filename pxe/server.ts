@@ -236,7 +236,7 @@ export class PxeServer {
         ...this.opts.tftp,
         log: this.opts.log,
         resolve: (name, client) => this.tftpResolve(name, client),
-        done: (e) => this.opts.log.info('tftp', { ...e, machine: this.byAddress.get(e.client) }),
+        done: (e) => this.opts.log.info('tftp', { ...e, filename: e.filename.replace(/^\/+/, '').slice(0, 200), machine: this.byAddress.get(e.client) }),
       });
       try {
         await this.tftpServer.start();
