@@ -77,6 +77,16 @@ describe('hvpxe serve --tftp (boot: grub-signed)', () => {
     expect('data' in even && even.blocks).toBe(2);
   });
 
+  it('a machine that reported a finished install gets a local boot from grub, not the installer again', async () => {
+    expect(text(await tftpGet(port, 'grub/auto?mac=52:54:00:00:00:77&arch=x86_64&platform=efi'))).toMatch(/^linux /m);
+    const posted = await fetch(`${server.url}/events/spare-525400000077`, { method: 'POST', body: JSON.stringify({ event: 'SUCCEEDED' }) });
+    expect(posted.status).toBe(204);
+    const local = text(await tftpGet(port, 'grub/auto?mac=52:54:00:00:00:77&arch=x86_64&platform=efi'));
+    expect(local).not.toMatch(/^(linux|initrd|boot)\b/m);
+    expect(local).toMatch(/^echo 'hvpxe: spare-525400000077 is installed \(.*\); handing back to the firmware to boot the local disk'$/m);
+    expect(local.trim().split('\n').at(-1)).toBe('exit 0');
+  });
+
   it('refuses writes, netascii and names outside the root, with TFTP errors', async () => {
     expect(await tftpGet(port, 'x', { write: true })).toEqual({ error: 2, message: 'hvpxe serves TFTP read-only' });
     expect(await tftpGet(port, 'shimx64.efi', { mode: 'netascii' })).toEqual({ error: 4, message: 'only octet mode is served, not netascii' });
