@@ -100,7 +100,8 @@ describe('hvpxe serve --tftp (boot: grub-signed)', () => {
     const ipxe = await (await fetch(`${server.url}/ipxe/auto?mac=52:54:00:00:00:02&buildarch=arm64&platform=efi`)).text();
     expect(ipxe).toContain('echo hvpxe: node-2 booted as arm64, but profile hv serves an x86_64 installer only.');
     expect(ipxe).not.toMatch(/^kernel /m);
-    // A BIOS iPXE is i386 and boots the x86_64 kernel; an i386 UEFI cannot.
+    // x86_64 UEFI iPXE (ipxe.efi) boots it; a BIOS iPXE is i386 and boots the x86_64 kernel too; an i386 UEFI cannot.
+    expect(await (await fetch(`${server.url}/ipxe/auto?mac=52:54:00:00:00:02&buildarch=x86_64&platform=efi`)).text()).toMatch(/^kernel \S+ initrd=initrd\.img /m);
     expect(await (await fetch(`${server.url}/ipxe/auto?mac=52:54:00:00:00:02&buildarch=i386&platform=pcbios`)).text()).toMatch(/^kernel /m);
     expect(await (await fetch(`${server.url}/ipxe/auto?mac=52:54:00:00:00:02&buildarch=i386&platform=efi`)).text()).toContain('booted as i386');
     const ms = await machines();
