@@ -19,6 +19,7 @@ import { HISTORY_FILE, parseHistory, requestRearm } from './history.js';
 import { readFile } from 'node:fs/promises';
 
 const STRING = { type: 'string' } as const;
+const BOOLEAN = { type: 'boolean' } as const;
 
 /** hvpxe's commands: the parser, --help, completion and the man page all read these. */
 export const COMMANDS = {
@@ -62,7 +63,7 @@ local boot until then).
     name: 'render-dnsmasq',
     summary: 'print a dnsmasq configuration: proxy-DHCP + TFTP, or a DHCP server that also answers UEFI HTTP Boot',
     usage: `usage: hvpxe render-dnsmasq --profiles FILE [--server-url URL] [--subnet NET] [--netmask MASK] [--tftp-root DIR] [--interface IF]
-                            [--dhcp-range START,END --router IP [--lease-time T]] [--http-boot-file PATH] [--tftp-server IP]
+                            [--dhcp-range START,END --router IP [--lease-time T] [--no-tftp]] [--http-boot-file PATH] [--tftp-server IP]
 
 Prints a dnsmasq configuration: proxy-DHCP + TFTP, or with --dhcp-range a DHCP server that also
 answers UEFI HTTP Boot.
@@ -75,10 +76,11 @@ answers UEFI HTTP Boot.
   --dhcp-range START,END be the DHCP server, handing out these addresses (needs --router)
   --router IP            the default route handed out (the installer needs one)
   --lease-time T         the lease time (with --dhcp-range)
+  --no-tftp              no TFTP server (with --dhcp-range): only UEFI HTTP Boot and iPXE get boot files
   --http-boot-file PATH  what UEFI HTTP Boot loads, under hvpxe's --root (default ipxe.efi)
   --tftp-server IP       where Secure Boot machines (boot: grub-signed) load shim and grub from: hvpxe
                          serve --tftp (default: the server URL's host)`,
-    options: { profiles: STRING, 'server-url': STRING, subnet: STRING, netmask: STRING, 'tftp-root': STRING, interface: STRING, 'dhcp-range': STRING, router: STRING, 'lease-time': STRING, 'http-boot-file': STRING, 'tftp-server': STRING },
+    options: { profiles: STRING, 'server-url': STRING, subnet: STRING, netmask: STRING, 'tftp-root': STRING, interface: STRING, 'dhcp-range': STRING, router: STRING, 'lease-time': STRING, 'http-boot-file': STRING, 'no-tftp': BOOLEAN, 'tftp-server': STRING },
   },
   'render-ipxe': {
     name: 'render-ipxe',
@@ -236,7 +238,7 @@ async function renderDnsmasq(argv: string[]): Promise<number> {
   try {
     const secureBoot = catalog ? secureBootClients(catalog, values['tftp-server'] ?? new URL(serverUrl).hostname) : undefined;
     process.stdout.write(
-      renderDnsmasqConfig({ serverUrl, subnet, netmask: values.netmask, tftpRoot: values['tftp-root'], interface: values.interface, dhcp, httpBootFile: values['http-boot-file'], secureBoot }),
+      renderDnsmasqConfig({ serverUrl, subnet, netmask: values.netmask, tftpRoot: values['tftp-root'], interface: values.interface, dhcp, httpBootFile: values['http-boot-file'], noTftp: values['no-tftp'], secureBoot }),
     );
   } catch (err) {
     throw usageError((err as Error).message);

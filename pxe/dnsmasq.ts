@@ -10,7 +10,9 @@
  * - DHCP server (`dhcp`): dnsmasq hands out the addresses and the router itself, and answers every
  *   kind of client by its architecture (RFC 4578 option 93): BIOS, x86-64 UEFI PXE (7 and 9) and
  *   UEFI HTTP Boot (16, vendor class "HTTPClient", which gets an http URL of an EFI binary hvpxe
- *   serves under /artifacts/ and must be answered with vendor class "HTTPClient" itself).
+ *   serves under /artifacts/ and must be answered with vendor class "HTTPClient" itself). With
+ *   `noTftp` there is no TFTP server and PXE clients get no boot file: a network that boots by
+ *   HTTP alone.
  *
  * Secure Boot: DHCP cannot see whether a machine enforces Secure Boot, so the machines whose
  * profile says `boot: grub-signed` are told apart by MAC (dnsmasq tags from profiles.yaml) and get
@@ -40,6 +42,11 @@ export interface DnsmasqOptions {
   dhcp?: { start: string; end: string; router: string; leaseTime?: string };
   /** The EFI binary UEFI HTTP Boot clients load: a path under hvpxe's --root (default ipxe.efi). */
   httpBootFile?: string;
+  /**
+   * No TFTP server (DHCP-server mode only): a network that boots by HTTP alone. PXE clients get an
+   * address and no boot file, so their firmware moves on to its next boot option.
+   */
+  noTftp?: boolean;
   /** Machines that boot the Secure Boot chain (profiles with boot: grub-signed). */
   secureBoot?: SecureBootClients;
 }
@@ -97,6 +104,8 @@ export function renderDnsmasqConfig(o: DnsmasqOptions): string {
     }
     if (o.dhcp.leaseTime !== undefined && !LEASE_TIME.test(o.dhcp.leaseTime)) throw new Error(`--lease-time must be dnsmasq's form (e.g. 1h, 45m, 3600), got '${o.dhcp.leaseTime}'`);
   }
+  if (o.noTftp && !o.dhcp) throw new Error('--no-tftp needs --dhcp-range: proxy-DHCP answers PXE clients only, and PXE loads its first binary by TFTP');
+  if (o.noTftp && o.tftpRoot !== undefined) throw new Error('--no-tftp and --tftp-root contradict each other');
   const boot = `${o.serverUrl.replace(/\/+$/, '')}/boot.ipxe`;
   if (/[\s,"]/.test(boot)) throw new Error(`server URL must not contain spaces, commas or quotes: ${boot}`);
   const httpBoot = httpBootUrl(o.serverUrl, o.httpBootFile);
@@ -121,16 +130,16 @@ export function renderDnsmasqConfig(o: DnsmasqOptions): string {
       : `dhcp-range=${o.subnet},proxy${o.netmask ? `,${o.netmask}` : ''}`,
     ...(o.dhcp ? [`dhcp-option=option:router,${o.dhcp.router}`] : []),
     '',
-    '# TFTP for the iPXE binaries (copy undionly.kpxe and ipxe.efi from the ipxe package here).',
-    'enable-tftp',
-    `tftp-root=${tftpRoot}`,
+    ...(o.noTftp
+      ? ['# No TFTP server (--no-tftp): this network boots over HTTP only.']
+      : ['# TFTP for the iPXE binaries (copy undionly.kpxe and ipxe.efi from the ipxe package here).', 'enable-tftp', `tftp-root=${tftpRoot}`]),
     '',
     '# iPXE announces itself with the DHCP user class "iPXE": it gets the HTTP boot script.',
     'dhcp-userclass=set:ipxe,iPXE',
     '',
     ...(sb?.lines ?? []),
   ];
-  return [...head, ...(o.dhcp ? dhcpServerBoot(boot, httpBoot, sb) : proxyBoot(boot, httpBoot, sb)), ''].join('\n');
+  return [...head, ...(o.dhcp ? dhcpServerBoot(boot, httpBoot, !o.noTftp, sb) : proxyBoot(boot, httpBoot, sb)), ''].join('\n');
 }
 
 interface SbTags {
@@ -185,20 +194,21 @@ function proxyBoot(boot: string, httpBoot: string, sb: SbTags | undefined): stri
   ];
 }
 
-function dhcpServerBoot(boot: string, httpBoot: string, sb: SbTags | undefined): string[] {
+function dhcpServerBoot(boot: string, httpBoot: string, tftp: boolean, sb: SbTags | undefined): string[] {
+  const efi = [`dhcp-match=set:efi64,option:client-arch,${CLIENT_ARCH.efiBc}`, `dhcp-match=set:efi64,option:client-arch,${CLIENT_ARCH.efiX64}`];
+  // Secure Boot machines load shim from hvpxe's own TFTP server, so they are answered without dnsmasq's TFTP too.
+  const pxe = tftp ? [`dhcp-match=set:bios,option:client-arch,${CLIENT_ARCH.bios}`, ...efi] : sb ? efi : [];
   return [
-    `# Client architectures (DHCP option 93): ${CLIENT_ARCH.bios} BIOS, ${CLIENT_ARCH.efiBc} and ${CLIENT_ARCH.efiX64} x86-64 UEFI PXE, ${CLIENT_ARCH.httpX64} x86-64 UEFI HTTP Boot.`,
-    `dhcp-match=set:bios,option:client-arch,${CLIENT_ARCH.bios}`,
-    `dhcp-match=set:efi64,option:client-arch,${CLIENT_ARCH.efiBc}`,
-    `dhcp-match=set:efi64,option:client-arch,${CLIENT_ARCH.efiX64}`,
+    tftp
+      ? `# Client architectures (DHCP option 93): ${CLIENT_ARCH.bios} BIOS, ${CLIENT_ARCH.efiBc} and ${CLIENT_ARCH.efiX64} x86-64 UEFI PXE, ${CLIENT_ARCH.httpX64} x86-64 UEFI HTTP Boot.`
+      : `# Client architecture (DHCP option 93) ${CLIENT_ARCH.httpX64}: x86-64 UEFI HTTP Boot. PXE clients get an address and no boot file${sb ? ' (but the Secure Boot machines: shim from hvpxe)' : ''}.`,
+    ...pxe,
     `dhcp-match=set:httpboot,option:client-arch,${CLIENT_ARCH.httpX64}`,
     'dhcp-vendorclass=set:httpboot,HTTPClient',
     '',
     '# iPXE (whatever loaded it) fetches the boot script from hvpxe over HTTP.',
     `dhcp-boot=tag:ipxe,${boot}`,
-    '# PXE firmware chain-loads iPXE over TFTP.',
-    'dhcp-boot=tag:!ipxe,tag:bios,undionly.kpxe',
-    `dhcp-boot=tag:!ipxe,tag:efi64,${sb ? `${sb.notSb},` : ''}ipxe.efi`,
+    ...(tftp ? ['# PXE firmware chain-loads iPXE over TFTP.', 'dhcp-boot=tag:!ipxe,tag:bios,undionly.kpxe', `dhcp-boot=tag:!ipxe,tag:efi64,${sb ? `${sb.notSb},` : ''}ipxe.efi`] : []),
     ...(sb ? ['# Secure Boot clients load shim from hvpxe\'s TFTP server (next-server), and grub its scripts from there too.', `dhcp-boot=tag:!ipxe,tag:efi64,${sb.sb},${SHIM_BOOT_FILE},hvpxe,${sb.tftpServer}`] : []),
     '# HTTP Boot firmware loads iPXE over HTTP from hvpxe, and wants its vendor class echoed.',
     `dhcp-boot=tag:!ipxe,tag:httpboot,${httpBoot}`,

@@ -138,6 +138,19 @@ function send(res: http.ServerResponse, status: number, body: string, type = TEX
   return buf.length;
 }
 
+/**
+ * The Content-Type of a file under /artifacts/: the media types UEFI defines for HTTP Boot where
+ * the name says what the file is (an EFI binary, an ISO the firmware mounts as a RAM disk; edk2's
+ * NetworkPkg HttpBootDxe reads these first, the name's extension only when they are absent), else
+ * application/octet-stream. `.img` stays octet-stream: initrds are named so too.
+ */
+export function artifactContentType(name: string): string {
+  const ext = /\.([A-Za-z0-9]+)$/.exec(name)?.[1]?.toLowerCase();
+  if (ext === 'efi') return 'application/efi';
+  if (ext === 'iso') return 'application/vnd.efi-iso';
+  return 'application/octet-stream';
+}
+
 function etagOf(st: { mtimeMs: number; size: number; ino: number }): string {
   return `"${Math.floor(st.mtimeMs).toString(16)}-${st.size.toString(16)}-${st.ino.toString(16)}"`;
 }
@@ -549,7 +562,7 @@ export class PxeServer {
     }
     const who = this.byAddress.get(c.req.socket.remoteAddress ?? '');
     c.note.machine = who;
-    const r = await this.serveFile(c.req, c.res, file, c.note.fileReply);
+    const r = await this.serveFile(c.req, c.res, file, artifactContentType(check.segments.at(-1)!), c.note.fileReply);
     c.note.status = r.status;
     c.note.bytes = r.bytes;
     const m = who ? machineByName(state.catalog, who) : undefined;
@@ -640,7 +653,7 @@ export class PxeServer {
     this.persist();
   }
 
-  private async serveFile(req: http.IncomingMessage, res: http.ServerResponse, file: OpenedFile, reply: { status: number; length: number }): Promise<{ status: number; bytes: number }> {
+  private async serveFile(req: http.IncomingMessage, res: http.ServerResponse, file: OpenedFile, contentType: string, reply: { status: number; length: number }): Promise<{ status: number; bytes: number }> {
     const { fh, stat } = file;
     let closed = false;
     const closeFh = async (): Promise<void> => {
@@ -652,7 +665,7 @@ export class PxeServer {
     try {
       const etag = etagOf(stat);
       const lastModified = new Date(Math.floor(stat.mtimeMs / 1000) * 1000).toUTCString();
-      const headers: Record<string, string> = { ETag: etag, 'Last-Modified': lastModified, 'Accept-Ranges': 'bytes', 'Content-Type': 'application/octet-stream' };
+      const headers: Record<string, string> = { ETag: etag, 'Last-Modified': lastModified, 'Accept-Ranges': 'bytes', 'Content-Type': contentType };
       const inm = req.headers['if-none-match'];
       const ims = req.headers['if-modified-since'];
       if ((inm !== undefined && etagMatches(inm, etag)) || (inm === undefined && ims !== undefined && Date.parse(ims) >= Math.floor(stat.mtimeMs / 1000) * 1000)) {

@@ -1,4 +1,4 @@
-# Sourced by test/e2e/run.sh after install-pxe.sh (uses pxe_profiles, pxe_serve, pxe_check_events,
+# Sourced by test/e2e/run.sh after install-pxe.sh (uses pxe_profiles, pxe_serve, pxe_boot_bridge, pxe_check_events,
 # time_to_line, run_qemu, console, expect_line, say, die, PIDS, CLEANUPS, OUT, CACHE, …).
 # PXE with Secure Boot enforced (OVMF with Microsoft's keys): an unsigned iPXE cannot run there, so
 # the profile says `boot: grub-signed` and the chain is Debian's signed shim -> Debian's signed grub
@@ -39,14 +39,8 @@ pxe_secureboot_stage() {
   cp "$sb/grub-efi-amd64-signed/usr/lib/grub/x86_64-efi-signed/grubnetx64.efi.signed" "$dir/artifacts/grubx64.efi"
 
   PXESB_NS=hv-e2e-pxesb-$$ PXESB_HV_NS=hv-e2e-hvpxe-$$
-  ip netns add "$PXESB_NS"
+  pxe_boot_bridge "$PXESB_NS" "$net"
   ip netns add "$PXESB_HV_NS"
-  ip -n "$PXESB_NS" link set lo up
-  ip -n "$PXESB_NS" link add br0 type bridge
-  ip -n "$PXESB_NS" addr add "$net.1/24" dev br0
-  ip -n "$PXESB_NS" link set br0 up
-  ip -n "$PXESB_NS" tuntap add dev tap0 mode tap
-  ip -n "$PXESB_NS" link set tap0 master br0 up
   ip -n "$PXESB_NS" link add hv0 type veth peer name hv1 netns "$PXESB_HV_NS"
   ip -n "$PXESB_NS" link set hv0 master br0 up
   ip -n "$PXESB_HV_NS" link set lo up

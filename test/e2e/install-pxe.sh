@@ -62,6 +62,19 @@ pxe_serve() {
   die "pxe: hvpxe serve did not come up on $listen"
 }
 
+# pxe_boot_bridge NS NET: a new network namespace NS holding a bridge br0 at NET.1/24 with a tap0
+# on it for the guest (QEMU runs under `ip netns exec NS`). The caller deletes NS.
+pxe_boot_bridge() {
+  local ns=$1 net=$2
+  ip netns add "$ns"
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link add br0 type bridge
+  ip -n "$ns" addr add "$net.1/24" dev br0
+  ip -n "$ns" link set br0 up
+  ip -n "$ns" tuntap add dev tap0 mode tap
+  ip -n "$ns" link set tap0 master br0 up
+}
+
 # pxe_check_events MACHINES_JSON: hvpxe received the install's STARTED and SUCCEEDED webhooks.
 pxe_check_events() {
   local events

@@ -30,7 +30,7 @@ GUEST_SERVER=10.0.2.100
 
 # Which stages run: HV_E2E_STAGES="install boot-installed ..." (spaces or commas), else all but 4kn
 # minus what the older switches turn off.
-ALL_STAGES="install boot-installed negative-missing-disk iso-url pxe-bios pxe-uefi pxe-secureboot console iso-cd-bios iso-cd-uefi iso-usb-sb medium-missing reproducible image-out firstboot 4kn"
+ALL_STAGES="install boot-installed negative-missing-disk iso-url pxe-bios pxe-uefi http-boot pxe-secureboot console iso-cd-bios iso-cd-uefi iso-usb-sb medium-missing reproducible image-out firstboot 4kn"
 if [ -n "${HV_E2E_STAGES:-}" ]; then
   STAGES=" ${HV_E2E_STAGES//,/ } "
 else
@@ -289,6 +289,17 @@ if [ -f "$OUT/pxe/to-install-start" ] && [ -f "$OUT/pxe-uefi/to-install-start" ]
   bios_s=$(cat "$OUT/pxe/to-install-start") uefi_s=$(cat "$OUT/pxe-uefi/to-install-start")
   TIMES[pxe-uefi-vs-bios]="power-on to install start: UEFI $uefi_s s, BIOS $bios_s s, ratio $(awk -v u="$uefi_s" -v b="$bios_s" 'BEGIN { printf "%.2f", u / b }')"
   say "   ${TIMES[pxe-uefi-vs-bios]}"
+fi
+
+# --- 7b. UEFI HTTP Boot through hvpxe, no PXE or TFTP on the network (test/e2e/install-http-boot.sh)
+if wanted http-boot; then
+  # shellcheck source=install-pxe.sh
+  . "$REPO/test/e2e/install-pxe.sh"
+  # shellcheck source=install-http-boot.sh
+  . "$REPO/test/e2e/install-http-boot.sh"
+  stage_start http-boot
+  http_boot_stage
+  stage_end http-boot
 fi
 
 # --- 8. an interactive install: hvinstall console driven over the serial line (test/e2e/console.sh)

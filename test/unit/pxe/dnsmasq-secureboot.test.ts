@@ -67,6 +67,20 @@ describe('render-dnsmasq, Secure Boot machines by MAC', () => {
     await dnsmasqTest(text);
   });
 
+  it('with --no-tftp (dnsmasq serves no TFTP) the Secure Boot machines still get shim from hvpxe, the other PXE clients nothing', async () => {
+    const sb = secureBootClients(await catalog((t) => t + SB_GROUP), '10.0.0.3');
+    const text = renderDnsmasqConfig({ serverUrl: SERVER, dhcp: DHCP, noTftp: true, secureBoot: sb });
+    const l = lines(text);
+    expect(l).not.toContain('enable-tftp');
+    expect(l.filter((x) => x.startsWith('dhcp-match=set:efi64'))).toEqual(['dhcp-match=set:efi64,option:client-arch,7', 'dhcp-match=set:efi64,option:client-arch,9']);
+    expect(l.filter((x) => x.startsWith('dhcp-boot='))).toEqual([
+      `dhcp-boot=tag:ipxe,${SERVER}/boot.ipxe`,
+      'dhcp-boot=tag:!ipxe,tag:efi64,tag:hvpxe-sb,shimx64.efi,hvpxe,10.0.0.3',
+      `dhcp-boot=tag:!ipxe,tag:httpboot,${SERVER}/artifacts/ipxe.efi`,
+    ]);
+    await dnsmasqTest(text);
+  });
+
   it('a default group on grub-signed: every UEFI client gets shim but the tagged iPXE machines', async () => {
     // Every iPXE machine needs a MAC here: node-3 gets one, the hostname-only group goes.
     const cat = await catalog((t) =>
