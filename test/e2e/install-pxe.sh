@@ -46,11 +46,11 @@ EOF
 }
 
 # pxe_serve DIR LISTEN SERVER_URL HEALTH_URL [WRAP...]: starts `hvpxe serve` on DIR's artifacts and
-# profiles (under WRAP, e.g. `ip netns exec NS`) and waits for its /healthz.
+# profiles (under WRAP, e.g. `ip netns exec NS`; HVPXE_EXTRA_ARGS: more serve options) and waits for its /healthz.
 pxe_serve() {
   local dir=$1 listen=$2 server=$3 health=$4; shift 4
   "$@" "$REPO/bin/hvpxe" serve --root "$dir/artifacts" --profiles "$dir/profiles.yaml" --listen "$listen" \
-    --server-url "$server" > "$dir/hvpxe.log" 2>&1 &
+    --server-url "$server" ${HVPXE_EXTRA_ARGS:-} > "$dir/hvpxe.log" 2>&1 &
   local pid=$! _
   PIDS+=("$pid")
   for _ in $(seq 100); do

@@ -30,7 +30,7 @@ GUEST_SERVER=10.0.2.100
 
 # Which stages run: HV_E2E_STAGES="install boot-installed ..." (spaces or commas), else all but 4kn
 # minus what the older switches turn off.
-ALL_STAGES="install boot-installed negative-missing-disk iso-url pxe-bios pxe-uefi http-boot console iso-cd-bios iso-cd-uefi iso-usb-sb medium-missing reproducible image-out firstboot 4kn"
+ALL_STAGES="install boot-installed negative-missing-disk iso-url pxe-bios pxe-uefi http-boot pxe-secureboot console iso-cd-bios iso-cd-uefi iso-usb-sb medium-missing reproducible image-out firstboot 4kn"
 if [ -n "${HV_E2E_STAGES:-}" ]; then
   STAGES=" ${HV_E2E_STAGES//,/ } "
 else
@@ -274,7 +274,7 @@ fi
 
 # --- 7. PXE under legacy BIOS through hvpxe serve (test/e2e/install-pxe.sh), then under UEFI with
 # a real dnsmasq running hvpxe's proxy-DHCP configuration (test/e2e/install-pxe-uefi.sh)
-if wanted pxe-bios || wanted pxe-uefi; then
+if wanted pxe-bios || wanted pxe-uefi || wanted pxe-secureboot; then
   # shellcheck source=install-pxe.sh
   . "$REPO/test/e2e/install-pxe.sh"
 fi
@@ -289,6 +289,14 @@ if wanted pxe-uefi; then
   stage_start pxe-uefi
   pxe_uefi_stage
   stage_end pxe-uefi
+fi
+# PXE with Secure Boot enforced: shim -> signed grub -> signed kernel from hvpxe (test/e2e/install-pxe-secureboot.sh)
+if wanted pxe-secureboot; then
+  # shellcheck source=install-pxe-secureboot.sh
+  . "$REPO/test/e2e/install-pxe-secureboot.sh"
+  stage_start pxe-secureboot
+  pxe_secureboot_stage
+  stage_end pxe-secureboot
 fi
 if [ -f "$OUT/pxe/to-install-start" ] && [ -f "$OUT/pxe-uefi/to-install-start" ]; then
   bios_s=$(cat "$OUT/pxe/to-install-start") uefi_s=$(cat "$OUT/pxe-uefi/to-install-start")
