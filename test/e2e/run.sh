@@ -15,6 +15,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
+# The ISO builds take their time from the last commit (iso-build/reproducible.ts): fixed once here,
+# so that a commit made while the stages run cannot give the reproducible stage's second build
+# another time than the first.
+if [ -z "${SOURCE_DATE_EPOCH:-}" ] && t=$(git -C "$REPO" log -1 --format=%ct 2>/dev/null); then export SOURCE_DATE_EPOCH=$t; fi
 OUT=${HV_E2E_OUT:-$REPO/.e2e-out}
 CACHE=${HV_E2E_CACHE:-$REPO/.e2e-cache}
 INSTALL_TIMEOUT=${HV_E2E_INSTALL_TIMEOUT:-3600}
