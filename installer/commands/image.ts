@@ -7,7 +7,7 @@
  */
 import { access, open, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { describeError, ExitCode, HvError } from '../../lib/errors.js';
+import { ExitCode, HvError } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
 import { formatBytes } from '../disk/sizes.js';
 import { convertArgs, imageFormatOf, imageSizeBytes, oneDiskProblems, scratchPaths } from '../image/decide.js';
@@ -16,6 +16,7 @@ import { resolveAgentArg, type AgentSource } from '../steps/agent-source.js';
 import { journalPaths, runInstall } from '../steps/pipeline.js';
 import { gatherFacts, loadInstallConfig, prepareInstall } from '../steps/prepare.js';
 import { EventBus, sinkFor, type ProgressMode } from '../steps/progress.js';
+import { describeFailedInstall, failedInstallText } from '../steps/failed-install.js';
 import { parseCommandArgs } from './args.js';
 import { parseSystemSize } from './plan.js';
 import type { OptionDefs } from '../../lib/cli/definition.js';
@@ -173,8 +174,6 @@ async function installOnto(
   });
   bus.close();
   if (outcome.ok) return undefined;
-  process.stderr.write(`hvinstall image: install ${outcome.failedStep === 'guard' ? 'refused' : `failed in step ${outcome.failedStep}`}; no image written\n`);
-  process.stderr.write(prepared.redactor.redactString(describeError(outcome.error)) + '\n');
-  process.stderr.write(`  journal: ${outcome.journalFile}\n  log: ${outcome.logFile}\n`);
+  process.stderr.write(failedInstallText(describeFailedInstall(outcome, prepared.redactor), 'hvinstall image', '; no image written'));
   return ExitCode.installFailed;
 }

@@ -5,11 +5,12 @@
 import path from 'node:path';
 import { readFile, mkdir } from 'node:fs/promises';
 import { Logger } from '../../lib/logger.js';
-import { HvError, ExitCode, describeError } from '../../lib/errors.js';
+import { HvError, ExitCode } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
 import { findOnPath } from '../../lib/find-on-path.js';
 import { formatPlanText } from '../disk/format-plan.js';
 import { EventBus, sinkFor, type ProgressMode } from '../steps/progress.js';
+import { describeFailedInstall, failedInstallText } from '../steps/failed-install.js';
 import { resolveBundleSource } from '../steps/bundle-source.js';
 import { resolveAgentArg } from '../steps/agent-source.js';
 import { runInstall } from '../steps/pipeline.js';
@@ -165,23 +166,16 @@ export default async function install(argv: string[]): Promise<number> {
   process.off('SIGTERM', onSignal);
 
   if (!outcome.ok) {
-    const err = outcome.error;
-    process.stderr.write(`hvinstall: install ${outcome.failedStep === 'guard' ? 'refused' : `failed in step ${outcome.failedStep}`}\n`);
-    process.stderr.write(prepared.redactor.redactString(describeError(err)) + '\n');
-    const state = outcome.journal?.status;
-    process.stderr.write(`  journal: ${outcome.journalFile}${state ? ` (${state})` : ''}\n  log: ${outcome.logFile}\n`);
-    if (outcome.journal) {
-      process.stderr.write(`  steps: ${outcome.journal.steps.map((s) => `${s.name} ${s.status === 'failed' ? 'FAILED' : s.status}`).join(', ')}\n`);
-      if (outcome.journal.invalidation?.length) process.stderr.write(`  invalidated: ${outcome.journal.invalidation.join(', ')}\n`);
-    }
-    if (outcome.failedStep !== 'guard') {
+    const report = describeFailedInstall(outcome, prepared.redactor);
+    process.stderr.write(failedInstallText(report, 'hvinstall'));
+    if (!report.refused) {
       process.stderr.write(
-        state === 'invalidated'
+        outcome.journal?.status === 'invalidated'
           ? `  the disk was invalidated so it cannot boot half-installed; fix the cause and run the same command again to resume\n`
           : `  fix the cause and run the same command again to resume\n`,
       );
     }
-    const code = (err as { exitCode?: number } | undefined)?.exitCode;
+    const code = (outcome.error as { exitCode?: number } | undefined)?.exitCode;
     return outcome.failedStep === 'guard' && code === ExitCode.checkFailed ? ExitCode.checkFailed : ExitCode.installFailed;
   }
 
