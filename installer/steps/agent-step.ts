@@ -11,7 +11,7 @@ import type { Step } from './context.js';
 import { deployAgent, installedAgentProblem, removeAgent } from './agent-deploy.js';
 import { describeAgent } from './agent-source.js';
 import { withMounted } from './mounted.js';
-import { killIfAsked } from './test-faults.js';
+import { killAtBytes } from './test-faults.js';
 
 export const agentStep: Step = {
   name: 'agent',
@@ -25,12 +25,12 @@ export const agentStep: Step = {
         ctx.bus.emit({ type: 'message', level: 'warn', step: 'agent', message: `${describeAgent(agent)}${removed.length ? ` (removed what an earlier run installed: ${removed.join(', ')})` : ''}` });
         return { agent: 'none', why: agent.why };
       }
-      const killBytes = /^agent-bytes:(\d+)$/.exec(ctx.killPoint ?? '')?.[1];
+      const killAt = killAtBytes('agent', ctx.killPoint);
       const r = await deployAgent(dirs.COS_PERSISTENT, agent.dir, agent.manifest, statePaths, {
         signal: ctx.signal,
         onProgress: (done, total) => {
           ctx.bus.bytes('agent', done, total);
-          if (killBytes !== undefined && done >= Number(killBytes)) killIfAsked(`agent-bytes:${killBytes}`, ctx.killPoint);
+          killAt(done);
         },
       });
       ctx.bus.emit({
