@@ -9,12 +9,12 @@ import { HvError, ExitCode } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
 import { findOnPath } from '../../lib/find-on-path.js';
 import { formatPlanText } from '../disk/format-plan.js';
-import { EventBus, sinkFor, type ProgressMode } from '../steps/progress.js';
+import { EventBus, PROGRESS_MODES, progressModeOf, sinkFor } from '../steps/progress.js';
 import { describeFailedInstall, failedInstallText } from '../steps/failed-install.js';
 import { resolveBundleSource } from '../steps/bundle-source.js';
 import { resolveAgentArg } from '../steps/agent-source.js';
 import { runInstall } from '../steps/pipeline.js';
-import { gatherFacts, prepareInstall } from '../steps/prepare.js';
+import { installInputs, prepareInstall } from '../steps/prepare.js';
 import { TEST_KILL_ENV } from '../steps/test-faults.js';
 import { parseSystemSize } from './plan.js';
 import { parseCommandArgs } from './args.js';
@@ -68,7 +68,7 @@ export const OPTIONS = {
   bundle: { type: 'string' },
   agent: { type: 'string' },
   yes: { type: 'boolean', short: 'y' },
-  progress: { type: 'string', choices: ['tty', 'plain', 'json'] },
+  progress: { type: 'string', choices: PROGRESS_MODES },
   'preserve-on-error': { type: 'boolean' },
   'system-size': { type: 'string' },
   'state-dir': { type: 'string' },
@@ -77,16 +77,11 @@ export const OPTIONS = {
 } as const satisfies OptionDefs;
 
 export default async function install(argv: string[]): Promise<number> {
-  const args = parseCommandArgs(
-    argv,
-    OPTIONS,
-    USAGE,
-  );
+  const args = parseCommandArgs(argv, OPTIONS, USAGE);
   if (!args) return ExitCode.ok;
   const { values } = args;
   if (!values.config && !values['cmdline-file']) throw new HvError('--config or --cmdline-file is required', { hint: USAGE, exitCode: ExitCode.usage });
-  const mode = (values.progress ?? (process.stdout.isTTY ? 'tty' : 'plain')) as ProgressMode;
-  if (!['tty', 'plain', 'json'].includes(mode)) throw new HvError(`--progress ${values.progress}: use tty, plain or json`, { exitCode: ExitCode.usage });
+  const mode = progressModeOf(values.progress, process.stdout.isTTY === true);
   // A wrong --bundle is refused before anything is downloaded or any disk is touched.
   const givenBundle = values.bundle === undefined ? undefined : await resolveBundleSource(values.bundle);
   const givenAgent = await resolveAgentArg(values.agent);
@@ -146,16 +141,11 @@ export default async function install(argv: string[]): Promise<number> {
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   const outcome = await runInstall({
-    plan,
+    ...installInputs(prepared),
     config: installConfig,
-    source: prepared.source!,
     bundle,
-    agent: prepared.agent!,
     stateDir,
-    runDir: path.join('/run/hvinstall', path.basename(plan.device)),
     bus,
-    redactor: prepared.redactor,
-    gatherFacts: () => gatherFacts(),
     preserveOnError: values['preserve-on-error'] === true,
     signal: controller.signal,
     killPoint: process.env[TEST_KILL_ENV] || undefined,
