@@ -2,9 +2,9 @@
  * How a scalar becomes the kind its field has, as Harvester's YAML reader and mapper take it:
  * booleans (only true, t, yes, y are true), whole numbers, strings. Expected values written out.
  */
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig, validateConfig } from '../../../installer/config/index.js';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -63,12 +63,17 @@ describe('whole numbers', () => {
 });
 
 describe('strings', () => {
+  const dirs: string[] = [];
+  afterAll(() => {
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
   it('a boolean given for a string field is its word', async () => {
     const r = await validateConfig({ ...base, os: { ...base.os, hostname: 'node1', environment: { A: true } } });
     expect(r.config?.os?.environment).toEqual({ A: 'true' });
   });
   it('an unquoted number with a leading 0 is kept as written, with the octal warning; other numbers as written', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'hv-coerce-'));
+    dirs.push(dir);
     const file = path.join(dir, 'config.yaml');
     writeFileSync(
       file,
