@@ -29,10 +29,15 @@ describe('booleans', () => {
     expect(r.config?.install?.silent ?? false).toBe(false);
     expect(at(r.warnings, 'install.silent')).toEqual([]);
   });
-  it('any other word is false, with a warning that says so', async () => {
+  it('any other word, or a number, is false, with a warning that says so', async () => {
     const r = await validateConfig(withInstall({ silent: 'on' }));
     expect(r.config?.install?.silent).toBe(false);
     expect(at(r.warnings, 'install.silent')).toEqual(['"on" is read as false (Harvester takes only true, t, yes or y as true)']);
+    expect(r.warnings.find((w) => w.path === 'install.silent')?.severity).toBe('warning');
+    const one = await validateConfig(withInstall({ silent: 1 }));
+    expect(one.config?.install?.silent).toBe(false);
+    expect(at(one.errors, 'install.silent')).toEqual([]);
+    expect(at(one.warnings, 'install.silent')).toEqual(['"1" is read as false (Harvester takes only true, t, yes or y as true)']);
   });
   it('a list or a map is an error', async () => {
     const r = await validateConfig(withInstall({ silent: ['yes'] }));
@@ -77,11 +82,13 @@ describe('strings', () => {
     const file = path.join(dir, 'config.yaml');
     writeFileSync(
       file,
-      'scheme_version: 1\ntoken: token-rancher-123\nos:\n  hostname: node1\n  password: rancher\n  environment:\n    MODE: 0644\n    PORT: 8080\n  write_files:\n    - path: /etc/a\n      permissions: 0644\ninstall:\n  mode: create\n  device: /dev/sda\n  vip: 10.10.0.20\n  vip_mode: static\n  management_interface:\n    method: dhcp\n    interfaces:\n      - name: ens5\n',
+      'scheme_version: 1\ntoken: token-rancher-123\nos:\n  hostname: node1\n  password: rancher\n  environment:\n    MODE: 0644\n    PORT: 8080\n    RATIO: 0644.5\n  write_files:\n    - path: /etc/a\n      permissions: 0644\ninstall:\n  mode: create\n  device: /dev/sda\n  vip: 10.10.0.20\n  vip_mode: static\n  management_interface:\n    method: dhcp\n    interfaces:\n      - name: ens5\n',
     );
     const r = await loadConfig(file);
-    expect(r.config.os?.environment).toEqual({ MODE: '0644', PORT: '8080' });
-    expect(r.warnings.filter((w) => w.path === 'os.environment.MODE').map((w) => w.message)).toEqual(["0644 is an unquoted number; Harvester's YAML reader takes it as octal 420"]);
-    expect(r.warnings.filter((w) => w.path === 'os.environment.PORT')).toEqual([]);
+    expect(r.config.os?.environment).toEqual({ MODE: '0644', PORT: '8080', RATIO: '0644.5' });
+    const mode = r.warnings.filter((w) => w.path === 'os.environment.MODE');
+    expect(mode.map((w) => w.message)).toEqual(["0644 is an unquoted number; Harvester's YAML reader takes it as octal 420"]);
+    expect(mode[0]!.severity).toBe('warning');
+    expect(r.warnings.filter((w) => w.path === 'os.environment.PORT' || w.path === 'os.environment.RATIO')).toEqual([]);
   });
 });

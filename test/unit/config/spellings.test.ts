@@ -34,6 +34,10 @@ describe('spellingsOf: every accepted spelling of a struct\'s fields', () => {
     expect(m.has('ad')).toBe(false);
     expect(m.has('addres')).toBe(false);
   });
+  it('a name in neither -s nor -es has no shortened spelling', () => {
+    const m = spellingsOf(struct(['hostname']));
+    expect([...m.keys()].sort()).toEqual(['hostname']);
+  });
   it('a spelling of one field never goes to another field derived later (the first field keeps its snake and lower case)', () => {
     const m = spellingsOf(struct(['fooBar', 'fooBars']));
     expect(m.get('foo_bar')).toBe('fooBar');
@@ -63,6 +67,7 @@ describe('editDistance (optimal string alignment: an adjacent swap is one edit)'
   it('stops past max with max + 1, but gives the distance when it is exactly max', () => {
     expect(editDistance('a', 'abcdefghi', 8)).toBe(8);
     expect(editDistance('a', 'abcdefghij', 8)).toBe(9);
+    expect(editDistance('a', 'abcdefghijkl', 8)).toBe(9);
     expect(editDistance('ab', 'cd', 2)).toBe(2);
     expect(editDistance('aaaa', 'bbbb', 2)).toBe(3);
   });
