@@ -11,7 +11,7 @@ import { writeFileAtomic } from '../lib/atomic-write.js';
 import { validateConfig } from '../installer/config/index.js';
 import { buildCatalog, readProfiles } from './profiles.js';
 import { renderBootScript, renderMachineScript, type Platform } from './ipxe.js';
-import { guessSubnet, renderDnsmasqConfig } from './dnsmasq.js';
+import { guessSubnet, renderDnsmasqConfig, secureBootClients } from './dnsmasq.js';
 import { initExample } from './init.js';
 import { PxeServer } from './server.js';
 import { renderAndValidateConfigs, type Validator } from './state.js';
@@ -19,6 +19,7 @@ import { HISTORY_FILE, parseHistory, requestRearm } from './history.js';
 import { readFile } from 'node:fs/promises';
 
 const STRING = { type: 'string' } as const;
+const BOOLEAN = { type: 'boolean' } as const;
 
 /** hvpxe's commands: the parser, --help, completion and the man page all read these. */
 export const COMMANDS = {
@@ -32,7 +33,7 @@ export const COMMANDS = {
     name: 'serve',
     summary: 'serve boot scripts, configs, artifacts and /metrics (SIGHUP or systemctl reload re-reads profiles.yaml)',
     usage: `usage: hvpxe serve --root DIR --profiles FILE [--listen ADDR:PORT] [--server-url URL] [--tls-cert FILE --tls-key FILE]
-                   [--state-dir DIR] [--log-level LEVEL] [--log-format text|json]
+                   [--tftp ADDR[:PORT]] [--state-dir DIR] [--log-level LEVEL] [--log-format text|json]
 
 Serves boot scripts, configs and artifacts, and /metrics (Prometheus text format). SIGHUP (systemctl
 reload hvpxe) re-reads profiles.yaml.
@@ -41,10 +42,11 @@ reload hvpxe) re-reads profiles.yaml.
   --listen ADDR:PORT  where to listen (default 0.0.0.0:8080)
   --server-url URL    the URL machines reach this server at (default: profiles.yaml's server_url)
   --tls-cert FILE, --tls-key FILE   serve https
+  --tftp ADDR[:PORT]  serve TFTP too (port 69 by default): shim, grub and its scripts for boot: grub-signed
   --state-dir DIR     the machine history (default: state/ next to profiles.yaml)
   --log-level LEVEL   debug, info, warn or error (default info)
   --log-format F      text (a terminal's default) or json (JSON lines, the default otherwise)`,
-    options: { root: STRING, profiles: STRING, listen: STRING, 'server-url': STRING, 'tls-cert': STRING, 'tls-key': STRING, 'state-dir': STRING, 'log-level': { type: 'string', choices: LOG_LEVELS }, 'log-format': { type: 'string', choices: LOG_FORMATS } },
+    options: { root: STRING, profiles: STRING, listen: STRING, 'server-url': STRING, 'tls-cert': STRING, 'tls-key': STRING, tftp: STRING, 'state-dir': STRING, 'log-level': { type: 'string', choices: LOG_LEVELS }, 'log-format': { type: 'string', choices: LOG_FORMATS } },
   },
   rearm: {
     name: 'rearm',
@@ -61,7 +63,7 @@ local boot until then).
     name: 'render-dnsmasq',
     summary: 'print a dnsmasq configuration: proxy-DHCP + TFTP, or a DHCP server that also answers UEFI HTTP Boot',
     usage: `usage: hvpxe render-dnsmasq --profiles FILE [--server-url URL] [--subnet NET] [--netmask MASK] [--tftp-root DIR] [--interface IF]
-                            [--dhcp-range START,END --router IP [--lease-time T]] [--http-boot-file PATH]
+                            [--dhcp-range START,END --router IP [--lease-time T] [--no-tftp]] [--http-boot-file PATH] [--tftp-server IP]
 
 Prints a dnsmasq configuration: proxy-DHCP + TFTP, or with --dhcp-range a DHCP server that also
 answers UEFI HTTP Boot.
@@ -74,8 +76,11 @@ answers UEFI HTTP Boot.
   --dhcp-range START,END be the DHCP server, handing out these addresses (needs --router)
   --router IP            the default route handed out (the installer needs one)
   --lease-time T         the lease time (with --dhcp-range)
-  --http-boot-file PATH  what UEFI HTTP Boot loads, under hvpxe's --root (default ipxe.efi)`,
-    options: { profiles: STRING, 'server-url': STRING, subnet: STRING, netmask: STRING, 'tftp-root': STRING, interface: STRING, 'dhcp-range': STRING, router: STRING, 'lease-time': STRING, 'http-boot-file': STRING },
+  --no-tftp              no TFTP server (with --dhcp-range): only UEFI HTTP Boot and iPXE get boot files
+  --http-boot-file PATH  what UEFI HTTP Boot loads, under hvpxe's --root (default ipxe.efi)
+  --tftp-server IP       where Secure Boot machines (boot: grub-signed) load shim and grub from: hvpxe
+                         serve --tftp (default: the server URL's host)`,
+    options: { profiles: STRING, 'server-url': STRING, subnet: STRING, netmask: STRING, 'tftp-root': STRING, interface: STRING, 'dhcp-range': STRING, router: STRING, 'lease-time': STRING, 'http-boot-file': STRING, 'no-tftp': BOOLEAN, 'tftp-server': STRING },
   },
   'render-ipxe': {
     name: 'render-ipxe',
@@ -114,10 +119,10 @@ function help(cmd: CommandName): number {
   return ExitCode.ok;
 }
 
-export function parseListen(listen: string): { host: string; port: number } {
+export function parseListen(listen: string, flag = '--listen'): { host: string; port: number } {
   const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(listen);
   const port = m ? Number(m[3]) : NaN;
-  if (!m || port > 65535) throw usageError(`--listen must be ADDR:PORT (e.g. 0.0.0.0:8080 or [::]:8080), got '${listen}'`);
+  if (!m || port > 65535) throw usageError(`${flag} must be ADDR:PORT (e.g. 0.0.0.0:8080 or [::]:8080), got '${listen}'`);
   return { host: m[1] ?? (m[2] || '0.0.0.0'), port };
 }
 
@@ -145,6 +150,7 @@ async function serve(argv: string[]): Promise<number> {
   const stateDir = stateDirFor(values['state-dir'], values.profiles, values.root);
   if (!!values['tls-cert'] !== !!values['tls-key']) throw usageError('--tls-cert and --tls-key go together');
   const { host, port } = parseListen(values.listen ?? '0.0.0.0:8080');
+  const tftp = values.tftp === undefined ? undefined : parseListen(/:\d{1,5}$/.test(values.tftp) ? values.tftp : `${values.tftp}:69`, '--tftp');
   const profilesPath = path.resolve(values.profiles);
   let serverUrl = values['server-url'] ?? (await readProfiles(profilesPath)).server_url;
   const wildcard = host === '0.0.0.0' || host === '::' || host === '';
@@ -166,6 +172,7 @@ async function serve(argv: string[]): Promise<number> {
     log,
     validate,
     stateDir,
+    tftp,
   });
   const url = await server.start();
   process.stdout.write(`hvpxe: serving ${url} (root ${values.root}, profiles ${values.profiles}); SIGHUP reloads\n`);
@@ -227,9 +234,11 @@ async function renderDnsmasq(argv: string[]): Promise<number> {
   const serverUrl = values.profiles ? await serverUrlFrom(values['server-url'], values.profiles) : values['server-url']!.replace(/\/+$/, '');
   const subnet = values.subnet ?? (dhcp ? undefined : guessSubnet(serverUrl));
   if (!subnet && !dhcp) throw usageError('the server URL has no IPv4 address to guess the subnet from: pass --subnet NET (e.g. 10.0.0.0)');
+  const catalog = values.profiles ? buildCatalog(await readProfiles(values.profiles), values.profiles) : undefined;
   try {
+    const secureBoot = catalog ? secureBootClients(catalog, values['tftp-server'] ?? new URL(serverUrl).hostname) : undefined;
     process.stdout.write(
-      renderDnsmasqConfig({ serverUrl, subnet, netmask: values.netmask, tftpRoot: values['tftp-root'], interface: values.interface, dhcp, httpBootFile: values['http-boot-file'] }),
+      renderDnsmasqConfig({ serverUrl, subnet, netmask: values.netmask, tftpRoot: values['tftp-root'], interface: values.interface, dhcp, httpBootFile: values['http-boot-file'], noTftp: values['no-tftp'], secureBoot }),
     );
   } catch (err) {
     throw usageError((err as Error).message);

@@ -24,7 +24,7 @@ export interface MachineActivity extends Pick<Machine, 'name' | 'group' | 'profi
   matchedBy?: string;
   lastSeen?: string;
   lastAddress?: string;
-  fetched: { ipxe?: string; config?: string; artifacts: Record<string, { at: string; bytes: number; status: number }> };
+  fetched: { ipxe?: string; grub?: string; config?: string; artifacts: Record<string, { at: string; bytes: number; status: number }> };
   progress?: { event: string; at: string; summary?: string };
   events: Array<{ at: string; event: string; data: unknown }>;
   /** The machine reported a finished install: it boots from its disk until re-armed. */

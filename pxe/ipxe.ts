@@ -2,13 +2,11 @@
  * iPXE scripts (harvester/docs install/pxe-boot-install.md, harvester/ipxe-examples). Pure: every value that reaches a script is either ours or
  * checked, so a client cannot inject iPXE commands through its query string.
  */
-import path from 'node:path';
 import type { Catalog, Machine } from './profiles.js';
 import { normaliseMac, normaliseUuid } from './profiles.js';
-import { artifactUrl, configUrl } from './render-config.js';
-
-/** Harvester's kernel parameters for a live PXE boot (docs pxe-boot-install.md). */
-export const DEFAULT_KERNEL_ARGS = ['ip=dhcp', 'net.ifnames=1', 'rd.cos.disable', 'rd.noverifyssl', 'console=tty1'];
+import { artifactUrl } from './render-config.js';
+import { kernelArgs } from './kernel-args.js';
+import { unsupportedArchLines } from './arch.js';
 
 export type Platform = 'efi' | 'pcbios';
 
@@ -28,25 +26,6 @@ export function renderBootScript(serverUrl: string): string {
   ].join('\n');
 }
 
-/** Kernel arguments for a machine: Harvester's defaults, the profile's (same key replaces), root=live and the automatic install. */
-export function kernelArgs(cat: Catalog, m: Machine, serverUrl: string, platform: Platform | undefined): string[] {
-  const profile = cat.file.profiles[m.profile];
-  const extra = profile.kernel_args ?? [];
-  const key = (a: string): string => a.split('=')[0];
-  const overridden = new Set(extra.map(key));
-  const initrdName = path.posix.basename(cat.file.artifacts[profile.initrd].path);
-  return [
-    ...(platform === 'pcbios' ? [] : [`initrd=${initrdName}`]),
-    ...DEFAULT_KERNEL_ARGS.filter((a) => !overridden.has(key(a))),
-    `root=live:${artifactUrl(serverUrl, cat.file, profile.rootfs)}`,
-    'harvester.install.automatic=true',
-    `harvester.install.config_url=${configUrl(serverUrl, m)}`,
-    // Ours, ignored by Harvester's installer: where hvinstall posts its progress events.
-    ...(profile.report_events === false ? [] : [`hvinstall.events_url=${serverUrl}/events/${m.name}`]),
-    ...extra.filter((a) => !['root', 'harvester.install.automatic', 'harvester.install.config_url', 'hvinstall.events_url', 'initrd'].includes(key(a))),
-  ];
-}
-
 /** A machine's boot script: kernel (with its arguments), initrd, boot; a failed download says so and exits. */
 export function renderMachineScript(
   cat: Catalog,
@@ -59,7 +38,7 @@ export function renderMachineScript(
     '#!ipxe',
     `# hvpxe: machine ${m.name} (group ${m.group}, profile ${m.profile}${opts.matchedBy ? `, matched by ${opts.matchedBy}` : ''})`,
     `echo hvpxe: installing ${m.name} with profile ${m.profile}`,
-    `kernel ${artifactUrl(serverUrl, cat.file, profile.kernel)} ${kernelArgs(cat, m, serverUrl, opts.platform).join(' ')} || goto failed`,
+    `kernel ${artifactUrl(serverUrl, cat.file, profile.kernel)} ${kernelArgs(cat, m, serverUrl, { initrdArg: opts.platform !== 'pcbios' }).join(' ')} || goto failed`,
     `initrd ${artifactUrl(serverUrl, cat.file, profile.initrd)} || goto failed`,
     'boot || goto failed',
     ':failed',
@@ -68,6 +47,11 @@ export function renderMachineScript(
     'exit 1',
     '',
   ].join('\n');
+}
+
+/** What a machine's iPXE shows when it runs on an architecture no profile serves (e.g. an arm64 iPXE). */
+export function renderUnsupportedArchScript(m: Machine, arch: string): string {
+  return ['#!ipxe', `# hvpxe: machine ${m.name}: architecture ${arch} not served`, ...unsupportedArchLines(m, arch).map((l) => `echo ${l}`), 'sleep 30', 'exit 1', ''].join('\n');
 }
 
 /** What an unknown machine sees on its console: who it is, what to do, and then it moves on. */

@@ -19,10 +19,21 @@ export interface ProfileSpec {
   iso?: string;
   kernel_args?: string[];
   report_events?: boolean;
+  /** The network boot chain: iPXE (default) or Secure Boot's shim → signed grub → signed kernel. */
+  boot?: BootChain;
   /** What a machine that reported a finished install boots over the network: its disk (default), or the installer again. */
   after_install?: 'local' | 'reinstall';
   config: Record<string, unknown>;
 }
+/** The boot chains a profile can choose (`boot:`). */
+export const BOOT_CHAINS = ['ipxe', 'grub-signed'] as const;
+export type BootChain = (typeof BOOT_CHAINS)[number];
+
+/** The chain a profile's machines boot: its `boot:`, else iPXE. */
+export function bootChainOf(p: Pick<ProfileSpec, 'boot'>): BootChain {
+  return p.boot ?? 'ipxe';
+}
+
 export interface MachineSpec {
   name?: string;
   mac?: string;
@@ -125,6 +136,21 @@ function problem(source: string, messages: string[]): HvError {
   });
 }
 
+/** A JSON pointer's segments as the yaml document addresses them (array indexes as numbers). */
+function pointerSegments(pointer: string): Array<string | number> {
+  return pointer.split('/').slice(1).map((s) => (/^\d+$/.test(s) ? Number(s) : s.replace(/~1/g, '/').replace(/~0/g, '~')));
+}
+
+/** What an error's params add to its message: the unknown key, or the value given and the values allowed. */
+function paramsNote(params: unknown, instancePath: string, doc: ReturnType<typeof parseDocument>): string {
+  const p = (params ?? {}) as { additionalProperty?: string; allowedValues?: unknown[] };
+  if (p.additionalProperty !== undefined) return ` '${p.additionalProperty}'`;
+  if (p.allowedValues) {
+    return ` (${JSON.stringify(doc.getIn(pointerSegments(instancePath)))} given; one of ${p.allowedValues.map((v) => JSON.stringify(v)).join(', ')})`;
+  }
+  return '';
+}
+
 /** Parses and checks profiles.yaml text; throws HvError listing every problem with its line. */
 export async function parseProfiles(text: string, source = 'profiles.yaml'): Promise<ProfilesFile> {
   const doc = parseDocument(text, { prettyErrors: true });
@@ -133,14 +159,13 @@ export async function parseProfiles(text: string, source = 'profiles.yaml'): Pro
   const check = compileSchema();
   if (!check(raw)) {
     const lineOf = (p: string): string => {
-      const segs = p.split('/').slice(1).map((s) => (/^\d+$/.test(s) ? Number(s) : s.replace(/~1/g, '/').replace(/~0/g, '~')));
-      const node = doc.getIn(segs, true) as { range?: [number, number] } | undefined;
+      const node = doc.getIn(pointerSegments(p), true) as { range?: [number, number] } | undefined;
       if (!node?.range) return '';
       return ` (line ${text.slice(0, node.range[0]).split('\n').length})`;
     };
     throw problem(
       source,
-      (check.errors ?? []).map((e) => `${e.instancePath || '/'}${lineOf(e.instancePath)}: ${e.message}${e.params && 'additionalProperty' in (e.params as object) ? ` '${(e.params as { additionalProperty: string }).additionalProperty}'` : ''}`),
+      (check.errors ?? []).map((e) => `${e.instancePath || '/'}${lineOf(e.instancePath)}: ${e.message}${paramsNote(e.params, e.instancePath, doc)}`),
     );
   }
   const file = raw as ProfilesFile;

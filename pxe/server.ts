@@ -8,6 +8,8 @@
  *   GET /healthz, GET /machines     liveness; who fetched what, how far their install got, what they boot
  *   GET /metrics                    Prometheus text format (pxe/metrics.ts)
  *   POST /events/<machine>          install progress (webhooks) from the installer, ≤ 64 KiB
+ * With --tftp, the same over TFTP for the Secure Boot chain (grub.ts): files under --root (shim,
+ * grub, kernel, initrd), grub/grub.cfg (identifies the machine) and grub/auto?mac=…&uuid=… (its script).
  * A machine that reported a finished install gets a local-boot script until it is re-armed
  * (boot-decision.ts); with --state-dir the machine history survives a restart (history.ts).
  */
@@ -16,8 +18,21 @@ import https from 'node:https';
 import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../lib/logger.js';
-import { normaliseMac, normaliseUuid, matchMachine, machineByName, requestIdentifies, type Machine, type MatchQuery } from './profiles.js';
-import { renderBootScript, renderLocalBootScript, renderMachineScript, renderNoMatchScript, type Platform } from './ipxe.js';
+import { HvError, ExitCode } from '../lib/errors.js';
+import { bootChainOf, normaliseMac, normaliseUuid, matchMachine, machineByName, requestIdentifies, type Machine, type MatchQuery } from './profiles.js';
+import { renderBootScript, renderLocalBootScript, renderMachineScript, renderNoMatchScript, renderUnsupportedArchScript, type Platform } from './ipxe.js';
+import {
+  GRUB_AUTO,
+  GRUB_BOOTSTRAP,
+  renderGrubBootstrap,
+  renderGrubLocalBootScript,
+  renderGrubMachineScript,
+  renderGrubNoMatchScript,
+  renderGrubUnsupportedArchScript,
+  tftpDevice,
+} from './grub.js';
+import { TftpServer, type TftpSource } from './tftp.js';
+import { archServed } from './arch.js';
 import { decideBoot, loopOf, reportsSuccess, withLocalBoot, type BootDecision } from './boot-decision.js';
 import { HistoryStore, type MachineActivity } from './history.js';
 import { renderMachineConfig } from './render-config.js';
@@ -40,7 +55,12 @@ export interface ServeOptions {
   verifyArtifacts?: boolean;
   /** Where the machine history is kept (machines.json, rearm/); without it the history lives in memory only. */
   stateDir?: string;
+  /** Serve TFTP here too (the Secure Boot chain: shim, grub and its scripts, kernel, initrd). */
+  tftp?: { host: string; port: number };
 }
+
+/** Which boot chain a script is rendered for. */
+type Chain = { kind: 'ipxe'; platform?: Platform } | { kind: 'grub' };
 
 export const LIMITS = {
   maxHeaderSize: 16 * 1024,
@@ -118,6 +138,19 @@ function send(res: http.ServerResponse, status: number, body: string, type = TEX
   return buf.length;
 }
 
+/**
+ * The Content-Type of a file under /artifacts/: the media types UEFI defines for HTTP Boot where
+ * the name says what the file is (an EFI binary, an ISO the firmware mounts as a RAM disk; edk2's
+ * NetworkPkg HttpBootDxe reads these first, the name's extension only when they are absent), else
+ * application/octet-stream. `.img` stays octet-stream: initrds are named so too.
+ */
+export function artifactContentType(name: string): string {
+  const ext = /\.([A-Za-z0-9]+)$/.exec(name)?.[1]?.toLowerCase();
+  if (ext === 'efi') return 'application/efi';
+  if (ext === 'iso') return 'application/vnd.efi-iso';
+  return 'application/octet-stream';
+}
+
 function etagOf(st: { mtimeMs: number; size: number; ino: number }): string {
   return `"${Math.floor(st.mtimeMs).toString(16)}-${st.size.toString(16)}-${st.ino.toString(16)}"`;
 }
@@ -155,10 +188,16 @@ export class PxeServer {
   private lastReloadError?: string;
   private readonly history?: HistoryStore;
   private historyWarning?: string;
+  private tftpServer?: TftpServer;
   url = '';
 
   constructor(private readonly opts: ServeOptions) {
     if (opts.stateDir) this.history = new HistoryStore(opts.stateDir, opts.log);
+  }
+
+  /** Where TFTP is served (with --tftp), once started. */
+  get tftpAddress(): { address: string; port: number } | undefined {
+    return this.tftpServer?.address;
   }
 
   get current(): ServedState | undefined {
@@ -205,18 +244,45 @@ export class PxeServer {
       await this.close();
       throw err;
     }
-    this.opts.log.info('serving', { url: this.url, machines: this.state.catalog.machines.length, default: this.state.catalog.defaultGroup?.name });
+    if (this.opts.tftp) {
+      this.tftpServer = new TftpServer({
+        ...this.opts.tftp,
+        log: this.opts.log,
+        resolve: (name, client) => this.tftpResolve(name, client),
+        done: (e) => this.opts.log.info('tftp', { ...e, filename: e.filename.replace(/^\/+/, '').slice(0, 200), machine: this.byAddress.get(e.client) }),
+      });
+      try {
+        await this.tftpServer.start();
+      } catch (err) {
+        await this.close();
+        throw new HvError(`cannot serve TFTP on ${this.opts.tftp.host}:${this.opts.tftp.port}: ${(err as Error).message}`, {
+          where: '--tftp',
+          hint: 'port 69 needs root or CAP_NET_BIND_SERVICE, and nothing else (another TFTP server, dnsmasq with enable-tftp) may hold it on that address',
+          exitCode: ExitCode.usage,
+        });
+      }
+    }
+    this.opts.log.info('serving', { url: this.url, tftp: this.tftpServer?.address, machines: this.state.catalog.machines.length, default: this.state.catalog.defaultGroup?.name });
     return this.url;
   }
 
-  private build(): Promise<ServedState> {
-    return loadState({
+  private async build(): Promise<ServedState> {
+    const state = await loadState({
       root: this.opts.root,
       profilesPath: this.opts.profilesPath,
       serverUrl: this.url,
       validate: this.opts.validate,
       verifyArtifacts: this.opts.verifyArtifacts,
     });
+    const grub = Object.entries(state.catalog.file.profiles).filter(([, p]) => bootChainOf(p) === 'grub-signed').map(([n]) => n);
+    if (grub.length > 0 && !this.opts.tftp) {
+      throw new HvError(`profile${grub.length === 1 ? '' : 's'} ${grub.join(', ')} select${grub.length === 1 ? 's' : ''} boot: grub-signed, whose signed grub fetches everything over TFTP: hvpxe serve needs --tftp ADDR[:PORT]`, {
+        where: this.opts.profilesPath,
+        hint: 'pass --tftp 0.0.0.0:69 (docs/pxe.md, Secure Boot)',
+        exitCode: ExitCode.usage,
+      });
+    }
+    return state;
   }
 
   /** Re-reads profiles.yaml and the artifacts; keeps serving the old state when the new one is invalid. */
@@ -272,16 +338,18 @@ export class PxeServer {
   }
 
   /** The machine's script: its disk when it reported a finished install, else the installer. */
-  private async bootScript(state: ServedState, m: Machine, a: MachineActivity, platform: Platform | undefined, matchedBy?: string): Promise<string> {
+  private async bootScript(state: ServedState, m: Machine, a: MachineActivity, chain: Chain, matchedBy?: string): Promise<string> {
     await this.applyRearms();
     const afterInstall = state.catalog.file.profiles[m.profile]?.after_install ?? 'local';
     const d: BootDecision = decideBoot(a, afterInstall, Date.now());
-    if (d.kind === 'install') return renderMachineScript(state.catalog, m, this.url, { platform, matchedBy });
+    if (d.kind === 'install') {
+      return chain.kind === 'grub' ? renderGrubMachineScript(state.catalog, m, this.url, this.tftpDev(), { matchedBy }) : renderMachineScript(state.catalog, m, this.url, { platform: chain.platform, matchedBy });
+    }
     a.localBoots = withLocalBoot(a.localBoots, new Date().toISOString());
     if (d.loop) this.opts.log.warn('machine loops back to the network after a local boot', { machine: m.name, detail: d.loop });
     else this.opts.log.info('serving a local boot to an installed machine', { machine: m.name, installedAt: d.installedAt });
     this.persist();
-    return renderLocalBootScript(m, d, { platform });
+    return chain.kind === 'grub' ? renderGrubLocalBootScript(m, d) : renderLocalBootScript(m, d, { platform: chain.platform });
   }
 
   /** What /machines says the machine boots next, and whether it has been looping. */
@@ -293,6 +361,8 @@ export class PxeServer {
   }
 
   async close(): Promise<void> {
+    await this.tftpServer?.close();
+    this.tftpServer = undefined;
     await this.history?.flush();
     const s = this.server;
     if (!s) return;
@@ -318,13 +388,13 @@ export class PxeServer {
     return a;
   }
 
-  private seen(m: Machine, req: http.IncomingMessage): MachineActivity {
+  private seen(m: Machine, address: string | undefined): MachineActivity {
     const a = this.activityOf(m);
     a.lastSeen = new Date().toISOString();
-    a.lastAddress = req.socket.remoteAddress;
-    if (req.socket.remoteAddress) {
-      this.byAddress.delete(req.socket.remoteAddress);
-      this.byAddress.set(req.socket.remoteAddress, m.name);
+    a.lastAddress = address;
+    if (address) {
+      this.byAddress.delete(address);
+      this.byAddress.set(address, m.name);
       if (this.byAddress.size > LIMITS.addressesTracked) this.byAddress.delete(this.byAddress.keys().next().value!);
     }
     this.persist();
@@ -440,10 +510,13 @@ export class PxeServer {
       return c.reply(200, renderNoMatchScript(q), TEXT);
     }
     c.note.machine = match.machine.name;
-    const a = this.seen(match.machine, c.req);
+    const a = this.seen(match.machine, c.req.socket.remoteAddress);
     a.matchedBy = match.by;
     a.fetched.ipxe = a.lastSeen;
-    c.reply(200, await this.bootScript(c.state, match.machine, a, platformOf(c.query), match.by), TEXT, { 'Cache-Control': 'no-store' });
+    const arch = c.query.get('buildarch') ?? undefined;
+    const platform = platformOf(c.query);
+    if (!archServed(arch, platform)) return c.reply(200, renderUnsupportedArchScript(match.machine, this.refuseArch(match.machine, a, arch!, 'ipxe')), TEXT, { 'Cache-Control': 'no-store' });
+    c.reply(200, await this.bootScript(c.state, match.machine, a, { kind: 'ipxe', platform }, match.by), TEXT, { 'Cache-Control': 'no-store' });
   }
 
   /** A named machine's script or config: only to a request that identifies that machine. */
@@ -461,16 +534,16 @@ export class PxeServer {
   private async ipxeNamed(c: RequestContext, name: string): Promise<void> {
     const m = this.identified(c, name);
     if (!m) return;
-    const a = this.seen(m, c.req);
+    const a = this.seen(m, c.req.socket.remoteAddress);
     a.fetched.ipxe = a.lastSeen;
-    c.reply(200, await this.bootScript(c.state, m, a, platformOf(c.query)), TEXT, { 'Cache-Control': 'no-store' });
+    c.reply(200, await this.bootScript(c.state, m, a, { kind: 'ipxe', platform: platformOf(c.query) }), TEXT, { 'Cache-Control': 'no-store' });
   }
 
   private config(c: RequestContext, name: string): void {
     const m = this.identified(c, name);
     if (!m) return;
     const yaml = m.viaDefault ? serialiseServedConfig(m, renderMachineConfig(c.state.catalog, m, this.url)) : c.state.configs.get(m.name)!;
-    const a = this.seen(m, c.req);
+    const a = this.seen(m, c.req.socket.remoteAddress);
     a.fetched.config = a.lastSeen;
     c.reply(200, yaml, 'application/yaml', { 'Cache-Control': 'no-store' });
   }
@@ -489,7 +562,7 @@ export class PxeServer {
     }
     const who = this.byAddress.get(c.req.socket.remoteAddress ?? '');
     c.note.machine = who;
-    const r = await this.serveFile(c.req, c.res, file, c.note.fileReply);
+    const r = await this.serveFile(c.req, c.res, file, artifactContentType(check.segments.at(-1)!), c.note.fileReply);
     c.note.status = r.status;
     c.note.bytes = r.bytes;
     const m = who ? machineByName(state.catalog, who) : undefined;
@@ -497,6 +570,58 @@ export class PxeServer {
       this.activityOf(m).fetched.artifacts[check.segments.join('/')] = { at: new Date().toISOString(), bytes: r.bytes, status: r.status };
       this.persist();
     }
+  }
+
+  /** A machine booted as an architecture no profile serves: an event in /machines, a warning, and the arch (cleaned) for its console. */
+  private refuseArch(m: Machine, a: MachineActivity, arch: string, via: 'ipxe' | 'grub'): string {
+    const shown = /^[A-Za-z0-9_-]{1,32}$/.test(arch) ? arch : 'an unknown architecture';
+    const at = new Date().toISOString();
+    a.events.push({ at, event: 'unsupported-arch', data: { arch: shown, via } });
+    if (a.events.length > LIMITS.eventsKept) a.events.splice(0, a.events.length - LIMITS.eventsKept);
+    a.progress = { event: 'unsupported-arch', at, summary: `booted as ${shown} (${via}); profile ${m.profile} serves x86_64 only` };
+    this.opts.log.warn('a machine booted as an architecture no profile serves', { machine: m.name, arch: shown, via });
+    this.persist();
+    return shown;
+  }
+
+  /** grub's device for hvpxe's own TFTP server, as machines reach it (the server URL's host). */
+  private tftpDev(): string {
+    return tftpDevice(this.url, this.tftpServer?.address?.port ?? this.opts.tftp?.port ?? 69);
+  }
+
+  /** What a TFTP name means: grub's bootstrap, a machine's grub script, or a file under --root. */
+  private async tftpResolve(filename: string, client: string): Promise<TftpSource | undefined> {
+    const state = this.state;
+    if (!state) return undefined;
+    const name = filename.replace(/^\/+/, '');
+    if (name === GRUB_BOOTSTRAP) return { data: Buffer.from(renderGrubBootstrap(this.tftpDev())) };
+    if (name === GRUB_AUTO || name.startsWith(`${GRUB_AUTO}?`)) return { data: Buffer.from(await this.grubAuto(state, new URLSearchParams(name.slice(GRUB_AUTO.length + 1)), client)) };
+    const check = checkRequestPath(name);
+    if (!check.ok) return undefined;
+    const file = await openInsideRoot(state.rootReal, check.segments);
+    if (!file) return undefined;
+    const who = this.byAddress.get(client);
+    const m = who ? machineByName(state.catalog, who) : undefined;
+    if (m) {
+      this.activityOf(m).fetched.artifacts[check.segments.join('/')] = { at: new Date().toISOString(), bytes: file.stat.size, status: 200 };
+      this.persist();
+    }
+    return { fh: file.fh, size: file.stat.size };
+  }
+
+  private async grubAuto(state: ServedState, query: URLSearchParams, client: string): Promise<string> {
+    const q = matchQuery(query);
+    const match = matchMachine(state.catalog, q);
+    if (!match) {
+      this.opts.log.warn('no profile matches a booting machine', { mac: normaliseMac(q.mac), uuid: normaliseUuid(q.uuid), client, via: 'grub' });
+      return renderGrubNoMatchScript(q);
+    }
+    const a = this.seen(match.machine, client);
+    a.matchedBy = match.by;
+    a.fetched.grub = a.lastSeen;
+    const arch = query.get('arch') ?? undefined;
+    if (!archServed(arch, query.get('platform') === 'pc' ? 'pcbios' : 'efi')) return renderGrubUnsupportedArchScript(match.machine, this.refuseArch(match.machine, a, arch!, 'grub'));
+    return this.bootScript(state, match.machine, a, { kind: 'grub' }, match.by);
   }
 
   private recordEvent(m: Machine, req: http.IncomingMessage, body: Buffer, state: ServedState): void {
@@ -511,7 +636,7 @@ export class PxeServer {
     const named = typeof obj?.event === 'string' ? obj.event : typeof obj?.type === 'string' ? obj.type : 'event';
     const event = named.slice(0, 64);
     const summary = obj ? summariseEvent(obj)?.slice(0, 200) : undefined;
-    const a = this.seen(m, req);
+    const a = this.seen(m, req.socket.remoteAddress);
     const at = new Date().toISOString();
     // Byte progress replaces the previous byte progress of the same step instead of filling the history.
     const last = a.events.at(-1);
@@ -528,7 +653,7 @@ export class PxeServer {
     this.persist();
   }
 
-  private async serveFile(req: http.IncomingMessage, res: http.ServerResponse, file: OpenedFile, reply: { status: number; length: number }): Promise<{ status: number; bytes: number }> {
+  private async serveFile(req: http.IncomingMessage, res: http.ServerResponse, file: OpenedFile, contentType: string, reply: { status: number; length: number }): Promise<{ status: number; bytes: number }> {
     const { fh, stat } = file;
     let closed = false;
     const closeFh = async (): Promise<void> => {
@@ -540,7 +665,7 @@ export class PxeServer {
     try {
       const etag = etagOf(stat);
       const lastModified = new Date(Math.floor(stat.mtimeMs / 1000) * 1000).toUTCString();
-      const headers: Record<string, string> = { ETag: etag, 'Last-Modified': lastModified, 'Accept-Ranges': 'bytes', 'Content-Type': 'application/octet-stream' };
+      const headers: Record<string, string> = { ETag: etag, 'Last-Modified': lastModified, 'Accept-Ranges': 'bytes', 'Content-Type': contentType };
       const inm = req.headers['if-none-match'];
       const ims = req.headers['if-modified-since'];
       if ((inm !== undefined && etagMatches(inm, etag)) || (inm === undefined && ims !== undefined && Date.parse(ims) >= Math.floor(stat.mtimeMs / 1000) * 1000)) {

@@ -11,7 +11,8 @@ import { HvError, ExitCode } from '../lib/errors.js';
 import { Redactor } from '../lib/redact.js';
 import type { ValidationResult } from '../installer/config/types.js';
 import { configSecrets } from '../installer/config/secrets.js';
-import { buildCatalog, defaultMachine, readProfiles, type Catalog, type Machine } from './profiles.js';
+import { bootChainOf, buildCatalog, defaultMachine, readProfiles, type Catalog, type Machine } from './profiles.js';
+import { checkSignedChain } from './signed-chain.js';
 import { asInstallSees, renderMachineConfig, RenderError } from './render-config.js';
 import { checkRequestPath, openInsideRoot } from './safe-path.js';
 
@@ -104,6 +105,9 @@ export async function loadState(opts: LoadStateOptions): Promise<ServedState> {
     }
     artifactsByPath.set(check.segments.join('/'), { name, sha256: a.sha256.toLowerCase(), size: opened.stat.size });
   }
+
+  const signed = Object.entries(file.profiles).filter(([, p]) => bootChainOf(p) === 'grub-signed').map(([n]) => n);
+  if (signed.length > 0) errors.push(...(await checkSignedChain(rootReal)).map((e) => `profile${signed.length === 1 ? '' : 's'} ${signed.join(', ')} (boot: grub-signed): ${e}`));
 
   const rendered = await renderAndValidateConfigs(catalog, opts.serverUrl, opts.validate);
   errors.push(...rendered.errors);

@@ -8,23 +8,14 @@
 import { readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { run } from '../../lib/exec.js';
+import { EFI_BINARY_DIRS, EFI_BINARY_NAMES, findEfiBinary } from './image-chain.js';
 
-export const SHIM_FILE_NAMES = ['shim.efi', 'shimx64.efi', 'shimx64.efi.signed'] as const;
-export const SHIM_DIRS = ['/usr/share/efi/x86_64', '/usr/lib/shim', '/boot/efi/EFI'] as const;
-
-/** The first image path that is a shim in one of SHIM_DIRS (at most two levels below it). Pure. */
+/** The image path of its shim (the signed one where a tree has both builds), if any. Pure. */
 export function findShim(imagePaths: Iterable<string>): string | undefined {
-  const found: string[] = [];
-  for (const p of imagePaths) {
-    const abs = path.posix.join('/', p);
-    if (!(SHIM_FILE_NAMES as readonly string[]).includes(path.posix.basename(abs))) continue;
-    const dir = SHIM_DIRS.find((d) => abs.startsWith(d + '/'));
-    if (dir && path.posix.relative(dir, abs).split('/').length <= 3) found.push(abs);
-  }
-  return found.sort()[0];
+  return findEfiBinary(imagePaths, EFI_BINARY_NAMES.shim);
 }
 
-/** Paths under SHIM_DIRS of a directory tree, or of a squashfs (`unsquashfs -l`, nothing extracted). */
+/** The shim among the paths under EFI_BINARY_DIRS of a directory tree, or of a squashfs (`unsquashfs -l`, nothing extracted). */
 export async function imageShim(source: string): Promise<string | undefined> {
   const st = await stat(source);
   if (st.isDirectory()) {
@@ -37,7 +28,7 @@ export async function imageShim(source: string): Promise<string | undefined> {
         if (e.isDirectory() && depth < 2) await walk(child, depth + 1);
       }
     };
-    for (const d of SHIM_DIRS) await walk(d, 0);
+    for (const d of EFI_BINARY_DIRS) await walk(d, 0);
     return findShim(paths);
   }
   const r = await run('unsquashfs', ['-l', '-no-progress', '-d', '', source], { timeoutMs: 5 * 60_000 });

@@ -1,4 +1,4 @@
-import { cp, mkdir, mkdtemp, rename, rm, stat } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readFile, rename, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { HvError, ExitCode } from '../../lib/errors.js';
@@ -20,9 +20,12 @@ import {
   stateGrubenvVars,
 } from './grub-config.js';
 import { assertLabelsUnique } from './labels.js';
+import { espFiles, grubEntryName, patchNoFloppy, renderDebugGrubcustom, renderEspStubCfg, IMAGE_EFI_VENDOR_DIR, type ImageBootChain } from './image-chain.js';
+import { chainFiles, extractImageFiles, IMAGE_OS_RELEASE } from './image-chain-source.js';
 
 export * from './grub-config.js';
 export { assertLabelsUnique, devicesWithLabel, duplicateLabels } from './labels.js';
+export * from './image-chain.js';
 
 /** Where Debian's grub packages keep the platform modules. */
 export const GRUB_LIB = '/usr/lib/grub';
@@ -43,6 +46,13 @@ export async function installBootloader(req: BootloaderRequest): Promise<void> {
     });
   }
   await assertLabelsUnique([LABELS.state, LABELS.oem, LABELS.recovery], req.labelCheckDevices);
+  if (req.bootChain?.kind === 'image') {
+    if (req.firmware !== 'efi' || !req.source) {
+      throw new HvError("the image's boot chain is for UEFI installs from a known source", { where: 'bootloader', hint: 'a planner bug: report it with the plan (hvinstall plan --json)', exitCode: ExitCode.installFailed });
+    }
+    await installImageChain(req, req.bootChain);
+    return;
+  }
 
   const grubDir = path.join(req.stateDir, GRUB_DIR);
   await mkdir(grubDir, { recursive: true });
@@ -61,6 +71,36 @@ export async function installBootloader(req: BootloaderRequest): Promise<void> {
   await writeGrubenv(path.join(req.oemDir, 'grubenv'), oemGrubenvVars(req.thirdPartyKernelArgs ?? ''));
   // Harvester ships an empty grubcustom: without it some firmware spends minutes searching for it.
   await writeFileAtomic(path.join(req.oemDir, 'grubcustom'), '');
+}
+
+/**
+ * The image's own chain (image-chain.ts): every file is read out of the image into a temp
+ * directory first, so a source that fails to read leaves the disk as it was; then the ESP, the
+ * modules and grub.cfg on COS_STATE, the environments and grubcustom.
+ */
+async function installImageChain(req: BootloaderRequest, chain: ImageBootChain): Promise<void> {
+  const root = await extractImageFiles(req.source!, chainFiles(chain), [IMAGE_OS_RELEASE]);
+  try {
+    req.signal?.throwIfAborted();
+    const stub = path.join(root, 'esp-grub.cfg');
+    await writeFileAtomic(stub, renderEspStubCfg());
+    await mtoolsMkdirs(req.espDevice!, ['::/EFI', '::/EFI/BOOT', `::/EFI/${IMAGE_EFI_VENDOR_DIR}`]);
+    for (const f of espFiles(chain)) {
+      await mtools('mcopy', ['-o', '-i', req.espDevice!, f.from === 'stub' ? stub : path.join(root, f.from), f.to]);
+    }
+    const modDir = path.join(req.stateDir, GRUB_DIR, 'x86_64-efi');
+    await mkdir(modDir, { recursive: true });
+    for (const m of chain.modules) await cp(path.join(root, m), path.join(modDir, path.basename(m)));
+    const grubCfg = patchNoFloppy(await readFile(path.join(root, chain.grubCfg), 'utf8'));
+    await writeFileAtomic(path.join(req.stateDir, GRUB_CFG), grubCfg);
+    const osRelease = await readFile(path.join(root, IMAGE_OS_RELEASE), 'utf8').catch(() => undefined);
+    await writeGrubenv(path.join(req.stateDir, 'grub_oem_env'), { ...stateGrubenvVars(), default_menu_entry: grubEntryName(osRelease) ?? 'Harvester' });
+    await writeFileAtomic(path.join(req.stateDir, 'grubcustom'), renderDebugGrubcustom());
+    await writeGrubenv(path.join(req.oemDir, 'grubenv'), oemGrubenvVars(req.thirdPartyKernelArgs ?? ''));
+    await writeFileAtomic(path.join(req.oemDir, 'grubcustom'), '');
+  } finally {
+    await rm(path.dirname(root), { recursive: true, force: true });
+  }
 }
 
 /** Copies grub's modules for a platform to COS_STATE/grub2/<platform>, replacing any older copy whole. */

@@ -60,5 +60,9 @@ export interface BootloaderRequest {
    * Default: every block device blkid sees (production). Tests on a shared machine pass their own.
    */
   labelCheckDevices?: string[];
+  /** The boot chain chosen from the image (bootloader/image-chain.ts); absent: hvinstall's own. */
+  bootChain?: import('../bootloader/image-chain.js').BootChainChoice;
+  /** The install source, read for the image's boot chain. */
+  source?: OsSource;
   signal?: AbortSignal;
 }

@@ -1,6 +1,8 @@
 /** The human form of an InstallPlan, as `hvinstall plan` prints it. Pure. */
 import { formatBytes, MiB } from './sizes.js';
 import type { InstallPlan } from './types.js';
+import { describeBootChain } from '../bootloader/image-chain.js';
+import { bootEntrySkipReason, planBootEntry } from '../bootloader/boot-entry.js';
 
 function table(rows: string[][]): string[] {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
@@ -43,6 +45,15 @@ export function formatPlanText(plan: InstallPlan): string {
   out.push('Files:');
   out.push(...table(plan.files.map((f) => [`${f.on}:/${f.path}`, f.mode.toString(8).padStart(4, '0'), f.what])).map((l) => `  ${l}`));
   out.push(`  COS_PERSISTENT:/.state/<path>.bind for ${plan.persistentStatePaths.length} persistent paths`);
+  out.push('');
+  const chain = plan.bootChain ?? { kind: 'own' as const, why: 'no --source to look at' };
+  out.push(`Boot chain: ${describeBootChain(chain)}`);
+  const esp = plan.partitions.find((p) => p.role === 'efi');
+  if (plan.firmware === 'efi' && esp) {
+    const entry = planBootEntry(chain, plan.device, esp.number);
+    const skip = bootEntrySkipReason(plan.device);
+    out.push(skip ? `Boot entry: none (${skip})` : `Boot entry: UEFI "${entry.label}" -> ${entry.loader} on ${entry.disk} partition ${entry.partition}, first in BootOrder (when efivarfs is there; the removable path EFI/BOOT/BOOTX64.EFI stays)`);
+  }
   out.push('');
   out.push('Steps:');
   plan.steps.forEach((s, i) => out.push(`  ${String(i + 1).padStart(2)}. ${s.name.padEnd(10)} ${s.description}`));

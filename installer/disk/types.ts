@@ -108,4 +108,6 @@ export interface InstallPlan {
   destroys: string[];
   /** What the OS image brings (who bootstraps, its release metadata), when the source was inspected; the oem step renders with it. */
   image?: ImageFacts;
+  /** The boot chain the bootloader step installs (the image's or hvinstall's own), when the source was inspected. */
+  bootChain?: import('../bootloader/image-chain.js').BootChainChoice;
 }

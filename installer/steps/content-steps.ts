@@ -14,7 +14,8 @@ import type { MachineFacts } from '../preflight/types.js';
 import { copyProgress, type InstallContext, type Step } from './context.js';
 import { withMounted } from './mounted.js';
 import { deployImages } from '../deploy/index.js';
-import { installBootloader } from '../bootloader/index.js';
+import { describeBootChain, installBootloader } from '../bootloader/index.js';
+import { bootEntrySkipReason, planBootEntry, writeBootEntry } from '../bootloader/boot-entry.js';
 import { placeNodePath, renderNode, type RenderedFile, type RenderReport } from '../render/index.js';
 import { BUNDLE_NODE_PATH, copyBundle, scanTree, SPACE_HEADROOM_BYTES } from './bundle-copy.js';
 import { bundleFiles, streamIsoBundle } from '../remote/iso-stream.js';
@@ -74,6 +75,8 @@ export const bootloaderStep: Step = {
     const plan = ctx.plan;
     const efi = plan.partitions.find((p) => p.role === 'efi');
     const labelCheckDevices = (await bootVisibleSignatures(installDisks(plan))).map((s) => s.DEVNAME!);
+    const bootChain = plan.bootChain ?? { kind: 'own', why: 'the plan did not inspect the source' };
+    ctx.bus.emit({ type: 'message', level: 'info', step: 'bootloader', message: `boot chain: ${describeBootChain(bootChain)}` });
     await withMounted(plan, ctx.runDir, ['COS_STATE', 'COS_OEM'], (dirs) =>
       installBootloader({
         firmware: plan.firmware,
@@ -84,10 +87,20 @@ export const bootloaderStep: Step = {
         thirdPartyKernelArgs: ctx.config.os?.additionalKernelArguments,
         tty: ctx.config.install?.tty,
         labelCheckDevices,
+        bootChain,
+        source: ctx.source,
         signal: ctx.signal,
       }),
     );
-    return { firmware: plan.firmware, table: plan.table };
+    // After the files: the entry points at them. Best effort; the removable path boots without it.
+    if (plan.firmware === 'efi' && efi) {
+      const entry = planBootEntry(bootChain, plan.device, efi.number);
+      const skip = bootEntrySkipReason(plan.device);
+      const outcome = skip ? { kind: 'skipped' as const, message: `no UEFI boot entry: ${skip}` } : await writeBootEntry(entry);
+      ctx.bus.emit({ type: 'message', level: outcome.kind === 'warning' ? 'warn' : 'info', step: 'bootloader', message: outcome.message });
+      return { firmware: plan.firmware, table: plan.table, bootChain: bootChain.kind, bootEntry: outcome.kind };
+    }
+    return { firmware: plan.firmware, table: plan.table, bootChain: bootChain.kind };
   },
 };
 

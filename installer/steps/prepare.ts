@@ -15,6 +15,7 @@ import { withRenderedFileList } from './content-steps.js';
 import { agentForImage, withAgentPlan, type AgentSource } from './agent-source.js';
 import { imageFactsOf } from './image-facts.js';
 import type { RunInstallOptions } from './pipeline.js';
+import { inspectBootChain } from '../bootloader/image-chain-source.js';
 
 export interface PrepareOptions {
   configPath: string;
@@ -100,5 +101,7 @@ export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
   );
   const agent = opts.agent && source ? await agentForImage(opts.agent, source, rendered.persistentStatePaths) : opts.agent;
   const plan = agent ? withAgentPlan(rendered, agent, !!source) : rendered;
+  // Also before any disk is touched: an incomplete chain or a grub.cfg that does not parse refuses here.
+  if (source) plan.bootChain = await inspectBootChain(source, plan.firmware);
   return { config, warnings, facts, plan, source, redactor, agent };
 }

@@ -52,6 +52,7 @@ export const LIVE_TOOLS = [
   'mount', 'umount', 'unsquashfs', 'mksquashfs',
   // ESP and grub
   'mtools', 'mcopy', 'mmd', 'mdir', 'mtype', 'grub-mkimage', 'grub-editenv', 'grub-install', 'grub-probe', 'grub-bios-setup',
+  'grub-script-check', 'efibootmgr',
   // coreutils and friends the engine calls with GNU options
   'du', 'sync', 'cat', 'dd', 'cp', 'sha256sum', 'stat', 'truncate', 'tar', 'gzip', 'flock', 'fallocate', 'zstd', 'xorriso',
 ] as const;

@@ -5,8 +5,10 @@
 # <its squashfs>` on the host onto a loop-attached sparse 260 GiB file, inside a network
 # namespace whose one NIC has the guest's name and MAC (the installer resolves and names the
 # management NIC from the machine it runs on). Then that disk alone boots under OVMF through
-# hvinstall's grub.cfg, three times: the active image (first boot), again (state kept), and the
-# passive image (grubenv next_entry=passive). Each boot's report comes as TAP over the guest's
+# the image's own chain (its shim, grub and /etc/cos/grub.cfg, installed in Elemental's layout), three times: the active image (first boot), again (state kept)
+# under OVMF with Secure Boot enforced (Microsoft's keys: Debian's signed shim, grub and kernel),
+# and the passive image (grubenv next_entry=fallback). A fourth boot proves the enforcement: with one
+# byte of the ESP's grub changed, shim must refuse it under the same firmware and no kernel start. Each boot's report comes as TAP over the guest's
 # second serial port and is parsed with tap-parser (first-boot-tap.mjs); a failing check is named.
 # QEMU's monitor socket ($OUT/monitor-<boot>.sock, the NIC is `nic0`) lets a stage take the
 # link down and up: fb_monitor <boot> "set_link nic0 off".
@@ -81,6 +83,9 @@ fb_install() {
     --progress plain --state-dir "$OUT/fb-state" > "$OUT/fb-install.log" 2>&1 ||
     { tail -n 30 "$OUT/fb-install.log" >&2; die "first-boot: hvinstall install of the systemd OS failed (see $OUT/fb-install.log)"; }
   say "   hvinstall install: $((SECONDS - t0)) s ($(grep -E '^installed ' "$OUT/fb-install.log" | head -n 1 | cut -c1-80))"
+  # The test OS carries an Elemental boot chain: the disk boots through it, not hvinstall's own grub.
+  grep -q "boot chain: the image's own" "$OUT/fb-install.log" ||
+    { grep -a 'boot chain' "$OUT/fb-install.log" >&2; die "first-boot: the install did not choose the test OS's own boot chain (see $OUT/fb-install.log)"; }
   ip netns delete "$FB_NETNS"; FB_NETNS=
   local oem
   oem=$(fb_partition COS_OEM) || die "first-boot: no COS_OEM on the installed disk"
@@ -179,7 +184,30 @@ fb_boot() {
   say "   $name: $(node -p "const s = require('$OUT/tap-$name.json'); \`\${s.checks.length} checks passed; \${s.checks[0].notes[0] ?? ''}\`"); power-on to power-off ${wall} s"
 }
 
-# COS_OEM's grubenv, which hvinstall's grub.cfg reads: fb_grubenv set|unset ARGS...
+# Secure Boot's negative case: one byte in the middle of EFI/BOOT/grubx64.efi (inside the image
+# its signature covers) flipped, as a tampered disk would have it; shim, which the firmware started
+# from the removable path, must refuse that grub, and no kernel may start. The disk is not booted
+# again after this.
+fb_sb_refused() {
+  local grub="$OUT/fb-grubx64.efi" esp off byte
+  fb_attach
+  esp=$(fb_partition COS_GRUB) || die "first-boot: no COS_GRUB on the installed disk"
+  mcopy -n -i "$esp" ::/EFI/BOOT/grubx64.efi "$grub" || die "first-boot: no EFI/BOOT/grubx64.efi on $esp"
+  off=$(( $(stat -c %s "$grub") / 2 ))
+  byte=$(od -An -tu1 -j "$off" -N1 "$grub" | tr -d ' ')
+  printf "$(printf '\\%03o' $(( byte ^ 255 )))" | dd of="$grub" bs=1 seek="$off" conv=notrunc status=none
+  mcopy -o -i "$esp" "$grub" ::/EFI/BOOT/grubx64.efi || die "first-boot: cannot write the altered grub to $esp"
+  fb_detach
+  FIRMWARE=sb DONE_ON='Verification failed: \(0x1A\) Security Violation' FAIL_ON='EFI stub|Linux version' \
+    run_qemu fb-sb-refused "$BOOT_TIMEOUT" \
+    -drive file="$FB_DISK",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2EFB001,drive=d0 -nic none \
+    -serial stdio -monitor none || die "fb-sb-refused: QEMU exited with status $?"
+  expect_line fb-sb-refused 'starting Boot[0-9A-F]+ "UEFI QEMU NVMe' "the firmware did not start the disk's shim"
+  expect_line fb-sb-refused 'Verification failed: \(0x1A\) Security Violation' "shim did not refuse the altered grub"
+  say "   fb-sb-refused: shim refused the ESP's grub with byte $off flipped ($byte -> $(( byte ^ 255 ))): Verification failed (0x1A) Security Violation"
+}
+
+# COS_OEM's grubenv, which the boot chain's grub.cfg reads: fb_grubenv set|unset ARGS...
 fb_grubenv() {
   fb_attach
   FB_MNT=$(mktemp -d)
@@ -189,17 +217,20 @@ fb_grubenv() {
   fb_detach
 }
 # The next boot takes the passive image once (next_entry, which grub clears), with the agent
-# masked on its kernel line (third_party_kernel_args, which hvinstall's grub.cfg appends; the
+# masked on its kernel line (third_party_kernel_args, which the boot chain's bootargs.cfg appends; the
 # installed value is put back after): the benchmark's boot without the agent.
 FB_MASK="systemd.mask=hvagent.service systemd.mask=hvagent-console.service"
 FB_KARGS=
 fb_oem_grubenv() { debugfs -R "cat /grubenv" "$(fb_partition COS_OEM)" 2>/dev/null | grep -a "^$1=" | cut -d= -f2-; }
+# The passive image's menu entry id in the image's own grub.cfg: Elemental's `fallback` (its ids are
+# cos, fallback and recovery; hvinstall's own grub.cfg names them active, passive and recovery).
+FB_PASSIVE_ENTRY=fallback
 fb_select_passive() {
-  if [ "$FB_AGENT" = none ]; then fb_grubenv set next_entry=passive; return; fi
+  if [ "$FB_AGENT" = none ]; then fb_grubenv set "next_entry=$FB_PASSIVE_ENTRY"; return; fi
   fb_attach --read-only
   FB_KARGS=$(fb_oem_grubenv third_party_kernel_args)
   fb_detach
-  fb_grubenv set next_entry=passive "third_party_kernel_args=${FB_KARGS:+$FB_KARGS }$FB_MASK"
+  fb_grubenv set "next_entry=$FB_PASSIVE_ENTRY" "third_party_kernel_args=${FB_KARGS:+$FB_KARGS }$FB_MASK"
 }
 fb_expect_one_shot_cleared() {
   fb_attach --read-only
@@ -239,7 +270,10 @@ firstboot_stage() {
   fb_boot fb1 1 active "$agent" slow-link
   stage_end firstboot-boot1
   stage_start firstboot-boot2
-  fb_boot fb2 2 active "$agent"
+  FIRMWARE=sb fb_boot fb2 2 active "$agent"
+  expect_line fb2 'secureboot: Secure boot enabled' "the second boot did not run with Secure Boot enforced"
+  expect_line fb2 'Kernel is locked down from EFI Secure Boot' "the kernel did not lock itself down under Secure Boot"
+  say "   fb2: booted with Secure Boot enforced (shim -> grub -> kernel, all signed; kernel locked down)"
   stage_end firstboot-boot2
   stage_start firstboot-passive
   fb_select_passive
@@ -247,4 +281,7 @@ firstboot_stage() {
   fb_expect_one_shot_cleared
   stage_end firstboot-passive
   if [ "$agent" = run ]; then fb_benchmark; fi
+  stage_start firstboot-sb-refused
+  fb_sb_refused
+  stage_end firstboot-sb-refused
 }

@@ -1,4 +1,4 @@
-# Sourced by test/e2e/run.sh after install-pxe.sh (uses pxe_profiles, pxe_serve, pxe_check_events,
+# Sourced by test/e2e/run.sh after install-pxe.sh (uses pxe_profiles, pxe_boot_bridge, pxe_serve, pxe_check_events,
 # run_qemu, console, expect_line, say, die, PIDS, CLEANUPS, OUT, SYSTEM_SIZE, …).
 # PXE under UEFI firmware, as a v1.8 fleet installs (Harvester v1.8 refuses legacy BIOS), on a boot
 # network of its own instead of slirp: slirp's one bootfile cannot tell the firmware's PXE client
@@ -36,14 +36,8 @@ pxe_uefi_stage() {
   pxe_profiles "$dir" "$mac" "$server"
 
   PXEU_NS=hv-e2e-pxeu-$$ PXEU_DHCP_NS=hv-e2e-dhcp-$$
-  ip netns add "$PXEU_NS"
+  pxe_boot_bridge "$PXEU_NS" "$net"
   ip netns add "$PXEU_DHCP_NS"
-  ip -n "$PXEU_NS" link set lo up
-  ip -n "$PXEU_NS" link add br0 type bridge
-  ip -n "$PXEU_NS" addr add "$net.1/24" dev br0
-  ip -n "$PXEU_NS" link set br0 up
-  ip -n "$PXEU_NS" tuntap add dev tap0 mode tap
-  ip -n "$PXEU_NS" link set tap0 master br0 up
   ip -n "$PXEU_NS" link add dhcp0 type veth peer name dhcp1 netns "$PXEU_DHCP_NS"
   ip -n "$PXEU_NS" link set dhcp0 master br0 up
   ip -n "$PXEU_DHCP_NS" link set lo up

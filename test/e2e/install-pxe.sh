@@ -46,11 +46,11 @@ EOF
 }
 
 # pxe_serve DIR LISTEN SERVER_URL HEALTH_URL [WRAP...]: starts `hvpxe serve` on DIR's artifacts and
-# profiles (under WRAP, e.g. `ip netns exec NS`) and waits for its /healthz.
+# profiles (under WRAP, e.g. `ip netns exec NS`; HVPXE_EXTRA_ARGS: more serve options) and waits for its /healthz.
 pxe_serve() {
   local dir=$1 listen=$2 server=$3 health=$4; shift 4
   "$@" "$REPO/bin/hvpxe" serve --root "$dir/artifacts" --profiles "$dir/profiles.yaml" --listen "$listen" \
-    --server-url "$server" > "$dir/hvpxe.log" 2>&1 &
+    --server-url "$server" ${HVPXE_EXTRA_ARGS:-} > "$dir/hvpxe.log" 2>&1 &
   local pid=$! _
   PIDS+=("$pid")
   for _ in $(seq 100); do
@@ -60,6 +60,19 @@ pxe_serve() {
   done
   cat "$dir/hvpxe.log" >&2
   die "pxe: hvpxe serve did not come up on $listen"
+}
+
+# pxe_boot_bridge NS NET: a new network namespace NS holding a bridge br0 at NET.1/24 with a tap0
+# on it for the guest (QEMU runs under `ip netns exec NS`). The caller deletes NS.
+pxe_boot_bridge() {
+  local ns=$1 net=$2
+  ip netns add "$ns"
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link add br0 type bridge
+  ip -n "$ns" addr add "$net.1/24" dev br0
+  ip -n "$ns" link set br0 up
+  ip -n "$ns" tuntap add dev tap0 mode tap
+  ip -n "$ns" link set tap0 master br0 up
 }
 
 # pxe_check_events MACHINES_JSON: hvpxe received the install's STARTED and SUCCEEDED webhooks.

@@ -30,7 +30,7 @@ GUEST_SERVER=10.0.2.100
 
 # Which stages run: HV_E2E_STAGES="install boot-installed ..." (spaces or commas), else all but 4kn
 # minus what the older switches turn off.
-ALL_STAGES="install boot-installed negative-missing-disk iso-url pxe-bios pxe-uefi console iso-cd-bios iso-cd-uefi iso-usb-sb medium-missing reproducible image-out firstboot 4kn"
+ALL_STAGES="install boot-installed negative-missing-disk iso-url pxe-bios pxe-uefi http-boot pxe-secureboot console iso-cd-bios iso-cd-uefi iso-usb-sb medium-missing reproducible image-out firstboot 4kn"
 if [ -n "${HV_E2E_STAGES:-}" ]; then
   STAGES=" ${HV_E2E_STAGES//,/ } "
 else
@@ -128,8 +128,10 @@ write_config() { # file device
 write_config node-1.yaml /dev/nvme0n1
 write_config node-missing-disk.yaml /dev/nvme9n1
 
-# run_qemu NAME TIMEOUT MARKER-REGEX qemu-args... : boots, waits for QEMU to exit (the guest powers
-# off) or the deadline; returns QEMU's status. The console goes to $OUT/console-NAME.log.
+# run_qemu NAME TIMEOUT qemu-args... : boots, waits for QEMU to exit (the guest powers off) or the
+# deadline; returns QEMU's status. The console goes to $OUT/console-NAME.log. FAIL_ON: a console
+# line that fails the run at once; DONE_ON: a console line that ends it as wanted (QEMU stopped,
+# status 0), for a boot meant to be refused, which never powers off.
 run_qemu() {
   local name=$1 timeout=$2; shift 2
   local log="$OUT/console-$name.log"
@@ -161,6 +163,10 @@ run_qemu() {
       kill "$pid"; wait "$pid" 2>/dev/null || true
       tail -n 30 "$log" | tr -d '\r' >&2
       die "$name: the console says /$FAIL_ON/ (console: $log)"
+    fi
+    if [ -n "${DONE_ON:-}" ] && tr -d '\r' < "$log" | grep -aE "$DONE_ON" > /dev/null; then
+      kill "$pid"; wait "$pid" 2>/dev/null || true
+      return 0
     fi
     # One progress line a minute so a long TCG run visibly moves.
     if [ $(($(date +%s) - last)) -ge 60 ]; then
@@ -215,6 +221,13 @@ for label in COS_GRUB COS_OEM COS_RECOVERY COS_STATE COS_PERSISTENT HARV_LH_DEFA
   grep -q "LABEL=$label " "$OUT/labels.txt" || die "install: no filesystem labelled $label on the disk"
 done
 say "   disk: $(du -h --apparent-size "$OUT/disk.raw" | cut -f1) apparent, $(du -h "$OUT/disk.raw" | cut -f1) allocated"
+# The UEFI boot entry the install reports (the own chain's "hvinstall", an image chain's
+# "elemental-shim"), read back from the firmware's VARS file.
+expect_line install 'UEFI boot entry Boot[0-9A-F]{4} "[^"]+" -> ' "the install wrote no UEFI boot entry"
+ENTRY=$(console install | grep -aoE 'UEFI boot entry Boot[0-9A-F]{4} "[^"]+" -> [^ ]+' | tail -n 1)
+ENTRY_LABEL=$(echo "$ENTRY" | sed -E 's/.*"([^"]+)".*/\1/'); ENTRY_LOADER=${ENTRY##* }
+NVRAM=$(node "$REPO/test/e2e/boot-entry.mjs" "$OUT/vars-install.fd" "$ENTRY_LABEL" "$ENTRY_LOADER") || die "install: the firmware's VARS lack the boot entry (test/e2e/boot-entry.mjs)"
+say "   nvram: $NVRAM"
 fi
 
 # --- 4. boot the installed disk alone: OVMF -> EFI/BOOT/BOOTX64.EFI -> grub -> cos-img initramfs -> active.img
@@ -261,7 +274,7 @@ fi
 
 # --- 7. PXE under legacy BIOS through hvpxe serve (test/e2e/install-pxe.sh), then under UEFI with
 # a real dnsmasq running hvpxe's proxy-DHCP configuration (test/e2e/install-pxe-uefi.sh)
-if wanted pxe-bios || wanted pxe-uefi; then
+if wanted pxe-bios || wanted pxe-uefi || wanted pxe-secureboot; then
   # shellcheck source=install-pxe.sh
   . "$REPO/test/e2e/install-pxe.sh"
 fi
@@ -277,10 +290,29 @@ if wanted pxe-uefi; then
   pxe_uefi_stage
   stage_end pxe-uefi
 fi
+# PXE with Secure Boot enforced: shim -> signed grub -> signed kernel from hvpxe (test/e2e/install-pxe-secureboot.sh)
+if wanted pxe-secureboot; then
+  # shellcheck source=install-pxe-secureboot.sh
+  . "$REPO/test/e2e/install-pxe-secureboot.sh"
+  stage_start pxe-secureboot
+  pxe_secureboot_stage
+  stage_end pxe-secureboot
+fi
 if [ -f "$OUT/pxe/to-install-start" ] && [ -f "$OUT/pxe-uefi/to-install-start" ]; then
   bios_s=$(cat "$OUT/pxe/to-install-start") uefi_s=$(cat "$OUT/pxe-uefi/to-install-start")
   TIMES[pxe-uefi-vs-bios]="power-on to install start: UEFI $uefi_s s, BIOS $bios_s s, ratio $(awk -v u="$uefi_s" -v b="$bios_s" 'BEGIN { printf "%.2f", u / b }')"
   say "   ${TIMES[pxe-uefi-vs-bios]}"
+fi
+
+# --- 7b. UEFI HTTP Boot through hvpxe, no PXE or TFTP on the network (test/e2e/install-http-boot.sh)
+if wanted http-boot; then
+  # shellcheck source=install-pxe.sh
+  . "$REPO/test/e2e/install-pxe.sh"
+  # shellcheck source=install-http-boot.sh
+  . "$REPO/test/e2e/install-http-boot.sh"
+  stage_start http-boot
+  http_boot_stage
+  stage_end http-boot
 fi
 
 # --- 8. an interactive install: hvinstall console driven over the serial line (test/e2e/console.sh)

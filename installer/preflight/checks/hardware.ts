@@ -3,6 +3,7 @@ import type { MachineFacts } from '../types.js';
 import type { PreflightCheck, Profile } from '../report.js';
 import { GiB } from '../../disk/sizes.js';
 import { formatGiB, MEMINFO_ALLOWANCE, THRESHOLDS } from '../thresholds.js';
+import { EFI_BINARY_NAMES } from '../../bootloader/image-chain.js';
 
 export function checkCpuCores(facts: MachineFacts, profile: Profile): PreflightCheck {
   const n = facts.cpu.threads;
@@ -167,10 +168,10 @@ export interface ImageBootFacts {
 }
 
 /**
- * Secure Boot matters for the installed disk: the grub hvinstall installs is its own, built from
- * Debian's unsigned modules, which firmware with Secure Boot enforced refuses. A warning, not a
- * failure: the install itself works, and the operator can turn Secure Boot off before the first
- * boot of the disk.
+ * Secure Boot matters for the installed disk when the image brings no signed shim: hvinstall then
+ * installs its own grub, built from Debian's unsigned modules, which firmware with Secure Boot
+ * enforced refuses. A warning, not a failure: the install itself works, and the operator can turn
+ * Secure Boot off before the first boot of the disk. An image with a shim gets its own chain.
  */
 export function checkSecureBoot(facts: MachineFacts, image?: ImageBootFacts): PreflightCheck | undefined {
   if (!facts.firmware.uefi) return undefined;
@@ -194,16 +195,21 @@ export function checkSecureBoot(facts: MachineFacts, image?: ImageBootFacts): Pr
       whatToDo: '',
     };
   }
-  const refused = 'the installed disk boots the grub hvinstall builds from Debian\'s modules, which is not signed, and firmware with Secure Boot enforced refuses it';
+  if (image.shim) {
+    return {
+      ...base,
+      result: 'pass',
+      measured: `enabled; the image carries ${image.shim}`,
+      message: `Secure Boot is enabled. ${image.source} carries a shim (${image.shim}): hvinstall installs the image's own boot chain (its shim, grub and grub.cfg), which boots with Secure Boot on as far as the image's vendor signed it.`,
+      whatToDo: '',
+    };
+  }
   return {
     ...base,
     result: 'warn',
-    measured: `enabled; ${image.shim ? `the image carries ${image.shim}` : 'the image carries no signed shim'}`,
-    message: image.shim
-      ? `Secure Boot is enabled. ${image.source} carries a signed shim (${image.shim}), but hvinstall does not install the image's own boot chain yet: ${refused}.`
-      : `Secure Boot is enabled, but ${image.source} carries no signed shim (looked for ${SHIM_HINT}): ${refused}.`,
-    whatToDo: 'Turn Secure Boot off in the firmware setup before the installed disk first boots (the install itself is not affected).',
+    measured: 'enabled; the image carries no signed shim',
+    message: `Secure Boot is enabled, but ${image.source} carries no signed shim (looked for ${EFI_BINARY_NAMES.shim.join(', ')}): the installed disk boots the grub hvinstall builds from Debian's modules, which is not signed, and firmware with Secure Boot enforced refuses it.`,
+    whatToDo: 'Turn Secure Boot off in the firmware setup before the installed disk first boots (the install itself is not affected), or install an image that carries its own signed boot chain.',
   };
 }
 
-const SHIM_HINT = 'shim.efi, shimx64.efi, shimx64.efi.signed';

@@ -7,6 +7,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Cleanup, buildSmallOsTree, configYaml, hvinstall, parseExport, sh, tempDir, TEST_SYSTEM_SIZE_MIB } from '../install/helpers.js';
+import { addImageChain } from '../bootloader/image-chain-tree.js';
 
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
@@ -59,6 +60,27 @@ describe('hvinstall image', () => {
     expect(labels).toEqual(['COS_GRUB', 'COS_OEM', 'COS_RECOVERY', 'COS_STATE', 'COS_PERSISTENT', 'HARV_LH_DEFAULT']);
     expect(await loopsUnder(t.outDir)).toEqual([]);
     expect((await readdir(t.outDir)).sort()).toEqual(['node.raw']);
+  });
+
+  it('a source with an Elemental boot chain: the image carries that chain on its ESP and writes no NVRAM entry', async () => {
+    const t = await setup();
+    const chain = await addImageChain(t.source);
+    const out = path.join(t.outDir, 'node.raw');
+    const r = await hvinstall(imageArgs(t, out));
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain("boot chain: the image's own: shim /usr/lib/shim/shimx64.efi.signed");
+    expect(r.stdout).toMatch(/no UEFI boot entry: \/dev\/loop\d+ is a loop device/);
+    const esp = (JSON.parse((await sh('sfdisk', ['--json', out])).stdout) as { partitiontable: { partitions: Array<{ start: number }> } }).partitiontable.partitions[0]!;
+    // mtools reads the ESP in the file at its offset (no loop device involved).
+    const read = async (file: string): Promise<Buffer> => {
+      const to = path.join(t.dir, 'esp-file');
+      await sh('mcopy', ['-n', '-i', `${out}@@${esp.start * 512}`, file, to], { env: { ...process.env, MTOOLS_SKIP_CHECK: '1' } });
+      return readFile(to);
+    };
+    expect((await read('::/EFI/BOOT/BOOTX64.EFI')).equals(await readFile(chain.shim))).toBe(true);
+    expect((await read('::/EFI/elemental/grubx64.efi')).equals(await readFile(chain.grub))).toBe(true);
+    expect((await read('::/EFI/BOOT/grub.cfg')).toString()).toContain('configfile ($root)/grub2/grub.cfg');
+    expect(await loopsUnder(t.outDir)).toEqual([]);
   });
 
   it('qcow2: qemu-img reads back a qcow2 of the default size (the install disk minimum), sparse', async () => {

@@ -169,10 +169,24 @@ describe('hvpxe render-dnsmasq: the DHCP-server options are refused when incompl
     [['--dhcp-range', '10.0.0.10', '--router', '10.0.0.1'], "--dhcp-range must be START,END, got '10.0.0.10'"],
     [['--lease-time', '1h'], '--lease-time needs --dhcp-range'],
     [['--dhcp-range', '10.0.0.10,10.0.0.20', '--router', '10.0.0.1', '--http-boot-file', '../x.efi'], '--http-boot-file must be a path under'],
+    [['--no-tftp'], '--no-tftp needs --dhcp-range'],
+    [['--dhcp-range', '10.0.0.10,10.0.0.20', '--router', '10.0.0.1', '--no-tftp', '--tftp-root', '/srv/tftp'], '--no-tftp and --tftp-root contradict each other'],
   ])('%j', async (args, message) => {
     const r = await runHvpxe(['render-dnsmasq', '--server-url', 'http://10.0.0.1:8080', ...args]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(message);
     expect(r.stdout).toBe('');
+  });
+});
+
+describe('hvpxe render-dnsmasq --dhcp-range --no-tftp', () => {
+  it('prints a configuration dnsmasq accepts, with no TFTP server in it (the http-boot e2e stage boots OVMF through it)', async () => {
+    const r = await runHvpxe(['render-dnsmasq', '--server-url', 'http://10.79.0.1:8080', '--interface', 'hvs0', '--dhcp-range', '10.79.0.100,10.79.0.120', '--router', '10.79.0.1', '--no-tftp']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).not.toMatch(/^(enable-tftp|tftp-root=)/m);
+    expect(r.stdout).toContain('dhcp-boot=tag:!ipxe,tag:httpboot,http://10.79.0.1:8080/artifacts/ipxe.efi\n');
+    const conf = path.join(dir, 'no-tftp.conf');
+    await writeFile(conf, r.stdout);
+    expect(execFileSync('dnsmasq', ['--test', '-C', conf], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })).toBe('');
   });
 });

@@ -258,6 +258,8 @@ Files:
   COS_OEM:/install/journal.json  0644  the step journal of this install
   COS_PERSISTENT:/.state/<path>.bind for 21 persistent paths
 
+Boot chain: hvinstall's own grub (no --source to look at)
+
 Steps:
    1. guard      lock the disk; refuse a mounted, swap, held or boot-medium disk
    2. clear      deactivate holders, clear stale COS_*/HARV_* labels, wipe signatures
@@ -302,6 +304,8 @@ Files:
   COS_OEM:/install/install.log   0600  the install log, secrets redacted
   COS_OEM:/install/journal.json  0644  the step journal of this install
   COS_PERSISTENT:/.state/<path>.bind for 22 persistent paths
+
+Boot chain: hvinstall's own grub (no --source to look at)
 
 Steps:
    1. guard      lock the disk; refuse a mounted, swap, held or boot-medium disk

@@ -44,12 +44,13 @@ describe('firmware.secure-boot', () => {
     expect(r.summary.fail).toBe(0);
   });
 
-  it('still warns when the image has a shim: hvinstall installs its own grub today', async () => {
+  it("passes when the image carries a shim: hvinstall installs the image's own chain", async () => {
     const r = runPreflightChecks(await facts({ uefi: true, secureBoot: true }), { profile: 'testing', image: { source: '/src', shim: '/usr/share/efi/x86_64/shim.efi' } });
     const c = check(r, 'firmware.secure-boot');
-    expect(c.result).toBe('warn');
-    expect(c.message).toContain('carries a signed shim (/usr/share/efi/x86_64/shim.efi)');
-    expect(c.message).toContain("does not install the image's own boot chain");
+    expect(c.result).toBe('pass');
+    expect(c.measured).toBe('enabled; the image carries /usr/share/efi/x86_64/shim.efi');
+    expect(c.message).toContain("installs the image's own boot chain");
+    expect(c.message).not.toContain('refuses');
   });
 });
 
@@ -58,6 +59,11 @@ describe('findShim', () => {
     expect(findShim(['/usr/share/efi/x86_64/shim.efi'])).toBe('/usr/share/efi/x86_64/shim.efi');
     expect(findShim(['usr/lib/shim/shimx64.efi.signed'])).toBe('/usr/lib/shim/shimx64.efi.signed');
     expect(findShim(['/boot/efi/EFI/fedora/shimx64.efi'])).toBe('/boot/efi/EFI/fedora/shimx64.efi');
+  });
+
+  it("takes Debian's signed shim over the unsigned build shim-unsigned puts beside it", () => {
+    expect(findShim(['/usr/lib/shim/shimx64.efi', '/usr/lib/shim/shimx64.efi.signed', '/usr/lib/shim/fbx64.efi'])).toBe('/usr/lib/shim/shimx64.efi.signed');
+    expect(findShim(['usr/lib/shim/shimx64.efi.signed', 'usr/lib/shim/shimx64.efi'])).toBe('/usr/lib/shim/shimx64.efi.signed');
   });
 
   it('ignores other names and other places', () => {

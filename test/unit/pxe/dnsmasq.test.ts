@@ -52,6 +52,34 @@ describe('render-dnsmasq, DHCP-server mode', () => {
   });
 });
 
+describe('render-dnsmasq, DHCP-server mode without TFTP (--no-tftp)', () => {
+  const text = renderDnsmasqConfig({ serverUrl: 'http://10.0.0.1:8080', interface: 'br0', dhcp: { start: '10.0.0.100', end: '10.0.0.150', router: '10.0.0.1' }, noTftp: true });
+
+  it('runs no TFTP server and hands out boot files to UEFI HTTP Boot and iPXE only', () => {
+    expect(lines(text)).toEqual([
+      'port=0',
+      'log-dhcp',
+      'interface=br0',
+      'bind-interfaces',
+      'dhcp-range=10.0.0.100,10.0.0.150,1h',
+      'dhcp-option=option:router,10.0.0.1',
+      'dhcp-userclass=set:ipxe,iPXE',
+      'dhcp-match=set:httpboot,option:client-arch,16',
+      'dhcp-vendorclass=set:httpboot,HTTPClient',
+      'dhcp-boot=tag:ipxe,http://10.0.0.1:8080/boot.ipxe',
+      'dhcp-boot=tag:!ipxe,tag:httpboot,http://10.0.0.1:8080/artifacts/ipxe.efi',
+      'dhcp-option-force=tag:httpboot,option:vendor-class,HTTPClient',
+    ]);
+    expect(text).not.toMatch(/^(enable-tftp|tftp-root=)/m);
+    expect(text).not.toMatch(/undionly\.kpxe|,ipxe\.efi$/m);
+  });
+
+  it('is refused with proxy-DHCP (PXE loads its first binary by TFTP) and with a TFTP root', () => {
+    expect(() => renderDnsmasqConfig({ serverUrl: 'http://10.0.0.1:8080', subnet: '10.0.0.0', noTftp: true })).toThrow('--no-tftp needs --dhcp-range: proxy-DHCP answers PXE clients only, and PXE loads its first binary by TFTP');
+    expect(() => renderDnsmasqConfig({ serverUrl: 'http://h', tftpRoot: '/srv/tftp', dhcp: { start: '10.0.0.100', end: '10.0.0.150', router: '10.0.0.1' }, noTftp: true })).toThrow('--no-tftp and --tftp-root contradict each other');
+  });
+});
+
 describe('render-dnsmasq, proxy-DHCP mode', () => {
   const text = renderDnsmasqConfig({ serverUrl: 'http://10.0.0.1:8080', subnet: '10.0.0.0' });
 

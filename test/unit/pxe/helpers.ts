@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdtemp, mkdir, writeFile } from 'node:fs/promises';
+import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { ValidationResult } from '../../../installer/config/types.js';
@@ -70,10 +70,14 @@ ${extra}`;
 
 /**
  * A started PxeServer on 127.0.0.1 (any port) over a new temporary directory: profilesText()'s four
- * artifacts under dir/root, each with its real sha256 in dir/profiles.yaml. The caller closes it and
- * removes dir.
+ * artifacts under dir/root, each with its real sha256 in dir/profiles.yaml. `edit` changes the
+ * profiles text, `files` adds files under the root, `tftp` serves TFTP on 127.0.0.1 (any port) too.
+ * The caller closes it and removes dir.
  */
-export async function startFixtureServer(prefix: string): Promise<{ dir: string; server: PxeServer }> {
+export async function startFixtureServer(
+  prefix: string,
+  opts: { edit?: (text: string) => string; files?: Record<string, Buffer | string>; tftp?: boolean } = {},
+): Promise<{ dir: string; server: PxeServer; log: MemorySink }> {
   const dir = await mkdtemp(path.join(tmpdir(), prefix));
   const root = path.join(dir, 'root');
   await mkdir(path.join(root, 'k'), { recursive: true });
@@ -82,8 +86,26 @@ export async function startFixtureServer(prefix: string): Promise<{ dir: string;
     await writeFile(path.join(root, f), f);
     text = text.replace(`path: ${f}, sha256: "${SHA_A}"`, `path: ${f}, sha256: "${createHash('sha256').update(f).digest('hex')}"`);
   }
-  await writeFile(path.join(dir, 'profiles.yaml'), text);
-  const server = new PxeServer({ root, profilesPath: path.join(dir, 'profiles.yaml'), host: '127.0.0.1', port: 0, log: new Logger(new MemorySink()), validate: validatorDouble });
-  await server.start();
-  return { dir, server };
+  for (const [f, data] of Object.entries(opts.files ?? {})) await writeFile(path.join(root, f), data);
+  await writeFile(path.join(dir, 'profiles.yaml'), opts.edit ? opts.edit(text) : text);
+  const log = new MemorySink();
+  const server = new PxeServer({
+    root,
+    profilesPath: path.join(dir, 'profiles.yaml'),
+    host: '127.0.0.1',
+    port: 0,
+    log: new Logger(log),
+    validate: validatorDouble,
+    ...(opts.tftp ? { tftp: { host: '127.0.0.1', port: 0 } } : {}),
+  });
+  try {
+    await server.start();
+  } catch (err) {
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  }
+  return { dir, server, log };
 }
+
+/** An EFI executable as far as hvpxe's check goes (the PE "MZ" magic), standing in for Debian's signed shim and grub. */
+export const FAKE_EFI = Buffer.concat([Buffer.from('MZ'), Buffer.alloc(3000, 7)]);
