@@ -13,6 +13,15 @@ const SCOPES = {
     'installer/config/rules.ts:31-74', // the placeholder pattern; commonCheck; automatic only from the command line
     'installer/config/rules.ts:355-387', // SSH-key and placeholder checks
   ],
+  // The next slice of installer/config: how a key's spelling finds its field (Harvester's FuzzyNames),
+  // the removed keys' lookup, and how a scalar becomes a string, a boolean or a number (normalise.ts:
+  // a wrong answer there silently changes a setting's meaning). Same tests as `config`.
+  'config-spellings': [
+    'installer/config/spellings.ts',
+    'installer/config/legacy.ts:94-98', // removedKey (the table above it is data)
+    'installer/config/normalise.ts:34-35', // the words Harvester reads as true and as false
+    'installer/config/normalise.ts:349-405', // toStringValue, toBool, toInt, flattenDotted
+  ],
   disk: ['installer/disk/**/*.ts', '!installer/disk/types.ts', '!installer/disk/contracts.ts'],
   'redact-safe-path': ['lib/redact.ts', 'pxe/safe-path.ts'],
 };

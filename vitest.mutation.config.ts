@@ -1,13 +1,13 @@
 import { defineConfig } from 'vitest/config';
 
 // Stryker's test run (`make mutation`): the unit tests only (no root), one worker per mutant run.
-// The config scope runs the tests of installer/config, of the registry setting's rendering and of
+// The config scopes (config, config-spellings) run the tests of installer/config, of the registry setting's rendering and of
 // redaction; not the robustness properties (they assert "never crashes", not a decision, and are the
 // slowest) nor the CLI's tests (they spawn the built dist/, which no mutant reaches), nor the
 // renderer's error tests (8 s a run; they check templates, and meet these modules only on the way). The semantic property (a config keeps its meaning) stays in.
 const CONFIG_TESTS = ['test/unit/config/**/*.test.ts', 'test/unit/render/registries.test.ts', 'test/unit/lib.redact.test.ts'];
 const CONFIG_EXCLUDED = ['test/unit/config/property.test.ts', 'test/unit/config/any-input.property.test.ts', 'test/unit/config/validate-cli.test.ts'];
-const configScope = process.env.HV_MUTATION_SCOPE === 'config';
+const configScope = process.env.HV_MUTATION_SCOPE === 'config' || process.env.HV_MUTATION_SCOPE === 'config-spellings';
 
 export default defineConfig({
   test: {

@@ -80,13 +80,7 @@ function progressPrinter(label: string): (p: DownloadProgress) => void {
 }
 
 async function fetchConfig(argv: string[]): Promise<number> {
-  const args = parseCommandArgs(
-    argv,
-    CONFIG_OPTIONS,
-    USAGE,
-    true,
-    "run 'hvinstall fetch --help'",
-  );
+  const args = parseCommandArgs(argv, CONFIG_OPTIONS, USAGE, true, "run 'hvinstall fetch --help'");
   if (!args) return ExitCode.ok;
   const { values, positionals } = args;
   if (positionals.length > 1) throw usageError('fetch config takes at most one URL');
@@ -118,13 +112,7 @@ async function fetchConfig(argv: string[]): Promise<number> {
 }
 
 async function fetchIso(argv: string[]): Promise<number> {
-  const args = parseCommandArgs(
-    argv,
-    ISO_OPTIONS,
-    USAGE,
-    true,
-    "run 'hvinstall fetch --help'",
-  );
+  const args = parseCommandArgs(argv, ISO_OPTIONS, USAGE, true, "run 'hvinstall fetch --help'");
   if (!args) return ExitCode.ok;
   const { values, positionals } = args;
   if (positionals.length !== 1) throw usageError('fetch iso takes one URL (or local)');

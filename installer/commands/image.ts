@@ -7,15 +7,16 @@
  */
 import { access, open, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { describeError, ExitCode, HvError } from '../../lib/errors.js';
+import { ExitCode, HvError } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
 import { formatBytes } from '../disk/sizes.js';
 import { convertArgs, imageFormatOf, imageSizeBytes, oneDiskProblems, scratchPaths } from '../image/decide.js';
 import { resolveBundleSource } from '../steps/bundle-source.js';
 import { resolveAgentArg, type AgentSource } from '../steps/agent-source.js';
 import { journalPaths, runInstall } from '../steps/pipeline.js';
-import { gatherFacts, loadInstallConfig, prepareInstall } from '../steps/prepare.js';
-import { EventBus, sinkFor, type ProgressMode } from '../steps/progress.js';
+import { installInputs, loadInstallConfig, prepareInstall } from '../steps/prepare.js';
+import { EventBus, PROGRESS_MODES, progressModeOf, sinkFor, type ProgressMode } from '../steps/progress.js';
+import { describeFailedInstall, failedInstallText } from '../steps/failed-install.js';
 import { parseCommandArgs } from './args.js';
 import { parseSystemSize } from './plan.js';
 import type { OptionDefs } from '../../lib/cli/definition.js';
@@ -49,7 +50,7 @@ export const OPTIONS = {
   bundle: { type: 'string' },
   agent: { type: 'string' },
   'system-size': { type: 'string' },
-  progress: { type: 'string', choices: ['tty', 'plain', 'json'] },
+  progress: { type: 'string', choices: PROGRESS_MODES },
   'state-dir': { type: 'string' },
 } as const satisfies OptionDefs;
 
@@ -63,18 +64,13 @@ async function exists(p: string): Promise<boolean> {
 }
 
 export default async function image(argv: string[]): Promise<number> {
-  const args = parseCommandArgs(
-    argv,
-    OPTIONS,
-    USAGE,
-  );
+  const args = parseCommandArgs(argv, OPTIONS, USAGE);
   if (!args) return ExitCode.ok;
   const { values } = args;
   for (const k of ['config', 'source', 'out'] as const) if (!values[k]) throw new HvError(`--${k} is required`, { hint: USAGE, exitCode: ExitCode.usage });
   const out = path.resolve(values.out!);
   const format = imageFormatOf(out);
-  const mode = (values.progress ?? (process.stdout.isTTY ? 'tty' : 'plain')) as ProgressMode;
-  if (!['tty', 'plain', 'json'].includes(mode)) throw new HvError(`--progress ${values.progress}: use tty, plain or json`, { exitCode: ExitCode.usage });
+  const mode = progressModeOf(values.progress, process.stdout.isTTY === true);
   const dirStat = await stat(path.dirname(out)).catch(() => undefined);
   if (!dirStat?.isDirectory()) {
     throw new HvError(`--out ${values.out}: the directory ${path.dirname(out)} does not exist`, { hint: 'create it first, or name an image in an existing directory', exitCode: ExitCode.usage });
@@ -158,23 +154,15 @@ async function installOnto(
   await rm(journalFile, { force: true });
   const bus = new EventBus([sinkFor(mode, mode === 'tty' ? process.stderr : process.stdout)], prepared.redactor);
   const outcome = await runInstall({
-    plan: prepared.plan,
-    config: prepared.config,
-    source: prepared.source!,
+    ...installInputs(prepared),
     bundle,
-    agent: prepared.agent!,
     stateDir,
-    runDir: path.join('/run/hvinstall', path.basename(loop)),
     bus,
-    redactor: prepared.redactor,
-    gatherFacts: () => gatherFacts(),
     // An image is not a node: its install does not call the node's webhooks.
     webhooks: false,
   });
   bus.close();
   if (outcome.ok) return undefined;
-  process.stderr.write(`hvinstall image: install ${outcome.failedStep === 'guard' ? 'refused' : `failed in step ${outcome.failedStep}`}; no image written\n`);
-  process.stderr.write(prepared.redactor.redactString(describeError(outcome.error)) + '\n');
-  process.stderr.write(`  journal: ${outcome.journalFile}\n  log: ${outcome.logFile}\n`);
+  process.stderr.write(failedInstallText(describeFailedInstall(outcome, prepared.redactor), 'hvinstall image', '; no image written'));
   return ExitCode.installFailed;
 }

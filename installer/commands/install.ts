@@ -5,15 +5,16 @@
 import path from 'node:path';
 import { readFile, mkdir } from 'node:fs/promises';
 import { Logger } from '../../lib/logger.js';
-import { HvError, ExitCode, describeError } from '../../lib/errors.js';
+import { HvError, ExitCode } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
 import { findOnPath } from '../../lib/find-on-path.js';
 import { formatPlanText } from '../disk/format-plan.js';
-import { EventBus, sinkFor, type ProgressMode } from '../steps/progress.js';
+import { EventBus, PROGRESS_MODES, progressModeOf, sinkFor } from '../steps/progress.js';
+import { describeFailedInstall, failedInstallText } from '../steps/failed-install.js';
 import { resolveBundleSource } from '../steps/bundle-source.js';
 import { resolveAgentArg } from '../steps/agent-source.js';
 import { runInstall } from '../steps/pipeline.js';
-import { gatherFacts, prepareInstall } from '../steps/prepare.js';
+import { installInputs, prepareInstall } from '../steps/prepare.js';
 import { TEST_KILL_ENV } from '../steps/test-faults.js';
 import { parseSystemSize } from './plan.js';
 import { parseCommandArgs } from './args.js';
@@ -67,7 +68,7 @@ export const OPTIONS = {
   bundle: { type: 'string' },
   agent: { type: 'string' },
   yes: { type: 'boolean', short: 'y' },
-  progress: { type: 'string', choices: ['tty', 'plain', 'json'] },
+  progress: { type: 'string', choices: PROGRESS_MODES },
   'preserve-on-error': { type: 'boolean' },
   'system-size': { type: 'string' },
   'state-dir': { type: 'string' },
@@ -76,16 +77,11 @@ export const OPTIONS = {
 } as const satisfies OptionDefs;
 
 export default async function install(argv: string[]): Promise<number> {
-  const args = parseCommandArgs(
-    argv,
-    OPTIONS,
-    USAGE,
-  );
+  const args = parseCommandArgs(argv, OPTIONS, USAGE);
   if (!args) return ExitCode.ok;
   const { values } = args;
   if (!values.config && !values['cmdline-file']) throw new HvError('--config or --cmdline-file is required', { hint: USAGE, exitCode: ExitCode.usage });
-  const mode = (values.progress ?? (process.stdout.isTTY ? 'tty' : 'plain')) as ProgressMode;
-  if (!['tty', 'plain', 'json'].includes(mode)) throw new HvError(`--progress ${values.progress}: use tty, plain or json`, { exitCode: ExitCode.usage });
+  const mode = progressModeOf(values.progress, process.stdout.isTTY === true);
   // A wrong --bundle is refused before anything is downloaded or any disk is touched.
   const givenBundle = values.bundle === undefined ? undefined : await resolveBundleSource(values.bundle);
   const givenAgent = await resolveAgentArg(values.agent);
@@ -145,16 +141,11 @@ export default async function install(argv: string[]): Promise<number> {
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   const outcome = await runInstall({
-    plan,
+    ...installInputs(prepared),
     config: installConfig,
-    source: prepared.source!,
     bundle,
-    agent: prepared.agent!,
     stateDir,
-    runDir: path.join('/run/hvinstall', path.basename(plan.device)),
     bus,
-    redactor: prepared.redactor,
-    gatherFacts: () => gatherFacts(),
     preserveOnError: values['preserve-on-error'] === true,
     signal: controller.signal,
     killPoint: process.env[TEST_KILL_ENV] || undefined,
@@ -165,23 +156,16 @@ export default async function install(argv: string[]): Promise<number> {
   process.off('SIGTERM', onSignal);
 
   if (!outcome.ok) {
-    const err = outcome.error;
-    process.stderr.write(`hvinstall: install ${outcome.failedStep === 'guard' ? 'refused' : `failed in step ${outcome.failedStep}`}\n`);
-    process.stderr.write(prepared.redactor.redactString(describeError(err)) + '\n');
-    const state = outcome.journal?.status;
-    process.stderr.write(`  journal: ${outcome.journalFile}${state ? ` (${state})` : ''}\n  log: ${outcome.logFile}\n`);
-    if (outcome.journal) {
-      process.stderr.write(`  steps: ${outcome.journal.steps.map((s) => `${s.name} ${s.status === 'failed' ? 'FAILED' : s.status}`).join(', ')}\n`);
-      if (outcome.journal.invalidation?.length) process.stderr.write(`  invalidated: ${outcome.journal.invalidation.join(', ')}\n`);
-    }
-    if (outcome.failedStep !== 'guard') {
+    const report = describeFailedInstall(outcome, prepared.redactor);
+    process.stderr.write(failedInstallText(report, 'hvinstall'));
+    if (!report.refused) {
       process.stderr.write(
-        state === 'invalidated'
+        outcome.journal?.status === 'invalidated'
           ? `  the disk was invalidated so it cannot boot half-installed; fix the cause and run the same command again to resume\n`
           : `  fix the cause and run the same command again to resume\n`,
       );
     }
-    const code = (err as { exitCode?: number } | undefined)?.exitCode;
+    const code = (outcome.error as { exitCode?: number } | undefined)?.exitCode;
     return outcome.failedStep === 'guard' && code === ExitCode.checkFailed ? ExitCode.checkFailed : ExitCode.installFailed;
   }
 

@@ -39,11 +39,7 @@ export const OPTIONS = {
 } as const satisfies OptionDefs;
 
 export default async function plan(argv: string[]): Promise<number> {
-  const args = parseCommandArgs(
-    argv,
-    OPTIONS,
-    USAGE,
-  );
+  const args = parseCommandArgs(argv, OPTIONS, USAGE);
   if (!args) return ExitCode.ok;
   const { values } = args;
   if (!values.config) throw new HvError('--config is required', { hint: USAGE, exitCode: ExitCode.usage });

@@ -73,13 +73,7 @@ async function imageFacts(source: string | undefined, sysroot: string): Promise<
 }
 
 export default async function preflight(argv: string[]): Promise<number> {
-  const args = parseCommandArgs(
-    argv,
-    OPTIONS,
-    USAGE,
-    false,
-    "run 'hvinstall preflight --help'",
-  );
+  const args = parseCommandArgs(argv, OPTIONS, USAGE, false, "run 'hvinstall preflight --help'");
   if (!args) return ExitCode.ok;
   const { values } = args;
   const profile = values.profile as Profile;

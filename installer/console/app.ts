@@ -21,6 +21,7 @@ import type { Finding } from '../config/types.js';
 import { formatBytes } from '../disk/sizes.js';
 import type { MachineFacts } from '../preflight/types.js';
 import { runPreflightChecks } from '../preflight/index.js';
+import { describeFailedInstall } from '../steps/failed-install.js';
 import type { StampedEvent } from '../steps/progress.js';
 import { listOf, splitCidr, type Answers } from './answers.js';
 import { fieldMessages, validateAnswers, type FieldId } from './checks.js';
@@ -456,20 +457,19 @@ export class ConsoleApp {
 
   private async failed(r: ConsoleInstallResult): Promise<void> {
     const { resumeCommand } = await installRun();
-    const o = r.outcome;
-    const err = o?.error ?? r.refused;
-    const text = this.redactor.redactString(describeError(err));
+    const o = r.outcome && describeFailedInstall(r.outcome, this.redactor);
+    const text = o ? o.error : this.redactor.redactString(describeError(r.refused));
     // What went wrong and what to do come first, with the choices; the record follows.
     const lines: string[] = ['** Installation Failed **', ''];
-    if (o) lines.push(o.failedStep === 'guard' ? 'The install was refused before any disk was changed.' : `The install failed in step ${o.failedStep}.`);
+    if (o) lines.push(o.refused ? 'The install was refused before any disk was changed.' : `The install failed in step ${o.failedStep}.`);
     else lines.push('The install could not start; no disk was changed.');
     lines.push(...text.split('\n'), '');
     lines.push('To resume: fix the cause, then choose Retry: the install resumes from its journal (steps already done are kept).');
     const after: string[] = [''];
     if (o) {
-      after.push(`journal: ${o.journalFile}${o.journal?.status ? ` (${o.journal.status})` : ''}`);
-      if (o.journal) after.push(`steps: ${o.journal.steps.map((x) => `${x.name} ${x.status === 'failed' ? 'FAILED' : x.status}`).join(', ')}`);
-      if (o.journal?.invalidation?.length) after.push(`invalidated so it cannot boot half-installed: ${o.journal.invalidation.join(', ')}`);
+      after.push(`journal: ${o.journal}`);
+      if (o.steps !== undefined) after.push(`steps: ${o.steps}`);
+      if (o.invalidated.length > 0) after.push(`invalidated so it cannot boot half-installed: ${o.invalidated.join(', ')}`);
       after.push(`install log: ${o.logFile}`);
     }
     if (this.opts.logFile) after.push(`console log: ${this.opts.logFile}`);

@@ -4,7 +4,6 @@
  * FILE --yes` runs (prepareInstall, then runInstall with its journal and progress events). So the
  * disk gets exactly the file the operator saw, and a shell can resume it with the same command.
  */
-import path from 'node:path';
 import { stringify } from 'yaml';
 import { writeFileAtomic } from '../../lib/atomic-write.js';
 import type { Logger } from '../../lib/logger.js';
@@ -14,7 +13,7 @@ import type { InstallPlan } from '../disk/types.js';
 import { resolveAgentArg } from '../steps/agent-source.js';
 import { resolveBundleSource } from '../steps/bundle-source.js';
 import { runInstall, type InstallOutcome } from '../steps/pipeline.js';
-import { gatherFacts, prepareInstall } from '../steps/prepare.js';
+import { installInputs, prepareInstall } from '../steps/prepare.js';
 import { EventBus, type StampedEvent } from '../steps/progress.js';
 import { TEST_KILL_ENV } from '../steps/test-faults.js';
 
@@ -69,10 +68,12 @@ export function resumeCommand(o: Pick<ConsoleInstallOptions, 'configFile' | 'sou
 export async function installFromConsole(o: ConsoleInstallOptions): Promise<ConsoleInstallResult> {
   let prepared;
   let bundle;
+  let inputs;
   try {
     bundle = await resolveBundleSource(o.bundle);
     const agent = await resolveAgentArg(o.agent);
     prepared = await prepareInstall({ configPath: o.configFile, source: o.source, requireSource: true, systemSizeMiB: o.systemSizeMiB, agent });
+    inputs = installInputs(prepared);
   } catch (err) {
     o.log.error('install refused before it started', { error: (err as Error).message });
     return { refused: err };
@@ -81,16 +82,10 @@ export async function installFromConsole(o: ConsoleInstallOptions): Promise<Cons
   const bus = new EventBus([{ event: (e) => o.onEvent(e) }], prepared.redactor);
   bus.addSink({ event: (e) => o.log.info('install event', e as unknown as Record<string, unknown>) });
   const outcome = await runInstall({
-    plan: prepared.plan,
-    config: prepared.config,
-    source: prepared.source!,
+    ...inputs,
     bundle,
-    agent: prepared.agent!,
     stateDir: o.stateDir,
-    runDir: path.join('/run/hvinstall', path.basename(prepared.plan.device)),
     bus,
-    redactor: prepared.redactor,
-    gatherFacts: () => gatherFacts(),
     signal: o.signal,
     killPoint: process.env[TEST_KILL_ENV] || undefined,
   });

@@ -311,7 +311,8 @@ function sizePartitions(install: Install, target: DiskFacts, kind: Kind, dataDis
   // Whatever else: the layout must physically fit, checks skipped or not.
   const persistentFixed = typeof persistentMiB === 'number' ? persistentMiB : 0;
   if (endMiB - firstMiB - fixedMiB - persistentFixed < MIN_PARTITION_MIB) {
-    const need = fixedMiB + persistentFixed + MIN_PARTITION_MIB + firstMiB + 1;
+    // GPT's backup table takes the disk's last MiB (after alignment); an msdos table keeps nothing there.
+    const need = fixedMiB + persistentFixed + MIN_PARTITION_MIB + firstMiB + (kind.table === 'gpt' ? 1 : 0);
     problems.push(`the layout does not fit on ${target.path}: it needs at least ${need} MiB, the disk has ${Math.floor(target.sizeBytes / MiB)} MiB`);
   }
   return { hasDataPartition, firstMiB, endMiB, bootMiB, persistentMiB, problems, notes };

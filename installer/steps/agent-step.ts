@@ -7,11 +7,10 @@
  */
 import { releaseId, UNIT_NAMES } from '../../agent/payload/layout.js';
 import { formatBytes } from '../disk/sizes.js';
-import type { Step } from './context.js';
+import { copyProgress, type Step } from './context.js';
 import { deployAgent, installedAgentProblem, removeAgent } from './agent-deploy.js';
 import { describeAgent } from './agent-source.js';
 import { withMounted } from './mounted.js';
-import { killIfAsked } from './test-faults.js';
 
 export const agentStep: Step = {
   name: 'agent',
@@ -25,13 +24,9 @@ export const agentStep: Step = {
         ctx.bus.emit({ type: 'message', level: 'warn', step: 'agent', message: `${describeAgent(agent)}${removed.length ? ` (removed what an earlier run installed: ${removed.join(', ')})` : ''}` });
         return { agent: 'none', why: agent.why };
       }
-      const killBytes = /^agent-bytes:(\d+)$/.exec(ctx.killPoint ?? '')?.[1];
       const r = await deployAgent(dirs.COS_PERSISTENT, agent.dir, agent.manifest, statePaths, {
         signal: ctx.signal,
-        onProgress: (done, total) => {
-          ctx.bus.bytes('agent', done, total);
-          if (killBytes !== undefined && done >= Number(killBytes)) killIfAsked(`agent-bytes:${killBytes}`, ctx.killPoint);
-        },
+        onProgress: copyProgress(ctx, 'agent'),
       });
       ctx.bus.emit({
         type: 'message',

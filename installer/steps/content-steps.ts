@@ -11,13 +11,12 @@ import type { DeployResult, ImageRecord } from '../disk/contracts.js';
 import type { InstallPlan, PlannedFile } from '../disk/types.js';
 import type { HarvesterConfig } from '../config/types.js';
 import type { MachineFacts } from '../preflight/types.js';
-import type { InstallContext, Step } from './context.js';
+import { copyProgress, type InstallContext, type Step } from './context.js';
 import { withMounted } from './mounted.js';
 import { deployImages } from '../deploy/index.js';
 import { describeBootChain, installBootloader } from '../bootloader/index.js';
 import { bootEntrySkipReason, planBootEntry, writeBootEntry } from '../bootloader/boot-entry.js';
 import { placeNodePath, renderNode, type RenderedFile, type RenderReport } from '../render/index.js';
-import { killIfAsked } from './test-faults.js';
 import { BUNDLE_NODE_PATH, copyBundle, scanTree, SPACE_HEADROOM_BYTES } from './bundle-copy.js';
 import { bundleFiles, streamIsoBundle } from '../remote/iso-stream.js';
 import { rename, statfs } from 'node:fs/promises';
@@ -31,7 +30,6 @@ export const deployStep: Step = {
     const plan = ctx.plan;
     const workDir = path.join(ctx.runDir, 'work');
     await mkdir(workDir, { recursive: true });
-    const killBytes = /^deploy-bytes:(\d+)$/.exec(ctx.killPoint ?? '')?.[1];
     const result: DeployResult = await withMounted(plan, ctx.runDir, ['COS_STATE', 'COS_RECOVERY'], (dirs) =>
       deployImages({
         stateDir: dirs.COS_STATE,
@@ -40,10 +38,7 @@ export const deployStep: Step = {
         systemSizeMiB: plan.systemSizeMiB,
         workDir,
         signal: ctx.signal,
-        onProgress: (done, total) => {
-          ctx.bus.bytes('deploy', done, total);
-          if (killBytes !== undefined && done >= Number(killBytes)) killIfAsked(`deploy-bytes:${killBytes}`, ctx.killPoint);
-        },
+        onProgress: copyProgress(ctx, 'deploy'),
       }),
     );
     for (const img of plan.images) {
@@ -264,13 +259,9 @@ export const persistentStep: Step = {
         ctx.bus.emit({ type: 'message', level: 'info', step: 'persistent', message: `image bundle streamed from ${bundle.origin}: ${r.files} files at COS_PERSISTENT/${rel}; the ISO's sha256 ${r.sha256}${bundle.sha256 ? ' matches' : ' (none given to check)'}` });
         return { bindDirs: made.length, bundle: { source: `iso:${bundle.parts.url}`, origin: bundle.origin, destination: rel, files: r.files, bytes: r.bytes, sha256: r.sha256 } };
       }
-      const killBytes = /^persistent-bytes:(\d+)$/.exec(ctx.killPoint ?? '')?.[1];
       const r = await copyBundle(bundle.path, path.join(dirs.COS_PERSISTENT, rel), {
         signal: ctx.signal,
-        onProgress: (done, total) => {
-          ctx.bus.bytes('persistent', done, total);
-          if (killBytes !== undefined && done >= Number(killBytes)) killIfAsked(`persistent-bytes:${killBytes}`, ctx.killPoint);
-        },
+        onProgress: copyProgress(ctx, 'persistent'),
       });
       ctx.bus.emit({
         type: 'message',

@@ -8,6 +8,7 @@ import type { Redactor } from '../../lib/redact.js';
 import type { AgentSource } from './agent-source.js';
 import type { BundleSource } from './bundle-source.js';
 import type { EventBus } from './progress.js';
+import { killAtBytes } from './test-faults.js';
 
 export interface InstallContext {
   plan: InstallPlan;
@@ -38,4 +39,16 @@ export interface Step {
    * step run again), or undefined when it can be kept. No check: a completed step is kept.
    */
   check?(ctx: InstallContext, detail: Record<string, unknown> | undefined): Promise<string | undefined>;
+}
+
+/**
+ * The `onProgress` of a step's copy: each count of bytes goes to the progress bus, and to the
+ * test-only kill point `<step>-bytes:<n>` (test-faults.ts).
+ */
+export function copyProgress(ctx: Pick<InstallContext, 'bus' | 'killPoint'>, step: 'deploy' | 'persistent' | 'agent'): (done: number, total: number) => void {
+  const killAt = killAtBytes(step, ctx.killPoint);
+  return (done, total) => {
+    ctx.bus.bytes(step, done, total);
+    killAt(done);
+  };
 }

@@ -33,6 +33,7 @@ import { busyHolders } from './holders.js';
 import type { EventBus } from './progress.js';
 import { sendWebhooks } from '../remote/webhooks.js';
 import { killIfAsked } from './test-faults.js';
+import { gatherFacts } from './prepare.js';
 
 export interface RunInstallOptions {
   plan: InstallPlan;
@@ -45,10 +46,11 @@ export interface RunInstallOptions {
   /** Journal and log live here on the host (default /var/lib/hvinstall). */
   stateDir: string;
   /** Mounts and scratch (default /run/hvinstall/<disk>). */
-  runDir: string;
+  runDir?: string;
   bus: EventBus;
   redactor: Redactor;
-  gatherFacts: () => Promise<MachineFacts>;
+  /** The machine as it is now, for the guard (default: this machine's). */
+  gatherFacts?: () => Promise<MachineFacts>;
   preserveOnError?: boolean;
   signal?: AbortSignal;
   /** Test-only: HVINSTALL_TEST_SIGKILL_AT. */
@@ -98,8 +100,10 @@ class InstallLog {
 
 export async function runInstall(opts: RunInstallOptions): Promise<InstallOutcome> {
   const { plan } = opts;
+  const runDir = opts.runDir ?? path.join('/run/hvinstall', path.basename(plan.device));
+  const currentFacts = opts.gatherFacts ?? (() => gatherFacts());
   mkdirSync(opts.stateDir, { recursive: true, mode: 0o700 });
-  mkdirSync(opts.runDir, { recursive: true, mode: 0o700 });
+  mkdirSync(runDir, { recursive: true, mode: 0o700 });
   const { journalFile, logFile } = journalPaths(opts.stateDir, plan.device);
   const installLog = new InstallLog();
   const log = new Logger({ write: (l) => installLog.write(l) }, opts.redactor, 'debug', { device: plan.device });
@@ -128,12 +132,12 @@ export async function runInstall(opts: RunInstallOptions): Promise<InstallOutcom
     source: opts.source,
     bundle: opts.bundle,
     agent: opts.agent,
-    runDir: opts.runDir,
+    runDir,
     bus,
     log,
     redactor: opts.redactor,
     signal: opts.signal,
-    facts: opts.gatherFacts,
+    facts: currentFacts,
     killPoint: opts.killPoint,
   };
 
@@ -142,10 +146,10 @@ export async function runInstall(opts: RunInstallOptions): Promise<InstallOutcom
     // --- guard: lock, clean up after a killed run, refuse a busy disk, open or resume the journal
     bus.emit({ type: 'step', phase: 'started', step: 'guard', index: 1, total });
     lock = await lockDevice(plan.device);
-    const stale = await releaseStaleMounts(opts.runDir);
+    const stale = await releaseStaleMounts(runDir);
     if (stale.length) log.warn('released mounts left by an earlier run', { stale });
-    const facts = await opts.gatherFacts();
-    await guardProblems(plan, facts, opts.runDir);
+    const facts = await currentFacts();
+    await guardProblems(plan, facts, runDir);
     const previous = await readJournal(journalFile);
     resumed = !!previous && previous.planDigest === plan.digest && previous.device === plan.device && previous.status !== 'succeeded';
     const journal = resumed ? { ...previous!, status: 'running' as const, runs: previous!.runs + 1, error: undefined, invalidation: undefined } : newJournal(plan.digest, plan.device, ['guard', ...steps.map((s) => s.name)]);
@@ -201,7 +205,7 @@ export async function runInstall(opts: RunInstallOptions): Promise<InstallOutcom
     await lock.release();
     lock = undefined;
     // The run directory only held mount points and scratch; never remove it with anything mounted.
-    if ((await mountsUnder(opts.runDir)).length === 0) await rm(opts.runDir, { recursive: true, force: true }).catch(() => undefined);
+    if ((await mountsUnder(runDir)).length === 0) await rm(runDir, { recursive: true, force: true }).catch(() => undefined);
     await sendWebhook('SUCCEEDED');
     return { ok: true, resumed, journalFile, logFile, journal: writer.journal };
   } catch (err) {
@@ -214,7 +218,7 @@ export async function runInstall(opts: RunInstallOptions): Promise<InstallOutcom
       writer.journal.status = 'failed';
       writer.journal.error = { step: current, message, ...(err instanceof HvError && err.hint ? { hint: err.hint } : {}) };
       await writer.save().catch(() => undefined);
-      await releaseStaleMounts(opts.runDir).catch(() => undefined);
+      await releaseStaleMounts(runDir).catch(() => undefined);
       // Only a disk we started to change is invalidated; a refused guard touched nothing.
       const touched = writer.step('clear').attempts > 0;
       if (touched && !opts.preserveOnError) {
@@ -227,11 +231,11 @@ export async function runInstall(opts: RunInstallOptions): Promise<InstallOutcom
         bus.emit({ type: 'message', level: 'warn', message: `--preserve-on-error: ${plan.device} left as it is, for inspection; it may not boot` });
       }
       await writer.save().catch(() => undefined);
-      await copyRecordToOem(plan, opts.runDir, installLog.text(), JSON.stringify(writer.journal, null, 2) + '\n').catch(() => undefined);
+      await copyRecordToOem(plan, runDir, installLog.text(), JSON.stringify(writer.journal, null, 2) + '\n').catch(() => undefined);
     }
     bus.emit({ type: 'install', phase: 'failed', device: plan.device, message: `journal ${journalFile}, log ${logFile}` });
     await lock?.release().catch(() => undefined);
-    if ((await mountsUnder(opts.runDir).catch(() => ['?'])).length === 0) await rm(opts.runDir, { recursive: true, force: true }).catch(() => undefined);
+    if ((await mountsUnder(runDir).catch(() => ['?'])).length === 0) await rm(runDir, { recursive: true, force: true }).catch(() => undefined);
     await sendWebhook('FAILED');
     return { ok: false, resumed, journalFile, logFile, journal: writer?.journal, error: err, failedStep: current };
   }

@@ -14,6 +14,7 @@ import { resolveSource, sourceSizeBytes } from './source.js';
 import { withRenderedFileList } from './content-steps.js';
 import { agentForImage, withAgentPlan, type AgentSource } from './agent-source.js';
 import { imageFactsOf } from './image-facts.js';
+import type { RunInstallOptions } from './pipeline.js';
 import { inspectBootChain } from '../bootloader/image-chain-source.js';
 
 export interface PrepareOptions {
@@ -42,6 +43,21 @@ export interface Prepared {
   redactor: Redactor;
   /** The agent this install puts on the node (undefined when none was asked about). */
   agent?: AgentSource;
+}
+
+/**
+ * What runInstall takes from an install's preparation: the plan, the config, the redactor, and the
+ * OS source and agent decision an install is prepared with (requireSource, resolveAgentArg).
+ */
+export function installInputs(p: Prepared): Pick<RunInstallOptions, 'plan' | 'config' | 'source' | 'agent' | 'redactor'> {
+  if (!p.source || !p.agent) {
+    throw new HvError(`the install of ${p.plan.device} was prepared without ${p.source ? 'an agent decision' : 'an OS source'}`, {
+      where: 'installer/steps/prepare.ts',
+      hint: 'prepare an install with requireSource: true and the agent from resolveAgentArg',
+      exitCode: ExitCode.installFailed,
+    });
+  }
+  return { plan: p.plan, config: p.config, source: p.source, agent: p.agent, redactor: p.redactor };
 }
 
 export async function loadInstallConfig(configPath: string): Promise<{ config: HarvesterConfig; warnings: string[] }> {

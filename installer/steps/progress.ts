@@ -6,6 +6,7 @@
 import type { StepName } from '../disk/types.js';
 import { formatBytes } from '../disk/sizes.js';
 import type { Redactor } from '../../lib/redact.js';
+import { ExitCode, HvError } from '../../lib/errors.js';
 
 export type InstallEvent =
   | { type: 'install'; phase: 'started' | 'resumed' | 'succeeded' | 'failed'; device: string; message?: string }
@@ -15,7 +16,15 @@ export type InstallEvent =
 
 export type StampedEvent = InstallEvent & { ts: string; elapsedMs: number };
 
-export type ProgressMode = 'tty' | 'plain' | 'json';
+export const PROGRESS_MODES = ['tty', 'plain', 'json'] as const;
+export type ProgressMode = (typeof PROGRESS_MODES)[number];
+
+/** `--progress`: the mode given, else `tty` on a terminal and `plain` otherwise; anything else is a usage error. */
+export function progressModeOf(given: string | undefined, isTTY: boolean): ProgressMode {
+  const mode = given ?? (isTTY ? 'tty' : 'plain');
+  if (!(PROGRESS_MODES as readonly string[]).includes(mode)) throw new HvError(`--progress ${given}: use ${PROGRESS_MODES.join(', ')}`, { exitCode: ExitCode.usage });
+  return mode as ProgressMode;
+}
 
 export interface EventSink {
   emit(e: InstallEvent): void;

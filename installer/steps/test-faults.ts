@@ -14,3 +14,15 @@ export function killIfAsked(point: string, configured: string | undefined): void
     process.kill(process.pid, 'SIGKILL');
   }
 }
+
+/**
+ * For the `<kind>-bytes:<n>` points: a check to call with each count of bytes copied, which kills at
+ * the first count of n or more (a no-op unless that point is configured).
+ */
+export function killAtBytes(kind: 'deploy' | 'persistent' | 'agent', configured: string | undefined): (done: number) => void {
+  const n = new RegExp(`^${kind}-bytes:(\\d+)$`).exec(configured ?? '')?.[1];
+  if (n === undefined) return () => undefined;
+  return (done) => {
+    if (done >= Number(n)) killIfAsked(`${kind}-bytes:${n}`, configured);
+  };
+}

@@ -10,7 +10,7 @@ import type { HarvesterConfig } from '../../../installer/config/index.js';
 import { formatServerUrl, normaliseServerUrl } from '../../../installer/config/server-url.js';
 import { FindingList } from '../../../installer/config/findings.js';
 import { ownValue, setOwn } from '../../../lib/own-keys.js';
-import { tokenizeCmdline } from '../../../installer/config/cmdline.js';
+import { parseCmdline, tokenizeCmdline } from '../../../installer/config/cmdline.js';
 
 const base = {
   scheme_version: 1,
@@ -212,5 +212,45 @@ describe('the edges a second mutation run left open', () => {
   it('a header named X-Proxy-Authorization is not Proxy-Authorization: its value is not a secret', () => {
     const cfg = { install: { webhooks: [{ event: 'STARTED', method: 'GET', url: 'https://h.example', headers: { 'X-Proxy-Authorization': ['public-x'], 'Proxy-Authorization': ['Basic c2VjcmV0'] } }] } } as unknown as HarvesterConfig;
     expect(configSecrets(cfg)).toEqual(['Basic c2VjcmV0']);
+  });
+});
+
+describe('the kernel command line: what a third mutation run left open', () => {
+  it('blank lines, runs of separators and trailing white space make no empty tokens', () => {
+    expect(tokenizeCmdline('a  \n\n b \t\n')).toEqual([
+      { text: 'a', line: 1, column: 1 },
+      { text: 'b', line: 3, column: 2 },
+    ]);
+  });
+
+  it('a finding names the command line as its source, with severity and the token\'s line and column', () => {
+    const r = parseCmdline('quiet harvester.os..hostname=x');
+    expect(r.warnings).toEqual([
+      { severity: 'warning', path: '', source: '<cmdline>', line: 1, column: 7, message: 'kernel parameter "harvester.os..hostname=x" has an empty key part and is ignored' },
+    ]);
+  });
+
+  it('each key points at the first parameter that named it; later ones under it do not move it', () => {
+    const r = parseCmdline('harvester.os.hostname=n1 harvester.os.ntp_servers=a');
+    expect(r.positions.key.get('/os')).toEqual({ line: 1, column: 1 });
+    expect(r.positions.key.get('/os/hostname')).toEqual({ line: 1, column: 1 });
+    expect(r.positions.key.get('/os/ntp_servers')).toEqual({ line: 1, column: 26 });
+  });
+
+  it('a repeated key becomes a list whose every item points at its own parameter', () => {
+    const r = parseCmdline('harvester.os.ntp_servers=a harvester.os.ntp_servers=b harvester.os.ntp_servers=c');
+    expect(r.raw).toEqual({ os: { ntp_servers: ['a', 'b', 'c'] } });
+    expect(r.positions.value.get('/os/ntp_servers/0')).toEqual({ line: 1, column: 1 });
+    expect(r.positions.value.get('/os/ntp_servers/1')).toEqual({ line: 1, column: 28 });
+    expect(r.positions.value.get('/os/ntp_servers/2')).toEqual({ line: 1, column: 55 });
+  });
+});
+
+describe('the placeholder warning\'s kind', () => {
+  it('is "placeholder", with its hint: hvpxe refuses to serve a config by that kind (pxe/state.ts), not by the words', async () => {
+    const r = await validateConfig({ ...base, os: { ...base.os, ntp_servers: ['<NTP_SERVER>'] } });
+    expect(r.warnings.filter((w) => w.path === 'os.ntp_servers[0]')).toEqual([
+      expect.objectContaining({ severity: 'warning', kind: 'placeholder', message: '"<NTP_SERVER>" looks like a placeholder', hint: 'replace it with the real value' }),
+    ]);
   });
 });

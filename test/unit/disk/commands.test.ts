@@ -35,6 +35,17 @@ describe('partition and filesystem command lines', () => {
     expect(lines[0]).toBe('start=2048, size=102400, type=83');
   });
 
+  it('sfdisk script: the header lines, the blank line that ends the header, one line a partition, a final newline (sfdisk(8) script format)', () => {
+    const plan = planInstall({ install: { device: '/dev/sda', forceMbr: true } }, machine([disk('sda', 300, { logicalSectorSize: 4096, physicalSectorSize: 4096 })], false));
+    const text = msdosCommand(plan).input!;
+    const rows = text.split('\n');
+    expect(rows.slice(0, 4)).toEqual(['label: dos', `label-id: 0x${plan.diskGuid.replace(/-/g, '').slice(0, 8)}`, 'sector-size: 4096', '']);
+    expect(rows.slice(4, -1)).toHaveLength(4);
+    for (const r of rows.slice(4, -1)) expect(r).toMatch(/^start=\d+, size=\d+, type=83(, bootable)?$/);
+    expect(rows.at(-1)).toBe('');
+    expect(text.endsWith('\n\n')).toBe(false);
+  });
+
   it('mkfs: labels and the planned UUIDs (ext4 hash seed too)', () => {
     expect(mkfsCommand({ fs: 'vfat', label: 'COS_GRUB', fsUuid: 'ABCD1234' }, '/dev/sda1')).toEqual({ file: 'mkfs.vfat', args: ['-n', 'COS_GRUB', '-i', 'ABCD1234', '/dev/sda1'] });
     const u = '11111111-2222-4333-8444-555555555555';

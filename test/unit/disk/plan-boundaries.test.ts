@@ -187,3 +187,62 @@ describe('targetInUseProblems: the installer\'s own mounts', () => {
     expect(targetInUseProblems(d)).toEqual(['/dev/vda is mounted (/mnt/x): unmount it first']);
   });
 });
+
+describe('what the boot partition costs, and the sizes that follow from it (the mutation run\'s survivors)', () => {
+  // Harvester's fixed layout: the boot partition (64 MiB ESP on UEFI GPT, 1 MiB bios_grub on BIOS GPT,
+  // none on msdos), 50 MiB COS_OEM, 8192 MiB COS_RECOVERY, 15360 MiB COS_STATE; a shared disk keeps
+  // 51200 MiB for VM data. The largest persistent size is the disk's MiB less all of that, and
+  // skipchecks clamps a larger one to it. On a 100 GiB (102400 MiB) disk:
+  const clampNote = (maxMiB: number) => `persistent_partition_size clamped from 512000 to ${maxMiB} MiB (skipchecks)`;
+  const huge = { skipchecks: true, persistentPartitionSize: '500Gi' };
+  it('UEFI GPT: 102400 - (64 + 50 + 8192 + 15360 + 51200) = 27534 MiB', () => {
+    expect(planInstall(cfg(huge), machine([disk('vda', 100)])).notes).toEqual([clampNote(27534)]);
+  });
+  it('BIOS GPT: 102400 - (1 + 50 + 8192 + 15360 + 51200) = 27597 MiB', () => {
+    expect(planInstall(cfg(huge), machine([disk('vda', 100)], false)).notes).toEqual([clampNote(27597)]);
+  });
+  it('msdos: no boot partition, so the layout fits in 1 + 50 + 8192 + 15360 + 64 = 23667 MiB, and not in one MiB less', () => {
+    // An msdos table has no data partition and no backup table at the end: COS_PERSISTENT takes the rest.
+    const msdos = (mib: number) => planInstall(cfg({ skipchecks: true, forceMbr: true }), machine([disk('vda', 0, { sizeBytes: mib * MiB })], false));
+    expect(msdos(23667).partitions.find((p) => p.label === 'COS_PERSISTENT')!.sizeBytes).toBe(64 * MiB);
+    expect(problemsOf(() => msdos(23666))).toEqual(['the layout does not fit on /dev/vda: it needs at least 23667 MiB, the disk has 23666 MiB']);
+  });
+  it('skipchecks clamps down to exactly COS_PERSISTENT\'s 64 MiB minimum; one MiB less has nothing to clamp to', () => {
+    const fixed = 64 + 50 + 8192 + 15360 + 51200;
+    const plan = planInstall(cfg({ skipchecks: true }), machine([disk('vda', 0, { sizeBytes: (fixed + 64) * MiB })]));
+    expect(plan.notes).toEqual([clampNote(64).replace('512000', '153600')]);
+    expect(plan.partitions.find((p) => p.label === 'COS_PERSISTENT')!.sizeBytes).toBe(64 * MiB);
+    expect(problemsOf(() => planInstall(cfg({ skipchecks: true }), machine([disk('vda', 0, { sizeBytes: (fixed + 63) * MiB })])))[0]).toMatch(/^partition size is too large\. Maximum 0Gi is allowed/);
+  });
+  it('the bios_grub partition has no filesystem, so no filesystem id; the ESP has a vfat serial, the ext4 ones a UUID', () => {
+    const bios = planInstall(cfg(), machine([disk('vda', 300)], false)).partitions;
+    expect(bios[0]!.role).toBe('bios');
+    expect(bios[0]!.fsUuid).toBeUndefined();
+    const efi = planInstall(cfg(), machine([disk('vda', 300)])).partitions;
+    expect(efi[0]!.fsUuid).toMatch(/^[0-9A-F]{8}$/);
+    for (const p of efi.slice(1)) expect(p.fsUuid).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  });
+});
+
+describe('size rules that apply to one table or one disk only (the mutation run\'s survivors)', () => {
+  it('the MBR limit is not a GPT limit: a 4 TiB disk gets a GPT layout', () => {
+    const plan = planInstall(cfg(), machine([disk('vda', 4096)]));
+    expect(plan.table).toBe('gpt');
+    expect(plan.deviceSizeBytes).toBe(4096 * GiB);
+  });
+  it('under the install-disk minimum, that one problem is reported, not also a persistent size the small disk cannot hold', () => {
+    expect(problemsOf(() => planInstall(cfg(), machine([disk('vda', 200)])))).toEqual([
+      'installation disk size is too small. Minimum 250Gi is required (/dev/vda is 200Gi)',
+    ]);
+  });
+  it('at exactly the 250 GiB minimum the persistent size is checked: 256000 - 74866 = 181134 MiB, so at most 176Gi', () => {
+    expect(problemsOf(() => planInstall(cfg({ persistentPartitionSize: '200Gi' }), machine([disk('vda', 250)])))).toEqual([
+      'partition size is too large. Maximum 176Gi is allowed (install.persistent_partition_size: 200Gi, /dev/vda is 250Gi)',
+    ]);
+  });
+  it('wipe_all_disks never lists the install disk, even when it carries the old install being replaced', () => {
+    const oldInstall = (name: string, gib: number) => disk(name, gib, { partitions: [{ path: `/dev/${name}2`, number: 2, sizeBytes: GiB, label: 'COS_OEM', mountpoints: [] }] });
+    const plan = planInstall(cfg({ wipeAllDisks: true }), machine([oldInstall('vda', 300), oldInstall('vdb', 100)]));
+    expect(plan.wipeDisks).toEqual(['/dev/vdb']);
+  });
+});

@@ -327,3 +327,11 @@ Notes:
 Destroys everything on:
   - /dev/vda (300 GiB): no partitions
 `;
+
+describe('formatPlanText: the target line on UEFI (the mutation run\'s survivors)', () => {
+  it('says GPT and UEFI boot for a UEFI machine, and prints no empty Notes: heading when there are none', () => {
+    const text = formatPlanText(planInstall(cfg(), machine([disk('vda', 300)])));
+    expect(text.split('\n')[0]).toBe('Target /dev/vda: 300 GiB, 512-byte sectors, GPT, UEFI boot');
+    expect(text).not.toContain('Notes:');
+  });
+});

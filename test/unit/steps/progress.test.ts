@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { EventBus, jsonSink, plainSink, ttySink, describeEvent, type StampedEvent } from '../../../installer/steps/progress.js';
+import { EventBus, jsonSink, plainSink, ttySink, describeEvent, progressModeOf, type StampedEvent } from '../../../installer/steps/progress.js';
+import { ExitCode, HvError } from '../../../lib/errors.js';
 import { Redactor } from '../../../lib/redact.js';
 
 function clock(start = 1_000_000) {
@@ -78,5 +79,28 @@ describe('install progress', () => {
     const base = { ts: '', elapsedMs: 61_000 };
     expect(describeEvent({ ...base, type: 'install', phase: 'failed', device: '/dev/sda', message: 'x' })).toBe('[01:01] install failed on /dev/sda: x');
     expect(describeEvent({ ...base, type: 'message', level: 'warn', message: 'careful' })).toBe('[01:01] warn: careful');
+  });
+});
+
+describe('--progress (progressModeOf)', () => {
+  it('the mode given wins; without one, tty on a terminal and plain elsewhere (a log file, a pipe)', () => {
+    expect(progressModeOf('json', true)).toBe('json');
+    expect(progressModeOf('plain', true)).toBe('plain');
+    expect(progressModeOf('tty', false)).toBe('tty');
+    expect(progressModeOf(undefined, true)).toBe('tty');
+    expect(progressModeOf(undefined, false)).toBe('plain');
+  });
+  it('any other word is a usage error naming it and the three modes', () => {
+    for (const given of ['TTY', 'yaml', '']) {
+      let err: unknown;
+      try {
+        progressModeOf(given, true);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(HvError);
+      expect((err as HvError).message).toBe(`--progress ${given}: use tty, plain, json`);
+      expect((err as HvError).exitCode).toBe(ExitCode.usage);
+    }
   });
 });
