@@ -59,13 +59,21 @@ export async function packCpio(dir: string, out: string, opts: { epoch: number; 
 }
 
 /**
- * mksquashfs options for a reproducible image: the filesystem and file times pinned, owners root.
+ * mksquashfs's environment: it refuses to run when SOURCE_DATE_EPOCH is set next to -mkfs-time or
+ * -all-time ("can't be used at the same time"), and a build started with SOURCE_DATE_EPOCH (the
+ * convention buildEpoch honours) passes it on. The time is in the options, so the variable goes.
+ */
+export const MKSQUASHFS_ENV: Record<string, undefined> = { SOURCE_DATE_EPOCH: undefined };
+
+/**
+ * Packs dir into a reproducible squashfs: the filesystem and file times pinned, owners root.
  * (mksquashfs 4.4+ writes the same image whatever the number of threads; files go in name order.)
  */
-export function squashfsArgs(epoch: number, opts: { zstdLevel?: number } = {}): string[] {
-  return [
+export async function packSquashfs(dir: string, out: string, epoch: number, opts: { zstdLevel?: number; timeoutMs: number }): Promise<void> {
+  await run('mksquashfs', [
+    dir, out,
     '-noappend', '-no-progress', '-quiet', '-all-root',
     '-comp', 'zstd', ...(opts.zstdLevel ? ['-Xcompression-level', String(opts.zstdLevel)] : []),
     '-mkfs-time', String(epoch), '-all-time', String(epoch),
-  ];
+  ], { env: MKSQUASHFS_ENV, timeoutMs: opts.timeoutMs });
 }

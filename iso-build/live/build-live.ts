@@ -21,7 +21,7 @@ import { run } from '../../lib/exec.js';
 import { findOnPath } from '../../lib/find-on-path.js';
 import { fetchDebianKernel } from '../boot-chain.js';
 import { copyKernelModules } from '../kernel-modules.js';
-import { squashfsArgs } from '../reproducible.js';
+import { packSquashfs } from '../reproducible.js';
 import { BUSYBOX } from '../test-os-tree.js';
 import { buildInitramfs, buildPxeInitrd } from './initramfs.js';
 import { buildOsImage } from './os-image.js';
@@ -113,7 +113,7 @@ export async function buildLiveInstaller(opts: LiveBuildOptions): Promise<LiveBu
     const liveSquashfs = path.join(outDir, 'live.squashfs');
     await rm(liveSquashfs, { force: true });
     // zstd level 9: within a few per cent of the default (15) in size, several times faster to build.
-    await run('mksquashfs', [root, liveSquashfs, ...squashfsArgs(opts.epoch, { zstdLevel: 9 })], { timeoutMs: 20 * 60_000 });
+    await packSquashfs(root, liveSquashfs, opts.epoch, { zstdLevel: 9, timeoutMs: 20 * 60_000 });
 
     const osSquashfs = path.join(outDir, 'rootfs.squashfs');
     if (opts.osImage) await copyFile(opts.osImage, osSquashfs);

@@ -5,8 +5,7 @@
  */
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import { run } from '../../lib/exec.js';
-import { squashfsArgs } from '../reproducible.js';
+import { packSquashfs } from '../reproducible.js';
 import { buildTestOsTree } from '../test-os-tree.js';
 
 export async function buildOsImage(opts: { workDir: string; cacheDir: string; kernelPackage?: string; out: string; epoch: number }): Promise<void> {
@@ -15,5 +14,5 @@ export async function buildOsImage(opts: { workDir: string; cacheDir: string; ke
     kernel: { cacheDir: path.join(opts.cacheDir, 'kernel'), kernelPackage: opts.kernelPackage },
   });
   await rm(opts.out, { force: true });
-  await run('mksquashfs', [tree.dir, opts.out, ...squashfsArgs(opts.epoch)], { timeoutMs: 10 * 60_000 });
+  await packSquashfs(tree.dir, opts.out, opts.epoch, { timeoutMs: 10 * 60_000 });
 }

@@ -14,6 +14,7 @@ import { BUSYBOX } from '../test-os-tree.js';
 import { FILES_DIR, RKE2_STANDIN, systemdOsFile } from './files.js';
 import { buildCosInitrd, type CosInitrd } from './initrd.js';
 import { SOURCE_DATE_EPOCH } from './packages.js';
+import { MKSQUASHFS_ENV } from '../reproducible.js';
 import { publishEntry, readEntry } from './cache.js';
 import { ensureBaseRoot, type BaseRoot } from './root.js';
 
@@ -116,7 +117,7 @@ export async function buildSystemdOs(cacheDir: string, log: (s: string) => void 
     const treeBytes = Number.parseInt((await run('du', ['-s', '--bytes', '--apparent-size', tree])).stdout, 10);
     log(`mksquashfs of ${Math.round(treeBytes / 2 ** 20)} MiB`);
     const out = path.join(work, 'os.squashfs');
-    await run('mksquashfs', [tree, out, '-noappend', '-quiet', '-no-progress', '-comp', 'zstd', '-Xcompression-level', '3', '-all-time', String(SOURCE_DATE_EPOCH), '-mkfs-time', String(SOURCE_DATE_EPOCH)], { timeoutMs: 30 * 60_000 });
+    await run('mksquashfs', [tree, out, '-noappend', '-quiet', '-no-progress', '-comp', 'zstd', '-Xcompression-level', '3', '-all-time', String(SOURCE_DATE_EPOCH), '-mkfs-time', String(SOURCE_DATE_EPOCH)], { env: MKSQUASHFS_ENV, timeoutMs: 30 * 60_000 });
     await rm(tree, { recursive: true, force: true });
     await rm(initrd.file, { force: true });
     const manifest: ImageManifest = {
