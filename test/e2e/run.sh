@@ -366,7 +366,7 @@ fi
 TIMES[total]=$(($(date +%s) - T0))
 {
   echo "e2e passed $(date -u +%FT%TZ)"
-  for k in build-live ${ALL_STAGES/firstboot/firstboot-build firstboot-install firstboot-boot1 firstboot-boot2 firstboot-passive} total; do [ -n "${TIMES[$k]:-}" ] && echo "$k: ${TIMES[$k]} s"; done
+  for k in build-live ${ALL_STAGES/firstboot/firstboot-build firstboot-install firstboot-boot1 firstboot-boot2 firstboot-passive firstboot-sb-refused} total; do [ -n "${TIMES[$k]:-}" ] && echo "$k: ${TIMES[$k]} s"; done
   if [ -n "${TIMES[pxe-uefi-vs-bios]:-}" ]; then echo "pxe-uefi-vs-bios: ${TIMES[pxe-uefi-vs-bios]}"; fi
 } | tee "$OUT/summary.txt"
 say "PASS (disk image left at $OUT/disk.raw; consoles in $OUT/console-*.log)"
