@@ -26,8 +26,22 @@ export function usage(): string {
   return programUsage('hvinstall', COMMANDS, { subcommands: true });
 }
 
-/** The module whose USAGE and OPTIONS define each command (validate's lives with the config code). */
-const DEFINED_IN: Record<string, string> = { validate: './config/validate-command.js' };
+/**
+ * Each command's module, imported only when used. Literal specifiers, so a bundler follows them (the
+ * live system runs the one-file bundle, scripts/generators/live-cli-bundle.mjs). `define` reads
+ * validate's USAGE and OPTIONS from the config code, where they live.
+ */
+const COMMAND_MODULES: Record<string, () => Promise<unknown>> = {
+  validate: () => import('./commands/validate.js'),
+  preflight: () => import('./commands/preflight.js'),
+  plan: () => import('./commands/plan.js'),
+  install: () => import('./commands/install.js'),
+  image: () => import('./commands/image.js'),
+  console: () => import('./commands/console.js'),
+  render: () => import('./commands/render.js'),
+  fetch: () => import('./commands/fetch.js'),
+};
+const DEFINED_IN: Record<string, () => Promise<unknown>> = { validate: () => import('./config/validate-command.js') };
 
 interface CommandModule {
   USAGE: string;
@@ -39,7 +53,7 @@ interface CommandModule {
 export async function definition(): Promise<ProgramDef> {
   const commands = await Promise.all(
     COMMANDS.map(async (c): Promise<CommandDef> => {
-      const mod = (await import(new URL(DEFINED_IN[c.name] ?? `./commands/${c.name}.js`, import.meta.url).href)) as CommandModule;
+      const mod = (await (DEFINED_IN[c.name] ?? COMMAND_MODULES[c.name]!)()) as CommandModule;
       return { name: c.name, summary: c.summary, usage: mod.USAGE, options: { ...(mod.OPTIONS ?? {}), ...HELP_OPTION }, subcommands: mod.SUBCOMMANDS };
     }),
   );
@@ -52,7 +66,7 @@ export const program: Program = {
   commandNames: COMMANDS.map((c) => c.name),
   define: definition,
   async run(name, rest) {
-    const mod = (await import(new URL(`./commands/${name}.js`, import.meta.url).href)) as { default: (argv: string[]) => Promise<number> };
+    const mod = (await COMMAND_MODULES[name]!()) as { default: (argv: string[]) => Promise<number> };
     return mod.default(rest);
   },
 };

@@ -61,6 +61,8 @@ export interface LiveBuild {
   missingOptionalTools: string[];
 }
 
+/** The one-file bundle of the CLI that `make build` writes (scripts/generators/live-cli-bundle.mjs). */
+export const LIVE_CLI_BUNDLE = 'dist/installer/hvinstall.bundle.js';
 /** Where hvinstall lives inside the live system. */
 export const LIVE_APP_DIR = '/opt/hvinstall';
 /** Where the live system finds the boot medium (dracut's dmsquash-live mount point). */
@@ -102,7 +104,7 @@ export async function buildLiveInstaller(opts: LiveBuildOptions): Promise<LiveBu
     }
 
     await copyApp(repo, path.join(root, LIVE_APP_DIR.slice(1)));
-    await writeFile(path.join(root, 'usr/bin/hvinstall'), `#!/bin/sh\nexec node ${LIVE_APP_DIR}/dist/installer/cli.js "$@"\n`, { mode: 0o755 });
+    await writeFile(path.join(root, 'usr/bin/hvinstall'), liveLauncher(await liveEntry(repo)), { mode: 0o755 });
 
     await writeFile(path.join(root, 'init'), LIVE_INIT, { mode: 0o755 });
     await writeFile(path.join(root, 'etc/hv-live/udhcpc.script'), UDHCPC_SCRIPT, { mode: 0o755 });
@@ -188,6 +190,21 @@ async function copyPath(root: string, file: string): Promise<void> {
 
 function usrPath(p: string): string {
   return p.replace(/^\/(bin|sbin|lib|lib64)(\/|$)/, '/usr/$1$2');
+}
+
+/**
+ * What the live system's hvinstall runs: the one-file bundle of the CLI when `make build` made it
+ * (scripts/generators/live-cli-bundle.mjs; loading ~300 modules is most of a start under emulation
+ * and on slow USB media), else the modules themselves.
+ */
+export async function liveEntry(repo: string): Promise<string> {
+  const bundled = await stat(path.join(repo, LIVE_CLI_BUNDLE)).catch(() => undefined);
+  return bundled?.isFile() ? LIVE_CLI_BUNDLE : 'dist/installer/cli.js';
+}
+
+/** The live system's /usr/bin/hvinstall for an entry (a path under the app directory). Pure. */
+export function liveLauncher(entry: string): string {
+  return `#!/bin/sh\nexec node ${LIVE_APP_DIR}/${entry} "$@"\n`;
 }
 
 /** dist/, the launcher, package.json, schemas and the production dependencies (from package-lock.json; dev ones left out). */
