@@ -49,6 +49,13 @@ export class Host {
     }
   }
 
+  /** Which of `paths` exist (a reader that pays per lookup, an image read with a tool, answers them in one go). */
+  async existing(paths: readonly string[]): Promise<Set<string>> {
+    const found = new Set<string>();
+    for (const p of paths) if (await this.exists(p)) found.add(p);
+    return found;
+  }
+
   async exists(p: string): Promise<boolean> {
     try {
       await access(this.path(p));

@@ -37,10 +37,6 @@ export function chooseBootstrapper(facts: BootstrapperFacts): BootstrapperChoice
 
 /** The facts of the image rooted at host.sysroot (a source tree at install time, `/` on the node). */
 export async function bootstrapperFacts(host: Host): Promise<BootstrapperFacts> {
-  const present = async (paths: readonly string[]): Promise<string[]> => {
-    const found: string[] = [];
-    for (const p of paths) if (await host.exists(p)) found.push(p);
-    return found;
-  };
-  return { binaries: await present(RANCHERD_BINARIES), units: await present(RANCHERD_UNITS) };
+  const found = await host.existing([...RANCHERD_BINARIES, ...RANCHERD_UNITS]);
+  return { binaries: RANCHERD_BINARIES.filter((p) => found.has(p)), units: RANCHERD_UNITS.filter((p) => found.has(p)) };
 }

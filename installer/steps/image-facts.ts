@@ -21,10 +21,16 @@ class SquashfsHost extends Host {
   }
 
   override async exists(p: string): Promise<boolean> {
-    // -lls with the path as an extract filter lists that one entry when it exists, and nothing else.
-    const r = await run('unsquashfs', ['-no-progress', '-lls', this.image, p.replace(/^\/+/, '')], { allowFailure: true, timeoutMs: 120_000 });
+    return (await this.existing([p])).has(p);
+  }
+
+  /** One unsquashfs run for all paths: -lls with the paths as extract filters lists those entries that exist, and nothing else. */
+  override async existing(paths: readonly string[]): Promise<Set<string>> {
+    if (paths.length === 0) return new Set();
+    const r = await run('unsquashfs', ['-no-progress', '-lls', this.image, ...paths.map((p) => p.replace(/^\/+/, ''))], { allowFailure: true, timeoutMs: 120_000 });
     if (r.exitCode !== 0) throw new HvError(`cannot list ${this.image}: ${r.stderr.trim().split('\n').at(-1) ?? ''}`, { where: this.image, hint: 'check it is a squashfs image with `unsquashfs -s`', exitCode: ExitCode.usage });
-    return r.stdout.split('\n').some((l) => l.endsWith(` squashfs-root${p}`) || l.includes(` squashfs-root${p} -> `));
+    const lines = r.stdout.split('\n');
+    return new Set(paths.filter((p) => lines.some((l) => l.endsWith(` squashfs-root${p}`) || l.includes(` squashfs-root${p} -> `))));
   }
 
   override async readText(p: string): Promise<string | undefined> {

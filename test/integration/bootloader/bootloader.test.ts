@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { execa } from 'execa';
 import { existsSync } from 'node:fs';
-import { mkdtemp, open, readFile, readdir, rm, stat } from 'node:fs/promises';
+import { mkdtemp, open, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { installBootloader, renderEarlyCfg, renderGrubCfg } from '../../../installer/bootloader/index.js';
@@ -87,7 +87,11 @@ describe('installBootloader, UEFI', () => {
     await installBootloader(request(d, 'efi'));
     const esp = d.byLabel('COS_GRUB').device;
     const first = await espRead(esp, '::/EFI/BOOT/BOOTX64.EFI');
+    const mods = path.join(d.byLabel('COS_STATE').mountpoint!, 'grub2/x86_64-efi');
+    await writeFile(path.join(mods, 'stale.mod'), 'from an older grub');
     await installBootloader(request(d, 'efi'));
+    // The modules directory is replaced whole: grub's own files exactly, the stale one gone.
+    expect((await readdir(mods, { recursive: true })).sort()).toEqual((await readdir('/usr/lib/grub/x86_64-efi', { recursive: true })).sort());
     expect(Buffer.compare(first, await espRead(esp, '::/EFI/BOOT/BOOTX64.EFI'))).toBe(0);
     await expectConfigFiles(d, 'x86_64-efi');
   });
