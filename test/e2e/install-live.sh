@@ -40,16 +40,24 @@ install_stage() {
   say "   nvram: $nvram"
 }
 
+# boot_installed_disk NAME FIRMWARE DISK SERIAL WHAT: DISK alone (no NIC, first in the boot order)
+# under FIRMWARE (uefi, bios) must reach the test OS's init from active.img; WHAT names the disk
+# in the failure.
+boot_installed_disk() {
+  local name=$1 firmware=$2 disk=$3 serial=$4 what=$5
+  FIRMWARE=$firmware run_qemu "$name" "$BOOT_TIMEOUT" \
+    -drive file="$disk",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial="$serial",drive=d0,bootindex=0 \
+    -nic none \
+    || die "$name: QEMU exited with status $?"
+  expect_line "$name" 'HVTEST-BOOTED image=/cOS/active.img os=hvinstall test OS' "$what did not boot active.img"
+  say "   guest: $(console "$name" | grep -a 'HVTEST-BOOTED' | head -n 1)"
+}
+
 # boot-installed: OVMF -> EFI/BOOT/BOOTX64.EFI -> grub -> cos-img initramfs -> active.img, on the
 # disk the install stage wrote (the same job runs both).
 boot_installed_stage() {
-  run_qemu boot "$BOOT_TIMEOUT" \
-    -drive file="$OUT/disk.raw",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2E0001,drive=d0 \
-    -nic none \
-    || die "boot: QEMU exited with status $?"
+  boot_installed_disk boot uefi "$OUT/disk.raw" HVE2E0001 "the installed disk"
   expect_line boot 'HVTEST-INITRD root=LABEL=COS_STATE image=/cOS/active.img' "grub did not start the cos-img initramfs with the active image"
-  expect_line boot 'HVTEST-BOOTED image=/cOS/active.img os=hvinstall test OS' "the installed system's init did not run from active.img"
-  say "   guest: $(console boot | grep -a 'HVTEST-BOOTED' | head -n 1)"
 }
 
 # negative-missing-disk: the refusal names the missing disk and the disk that is there stays unwritten.

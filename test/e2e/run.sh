@@ -77,10 +77,13 @@ fi
 PIDS=()
 LOOP=
 CLEANUPS=() # functions a stage adds to undo what it set up (mounts, network namespaces)
+NETNS=()    # network namespaces a stage made with netns_add
+netns_add() { ip netns add "$1" && NETNS+=("$1"); }
 cleanup() {
-  local rc=$?
+  local rc=$? ns
   set +e
   for fn in "${CLEANUPS[@]}"; do "$fn"; done
+  for ns in "${NETNS[@]}"; do ip netns delete "$ns"; done
   [ -n "$LOOP" ] && losetup --detach "$LOOP"
   for pid in "${PIDS[@]}"; do
     if kill -0 "$pid" 2>/dev/null; then kill "$pid" 2>/dev/null; sleep 1; kill -9 "$pid" 2>/dev/null; fi
@@ -238,7 +241,7 @@ case $JOBS in '' | *[!0-9]* | 0) die "HV_E2E_JOBS=$JOBS: give the number of stag
 # run_chain STAGE...: one job, in a subshell of its own: its QEMU, loop device and namespaces are
 # its own and its EXIT trap undoes them, also when the parent ends it.
 run_chain() {
-  PIDS=() LOOP= JOB_TAG=" $1" RUNNING=() # the parent's, not this job's
+  PIDS=() NETNS=() LOOP= JOB_TAG=" $1" RUNNING=() # the parent's, not this job's
   trap cleanup EXIT
   trap 'exit 130' INT TERM
   local st
