@@ -157,7 +157,7 @@ run_qemu() {
   esac
   # QEMU_STDIN: the serial console's input (a FIFO when a stage types at grub).
   # QEMU_WRAP: a command to run QEMU under (e.g. `ip netns exec NS` for a tap in a namespace).
-  ${QEMU_WRAP:-} qemu-system-x86_64 -machine q35 -accel tcg -cpu "${HV_E2E_CPU:-qemu64}" -m "$MEM" -smp 2 -nographic -no-reboot \
+  ${QEMU_WRAP:-} qemu-system-x86_64 -machine q35 -accel tcg -cpu "${HV_E2E_CPU:-qemu64}" -m "$MEM" -smp "${HV_E2E_SMP:-2}" -nographic -no-reboot \
     "${firmware[@]}" "$@" < "${QEMU_STDIN:-/dev/null}" > "$log" 2>&1 &
   local pid=$!
   PIDS+=("$pid")
