@@ -24,7 +24,7 @@ import { espFiles, grubEntryName, patchNoFloppy, renderDebugGrubcustom, renderEs
 import { chainFiles, extractImageFiles, IMAGE_OS_RELEASE } from './image-chain-source.js';
 
 export * from './grub-config.js';
-export { assertLabelsUnique, devicesWithLabel, duplicateLabels } from './labels.js';
+export { assertLabelsUnique, devicesWithLabels, duplicateLabels, labelledDevices } from './labels.js';
 export * from './image-chain.js';
 
 /** Where Debian's grub packages keep the platform modules. */

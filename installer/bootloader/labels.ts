@@ -1,21 +1,6 @@
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
 
-/** Devices carrying a filesystem label, read fresh (no blkid cache), optionally among given devices only. */
-export async function devicesWithLabel(label: string, among?: readonly string[]): Promise<string[]> {
-  const args = ['-c', '/dev/null', '-o', 'device', '-t', `LABEL=${label}`, ...(among ?? [])];
-  // blkid exits 2 when nothing matches: that is an answer, not a failure.
-  const r = await run('blkid', args, { allowFailure: true, timeoutMs: 60_000 });
-  if (r.exitCode !== 0 && r.exitCode !== 2) {
-    throw new HvError(`blkid failed while looking for label ${label} (exit ${r.exitCode})`, {
-      where: r.command,
-      hint: r.stderr.trim() || 'check that util-linux is installed',
-      exitCode: ExitCode.installFailed,
-    });
-  }
-  return [...new Set(r.stdout.split('\n').map((l) => l.trim()).filter(Boolean))].sort();
-}
-
 /** Labels that appear on more than one device, with the devices. Pure: for messages and tests. */
 export function duplicateLabels(found: Record<string, readonly string[]>): Array<{ label: string; devices: readonly string[] }> {
   return Object.entries(found)
