@@ -1,4 +1,4 @@
-# Sourced by test/e2e/run.sh for the console stage (uses its run_qemu, expect_line, say, die, OUT, …).
+# Sourced by test/e2e/run.sh for the console stage (uses its run_qemu, boot_installed_disk, expect_line, say, die, OUT, …).
 # An interactive install: the live system without harvester.install.automatic starts hvinstall
 # console on its serial line; test/e2e/console-drive.mjs, on the host, reads that screen through a
 # headless terminal emulator and types the answers (create mode, DHCP from slirp, a static VIP),
@@ -39,11 +39,7 @@ console_stage() {
     case " $labels " in *" $label "*) ;; *) die "console: no filesystem labelled $label on the disk (got:$labels)" ;; esac
   done
   [ -n "$hostname" ] || die "console: /oem/harvester.config on COS_OEM does not carry the hostname typed on the console"
-  run_qemu console-boot "$BOOT_TIMEOUT" \
-    -drive file="$OUT/disk-console.raw",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2E0009,drive=d0 \
-    -nic none \
-    || die "console-boot: QEMU exited with status $?"
-  expect_line console-boot 'HVTEST-BOOTED image=/cOS/active.img os=hvinstall test OS' "the disk the console installed did not boot"
+  boot_installed_disk console-boot uefi "$OUT/disk-console.raw" HVE2E0009 "the disk the console installed"
   say "   $(node -p "const r=require('$OUT/console-drive.json'); 'first screen after ' + r.firstScreenS + ' s, install ' + r.installS + ' s, total ' + r.totalS + ' s'")"
   rm -f "$OUT/disk-console.raw"
 }

@@ -1,5 +1,5 @@
 # Sourced by test/e2e/run.sh after install-pxe.sh (uses pxe_profiles, pxe_boot_bridge, pxe_serve, pxe_check_events,
-# time_to_line, run_qemu, console, expect_line, has_line, say, die, PIDS, CLEANUPS, OUT, …).
+# time_to_line, run_qemu, console, expect_line, has_line, say, die, PIDS, netns_add, boot_installed_disk, OUT, …).
 # UEFI HTTP Boot: no PXE and no TFTP anywhere on the boot network. One network namespace: a bridge
 # 10.76.0.1/24 with the guest's tap, `hvpxe serve` on 10.76.0.1:8080 (ipxe.efi from Debian's ipxe
 # package under its --root, so it is served at /artifacts/ipxe.efi), and a real dnsmasq as the
@@ -20,13 +20,7 @@
 # firmware's own business); a server's setup menu has the same choice ("HTTP Boot" on the NIC).
 
 HB_NET=10.76.0
-HB_NS=
 
-http_boot_cleanup() {
-  [ -n "$HB_NS" ] && ip netns delete "$HB_NS" 2>/dev/null
-  HB_NS=
-}
-CLEANUPS+=(http_boot_cleanup)
 
 # http_boot_requests HVPXE_LOG: hvpxe's request lines (JSON) as "METHOD PATH STATUS BYTES CLIENT", in order.
 http_boot_requests() {
@@ -46,23 +40,23 @@ http_boot_stage() {
   cp /usr/lib/ipxe/ipxe.efi "$dir/artifacts/ipxe.efi"
   efi_size=$(stat -c %s "$dir/artifacts/ipxe.efi")
 
-  HB_NS=hv-e2e-http-$$
-  pxe_boot_bridge "$HB_NS" "$net"
+  local ns=hv-e2e-http-$$
+  pxe_boot_bridge "$ns" "$net"
 
-  pxe_serve "$dir" "$net.1:8080" "$server" "$server/healthz" ip netns exec "$HB_NS"
+  pxe_serve "$dir" "$net.1:8080" "$server" "$server/healthz" ip netns exec "$ns"
   "$REPO/bin/hvpxe" render-dnsmasq --profiles "$dir/profiles.yaml" --interface br0 --netmask 255.255.255.0 \
     --dhcp-range "$net.100,$net.150" --router "$net.1" --no-tftp > "$dir/dnsmasq.conf" 2> "$dir/render-dnsmasq.log" \
     || { cat "$dir/render-dnsmasq.log" >&2; die "http-boot: hvpxe render-dnsmasq failed"; }
   grep -E '^(enable-tftp|tftp-root)' "$dir/dnsmasq.conf" && die "http-boot: the --no-tftp configuration still runs a TFTP server"
   dnsmasq --test -C "$dir/dnsmasq.conf" > "$dir/dnsmasq-test.log" 2>&1 \
     || { cat "$dir/dnsmasq-test.log" >&2; die "http-boot: dnsmasq --test refuses the configuration hvpxe rendered"; }
-  ip netns exec "$HB_NS" dnsmasq -k --log-facility=- --pid-file="$dir/dnsmasq.pid" --dhcp-leasefile="$dir/leases" \
+  ip netns exec "$ns" dnsmasq -k --log-facility=- --pid-file="$dir/dnsmasq.pid" --dhcp-leasefile="$dir/leases" \
     -C "$dir/dnsmasq.conf" > "$dir/dnsmasq.log" 2>&1 &
   PIDS+=($!)
   local _
   for _ in $(seq 50); do grep -aq 'DHCP, IP range' "$dir/dnsmasq.log" 2>/dev/null && break; sleep 0.2; done
   # Nothing on the boot network listens on TFTP's port 69.
-  ip netns exec "$HB_NS" ss -ulnH > "$dir/udp-listeners.txt"
+  ip netns exec "$ns" ss -ulnH > "$dir/udp-listeners.txt"
   grep -E '[:.]69\s' "$dir/udp-listeners.txt" && die "http-boot: something listens on UDP port 69 (TFTP) in the boot network"
 
   truncate -s 260G "$OUT/disk-http-boot.raw"
@@ -70,7 +64,7 @@ http_boot_stage() {
   # romfile= : no iPXE option ROM on the NIC, the firmware's own network stack boots.
   # FAIL_ON: the firmware's PXE client started, its HTTP Boot failed, or iPXE found nothing to boot.
   FAIL_ON='>>Start PXE over IPv|BdsDxe: failed to (load|start) Boot|No more network devices' \
-  QEMU_WRAP="ip netns exec $HB_NS" FIRMWARE=uefi run_qemu http-boot-install "$INSTALL_TIMEOUT" \
+  QEMU_WRAP="ip netns exec $ns" FIRMWARE=uefi run_qemu http-boot-install "$INSTALL_TIMEOUT" \
     -fw_cfg name=opt/org.tianocore/IPv4PXESupport,string=n -fw_cfg name=opt/org.tianocore/IPv6PXESupport,string=n \
     -netdev tap,id=n0,ifname=tap0,script=no,downscript=no \
     -device virtio-net-pci,netdev=n0,mac=$mac,romfile=,bootindex=0 \
@@ -109,16 +103,11 @@ http_boot_stage() {
   expect_line http-boot-install 'HV-LIVE: OS image sha256 [0-9a-f]{64} verified' "the OS image was not fetched from root=live: and verified"
   expect_line http-boot-install '^installed /dev/nvme0n1' "the installer did not report a completed install"
   expect_line http-boot-install '^automatic install: poweroff' "the automatic install did not power off by itself"
-  ip netns exec "$HB_NS" curl -fsS "$server/machines" > "$dir/machines.json" || die "http-boot: GET /machines failed"
+  ip netns exec "$ns" curl -fsS "$server/machines" > "$dir/machines.json" || die "http-boot: GET /machines failed"
   pxe_check_events "$dir/machines.json"
   say "   firmware: $(console http-boot-install | grep -aoE 'BdsDxe: starting Boot[0-9A-F]{4} "UEFI HTTPv4[^"]*"' | head -n 1); dnsmasq leased $(cut -d' ' -f3 "$dir/leases" | sort -u | tr '\n' ' ')"
   say "   hvpxe: $(grep -cE '^(HEAD|GET) /artifacts/ipxe\.efi 200' "$dir/requests.txt") requests for ipxe.efi ($efi_size bytes), power-on to install start $(cat "$dir/to-install-start" 2>/dev/null || echo '?') s"
 
-  FIRMWARE=uefi run_qemu http-boot-boot "$BOOT_TIMEOUT" \
-    -drive file="$OUT/disk-http-boot.raw",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2E0005,drive=d0,bootindex=0 \
-    -nic none \
-    || die "http-boot-boot: QEMU exited with status $?"
-  expect_line http-boot-boot 'HVTEST-BOOTED image=/cOS/active.img os=hvinstall test OS' "the disk installed over HTTP Boot did not boot active.img"
-  say "   guest: $(console http-boot-boot | grep -a 'HVTEST-BOOTED' | head -n 1)"
+  boot_installed_disk http-boot-boot uefi "$OUT/disk-http-boot.raw" HVE2E0005 "the disk installed over HTTP Boot"
   rm -f "$OUT/disk-http-boot.raw"
 }

@@ -1,4 +1,4 @@
-# Sourced by test/e2e/run.sh (uses its run_qemu, console, expect_line, has_line, live_append, say,
+# Sourced by test/e2e/run.sh (uses its run_qemu, boot_installed_disk, console, expect_line, has_line, live_append, say,
 # die, PIDS, OUT, ISO, LIVE, BUILD_ARGS, BUNDLE_MARKER, …). The hybrid ISO that `make iso` builds,
 # booted the way an operator boots it:
 #   iso-cd-bios  as a CD-ROM under SeaBIOS (El Torito BIOS entry, grub-pc), BIOS install, BIOS boot
@@ -101,13 +101,8 @@ media_stage() {
   [ "$got" = "$BUNDLE_MARKER" ] || die "$name: the medium's bundle/ is not on COS_PERSISTENT (read: '$got')"
   say "   guest: $(console "$name-install" | grep -aE '^HV-LIVE: boot medium /' | head -n 1); $(console "$name-install" | grep -aE '^installed ' | head -n 1); the medium's bundle is on COS_PERSISTENT"
 
-  local boot_disk=(-drive file="$disk",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=$serial,drive=d0,bootindex=0)
-  FIRMWARE=$boot_firmware run_qemu "$name-boot" "$BOOT_TIMEOUT" "${boot_disk[@]}" -nic none \
-    || die "$name-boot: QEMU exited with status $?"
-  expect_line "$name-boot" 'HVTEST-BOOTED image=/cOS/active.img os=hvinstall test OS' "the installed disk did not boot active.img"
-  local how=$boot_firmware
-  [ "$firmware" = sb ] && how="UEFI with Secure Boot off: the disk carries hvinstall's unsigned grub"
-  say "   guest ($how): $(console "$name-boot" | grep -a 'HVTEST-BOOTED' | head -n 1)"
+  if [ "$firmware" = sb ]; then say "   the installed disk boots under UEFI with Secure Boot off: it carries hvinstall's unsigned grub"; fi
+  boot_installed_disk "$name-boot" "$boot_firmware" "$disk" "$serial" "the disk installed from the $name medium"
   rm -f "$disk" "$OUT/stick.raw"
 }
 

@@ -1,5 +1,5 @@
 # Sourced by test/e2e/run.sh after install-pxe.sh (uses pxe_profiles, pxe_serve, pxe_boot_bridge, pxe_check_events,
-# time_to_line, run_qemu, console, expect_line, say, die, PIDS, CLEANUPS, OUT, CACHE, …).
+# time_to_line, run_qemu, console, expect_line, say, die, PIDS, netns_add, boot_installed_disk, OUT, CACHE, …).
 # PXE with Secure Boot enforced (OVMF with Microsoft's keys): an unsigned iPXE cannot run there, so
 # the profile says `boot: grub-signed` and the chain is Debian's signed shim -> Debian's signed grub
 # network image (grubnetx64, which shim loads as grubx64.efi) -> Debian's signed kernel, everything
@@ -15,15 +15,7 @@
 # powers off. The console must show the kernel started with Secure Boot on and locked down.
 
 PXESB_NET=10.79.0
-PXESB_NS=
-PXESB_HV_NS=
 
-pxe_sb_cleanup() {
-  [ -n "$PXESB_NS" ] && ip netns delete "$PXESB_NS" 2>/dev/null
-  [ -n "$PXESB_HV_NS" ] && ip netns delete "$PXESB_HV_NS" 2>/dev/null
-  PXESB_NS= PXESB_HV_NS=
-}
-CLEANUPS+=(pxe_sb_cleanup)
 
 pxe_secureboot_stage() {
   local mac=52:54:00:e2:e0:05 dir="$OUT/pxe-sb" net=$PXESB_NET
@@ -38,30 +30,30 @@ pxe_secureboot_stage() {
   cp "$sb/shim-signed/usr/lib/shim/shimx64.efi.signed" "$dir/artifacts/shimx64.efi"
   cp "$sb/grub-efi-amd64-signed/usr/lib/grub/x86_64-efi-signed/grubnetx64.efi.signed" "$dir/artifacts/grubx64.efi"
 
-  PXESB_NS=hv-e2e-pxesb-$$ PXESB_HV_NS=hv-e2e-hvpxe-$$
-  pxe_boot_bridge "$PXESB_NS" "$net"
-  ip netns add "$PXESB_HV_NS"
-  ip -n "$PXESB_NS" link add hv0 type veth peer name hv1 netns "$PXESB_HV_NS"
-  ip -n "$PXESB_NS" link set hv0 master br0 up
-  ip -n "$PXESB_HV_NS" link set lo up
-  ip -n "$PXESB_HV_NS" addr add "$net.3/24" dev hv1
-  ip -n "$PXESB_HV_NS" link set hv1 up
-  ip -n "$PXESB_HV_NS" route add default via "$net.1"
+  local ns=hv-e2e-pxesb-$$ hvpxe_ns=hv-e2e-hvpxe-$$
+  pxe_boot_bridge "$ns" "$net"
+  netns_add "$hvpxe_ns"
+  ip -n "$ns" link add hv0 type veth peer name hv1 netns "$hvpxe_ns"
+  ip -n "$ns" link set hv0 master br0 up
+  ip -n "$hvpxe_ns" link set lo up
+  ip -n "$hvpxe_ns" addr add "$net.3/24" dev hv1
+  ip -n "$hvpxe_ns" link set hv1 up
+  ip -n "$hvpxe_ns" route add default via "$net.1"
 
-  HVPXE_EXTRA_ARGS="--tftp $net.3:69" pxe_serve "$dir" "$net.3:8080" "$server" "$server/healthz" ip netns exec "$PXESB_HV_NS"
+  HVPXE_EXTRA_ARGS="--tftp $net.3:69" pxe_serve "$dir" "$net.3:8080" "$server" "$server/healthz" ip netns exec "$hvpxe_ns"
   "$REPO/bin/hvpxe" render-dnsmasq --profiles "$dir/profiles.yaml" --dhcp-range "$net.100,$net.150" --router "$net.1" --netmask 255.255.255.0 \
     --tftp-root "$dir/tftp" --interface br0 > "$dir/dnsmasq.conf" 2> "$dir/render-dnsmasq.log" \
     || { cat "$dir/render-dnsmasq.log" >&2; die "pxe-secureboot: hvpxe render-dnsmasq failed"; }
   grep -q "^dhcp-mac=set:hvpxe-sb,$mac\$" "$dir/dnsmasq.conf" || die "pxe-secureboot: the rendered dnsmasq.conf does not tag $mac for Secure Boot"
   dnsmasq --test -C "$dir/dnsmasq.conf" > "$dir/dnsmasq-test.log" 2>&1 \
     || { cat "$dir/dnsmasq-test.log" >&2; die "pxe-secureboot: dnsmasq --test refuses the configuration hvpxe rendered"; }
-  ip netns exec "$PXESB_NS" dnsmasq -k --log-facility=- --pid-file="$dir/dnsmasq.pid" --dhcp-leasefile="$dir/leases" -C "$dir/dnsmasq.conf" > "$dir/dnsmasq.log" 2>&1 &
+  ip netns exec "$ns" dnsmasq -k --log-facility=- --pid-file="$dir/dnsmasq.pid" --dhcp-leasefile="$dir/leases" -C "$dir/dnsmasq.conf" > "$dir/dnsmasq.log" 2>&1 &
   PIDS+=($!)
 
   truncate -s 260G "$OUT/disk-pxe-sb.raw"
   time_to_line pxe-sb-install '^HV-LIVE: hvinstall install ' "$dir/to-install-start"
   # Secure Boot enforced, Microsoft's keys (run_qemu's sb firmware); no option ROM: OVMF's own PXE client.
-  QEMU_WRAP="ip netns exec $PXESB_NS" FIRMWARE=sb FAIL_ON='hvpxe: (no profile matches|downloading or booting the installer|could not fetch)' \
+  QEMU_WRAP="ip netns exec $ns" FIRMWARE=sb FAIL_ON='hvpxe: (no profile matches|downloading or booting the installer|could not fetch)' \
     run_qemu pxe-sb-install "$INSTALL_TIMEOUT" \
     -netdev tap,id=n0,ifname=tap0,script=no,downscript=no \
     -device virtio-net-pci,netdev=n0,mac=$mac,romfile=,bootindex=0 \
@@ -79,17 +71,12 @@ pxe_secureboot_stage() {
   expect_line pxe-sb-install 'HV-LIVE: OS image sha256 [0-9a-f]{64} verified' "the OS image was not fetched from root=live: and verified"
   expect_line pxe-sb-install '^installed /dev/nvme0n1' "the installer did not report a completed install"
   expect_line pxe-sb-install '^automatic install: poweroff' "the automatic install did not power off by itself"
-  ip netns exec "$PXESB_HV_NS" curl -fsS "$server/machines" > "$dir/machines.json" || die "pxe-secureboot: GET /machines failed"
+  ip netns exec "$hvpxe_ns" curl -fsS "$server/machines" > "$dir/machines.json" || die "pxe-secureboot: GET /machines failed"
   pxe_check_events "$dir/machines.json"
   say "   Secure Boot: $(console pxe-sb-install | grep -aE 'EFI stub: UEFI Secure Boot is enabled|^HV-LIVE: kernel lockdown' | tr '\n' ';' | cut -c1-160)"
   say "   hvpxe TFTP: $(grep -acF '"msg":"tftp"' "$dir/hvpxe.log") transfers (shim, grub, grub/grub.cfg, grub/auto, kernel, initrd); dnsmasq leased $(cut -d' ' -f3 "$dir/leases" | sort -u | tr '\n' ' ')"
 
-  # hvinstall's grub on the installed disk is unsigned: the disk boots with Secure Boot off.
-  FIRMWARE=uefi run_qemu pxe-sb-boot "$BOOT_TIMEOUT" \
-    -drive file="$OUT/disk-pxe-sb.raw",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2E0005,drive=d0,bootindex=0 \
-    -nic none \
-    || die "pxe-sb-boot: QEMU exited with status $?"
-  expect_line pxe-sb-boot 'HVTEST-BOOTED image=/cOS/active.img os=hvinstall test OS' "the disk installed under Secure Boot did not boot active.img"
-  say "   guest (UEFI with Secure Boot off: the disk carries hvinstall's unsigned grub): $(console pxe-sb-boot | grep -a 'HVTEST-BOOTED' | head -n 1)"
+  say "   the installed disk boots under UEFI with Secure Boot off: it carries hvinstall's unsigned grub"
+  boot_installed_disk pxe-sb-boot uefi "$OUT/disk-pxe-sb.raw" HVE2E0005 "the disk installed under Secure Boot"
   rm -f "$OUT/disk-pxe-sb.raw"
 }

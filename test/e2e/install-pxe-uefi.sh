@@ -1,5 +1,5 @@
 # Sourced by test/e2e/run.sh after install-pxe.sh (uses pxe_profiles, pxe_boot_bridge, pxe_serve, pxe_check_events,
-# run_qemu, console, expect_line, say, die, PIDS, CLEANUPS, OUT, SYSTEM_SIZE, …).
+# run_qemu, console, expect_line, say, die, PIDS, netns_add, boot_installed_disk, OUT, SYSTEM_SIZE, …).
 # PXE under UEFI firmware, as a v1.8 fleet installs (Harvester v1.8 refuses legacy BIOS), on a boot
 # network of its own instead of slirp: slirp's one bootfile cannot tell the firmware's PXE client
 # from the iPXE it loads, so ipxe.efi would fetch ipxe.efi forever. Two network namespaces:
@@ -15,15 +15,7 @@
 # boots alone under the same firmware.
 
 PXEU_NET=10.77.0
-PXEU_NS=
-PXEU_DHCP_NS=
 
-pxe_uefi_cleanup() {
-  [ -n "$PXEU_NS" ] && ip netns delete "$PXEU_NS" 2>/dev/null
-  [ -n "$PXEU_DHCP_NS" ] && ip netns delete "$PXEU_DHCP_NS" 2>/dev/null
-  PXEU_NS= PXEU_DHCP_NS=
-}
-CLEANUPS+=(pxe_uefi_cleanup)
 
 pxe_uefi_stage() {
   local mac=52:54:00:e2:e0:02 dir="$OUT/pxe-uefi" net=$PXEU_NET
@@ -35,34 +27,34 @@ pxe_uefi_stage() {
   cp /usr/lib/ipxe/ipxe.efi "$dir/tftp/"
   pxe_profiles "$dir" "$mac" "$server"
 
-  PXEU_NS=hv-e2e-pxeu-$$ PXEU_DHCP_NS=hv-e2e-dhcp-$$
-  pxe_boot_bridge "$PXEU_NS" "$net"
-  ip netns add "$PXEU_DHCP_NS"
-  ip -n "$PXEU_NS" link add dhcp0 type veth peer name dhcp1 netns "$PXEU_DHCP_NS"
-  ip -n "$PXEU_NS" link set dhcp0 master br0 up
-  ip -n "$PXEU_DHCP_NS" link set lo up
-  ip -n "$PXEU_DHCP_NS" addr add "$net.2/24" dev dhcp1
-  ip -n "$PXEU_DHCP_NS" link set dhcp1 up
+  local ns=hv-e2e-pxeu-$$ dhcp_ns=hv-e2e-dhcp-$$
+  pxe_boot_bridge "$ns" "$net"
+  netns_add "$dhcp_ns"
+  ip -n "$ns" link add dhcp0 type veth peer name dhcp1 netns "$dhcp_ns"
+  ip -n "$ns" link set dhcp0 master br0 up
+  ip -n "$dhcp_ns" link set lo up
+  ip -n "$dhcp_ns" addr add "$net.2/24" dev dhcp1
+  ip -n "$dhcp_ns" link set dhcp1 up
 
   # The site's DHCP server: addresses and a router (the installer needs a default route), nothing about booting.
-  ip netns exec "$PXEU_DHCP_NS" dnsmasq -k --conf-file=/dev/null --port=0 --interface=dhcp1 --bind-interfaces \
+  ip netns exec "$dhcp_ns" dnsmasq -k --conf-file=/dev/null --port=0 --interface=dhcp1 --bind-interfaces \
     --dhcp-range="$net.100,$net.150,255.255.255.0,1h" --dhcp-option=3,"$net.1" \
     --dhcp-leasefile="$dir/leases" --pid-file="$dir/dhcp.pid" --log-dhcp --log-facility=- > "$dir/dhcp.log" 2>&1 &
   PIDS+=($!)
 
-  pxe_serve "$dir" "$net.1:8080" "$server" "$server/healthz" ip netns exec "$PXEU_NS"
+  pxe_serve "$dir" "$net.1:8080" "$server" "$server/healthz" ip netns exec "$ns"
   "$REPO/bin/hvpxe" render-dnsmasq --profiles "$dir/profiles.yaml" --subnet "$net.0" --netmask 255.255.255.0 \
     --tftp-root "$dir/tftp" --interface br0 > "$dir/dnsmasq.conf" 2> "$dir/render-dnsmasq.log" \
     || { cat "$dir/render-dnsmasq.log" >&2; die "pxe-uefi: hvpxe render-dnsmasq failed"; }
   dnsmasq --test -C "$dir/dnsmasq.conf" > "$dir/dnsmasq-test.log" 2>&1 \
     || { cat "$dir/dnsmasq-test.log" >&2; die "pxe-uefi: dnsmasq --test refuses the configuration hvpxe rendered"; }
-  ip netns exec "$PXEU_NS" dnsmasq -k --log-facility=- --pid-file="$dir/proxy.pid" -C "$dir/dnsmasq.conf" > "$dir/proxy.log" 2>&1 &
+  ip netns exec "$ns" dnsmasq -k --log-facility=- --pid-file="$dir/proxy.pid" -C "$dir/dnsmasq.conf" > "$dir/proxy.log" 2>&1 &
   PIDS+=($!)
 
   truncate -s 260G "$OUT/disk-pxe-uefi.raw"
   time_to_line pxe-uefi-install '^HV-LIVE: hvinstall install ' "$dir/to-install-start"
   # romfile= : no iPXE option ROM on the NIC, so the firmware's own PXE client boots, as on most servers.
-  QEMU_WRAP="ip netns exec $PXEU_NS" FIRMWARE=uefi run_qemu pxe-uefi-install "$INSTALL_TIMEOUT" \
+  QEMU_WRAP="ip netns exec $ns" FIRMWARE=uefi run_qemu pxe-uefi-install "$INSTALL_TIMEOUT" \
     -netdev tap,id=n0,ifname=tap0,script=no,downscript=no \
     -device virtio-net-pci,netdev=n0,mac=$mac,romfile=,bootindex=0 \
     -drive file="$OUT/disk-pxe-uefi.raw",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2E0004,drive=d0 \
@@ -73,15 +65,10 @@ pxe_uefi_stage() {
   expect_line pxe-uefi-install 'HV-LIVE: OS image sha256 [0-9a-f]{64} verified' "the OS image was not fetched from root=live: and verified"
   expect_line pxe-uefi-install '^installed /dev/nvme0n1' "the installer did not report a completed install"
   expect_line pxe-uefi-install '^automatic install: poweroff' "the automatic install did not power off by itself"
-  ip netns exec "$PXEU_NS" curl -fsS "$server/machines" > "$dir/machines.json" || die "pxe-uefi: GET /machines failed"
+  ip netns exec "$ns" curl -fsS "$server/machines" > "$dir/machines.json" || die "pxe-uefi: GET /machines failed"
   pxe_check_events "$dir/machines.json"
   say "   dnsmasq (hvpxe's proxy config): $(grep -acE 'proxy' "$dir/proxy.log") proxy-DHCP lines, $(grep -ac '^dnsmasq-tftp.*: sent ' "$dir/proxy.log") TFTP transfers; the site's DHCP leased $(cut -d' ' -f3 "$dir/leases" | sort -u | tr '\n' ' ')"
 
-  FIRMWARE=uefi run_qemu pxe-uefi-boot "$BOOT_TIMEOUT" \
-    -drive file="$OUT/disk-pxe-uefi.raw",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2E0004,drive=d0,bootindex=0 \
-    -nic none \
-    || die "pxe-uefi-boot: QEMU exited with status $?"
-  expect_line pxe-uefi-boot 'HVTEST-BOOTED image=/cOS/active.img os=hvinstall test OS' "the UEFI-installed disk did not boot active.img"
-  say "   guest: $(console pxe-uefi-boot | grep -a 'HVTEST-BOOTED' | head -n 1)"
+  boot_installed_disk pxe-uefi-boot uefi "$OUT/disk-pxe-uefi.raw" HVE2E0004 "the UEFI-installed disk"
   rm -f "$OUT/disk-pxe-uefi.raw"
 }

@@ -1,4 +1,4 @@
-# Sourced by test/e2e/run.sh (uses its run_qemu, console, expect_line, say, die, PIDS, OUT, …).
+# Sourced by test/e2e/run.sh (uses its run_qemu, boot_installed_disk, netns_add, console, expect_line, say, die, PIDS, OUT, …).
 # The PXE path, under legacy BIOS (SeaBIOS + the NIC's iPXE ROM; OVMF's PXE would only load EFI
 # binaries, not iPXE scripts): slirp's TFTP hands iPXE a script that chains to `hvpxe serve`'s
 # /boot.ipxe; hvpxe matches the machine by MAC and answers with its kernel, initrd and kernel line
@@ -63,10 +63,10 @@ pxe_serve() {
 }
 
 # pxe_boot_bridge NS NET: a new network namespace NS holding a bridge br0 at NET.1/24 with a tap0
-# on it for the guest (QEMU runs under `ip netns exec NS`). The caller deletes NS.
+# on it for the guest (QEMU runs under `ip netns exec NS`). The job deletes NS when it ends.
 pxe_boot_bridge() {
   local ns=$1 net=$2
-  ip netns add "$ns"
+  netns_add "$ns"
   ip -n "$ns" link set lo up
   ip -n "$ns" link add br0 type bridge
   ip -n "$ns" addr add "$net.1/24" dev br0
@@ -119,10 +119,5 @@ pxe_stage() {
   # report_events: hvpxe added webhooks to the served config; the install posts them back.
   pxe_check_events "$OUT/pxe-machines.json"
 
-  FIRMWARE=bios run_qemu pxe-boot "$BOOT_TIMEOUT" \
-    -drive file="$OUT/disk-pxe.raw",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2E0003,drive=d0,bootindex=0 \
-    -nic none \
-    || die "pxe-boot: QEMU exited with status $?"
-  expect_line pxe-boot 'HVTEST-BOOTED image=/cOS/active.img os=hvinstall test OS' "the BIOS-installed disk did not boot active.img"
-  say "   guest: $(console pxe-boot | grep -a 'HVTEST-BOOTED' | head -n 1)"
+  boot_installed_disk pxe-boot bios "$OUT/disk-pxe.raw" HVE2E0003 "the BIOS-installed disk"
 }

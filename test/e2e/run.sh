@@ -9,7 +9,8 @@
 # that is not found, a second build that must give the same bytes, and an interactive install
 # through hvinstall console over the serial line. Then a real systemd node (iso-build/systemd-os)
 # installed by hvinstall boots three times and reports its checks as TAP (test/e2e/first-boot.sh).
-# Details: docs/e2e.md. Knobs: HV_E2E_STAGES (which stages; default all but 4kn), HV_E2E_OUT,
+# The stages run as chains, HV_E2E_JOBS (default 2) at a time. Details: docs/e2e.md.
+# Knobs: HV_E2E_STAGES (which stages; default all but 4kn), HV_E2E_JOBS, HV_E2E_OUT,
 # HV_E2E_CACHE, HV_E2E_INSTALL_TIMEOUT, HV_E2E_BOOT_TIMEOUT, HV_E2E_SYSTEM_SIZE, HV_E2E_MEM, and the
 # older per-stage switches HV_E2E_NEGATIVE=0, HV_E2E_ISO=0, HV_E2E_PXE=0, HV_E2E_CONSOLE=0, HV_E2E_FIRSTBOOT=0, HV_E2E_4KN=1.
 set -euo pipefail
@@ -48,7 +49,7 @@ else
 fi
 wanted() { case "$STAGES" in *" $1 "*) return 0 ;; esac; return 1; }
 
-say() { printf '[e2e %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+say() { printf '[e2e %s%s] %s\n' "$(date -u +%H:%M:%S)" "${JOB_TAG:-}" "$*"; }
 die() { say "FAIL: $*" >&2; exit 1; }
 
 for st in $STAGES; do
@@ -76,10 +77,13 @@ fi
 PIDS=()
 LOOP=
 CLEANUPS=() # functions a stage adds to undo what it set up (mounts, network namespaces)
+NETNS=()    # network namespaces a stage made with netns_add
+netns_add() { ip netns add "$1" && NETNS+=("$1"); }
 cleanup() {
-  local rc=$?
+  local rc=$? ns
   set +e
   for fn in "${CLEANUPS[@]}"; do "$fn"; done
+  for ns in "${NETNS[@]}"; do ip netns delete "$ns"; done
   [ -n "$LOOP" ] && losetup --detach "$LOOP"
   for pid in "${PIDS[@]}"; do
     if kill -0 "$pid" 2>/dev/null; then kill "$pid" 2>/dev/null; sleep 1; kill -9 "$pid" 2>/dev/null; fi
@@ -94,7 +98,8 @@ trap 'exit 130' INT TERM
 T0=$(date +%s)
 declare -A TIMES
 stage_start() { STAGE_T=$(date +%s); say "== $1"; }
-stage_end() { TIMES[$1]=$(($(date +%s) - STAGE_T)); say "   $1 took ${TIMES[$1]} s"; }
+# A stage's time also goes to times.txt: the jobs are subshells, the summary is the parent's.
+stage_end() { TIMES[$1]=$(($(date +%s) - STAGE_T)); echo "$1 ${TIMES[$1]}" >> "$OUT/times.txt"; say "   $1 took ${TIMES[$1]} s"; }
 
 case "$(realpath -m "$OUT")" in /|"$REPO"|"$HOME") die "HV_E2E_OUT=$OUT would remove too much; point it at a directory of its own" ;; esac
 rm -rf "$OUT"
@@ -130,6 +135,7 @@ write_config() { # file device
   sed "s#@DEVICE@#$2#" "$REPO/test/e2e/install-node.yaml" > "$OUT/www/$1"
 }
 write_config node-1.yaml /dev/nvme0n1
+write_config node-install.yaml /dev/nvme0n1
 write_config node-missing-disk.yaml /dev/nvme9n1
 
 # run_qemu NAME TIMEOUT qemu-args... : boots, waits for QEMU to exit (the guest powers off) or the
@@ -196,177 +202,103 @@ live_append() { # config file name
   echo "console=ttyS0 loglevel=4 panic=-1 no_timer_check harvester.install.automatic=true harvester.install.config_url=http://$GUEST_SERVER/$1 hvlive.system_size=$SYSTEM_SIZE hvlive.on_failure=poweroff"
 }
 
-# --- 3. install onto a sparse 260 GiB NVMe disk
-if wanted install; then
-stage_start install
-truncate -s 260G "$OUT/disk.raw"
-run_qemu install "$INSTALL_TIMEOUT" \
-  "${LIVE_MEDIA[@]}" -append "$(live_append node-1.yaml)" \
-  -drive file="$OUT/disk.raw",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2E0001,drive=d0 \
-  -netdev "$(netdev)" -device virtio-net-pci,netdev=n0 \
-  || die "install: QEMU exited with status $?"
-stage_end install
-expect_line install '^HV-LIVE: kernel' "the live system did not start"
-grep -q 'GET /node-1.yaml 200' "$OUT/config-server.log" || { console install | tail -n 40 >&2; die "install: the guest never fetched its config_url (see $OUT/config-server.log)"; }
-expect_line install '^installed /dev/nvme0n1' "the installer did not report a completed install"
-expect_line install '^automatic install: poweroff' "the automatic install did not power off by itself"
-if has_line install 'HV-LIVE-RESULT install-failed'; then die "install: the live system reported a failed install"; fi
-say "   guest: $(console install | grep -aE '^installed ' | head -n 1)"
-sgdisk --print "$OUT/disk.raw" | sed -n '/^Number/,$p' > "$OUT/partitions.txt"
-sed 's/^/   /' "$OUT/partitions.txt"
-# Filesystem labels from the outside, through a read-only loop device (detached on exit).
-LOOP=$(losetup --find --show --read-only --partscan "$OUT/disk.raw")
-for _ in $(seq 20); do [ -e "${LOOP}p6" ] && break; partprobe "$LOOP" 2>/dev/null; sleep 0.5; done
-: > "$OUT/labels.txt"
-for p in "$LOOP"p*; do echo "${p#"$LOOP"} $(blkid -p -s TYPE -s LABEL -o export "$p" | tr '\n' ' ')" >> "$OUT/labels.txt"; done
-losetup --detach "$LOOP"; LOOP=
-sed 's/^/   /' "$OUT/labels.txt"
-for label in COS_GRUB COS_OEM COS_RECOVERY COS_STATE COS_PERSISTENT HARV_LH_DEFAULT; do
-  grep -q "LABEL=$label " "$OUT/labels.txt" || die "install: no filesystem labelled $label on the disk"
+# --- 3. the stages. Each is a function of test/e2e/*.sh; a job runs one chain of stages (a stage
+# that needs another's result shares its chain) and HV_E2E_JOBS jobs (default 2) run at once. Under
+# TCG a guest keeps about one core busy and waits on firmware menus, DHCP and power-off countdowns
+# for the rest, so two jobs on two cores take about half the time of one.
+for f in install-live install-iso install-pxe install-pxe-uefi install-pxe-secureboot install-http-boot console install-media image-out first-boot install-4kn; do
+  # shellcheck source=/dev/null
+  . "$REPO/test/e2e/$f.sh"
 done
-say "   disk: $(du -h --apparent-size "$OUT/disk.raw" | cut -f1) apparent, $(du -h "$OUT/disk.raw" | cut -f1) allocated"
-# The UEFI boot entry the install reports (the own chain's "hvinstall", an image chain's
-# "elemental-shim"), read back from the firmware's VARS file.
-expect_line install 'UEFI boot entry Boot[0-9A-F]{4} "[^"]+" -> ' "the install wrote no UEFI boot entry"
-ENTRY=$(console install | grep -aoE 'UEFI boot entry Boot[0-9A-F]{4} "[^"]+" -> [^ ]+' | tail -n 1)
-ENTRY_LABEL=$(echo "$ENTRY" | sed -E 's/.*"([^"]+)".*/\1/'); ENTRY_LOADER=${ENTRY##* }
-NVRAM=$(node "$REPO/test/e2e/boot-entry.mjs" "$OUT/vars-install.fd" "$ENTRY_LABEL" "$ENTRY_LOADER") || die "install: the firmware's VARS lack the boot entry (test/e2e/boot-entry.mjs)"
-say "   nvram: $NVRAM"
-fi
+run_stage() {
+  if [ "$1" = firstboot ]; then firstboot_stage; return; fi # it times its own parts
+  stage_start "$1"
+  case $1 in
+    install) install_stage ;;                       # onto a sparse 260 GiB NVMe disk
+    boot-installed) boot_installed_stage ;;         # that disk alone: OVMF -> grub -> cos-img initramfs -> active.img
+    negative-missing-disk) negative_stage ;;        # the config names a disk the machine does not have
+    iso-url) iso_stage ;;                           # an http(s) install.iso_url: its rootfs and bundle/ installed
+    pxe-bios) pxe_stage ;;                          # PXE under legacy BIOS through hvpxe serve
+    pxe-uefi) pxe_uefi_stage ;;                     # PXE under UEFI, a real dnsmasq running hvpxe's proxy-DHCP
+    http-boot) http_boot_stage ;;                   # UEFI HTTP Boot through hvpxe, no PXE or TFTP
+    pxe-secureboot) pxe_secureboot_stage ;;         # shim -> signed grub -> signed kernel from hvpxe
+    console) console_stage ;;                       # hvinstall console driven over the serial line
+    iso-cd-bios | iso-cd-uefi | iso-usb-sb) media_stage "$1" ;; # the hybrid ISO as a CD-ROM or a USB stick
+    medium-missing) medium_missing_stage ;;         # a medium the initramfs cannot find
+    reproducible) reproducible_stage ;;             # a second build gives the same bytes
+    image-out) image_out_stage ;;                   # hvinstall image: a qcow2 written here boots
+    4kn) fourk_stage ;;                             # the UEFI install onto a 4Kn NVMe namespace
+  esac
+  stage_end "$1"
+}
+# The chains, longest first so that the jobs end close together (figures: docs/e2e.md "How long").
+CHAINS=("firstboot" "pxe-secureboot" "pxe-uefi" "iso-cd-bios" "iso-cd-uefi" "http-boot" "iso-usb-sb"
+  "console" "pxe-bios" "install boot-installed" "iso-url" "negative-missing-disk" "4kn" "medium-missing"
+  "image-out" "reproducible")
+JOBS=${HV_E2E_JOBS:-2}
+case $JOBS in '' | *[!0-9]* | 0) die "HV_E2E_JOBS=$JOBS: give the number of stage chains to run at once (1 runs them one by one)" ;; esac
 
-# --- 4. boot the installed disk alone: OVMF -> EFI/BOOT/BOOTX64.EFI -> grub -> cos-img initramfs -> active.img
-if wanted boot-installed; then
-stage_start boot-installed
-run_qemu boot "$BOOT_TIMEOUT" \
-  -drive file="$OUT/disk.raw",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2E0001,drive=d0 \
-  -nic none \
-  || die "boot: QEMU exited with status $?"
-stage_end boot-installed
-expect_line boot 'HVTEST-INITRD root=LABEL=COS_STATE image=/cOS/active.img' "grub did not start the cos-img initramfs with the active image"
-expect_line boot 'HVTEST-BOOTED image=/cOS/active.img os=hvinstall test OS' "the installed system's init did not run from active.img"
-say "   guest: $(console boot | grep -a 'HVTEST-BOOTED' | head -n 1)"
-fi
+# run_chain STAGE...: one job, in a subshell of its own: its QEMU, loop device and namespaces are
+# its own and its EXIT trap undoes them, also when the parent ends it.
+run_chain() {
+  PIDS=() NETNS=() LOOP= JOB_TAG=" $1" RUNNING=() # the parent's, not this job's
+  trap cleanup EXIT
+  trap 'exit 130' INT TERM
+  local st
+  for st in "$@"; do run_stage "$st"; done
+}
+declare -A RUNNING=() # job PID -> its chain
+JOB_PIDS=()
+FAILED=
+end_jobs() { # TERM, not KILL: each job's trap must still undo what it set up
+  local pid
+  for pid in "${!RUNNING[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+  for pid in "${!RUNNING[@]}"; do wait "$pid" 2>/dev/null || true; done
+  RUNNING=()
+}
+CLEANUPS=(end_jobs "${CLEANUPS[@]}")
+PENDING=()
+for chain in "${CHAINS[@]}"; do
+  picked=
+  for st in $chain; do wanted "$st" && picked+="$st "; done
+  [ -n "$picked" ] && PENDING+=("${picked% }")
+done
+say "   ${#PENDING[@]} chains, $JOBS at a time"
+while ((${#PENDING[@]})) || ((${#RUNNING[@]})); do
+  while [ -z "$FAILED" ] && ((${#PENDING[@]})) && ((${#RUNNING[@]} < JOBS)); do
+    # shellcheck disable=SC2086 # a chain is a list of stage names
+    run_chain ${PENDING[0]} &
+    RUNNING[$!]=${PENDING[0]}
+    say "   job $! started: ${PENDING[0]}"
+    PENDING=("${PENDING[@]:1}")
+  done
+  ((${#RUNNING[@]})) || break
+  rc=0
+  wait -n -p done_pid "${!RUNNING[@]}" || rc=$?
+  chain=${RUNNING[$done_pid]}
+  unset "RUNNING[$done_pid]"
+  if [ "$rc" -ne 0 ] && [ -z "$FAILED" ]; then
+    FAILED="$chain (status $rc)"
+    say "   job $done_pid ($chain) failed: ending the others"
+    end_jobs
+  fi
+done
+[ -z "$FAILED" ] || die "stage chain $FAILED (its lines above start with FAIL)"
 
-# --- 5. negative: the config names a disk the machine does not have
-if wanted negative-missing-disk; then
-  stage_start negative-missing-disk
-  truncate -s 260G "$OUT/disk-neg.raw"
-  run_qemu negative "$INSTALL_TIMEOUT" \
-    "${LIVE_MEDIA[@]}" -append "$(live_append node-missing-disk.yaml)" \
-    -drive file="$OUT/disk-neg.raw",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2E0002,drive=d0 \
-    -netdev "$(netdev)" -device virtio-net-pci,netdev=n0 \
-    || die "negative: QEMU exited with status $?"
-  stage_end negative-missing-disk
-  expect_line negative 'HV-LIVE-RESULT install-failed exit=1 ' "the live system did not report the refused install (exit 1)"
-  expect_line negative '/dev/nvme9n1' "the error does not name the missing disk"
-  if has_line negative '^installed '; then die "negative: an install was reported on a missing disk"; fi
-  used=$(stat -c %b "$OUT/disk-neg.raw")
-  [ "$used" = 0 ] || die "negative: the disk that was not named got written ($used blocks allocated)"
-  say "   guest: $(console negative | grep -aE 'nvme9n1' | head -n 1 | cut -c1-160)"
-  say "   the untouched disk has 0 blocks allocated"
-  rm -f "$OUT/disk-neg.raw"
-fi
-
-# --- 6. an http(s) install.iso_url: the ISO's rootfs and bundle/ are installed (test/e2e/install-iso.sh)
-if wanted iso-url; then
-  # shellcheck source=install-iso.sh
-  . "$REPO/test/e2e/install-iso.sh"
-  stage_start iso-url
-  iso_stage
-  stage_end iso-url
-fi
-
-# --- 7. PXE under legacy BIOS through hvpxe serve (test/e2e/install-pxe.sh), then under UEFI with
-# a real dnsmasq running hvpxe's proxy-DHCP configuration (test/e2e/install-pxe-uefi.sh)
-if wanted pxe-bios || wanted pxe-uefi || wanted pxe-secureboot; then
-  # shellcheck source=install-pxe.sh
-  . "$REPO/test/e2e/install-pxe.sh"
-fi
-if wanted pxe-bios; then
-  stage_start pxe-bios
-  pxe_stage
-  stage_end pxe-bios
-fi
-if wanted pxe-uefi; then
-  # shellcheck source=install-pxe-uefi.sh
-  . "$REPO/test/e2e/install-pxe-uefi.sh"
-  stage_start pxe-uefi
-  pxe_uefi_stage
-  stage_end pxe-uefi
-fi
-# PXE with Secure Boot enforced: shim -> signed grub -> signed kernel from hvpxe (test/e2e/install-pxe-secureboot.sh)
-if wanted pxe-secureboot; then
-  # shellcheck source=install-pxe-secureboot.sh
-  . "$REPO/test/e2e/install-pxe-secureboot.sh"
-  stage_start pxe-secureboot
-  pxe_secureboot_stage
-  stage_end pxe-secureboot
-fi
+while read -r k v; do TIMES[$k]=$v; done < <(cat "$OUT/times.txt" 2>/dev/null)
 if [ -f "$OUT/pxe/to-install-start" ] && [ -f "$OUT/pxe-uefi/to-install-start" ]; then
   bios_s=$(cat "$OUT/pxe/to-install-start") uefi_s=$(cat "$OUT/pxe-uefi/to-install-start")
   TIMES[pxe-uefi-vs-bios]="power-on to install start: UEFI $uefi_s s, BIOS $bios_s s, ratio $(awk -v u="$uefi_s" -v b="$bios_s" 'BEGIN { printf "%.2f", u / b }')"
   say "   ${TIMES[pxe-uefi-vs-bios]}"
 fi
-
-# --- 7b. UEFI HTTP Boot through hvpxe, no PXE or TFTP on the network (test/e2e/install-http-boot.sh)
-if wanted http-boot; then
-  # shellcheck source=install-pxe.sh
-  . "$REPO/test/e2e/install-pxe.sh"
-  # shellcheck source=install-http-boot.sh
-  . "$REPO/test/e2e/install-http-boot.sh"
-  stage_start http-boot
-  http_boot_stage
-  stage_end http-boot
-fi
-
-# --- 8. an interactive install: hvinstall console driven over the serial line (test/e2e/console.sh)
-if wanted console; then
-  # shellcheck source=console.sh
-  . "$REPO/test/e2e/console.sh"
-  stage_start console
-  console_stage
-  stage_end console
-fi
-
-# --- 9. the hybrid ISO as a CD-ROM (SeaBIOS, OVMF) and as a USB stick (OVMF, Secure Boot), a
-# medium the initramfs cannot find, and a second build (test/e2e/install-media.sh)
-# shellcheck source=install-media.sh
-. "$REPO/test/e2e/install-media.sh"
-for st in iso-cd-bios iso-cd-uefi iso-usb-sb; do
-  if wanted $st; then stage_start $st; media_stage $st; stage_end $st; fi
-done
-if wanted medium-missing; then stage_start medium-missing; medium_missing_stage; stage_end medium-missing; fi
-if wanted reproducible; then stage_start reproducible; reproducible_stage; stage_end reproducible; fi
-
-# --- 10. hvinstall image: a qcow2 written on this host boots in QEMU (test/e2e/image-out.sh)
-if wanted image-out; then
-  # shellcheck source=image-out.sh
-  . "$REPO/test/e2e/image-out.sh"
-  stage_start image-out
-  image_out_stage
-  stage_end image-out
-fi
-
-# --- 11. the first boot of a real systemd node installed by hvinstall (test/e2e/first-boot.sh)
-if wanted firstboot; then
-  # shellcheck source=first-boot.sh
-  . "$REPO/test/e2e/first-boot.sh"
-  firstboot_stage
-fi
-
-# --- 12. optional: the UEFI install onto a 4Kn NVMe namespace (test/e2e/install-4kn.sh)
-if wanted 4kn; then
-  # shellcheck source=install-4kn.sh
-  . "$REPO/test/e2e/install-4kn.sh"
-  stage_start 4kn
-  fourk_stage
-  stage_end 4kn
-fi
-
 TIMES[total]=$(($(date +%s) - T0))
+summed=0
+for st in $ALL_STAGES; do [ "$st" = firstboot ] || summed=$((summed + ${TIMES[$st]:-0})); done
+for part in build install boot1 boot2 passive sb-refused; do summed=$((summed + ${TIMES[firstboot-$part]:-0})); done
 {
   echo "e2e passed $(date -u +%FT%TZ)"
   for k in build-live ${ALL_STAGES/firstboot/firstboot-build firstboot-install firstboot-boot1 firstboot-boot2 firstboot-passive firstboot-sb-refused} total; do [ -n "${TIMES[$k]:-}" ] && echo "$k: ${TIMES[$k]} s"; done
+  echo "stages summed: $summed s, $JOBS at a time"
   if [ -n "${TIMES[pxe-uefi-vs-bios]:-}" ]; then echo "pxe-uefi-vs-bios: ${TIMES[pxe-uefi-vs-bios]}"; fi
 } | tee "$OUT/summary.txt"
 say "PASS (disk image left at $OUT/disk.raw; consoles in $OUT/console-*.log)"

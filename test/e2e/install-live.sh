@@ -1,0 +1,80 @@
+# Sourced by test/e2e/run.sh (uses its run_qemu, expect_line, has_line, console, say, die, OUT,
+# REPO, LIVE_MEDIA, live_append, netdev, INSTALL_TIMEOUT, BOOT_TIMEOUT, LOOP). The automatic install
+# of the live system onto a sparse 260 GiB NVMe disk, the boot of that disk alone, and a config
+# that names a disk the machine does not have.
+
+# install: the install writes every partition with its label and a UEFI boot entry into the VARS.
+install_stage() {
+  local p want entry label loader nvram
+  truncate -s 260G "$OUT/disk.raw"
+  run_qemu install "$INSTALL_TIMEOUT" \
+    "${LIVE_MEDIA[@]}" -append "$(live_append node-install.yaml)" \
+    -drive file="$OUT/disk.raw",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2E0001,drive=d0 \
+    -netdev "$(netdev)" -device virtio-net-pci,netdev=n0 \
+    || die "install: QEMU exited with status $?"
+  expect_line install '^HV-LIVE: kernel' "the live system did not start"
+  grep -q 'GET /node-install.yaml 200' "$OUT/config-server.log" || { console install | tail -n 40 >&2; die "install: the guest never fetched its config_url (see $OUT/config-server.log)"; }
+  expect_line install '^installed /dev/nvme0n1' "the installer did not report a completed install"
+  expect_line install '^automatic install: poweroff' "the automatic install did not power off by itself"
+  if has_line install 'HV-LIVE-RESULT install-failed'; then die "install: the live system reported a failed install"; fi
+  say "   guest: $(console install | grep -aE '^installed ' | head -n 1)"
+  sgdisk --print "$OUT/disk.raw" | sed -n '/^Number/,$p' > "$OUT/partitions.txt"
+  sed 's/^/   /' "$OUT/partitions.txt"
+  # Filesystem labels from the outside, through a read-only loop device (detached on exit).
+  LOOP=$(losetup --find --show --read-only --partscan "$OUT/disk.raw")
+  for _ in $(seq 20); do [ -e "${LOOP}p6" ] && break; partprobe "$LOOP" 2>/dev/null; sleep 0.5; done
+  : > "$OUT/labels.txt"
+  for p in "$LOOP"p*; do echo "${p#"$LOOP"} $(blkid -p -s TYPE -s LABEL -o export "$p" | tr '\n' ' ')" >> "$OUT/labels.txt"; done
+  losetup --detach "$LOOP"; LOOP=
+  sed 's/^/   /' "$OUT/labels.txt"
+  for want in COS_GRUB COS_OEM COS_RECOVERY COS_STATE COS_PERSISTENT HARV_LH_DEFAULT; do
+    grep -q "LABEL=$want " "$OUT/labels.txt" || die "install: no filesystem labelled $want on the disk"
+  done
+  say "   disk: $(du -h --apparent-size "$OUT/disk.raw" | cut -f1) apparent, $(du -h "$OUT/disk.raw" | cut -f1) allocated"
+  # The UEFI boot entry the install reports (the own chain's "hvinstall", an image chain's
+  # "elemental-shim"), read back from the firmware's VARS file.
+  expect_line install 'UEFI boot entry Boot[0-9A-F]{4} "[^"]+" -> ' "the install wrote no UEFI boot entry"
+  entry=$(console install | grep -aoE 'UEFI boot entry Boot[0-9A-F]{4} "[^"]+" -> [^ ]+' | tail -n 1)
+  label=$(echo "$entry" | sed -E 's/.*"([^"]+)".*/\1/'); loader=${entry##* }
+  nvram=$(node "$REPO/test/e2e/boot-entry.mjs" "$OUT/vars-install.fd" "$label" "$loader") || die "install: the firmware's VARS lack the boot entry (test/e2e/boot-entry.mjs)"
+  say "   nvram: $nvram"
+}
+
+# boot_installed_disk NAME FIRMWARE DISK SERIAL WHAT: DISK alone (no NIC, first in the boot order)
+# under FIRMWARE (uefi, bios) must reach the test OS's init from active.img; WHAT names the disk
+# in the failure.
+boot_installed_disk() {
+  local name=$1 firmware=$2 disk=$3 serial=$4 what=$5
+  FIRMWARE=$firmware run_qemu "$name" "$BOOT_TIMEOUT" \
+    -drive file="$disk",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial="$serial",drive=d0,bootindex=0 \
+    -nic none \
+    || die "$name: QEMU exited with status $?"
+  expect_line "$name" 'HVTEST-BOOTED image=/cOS/active.img os=hvinstall test OS' "$what did not boot active.img"
+  say "   guest: $(console "$name" | grep -a 'HVTEST-BOOTED' | head -n 1)"
+}
+
+# boot-installed: OVMF -> EFI/BOOT/BOOTX64.EFI -> grub -> cos-img initramfs -> active.img, on the
+# disk the install stage wrote (the same job runs both).
+boot_installed_stage() {
+  boot_installed_disk boot uefi "$OUT/disk.raw" HVE2E0001 "the installed disk"
+  expect_line boot 'HVTEST-INITRD root=LABEL=COS_STATE image=/cOS/active.img' "grub did not start the cos-img initramfs with the active image"
+}
+
+# negative-missing-disk: the refusal names the missing disk and the disk that is there stays unwritten.
+negative_stage() {
+  truncate -s 260G "$OUT/disk-neg.raw"
+  run_qemu negative "$INSTALL_TIMEOUT" \
+    "${LIVE_MEDIA[@]}" -append "$(live_append node-missing-disk.yaml)" \
+    -drive file="$OUT/disk-neg.raw",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2E0002,drive=d0 \
+    -netdev "$(netdev)" -device virtio-net-pci,netdev=n0 \
+    || die "negative: QEMU exited with status $?"
+  expect_line negative 'HV-LIVE-RESULT install-failed exit=1 ' "the live system did not report the refused install (exit 1)"
+  expect_line negative '/dev/nvme9n1' "the error does not name the missing disk"
+  if has_line negative '^installed '; then die "negative: an install was reported on a missing disk"; fi
+  local used
+  used=$(stat -c %b "$OUT/disk-neg.raw")
+  [ "$used" = 0 ] || die "negative: the disk that was not named got written ($used blocks allocated)"
+  say "   guest: $(console negative | grep -aE 'nvme9n1' | head -n 1 | cut -c1-160)"
+  say "   the untouched disk has 0 blocks allocated"
+  rm -f "$OUT/disk-neg.raw"
+}
