@@ -17,9 +17,10 @@ import { SOURCE_DATE_EPOCH } from './packages.js';
 import { MKSQUASHFS_ENV } from '../reproducible.js';
 import { publishEntry, readEntry } from './cache.js';
 import { ensureBaseRoot, type BaseRoot } from './root.js';
+import { KEPT_MODULE_DIRS, KEPT_MODULES, pruneKernelModules } from './modules.js';
 
 /** Bumped when the assembly below changes in a way the inputs' digests do not show. */
-export const IMAGE_RECIPE = 1;
+export const IMAGE_RECIPE = 2;
 export const IMAGE_NAME = 'hvinstall test OS';
 /** A file the image carries in a persistent path, so a test sees the mirror at boot replace the node's copy. */
 export const MIRROR_PROBE = '/etc/ssh/hvtest-from-image';
@@ -31,6 +32,7 @@ export const IMAGE_FILES: ReadonlyArray<[source: string, dest: string, mode: num
   ['00_rootfs.yaml', 'system/oem/00_rootfs.yaml', 0o644],
   ['containerd-config.toml', 'etc/containerd/config.toml', 0o644],
   ['ssh-hostkeys.conf', 'usr/lib/systemd/system/ssh.service.d/hvtest-hostkeys.conf', 0o644],
+  ['sshd-hostkey.conf', 'etc/ssh/sshd_config.d/hvtest-hostkey.conf', 0o644],
   ['hvtest-report', 'usr/lib/hvtest/report', 0o755],
   ['hvtest-report.service', 'usr/lib/systemd/system/hvtest-report.service', 0o644],
   ['hvtest-nm-online-x', 'usr/lib/hvtest/nm-online-x', 0o755],
@@ -40,6 +42,23 @@ export const IMAGE_FILES: ReadonlyArray<[source: string, dest: string, mode: num
   ['rke2-standin-pre', 'usr/lib/hvtest/rke2-standin-pre', 0o755],
   ['rke2-standin.json', 'usr/lib/hvtest/rke2-standin.json', 0o644],
 ];
+
+/**
+ * Units Debian's packages enable that a node in a test never needs, left out of the image (their
+ * wants links removed): periodic maintenance of a machine that lives for minutes (apt's downloads
+ * and upgrades, dpkg's backup, e2scrub, fstrim) and a login prompt on the VGA console nobody looks
+ * at (hvagent-console.service shows the node's status there). Each one costs its start under TCG.
+ * None is a unit the boot report or hvagent checks (test/unit/systemd-os/build-inputs.test.ts).
+ */
+export const IMAGE_UNITS_OFF = [
+  'etc/systemd/system/timers.target.wants/apt-daily.timer',
+  'etc/systemd/system/timers.target.wants/apt-daily-upgrade.timer',
+  'etc/systemd/system/timers.target.wants/dpkg-db-backup.timer',
+  'etc/systemd/system/timers.target.wants/e2scrub_all.timer',
+  'etc/systemd/system/timers.target.wants/fstrim.timer',
+  'etc/systemd/system/multi-user.target.wants/e2scrub_reap.service',
+  'etc/systemd/system/getty.target.wants/getty@tty1.service',
+] as const;
 
 /** Where the image carries the rke2 stand-in (test/fixtures/rke2-standin), which its rke2-server.service runs. */
 export const RKE2_STANDIN_PATH = 'usr/lib/hvtest/rke2-standin.mjs';
@@ -56,6 +75,8 @@ export interface SystemdOsImage {
   treeBytes: number;
   squashfsBytes: number;
   initrd: Omit<CosInitrd, 'file'>;
+  /** Kernel modules the image keeps and those it leaves out (modules.ts). */
+  kernelModules: { kept: number; removed: number };
   packages: number;
   /** Seconds each part took to build in this call; undefined when it came from the cache. */
   built: { rootSec?: number; imageSec?: number };
@@ -72,7 +93,7 @@ export function imageOsRelease(debian: string, key: string): string {
 }
 
 async function inputsDigest(root: BaseRoot): Promise<string> {
-  const h = createHash('sha256').update(JSON.stringify({ recipe: IMAGE_RECIPE, root: root.key, kernel: root.manifest.kernelVersion }));
+  const h = createHash('sha256').update(JSON.stringify({ recipe: IMAGE_RECIPE, root: root.key, kernel: root.manifest.kernelVersion, modules: [KEPT_MODULE_DIRS, KEPT_MODULES], unitsOff: IMAGE_UNITS_OFF }));
   for (const name of (await readdir(FILES_DIR)).sort()) h.update(`${name}\0`).update(await readFile(path.join(FILES_DIR, name))).update('\0');
   h.update(await readFile(BUSYBOX));
   h.update(await readFile(RKE2_STANDIN));
@@ -108,10 +129,13 @@ export async function buildSystemdOs(cacheDir: string, log: (s: string) => void 
     // directories under /tmp: a tmpfs there, as on Harvester's OS (Debian ships the unit, off).
     await writeFresh(path.join(tree, 'usr/lib/systemd/system/tmp.mount'), await readFile(path.join(tree, 'usr/share/systemd/tmp.mount')), 0o644);
     await enableUnit(tree, 'tmp.mount', 'local-fs.target');
+    for (const link of IMAGE_UNITS_OFF) await unlink(path.join(tree, link));
     const osRelease = path.join(tree, 'usr/lib/os-release');
     await writeFresh(osRelease, imageOsRelease(await readFile(osRelease, 'utf8'), key), 0o644);
     await writeFresh(path.join(tree, MIRROR_PROBE.slice(1)), `the image's copy (${IMAGE_NAME} ${key}): mirrored into the persistent /etc/ssh at every boot\n`, 0o644);
     await symlink(`vmlinuz-${kver}`, path.join(tree, 'boot/vmlinuz'));
+    const mods = await pruneKernelModules(tree, kver);
+    log(`kernel modules: ${mods.kept} kept, ${mods.removed} removed (iso-build/systemd-os/modules.ts)`);
     const initrd = await buildCosInitrd({ programsRoot: tree, modulesRoot: tree, kernelVersion: kver, out: path.join(work, 'initrd'), epoch: SOURCE_DATE_EPOCH });
     await writeFresh(path.join(tree, 'boot/initrd'), await readFile(initrd.file), 0o644);
     const treeBytes = Number.parseInt((await run('du', ['-s', '--bytes', '--apparent-size', tree])).stdout, 10);
@@ -127,6 +151,7 @@ export async function buildSystemdOs(cacheDir: string, log: (s: string) => void 
       treeBytes,
       squashfsBytes: (await stat(out)).size,
       initrd: { bytes: initrd.bytes, sha256: initrd.sha256, modules: initrd.modules },
+      kernelModules: mods,
       packages: Object.keys(root.manifest.installed).length,
       builtAt: new Date().toISOString(),
     };

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { run } from '../../../lib/exec.js';
 import { baseSelection, OS_PACKAGES, parseSimulatedInstall, rootKey } from '../../../iso-build/systemd-os/packages.js';
 import { mmdebstrapArgs } from '../../../iso-build/systemd-os/root.js';
-import { imageOsRelease, IMAGE_FILES, RKE2_STANDIN_PATH } from '../../../iso-build/systemd-os/image.js';
+import { imageOsRelease, IMAGE_FILES, IMAGE_UNITS_OFF, RKE2_STANDIN_PATH } from '../../../iso-build/systemd-os/image.js';
 import { RKE2_STANDIN, systemdOsFile } from '../../../iso-build/systemd-os/files.js';
 import { readFile } from 'node:fs/promises';
 
@@ -121,6 +121,26 @@ describe('the image files', () => {
     );
     expect(b).toContain('set kernel=/boot/vmlinuz');
     expect(b).toContain('set initramfs=/boot/initrd');
+  });
+
+  it("leaves out only Debian's maintenance timers and the tty1 getty, never a unit the report or hvagent checks", async () => {
+    const report = await readFile(systemdOsFile('hvtest-report'), 'utf8');
+    for (const link of IMAGE_UNITS_OFF) {
+      expect(link).toMatch(/^etc\/systemd\/system\/[a-z-]+\.target\.wants\/[\w@.-]+\.(timer|service)$/);
+      const unit = link.split('/').pop()!;
+      expect(report).not.toContain(unit);
+      expect(['NetworkManager.service', 'containerd.service', 'ssh.service', 'systemd-timesyncd.service', 'hvagent.service']).not.toContain(unit);
+    }
+    expect(IMAGE_UNITS_OFF).toContain('etc/systemd/system/timers.target.wants/apt-daily.timer');
+  });
+
+  it('sshd offers the one host key the first boot makes (ed25519), the one the report checks is kept', async () => {
+    const dropIn = await readFile(systemdOsFile('ssh-hostkeys.conf'), 'utf8');
+    expect(dropIn).toContain('ssh-keygen -q -t ed25519 -N "" -f /etc/ssh/ssh_host_ed25519_key');
+    expect(dropIn).not.toContain('ssh-keygen -A');
+    expect(await readFile(systemdOsFile('sshd-hostkey.conf'), 'utf8')).toMatch(/^HostKey \/etc\/ssh\/ssh_host_ed25519_key$/m);
+    expect(IMAGE_FILES).toContainEqual(['sshd-hostkey.conf', 'etc/ssh/sshd_config.d/hvtest-hostkey.conf', 0o644]);
+    expect(await readFile(systemdOsFile('hvtest-report'), 'utf8')).toContain('/etc/ssh/ssh_host_ed25519_key.pub');
   });
 
   it('every file the image takes exists', async () => {
