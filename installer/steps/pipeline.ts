@@ -5,7 +5,7 @@
  * On failure: unmount, invalidate the target so it cannot boot half-installed (unless
  * preserveOnError), keep the journal and the log on the host and, when possible, on COS_OEM.
  */
-import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { HvError, ExitCode, describeError } from '../../lib/errors.js';
@@ -34,6 +34,7 @@ import type { EventBus } from './progress.js';
 import { sendWebhooks } from '../remote/webhooks.js';
 import { killIfAsked } from './test-faults.js';
 import { gatherFacts } from './prepare.js';
+import { InstallLog } from './install-log.js';
 
 export interface RunInstallOptions {
   plan: InstallPlan;
@@ -77,25 +78,6 @@ export function journalPaths(stateDir: string, device: string): { journalFile: s
 /** The steps after the guard, in order. */
 export function pipelineSteps(finish: Step): Step[] {
   return [clearStep, partitionStep, formatStep, verifyStep, deployStep, bootloaderStep, oemStep, persistentStep, agentStep, chrootStep, finish];
-}
-
-/** A log that holds lines in memory until the journal says whether to append (resume) or start afresh. */
-class InstallLog {
-  private pending: string[] = [];
-  private file?: string;
-  write(line: string): void {
-    if (this.file) appendFileSync(this.file, line, { mode: 0o600 });
-    else this.pending.push(line);
-  }
-  open(file: string, fresh: boolean): void {
-    if (fresh) writeFileSync(file, '', { mode: 0o600 });
-    this.file = file;
-    for (const l of this.pending) appendFileSync(file, l, { mode: 0o600 });
-    this.pending = [];
-  }
-  text(): string {
-    return this.file ? readFileSync(this.file, 'utf8') : this.pending.join('');
-  }
 }
 
 export async function runInstall(opts: RunInstallOptions): Promise<InstallOutcome> {
@@ -158,6 +140,7 @@ export async function runInstall(opts: RunInstallOptions): Promise<InstallOutcom
     const guard = writer.step('guard');
     Object.assign(guard, { status: 'done', attempts: guard.attempts + 1, startedAt: new Date().toISOString(), endedAt: new Date().toISOString() });
     await writer.save();
+    installLog.throwIfFailed(); // before the first step touches the disk
     bus.emit({ type: 'install', phase: resumed ? 'resumed' : 'started', device: plan.device, message: resumed ? `run ${journal.runs} of install ${journal.installId}` : `install ${journal.installId}, journal ${journalFile}` });
     bus.emit({ type: 'step', phase: 'done', step: 'guard', index: 1, total });
     killIfAsked('after:guard', opts.killPoint);
@@ -194,6 +177,7 @@ export async function runInstall(opts: RunInstallOptions): Promise<InstallOutcom
       const t0 = Date.now();
       const detail = await step.run(ctx);
       opts.signal?.throwIfAborted();
+      installLog.throwIfFailed();
       Object.assign(js, { status: 'done', endedAt: new Date().toISOString(), durationMs: Date.now() - t0, ...(detail ? { detail } : {}) });
       await writer.save();
       bus.emit({ type: 'step', phase: 'done', step: step.name, index: i + 2, total, message: `${((Date.now() - t0) / 1000).toFixed(1)} s` });
