@@ -6,9 +6,10 @@
 //  - installer/config/generated/harvester-config.schema-types.ts: TypeScript types of the schema,
 //    checked against installer/config/types.ts at compile time (installer/config/schema-check.ts).
 // Output is deterministic, so regenerating an unchanged schema leaves the tree clean.
-import { readFile, writeFile, mkdir, rm } from 'node:fs/promises';
+import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
+import { bundleForNode } from '../node-bundle.mjs';
 import Ajv2020Module from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import standaloneModule from 'ajv/dist/standalone/index.js';
@@ -170,15 +171,6 @@ function withoutDocs(node) {
  * lazily imported module so undici is loaded only for URLs. Skipped (with a notice) without esbuild.
  */
 async function bundleValidateCommand() {
-  const outfile = path.join(root, 'dist/installer/commands/validate.bundle.js');
-  await rm(outfile, { force: true });
-  let esbuild;
-  try {
-    esbuild = await import('esbuild');
-  } catch {
-    console.warn('generate: esbuild is not installed; hvinstall validate runs unbundled (slower start)');
-    return;
-  }
   // lib/errors stays shared so the CLI's `instanceof HvError` sees our errors (hint, exit code).
   const sharedLibExternal = {
     name: 'shared-lib-external',
@@ -186,21 +178,12 @@ async function bundleValidateCommand() {
       build.onResolve({ filter: /\/lib\/(http-fetch|errors)\.js$/ }, (args) => ({ path: `../../lib/${path.basename(args.path)}`, external: true }));
     },
   };
-  await esbuild.build({
-    entryPoints: [path.join(root, 'installer/config/validate-command.ts')],
-    outfile,
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    minifyWhitespace: true,
-    minifySyntax: true,
-    legalComments: 'eof',
+  await bundleForNode({
+    entry: path.join(root, 'installer/config/validate-command.ts'),
+    outfile: path.join(root, 'dist/installer/commands/validate.bundle.js'),
+    what: 'hvinstall validate',
     external: ['undici'],
     plugins: [sharedLibExternal],
-    // yaml is CommonJS: give the bundle a require() for the builtins it needs.
-    banner: { js: "import { createRequire as __hvCreateRequire } from 'node:module'; const require = __hvCreateRequire(import.meta.url);" },
-    logLevel: 'warning',
   });
 }
 

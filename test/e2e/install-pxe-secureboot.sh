@@ -1,4 +1,4 @@
-# Sourced by test/e2e/run.sh after install-pxe.sh (uses pxe_profiles, pxe_serve, pxe_boot_bridge, pxe_check_events,
+# Sourced by test/e2e/run.sh after install-pxe.sh (uses pxe_profiles, pxe_serve, pxe_boot_bridge, pxe_bridge_peer, pxe_check_events,
 # time_to_line, run_qemu, console, expect_line, say, die, PIDS, netns_add, boot_installed_disk, OUT, CACHE, …).
 # PXE with Secure Boot enforced (OVMF with Microsoft's keys): an unsigned iPXE cannot run there, so
 # the profile says `boot: grub-signed` and the chain is Debian's signed shim -> Debian's signed grub
@@ -32,12 +32,7 @@ pxe_secureboot_stage() {
 
   local ns=hv-e2e-pxesb-$$ hvpxe_ns=hv-e2e-hvpxe-$$
   pxe_boot_bridge "$ns" "$net"
-  netns_add "$hvpxe_ns"
-  ip -n "$ns" link add hv0 type veth peer name hv1 netns "$hvpxe_ns"
-  ip -n "$ns" link set hv0 master br0 up
-  ip -n "$hvpxe_ns" link set lo up
-  ip -n "$hvpxe_ns" addr add "$net.3/24" dev hv1
-  ip -n "$hvpxe_ns" link set hv1 up
+  pxe_bridge_peer "$ns" "$hvpxe_ns" hv "$net.3"
   ip -n "$hvpxe_ns" route add default via "$net.1"
 
   HVPXE_EXTRA_ARGS="--tftp $net.3:69" pxe_serve "$dir" "$net.3:8080" "$server" "$server/healthz" ip netns exec "$hvpxe_ns"

@@ -1,4 +1,4 @@
-# Sourced by test/e2e/run.sh after install-pxe.sh (uses pxe_profiles, pxe_boot_bridge, pxe_serve, pxe_check_events,
+# Sourced by test/e2e/run.sh after install-pxe.sh (uses pxe_profiles, pxe_boot_bridge, pxe_bridge_peer, pxe_serve, pxe_check_events,
 # run_qemu, console, expect_line, say, die, PIDS, netns_add, boot_installed_disk, OUT, SYSTEM_SIZE, …).
 # PXE under UEFI firmware, as a v1.8 fleet installs (Harvester v1.8 refuses legacy BIOS), on a boot
 # network of its own instead of slirp: slirp's one bootfile cannot tell the firmware's PXE client
@@ -29,12 +29,7 @@ pxe_uefi_stage() {
 
   local ns=hv-e2e-pxeu-$$ dhcp_ns=hv-e2e-dhcp-$$
   pxe_boot_bridge "$ns" "$net"
-  netns_add "$dhcp_ns"
-  ip -n "$ns" link add dhcp0 type veth peer name dhcp1 netns "$dhcp_ns"
-  ip -n "$ns" link set dhcp0 master br0 up
-  ip -n "$dhcp_ns" link set lo up
-  ip -n "$dhcp_ns" addr add "$net.2/24" dev dhcp1
-  ip -n "$dhcp_ns" link set dhcp1 up
+  pxe_bridge_peer "$ns" "$dhcp_ns" dhcp "$net.2"
 
   # The site's DHCP server: addresses and a router (the installer needs a default route), nothing about booting.
   ip netns exec "$dhcp_ns" dnsmasq -k --conf-file=/dev/null --port=0 --interface=dhcp1 --bind-interfaces \

@@ -75,6 +75,19 @@ pxe_boot_bridge() {
   ip -n "$ns" link set tap0 master br0 up
 }
 
+# pxe_bridge_peer NS PEER IF ADDR: a new namespace PEER (deleted when the job ends) joined to NS's
+# br0 by a veth pair, IF0 on the bridge and IF1 in PEER at ADDR/24: a second machine on the boot
+# network (a site's DHCP server, an hvpxe host).
+pxe_bridge_peer() {
+  local ns=$1 peer=$2 ifname=$3 addr=$4
+  netns_add "$peer"
+  ip -n "$ns" link add "${ifname}0" type veth peer name "${ifname}1" netns "$peer"
+  ip -n "$ns" link set "${ifname}0" master br0 up
+  ip -n "$peer" link set lo up
+  ip -n "$peer" addr add "$addr/24" dev "${ifname}1"
+  ip -n "$peer" link set "${ifname}1" up
+}
+
 # pxe_check_events MACHINES_JSON: hvpxe received the install's STARTED and SUCCEEDED webhooks.
 pxe_check_events() {
   local events

@@ -9,7 +9,7 @@
 # that is not found, a second build that must give the same bytes, and an interactive install
 # through hvinstall console over the serial line. Then a real systemd node (iso-build/systemd-os)
 # installed by hvinstall boots three times and reports its checks as TAP (test/e2e/first-boot.sh).
-# The stages run as chains, HV_E2E_JOBS (default 2) at a time. Details: docs/e2e.md.
+# The stages run as chains, HV_E2E_JOBS (default 3) at a time. Details: docs/e2e.md.
 # Knobs: HV_E2E_STAGES (which stages; default all but 4kn), HV_E2E_JOBS, HV_E2E_OUT,
 # HV_E2E_CACHE, HV_E2E_INSTALL_TIMEOUT, HV_E2E_BOOT_TIMEOUT, HV_E2E_SYSTEM_SIZE, HV_E2E_MEM, and the
 # older per-stage switches HV_E2E_NEGATIVE=0, HV_E2E_ISO=0, HV_E2E_PXE=0, HV_E2E_CONSOLE=0, HV_E2E_FIRSTBOOT=0, HV_E2E_4KN=1.
@@ -203,9 +203,9 @@ live_append() { # config file name
 }
 
 # --- 3. the stages. Each is a function of test/e2e/*.sh; a job runs one chain of stages (a stage
-# that needs another's result shares its chain) and HV_E2E_JOBS jobs (default 2) run at once. Under
+# that needs another's result shares its chain) and HV_E2E_JOBS jobs (default 3) run at once. Under
 # TCG a guest keeps about one core busy and waits on firmware menus, DHCP and power-off countdowns
-# for the rest, so two jobs on two cores take about half the time of one.
+# for the rest: one job uses ~1.0 of the two cores, two ~1.7, three ~1.9 (docs/e2e.md "How long").
 for f in install-live install-iso install-pxe install-pxe-uefi install-pxe-secureboot install-http-boot console install-media image-out first-boot install-4kn; do
   # shellcheck source=/dev/null
   . "$REPO/test/e2e/$f.sh"
@@ -235,7 +235,7 @@ run_stage() {
 CHAINS=("firstboot" "pxe-secureboot" "pxe-uefi" "iso-cd-bios" "iso-cd-uefi" "http-boot" "iso-usb-sb"
   "console" "pxe-bios" "install boot-installed" "iso-url" "negative-missing-disk" "4kn" "medium-missing"
   "image-out" "reproducible")
-JOBS=${HV_E2E_JOBS:-2}
+JOBS=${HV_E2E_JOBS:-3}
 case $JOBS in '' | *[!0-9]* | 0) die "HV_E2E_JOBS=$JOBS: give the number of stage chains to run at once (1 runs them one by one)" ;; esac
 
 # run_chain STAGE...: one job, in a subshell of its own: its QEMU, loop device and namespaces are
