@@ -248,7 +248,6 @@ run_chain() {
   for st in "$@"; do run_stage "$st"; done
 }
 declare -A RUNNING=() # job PID -> its chain
-JOB_PIDS=()
 FAILED=
 end_jobs() { # TERM, not KILL: each job's trap must still undo what it set up
   local pid
