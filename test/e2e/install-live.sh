@@ -3,15 +3,22 @@
 # of the live system onto a sparse 260 GiB NVMe disk, the boot of that disk alone, and a config
 # that names a disk the machine does not have.
 
+# live_automatic_install NAME CONFIG DISK SERIAL: the live system boots with the config server's
+# CONFIG as its config_url and a new sparse 260 GiB NVMe DISK, runs its automatic install and powers off.
+live_automatic_install() {
+  local name=$1 config=$2 disk=$3 serial=$4
+  truncate -s 260G "$disk"
+  run_qemu "$name" "$INSTALL_TIMEOUT" \
+    "${LIVE_MEDIA[@]}" -append "$(live_append "$config")" \
+    -drive file="$disk",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial="$serial",drive=d0 \
+    -netdev "$(netdev)" -device virtio-net-pci,netdev=n0 \
+    || die "$name: QEMU exited with status $?"
+}
+
 # install: the install writes every partition with its label and a UEFI boot entry into the VARS.
 install_stage() {
   local p want entry label loader nvram
-  truncate -s 260G "$OUT/disk.raw"
-  run_qemu install "$INSTALL_TIMEOUT" \
-    "${LIVE_MEDIA[@]}" -append "$(live_append node-install.yaml)" \
-    -drive file="$OUT/disk.raw",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2E0001,drive=d0 \
-    -netdev "$(netdev)" -device virtio-net-pci,netdev=n0 \
-    || die "install: QEMU exited with status $?"
+  live_automatic_install install node-install.yaml "$OUT/disk.raw" HVE2E0001
   expect_line install '^HV-LIVE: kernel' "the live system did not start"
   grep -q 'GET /node-install.yaml 200' "$OUT/config-server.log" || { console install | tail -n 40 >&2; die "install: the guest never fetched its config_url (see $OUT/config-server.log)"; }
   expect_line install '^installed /dev/nvme0n1' "the installer did not report a completed install"
@@ -62,12 +69,7 @@ boot_installed_stage() {
 
 # negative-missing-disk: the refusal names the missing disk and the disk that is there stays unwritten.
 negative_stage() {
-  truncate -s 260G "$OUT/disk-neg.raw"
-  run_qemu negative "$INSTALL_TIMEOUT" \
-    "${LIVE_MEDIA[@]}" -append "$(live_append node-missing-disk.yaml)" \
-    -drive file="$OUT/disk-neg.raw",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2E0002,drive=d0 \
-    -netdev "$(netdev)" -device virtio-net-pci,netdev=n0 \
-    || die "negative: QEMU exited with status $?"
+  live_automatic_install negative node-missing-disk.yaml "$OUT/disk-neg.raw" HVE2E0002
   expect_line negative 'HV-LIVE-RESULT install-failed exit=1 ' "the live system did not report the refused install (exit 1)"
   expect_line negative '/dev/nvme9n1' "the error does not name the missing disk"
   if has_line negative '^installed '; then die "negative: an install was reported on a missing disk"; fi
