@@ -11,7 +11,7 @@ console_stage() {
   truncate -s 260G "$OUT/disk-console.raw"
   cp "$OVMF_VARS" "$OUT/vars-console.fd"
   # The serial line is a socket the driver connects to; logfile= keeps what the guest wrote.
-  qemu-system-x86_64 -machine q35 -accel tcg -cpu "${HV_E2E_CPU:-qemu64}" -m "$MEM" -smp "${HV_E2E_SMP:-2}" -display none -monitor none -no-reboot \
+  qemu-system-x86_64 -machine q35 -accel tcg -cpu "${HV_E2E_CPU:-qemu64}" -m "$MEM" -smp "$SMP" -display none -monitor none -no-reboot \
     -drive if=pflash,format=raw,readonly=on,file="$OVMF_CODE" -drive if=pflash,format=raw,file="$OUT/vars-console.fd" \
     -chardev socket,id=s0,path="$sock",server=on,wait=off,logfile="$OUT/console-console.log" -serial chardev:s0 \
     "${LIVE_MEDIA[@]}" \
