@@ -146,7 +146,8 @@ fb_slow_link() {
 # The consoles that are read are the serial ports.
 FB_NO_VGA="-vga none"
 # Two vCPUs for these boots, one for the rest (run.sh's SMP): systemd starts units in parallel, and
-# with one vCPU a first boot took longer (326 s against 228 s) and more CPU (226 against 188 s).
+# with one vCPU a first boot took longer and more CPU (in full runs: 326 s and 226 CPU-s, against
+# 228 s and 188 CPU-s with two).
 FB_SMP=${HV_E2E_SMP:-2}
 
 # fb_boot NAME BOOT MODE AGENT [slow-link]: boots the installed disk; passes when the initramfs and
