@@ -6,7 +6,7 @@
 
 import { describeNicChanges, nicChanges, type DeclaredNic, type LinkIdentity } from '../identity/nics.js';
 
-/** One link as `ip -j -d link show` reports it (the fields we read). */
+/** One link as `ip -j -d link show` (and `ip -j -d addr show`) reports it (the fields we read). */
 export interface IpLink {
   ifname: string;
   /** The MAC in use (a bond slave shows the bond's). */

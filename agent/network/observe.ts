@@ -50,12 +50,14 @@ export async function findDhcpLease(o: Pick<ObserveOptions, 'root' | 'leaseFiles
 }
 
 export async function observeNetwork(o: ObserveOptions): Promise<NetworkFacts> {
-  const [links, addrs, defaultRoutes, resolv, lease] = await Promise.all([
-    ipJson<IpLink[]>(o, ['-d', 'link', 'show']),
-    ipJson<IpAddrEntry[]>(o, ['addr', 'show']),
+  // `ip -d addr show` prints each link as `ip -d link show` does (iproute2's one print_linkinfo)
+  // plus its addresses: one process a look for both, which the guard takes every second while
+  // the node boots.
+  const [interfaces, defaultRoutes, resolv, lease] = await Promise.all([
+    ipJson<Array<IpLink & IpAddrEntry>>(o, ['-d', 'addr', 'show']),
     ipJson<IpRoute[]>(o, ['-4', 'route', 'show', 'default']),
     readFile(o.root(o.resolvConf), 'utf8').catch(() => ''),
     findDhcpLease(o),
   ]);
-  return { links, addrs, defaultRoutes, nameservers: parseResolvConf(resolv), lease };
+  return { links: interfaces, addrs: interfaces, defaultRoutes, nameservers: parseResolvConf(resolv), lease };
 }
