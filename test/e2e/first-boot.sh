@@ -145,7 +145,7 @@ fb_slow_link() {
 # framebuffer console (tty1, on the kernel command line) draw every console line in emulated code.
 # The consoles that are read are the serial ports.
 FB_NO_VGA="-vga none"
-# Two vCPUs for these boots, one for the rest (run.sh's SMP): systemd starts units in parallel, and
+# Two vCPUs for these boots (run.sh's BOOT_SMP gives the small test OS's boots one): systemd starts units in parallel, and
 # with one vCPU a first boot took longer and more CPU (in full runs: 326 s and 226 CPU-s, against
 # 228 s and 188 CPU-s with two).
 FB_SMP=${HV_E2E_SMP:-2}

@@ -14,7 +14,7 @@ image_out_stage() {
   say "   $(grep -a '^image written' "$dir/image.log")"
   qemu-img info --output json "$img" | grep -q '"format": "qcow2"' || die "image-out: $img is not a qcow2"
   if losetup --list --noheadings --output BACK-FILE | grep -q "$dir/"; then die "image-out: a loop device is still attached to a file in $dir"; fi
-  GRUB_ENTER=1 run_qemu image-out "$BOOT_TIMEOUT" \
+  QEMU_SMP=$BOOT_SMP GRUB_ENTER=1 run_qemu image-out "$BOOT_TIMEOUT" \
     -drive file="$img",if=none,format=qcow2,id=d0,cache=unsafe -device nvme,serial=HVE2EIMG1,drive=d0 \
     -nic none \
     || die "image-out: QEMU exited with status $?"

@@ -20,7 +20,7 @@ fourk_stage() {
   n=$(grep -cE '^ +[0-9]+ ' "$OUT/partitions-4kn.txt" || true)
   [ "$n" = 6 ] || die "4kn: $n partitions instead of 6"
   say "   4Kn table: $n partitions, $(grep -o 'Sector size.*' "$OUT/partitions-4kn.txt")"
-  GRUB_ENTER=1 run_qemu 4kn-boot "$BOOT_TIMEOUT" \
+  QEMU_SMP=$BOOT_SMP GRUB_ENTER=1 run_qemu 4kn-boot "$BOOT_TIMEOUT" \
     -drive file="$OUT/disk-4kn.raw",if=none,format=raw,id=d0,cache=unsafe \
     -device nvme,serial=HVE2E0004,drive=d0,logical_block_size=4096,physical_block_size=4096 \
     -nic none \

@@ -52,7 +52,7 @@ install_stage() {
 # in the failure.
 boot_installed_disk() {
   local name=$1 firmware=$2 disk=$3 serial=$4 what=$5
-  GRUB_ENTER=${GRUB_ENTER-1} FIRMWARE=$firmware run_qemu "$name" "$BOOT_TIMEOUT" \
+  QEMU_SMP=$BOOT_SMP GRUB_ENTER=${GRUB_ENTER-1} FIRMWARE=$firmware run_qemu "$name" "$BOOT_TIMEOUT" \
     -drive file="$disk",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial="$serial",drive=d0,bootindex=0 \
     -nic none \
     || die "$name: QEMU exited with status $?"
