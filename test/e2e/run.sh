@@ -27,7 +27,7 @@ BOOT_TIMEOUT=${HV_E2E_BOOT_TIMEOUT:-900}
 SYSTEM_SIZE=${HV_E2E_SYSTEM_SIZE:-256}
 MEM=${HV_E2E_MEM:-2048}
 # Two vCPUs for a guest that installs: with one, a live install stopped in mkfs of COS_PERSISTENT
-# or HARV_LH_DEFAULT in four of some sixty (QEMU idle, the console silent for minutes; with and
+# or HARV_LH_DEFAULT in four of about seventy (QEMU idle, the console silent for minutes; with and
 # without Secure Boot and SMM; docs/e2e.md "How long"), never with two. One for a boot of an
 # installed disk with the small test OS (BOOT_SMP): ~10 % less CPU, and CPU bounds a run of three
 # jobs on two cores. The first boot's systemd boots take two (first-boot.sh).
