@@ -15,11 +15,33 @@
 # carries its own unsigned grub, so the Secure Boot install is booted with Secure Boot off (plain
 # OVMF) until the image's own signed chain is installed (docs/iso.md).
 
-# grub_type LOG FD PARAMS: waits for grub's menu on the console LOG, then types at it through FD.
+# count_on LOG TEXT: how many times TEXT is on the console LOG so far.
+count_on() { tr -d '\r' < "$1" | grep -aoF "$2" | wc -l; }
+# await_redraw LOG TEXT N WHAT: waits until TEXT is on LOG more than N times (grub drew it again),
+# then until the console is quiet for a second (grub has drawn the rest of the screen). Prints
+# what went wrong and fails after 60 s.
+await_redraw() {
+  local log=$1 text=$2 n=$3 what=$4 deadline=$(($(date +%s) + 60)) size
+  until [ "$(count_on "$log" "$text")" -gt "$n" ]; do
+    [ "$(date +%s)" -ge "$deadline" ] && { echo "grub did not redraw '$text' within 60 s of $what"; return 1; }
+    sleep 0.5
+  done
+  until size=$(stat -c %s "$log"); sleep 1; [ "$(stat -c %s "$log")" = "$size" ]; do
+    [ "$(date +%s)" -ge "$deadline" ] && { echo "the console did not go quiet within 60 s of $what"; return 1; }
+  done
+}
+# grub_type LOG FD PARAMS FAILED: waits for grub's menu on the console LOG, then types at it
+# through FD. When grub does not answer, it writes why to the file FAILED (run_qemu's FAIL_FILE
+# then ends the guest) instead of leaving it at the menu until the install's deadline.
 grub_type() {
+  local why
+  why=$(type_at_grub "$@") || { printf 'typing at grub: %s\n' "$why" > "$4"; return 1; }
+}
+type_at_grub() {
   local log=$1 fd=$2 params=$3 deadline=$(($(date +%s) + BOOT_TIMEOUT))
-  until [ -f "$log" ] && tr -d '\r' < "$log" | grep -a 'serial console ttyS0' > /dev/null; do
-    [ "$(date +%s)" -ge "$deadline" ] && { say "   grub_type: no grub menu in $log"; return 1; }
+  local footer='Press enter to boot the selected OS' entry='serial console ttyS0'
+  until [ -f "$log" ] && [ "$(count_on "$log" "$entry")" -gt 0 ]; do
+    [ "$(date +%s)" -ge "$deadline" ] && { echo "no grub menu within $BOOT_TIMEOUT s"; return 1; }
     sleep 1
   done
   # The parameters in pieces of at most 50 characters: set p1="…", set p2="…", then the variable.
@@ -40,8 +62,16 @@ grub_type() {
     for ((k = 0; k < ${#c}; k++)); do printf '%s' "${c:k:1}" >&"$fd"; sleep 0.1; done
     printf '\r' >&"$fd"; sleep 1
   done
-  printf '\033' >&"$fd"; sleep 2       # Esc: back to the menu
-  printf 'v' >&"$fd"; sleep 1          # down to the serial-console entry
+  # Each key waits for grub to show it took the one before: grub's serial terminal reads a key
+  # that comes right after Esc as part of an escape sequence, so an Esc and a 'v' that arrive
+  # together (a loaded host) leave the default entry selected, which boots without the serial
+  # console.
+  n=$(count_on "$log" "$footer")
+  printf '\033' >&"$fd"               # Esc: back to the menu
+  await_redraw "$log" "$footer" "$n" "Esc" || return 1
+  n=$(count_on "$log" "$entry")
+  printf 'v' >&"$fd"                   # down to the serial-console entry: grub redraws it highlighted
+  await_redraw "$log" "$entry" "$n" "'v'" || return 1
   printf '\r' >&"$fd"                  # boot it
 }
 
@@ -71,10 +101,11 @@ media_stage() {
   local fifo="$OUT/keys-$name" fd
   rm -f "$fifo"; mkfifo "$fifo"
   exec {fd}<>"$fifo"
-  grub_type "$OUT/console-$name-install.log" "$fd" "$(live_append node-1.yaml)" &
+  rm -f "$OUT/typing-$name.failed"
+  grub_type "$OUT/console-$name-install.log" "$fd" "$(live_append node-1.yaml)" "$OUT/typing-$name.failed" &
   PIDS+=($!)
   # Had the typing not reached grub, the live system would wait at its shell: stop at once.
-  FAIL_ON='HV-LIVE: interactive install' \
+  FAIL_ON='HV-LIVE: interactive install' FAIL_FILE=$OUT/typing-$name.failed \
     QEMU_STDIN=$fifo FIRMWARE=$firmware run_qemu "$name-install" "$INSTALL_TIMEOUT" \
     "${media[@]}" \
     -drive file="$disk",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=$serial,drive=d0 \

@@ -188,6 +188,12 @@ run_qemu() {
       tail -n 30 "$log" | tr -d '\r' >&2
       die "$name: the console says /$FAIL_ON/ (console: $log)"
     fi
+    # FAIL_FILE: a file whose appearance (with the reason in it) means the same.
+    if [ -n "${FAIL_FILE:-}" ] && [ -s "$FAIL_FILE" ]; then
+      kill "$pid"; wait "$pid" 2>/dev/null || true
+      tail -n 30 "$log" | tr -d '\r' >&2
+      die "$name: $(cat "$FAIL_FILE") (console: $log)"
+    fi
     if [ -n "$keys" ] && [ -z "$entered" ] && grep -a 'The highlighted entry will be executed automatically' "$log" > /dev/null; then
       printf '\r' >&"$keys_fd"; entered=1
     fi
