@@ -23,11 +23,11 @@ count_on() { tr -d '\r' < "$1" | grep -aoF "$2" | wc -l; }
 await_redraw() {
   local log=$1 text=$2 n=$3 what=$4 deadline=$(($(date +%s) + 60)) size
   until [ "$(count_on "$log" "$text")" -gt "$n" ]; do
-    [ "$(date +%s)" -ge "$deadline" ] && { echo "grub did not redraw '$text' within 60 s of $what"; return 1; }
+    if [ "$(date +%s)" -ge "$deadline" ]; then echo "grub did not redraw '$text' within 60 s of $what"; return 1; fi
     sleep 0.5
   done
   until size=$(stat -c %s "$log"); sleep 1; [ "$(stat -c %s "$log")" = "$size" ]; do
-    [ "$(date +%s)" -ge "$deadline" ] && { echo "the console did not go quiet within 60 s of $what"; return 1; }
+    if [ "$(date +%s)" -ge "$deadline" ]; then echo "the console did not go quiet within 60 s of $what"; return 1; fi
   done
 }
 # grub_type LOG FD PARAMS FAILED: waits for grub's menu on the console LOG, then types at it
@@ -41,7 +41,7 @@ type_at_grub() {
   local log=$1 fd=$2 params=$3 deadline=$(($(date +%s) + BOOT_TIMEOUT))
   local footer='Press enter to boot the selected OS' entry='serial console ttyS0'
   until [ -f "$log" ] && [ "$(count_on "$log" "$entry")" -gt 0 ]; do
-    [ "$(date +%s)" -ge "$deadline" ] && { echo "no grub menu within $BOOT_TIMEOUT s"; return 1; }
+    if [ "$(date +%s)" -ge "$deadline" ]; then echo "no grub menu within $BOOT_TIMEOUT s"; return 1; fi
     sleep 1
   done
   # The parameters in pieces of at most 50 characters: set p1="…", set p2="…", then the variable.
