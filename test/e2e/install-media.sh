@@ -16,7 +16,7 @@
 # OVMF) until the image's own signed chain is installed (docs/iso.md).
 
 # count_on LOG TEXT: how many times TEXT is on the console LOG so far.
-count_on() { tr -d '\r' < "$1" | grep -aoF "$2" | wc -l; }
+count_on() { tr -d '\r' < "$1" | { grep -aoF "$2" || true; } | wc -l; }
 # await_redraw LOG TEXT N WHAT: waits until TEXT is on LOG more than N times (grub drew it again),
 # then until the console is quiet for a second (grub has drawn the rest of the screen). Prints
 # what went wrong and fails after 60 s.

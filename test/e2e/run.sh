@@ -145,6 +145,13 @@ write_config node-1.yaml /dev/nvme0n1
 write_config node-install.yaml /dev/nvme0n1
 write_config node-missing-disk.yaml /dev/nvme9n1
 
+# end_guest_failed WHY: for run_qemu's loop (its pid, log and name): ends the guest, shows the
+# console's last lines and fails the stage with WHY.
+end_guest_failed() {
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  tail -n 30 "$log" | tr -d '\r' >&2
+  die "$name: $1 (console: $log)"
+}
 # run_qemu NAME TIMEOUT qemu-args... : boots, waits for QEMU to exit (the guest powers off) or the
 # deadline; returns QEMU's status. The console goes to $OUT/console-NAME.log. FAIL_ON: a console
 # line that fails the run at once; DONE_ON: a console line that ends it as wanted (QEMU stopped,
@@ -177,23 +184,13 @@ run_qemu() {
   PIDS+=("$pid")
   local deadline=$(($(date +%s) + timeout)) last=0
   while kill -0 "$pid" 2>/dev/null; do
-    if [ "$(date +%s)" -ge "$deadline" ]; then
-      kill "$pid"; wait "$pid" 2>/dev/null || true
-      tail -n 30 "$log" | tr -d '\r' >&2
-      die "$name: no power-off within ${timeout} s (console: $log)"
-    fi
+    if [ "$(date +%s)" -ge "$deadline" ]; then end_guest_failed "no power-off within ${timeout} s"; fi
     # FAIL_ON: a console line that means the run can only wait for its deadline now.
     if [ -n "${FAIL_ON:-}" ] && tr -d '\r' < "$log" | grep -aE "$FAIL_ON" > /dev/null; then
-      kill "$pid"; wait "$pid" 2>/dev/null || true
-      tail -n 30 "$log" | tr -d '\r' >&2
-      die "$name: the console says /$FAIL_ON/ (console: $log)"
+      end_guest_failed "the console says /$FAIL_ON/"
     fi
     # FAIL_FILE: a file whose appearance (with the reason in it) means the same.
-    if [ -n "${FAIL_FILE:-}" ] && [ -s "$FAIL_FILE" ]; then
-      kill "$pid"; wait "$pid" 2>/dev/null || true
-      tail -n 30 "$log" | tr -d '\r' >&2
-      die "$name: $(cat "$FAIL_FILE") (console: $log)"
-    fi
+    if [ -n "${FAIL_FILE:-}" ] && [ -s "$FAIL_FILE" ]; then end_guest_failed "$(cat "$FAIL_FILE")"; fi
     if [ -n "$keys" ] && [ -z "$entered" ] && grep -a 'The highlighted entry will be executed automatically' "$log" > /dev/null; then
       printf '\r' >&"$keys_fd"; entered=1
     fi
