@@ -1,26 +1,26 @@
 // Mutation testing (`make mutation`, docs/testing.md). One scope per run, chosen by HV_MUTATION_SCOPE,
 // so each folder can be run (and re-run) on its own on a shared 2-core machine.
 const SCOPES = {
-  // The decision modules of installer/config where a wrong product destroys a disk without consent,
+  // The decision modules of config where a wrong product destroys a disk without consent,
   // leaks a secret or lets a setting pass that then fails to render (docs/testing.md, "the config
   // scope"): the whole folder is ~3,600 mutants, about 8 hours on two shared cores.
   config: [
-    'installer/config/cmdline.ts',
-    'installer/config/containerd-registry.ts',
-    'installer/config/server-url.ts',
-    'installer/config/secrets.ts',
+    'config/cmdline.ts',
+    'config/containerd-registry.ts',
+    'config/server-url.ts',
+    'config/secrets.ts',
     'lib/own-keys.ts',
-    'installer/config/rules.ts:31-74', // the placeholder pattern; commonCheck; automatic only from the command line
-    'installer/config/rules.ts:355-387', // SSH-key and placeholder checks
+    'config/rules.ts:31-74', // the placeholder pattern; commonCheck; automatic only from the command line
+    'config/rules.ts:355-387', // SSH-key and placeholder checks
   ],
-  // The next slice of installer/config: how a key's spelling finds its field (Harvester's FuzzyNames),
+  // The next slice of config: how a key's spelling finds its field (Harvester's FuzzyNames),
   // the removed keys' lookup, and how a scalar becomes a string, a boolean or a number (normalise.ts:
   // a wrong answer there silently changes a setting's meaning). Same tests as `config`.
   'config-spellings': [
-    'installer/config/spellings.ts',
-    'installer/config/legacy.ts:94-98', // removedKey (the table above it is data)
-    'installer/config/normalise.ts:34-35', // the words Harvester reads as true and as false
-    'installer/config/normalise.ts:349-405', // toStringValue, toBool, toInt, flattenDotted
+    'config/spellings.ts',
+    'config/legacy.ts:94-98', // removedKey (the table above it is data)
+    'config/normalise.ts:34-35', // the words Harvester reads as true and as false
+    'config/normalise.ts:349-405', // toStringValue, toBool, toInt, flattenDotted
   ],
   disk: ['installer/disk/**/*.ts', '!installer/disk/types.ts', '!installer/disk/contracts.ts'],
   'redact-safe-path': ['lib/redact.ts', 'pxe/safe-path.ts'],

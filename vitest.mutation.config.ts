@@ -1,7 +1,7 @@
 import { defineConfig } from 'vitest/config';
 
 // Stryker's test run (`make mutation`): the unit tests only (no root), one worker per mutant run.
-// The config scopes (config, config-spellings) run the tests of installer/config, of the registry setting's rendering and of
+// The config scopes (config, config-spellings) run the tests of config, of the registry setting's rendering and of
 // redaction; not the robustness properties (they assert "never crashes", not a decision, and are the
 // slowest) nor the CLI's tests (they spawn the built dist/, which no mutant reaches), nor the
 // renderer's error tests (8 s a run; they check templates, and meet these modules only on the way). The semantic property (a config keeps its meaning) stays in.

@@ -4,7 +4,7 @@
  * backoff, deadlines, the status document and SIGTERM; guards own only their job.
  */
 import type { Logger } from '../lib/logger.js';
-import type { HarvesterConfig } from '../installer/config/types.js';
+import type { HarvesterConfig } from '../config/types.js';
 import type { Bootstrapper } from '../lib/image-profile.js';
 
 export type GuardName =

@@ -3,8 +3,8 @@
  * guard that needs it says so), but a config that exists and does not load is worth a warning.
  */
 import { access } from 'node:fs/promises';
-import type { HarvesterConfig } from '../installer/config/types.js';
-import { configSecrets } from '../installer/config/secrets.js';
+import type { HarvesterConfig } from '../config/types.js';
+import { configSecrets } from '../config/secrets.js';
 import type { Redactor } from '../lib/redact.js';
 
 export interface NodeConfigResult {
@@ -25,7 +25,7 @@ export function configCandidates(settings: Record<string, unknown>): string[] {
  */
 export async function loadNodeConfig(root: (p: string) => string, candidates: string[]): Promise<NodeConfigResult> {
   const problems: string[] = [];
-  const { loadConfig } = await import('../installer/config/index.js');
+  const { loadConfig } = await import('../config/index.js');
   for (const p of candidates) {
     const file = root(p);
     if (!(await access(file).then(() => true, () => false))) continue;
@@ -45,7 +45,7 @@ export async function loadNodeConfig(root: (p: string) => string, candidates: st
   return { problems };
 }
 
-/** Registers every secret of the config with the redactor (installer/config configSecrets: token, passwords, registry credentials, webhook auth). */
+/** Registers every secret of the config with the redactor (config configSecrets: token, passwords, registry credentials, webhook auth). */
 export function registerConfigSecrets(redactor: Redactor, config: HarvesterConfig | undefined): void {
   if (config) redactor.add(...configSecrets(config));
 }

@@ -5,7 +5,7 @@
  * change, and stops cleanly when its signal aborts (SIGTERM/SIGINT in the CLI).
  */
 import path from 'node:path';
-import type { HarvesterConfig } from '../installer/config/types.js';
+import type { HarvesterConfig } from '../config/types.js';
 import type { Logger } from '../lib/logger.js';
 import { sleep } from '../lib/wait.js';
 import { GUARD_ORDER, type Guard, type GuardContext, type GuardName, type GuardResult, type StatusDocument } from './guard.js';

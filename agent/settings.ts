@@ -6,6 +6,7 @@ import { readFile } from 'node:fs/promises';
 import { parse as parseYaml } from 'yaml';
 import { HvError, ExitCode } from '../lib/errors.js';
 import { GUARD_ORDER, type GuardName } from './guard.js';
+import { CANONICAL_CONFIG_PATH, HARVESTER_CONFIG_PATH } from '../node/index.js';
 
 export const SETTINGS_PATH = '/etc/hvagent/config.yaml';
 export const STATUS_PATH = '/run/hvagent/status.json';
@@ -35,9 +36,9 @@ export const DEFAULT_COMMON: Record<string, unknown> = {
   containerdSocket: '/run/k3s/containerd/containerd.sock',
   rke2Binary: '/opt/rke2/bin/rke2',
   /** What the installer wrote, in Harvester's lowercase form: read first. */
-  configFile: '/oem/harvester.config',
+  configFile: HARVESTER_CONFIG_PATH,
   /** The renderer's canonical (camelCase JSON) copy: read when harvester.config is missing or unreadable. */
-  canonicalConfigFile: '/oem/hvinstall/config.json',
+  canonicalConfigFile: CANONICAL_CONFIG_PATH,
 };
 
 export function defaultSettings(): AgentSettings {

@@ -30,7 +30,7 @@ if (process.getuid?.() !== 0) {
   process.exit(2);
 }
 const { deployAgent } = await import(deployJs);
-const { readPayloadManifest } = await import(path.join(root, 'dist/agent/payload/layout.js'));
+const { readPayloadManifest } = await import(path.join(root, 'dist/node/payload-layout.js'));
 const { DEFAULT_PERSISTENT_STATE_PATHS } = await import(path.join(root, 'dist/installer/disk/plan.js'));
 const manifest = await readPayloadManifest(payload);
 

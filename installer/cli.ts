@@ -41,7 +41,7 @@ const COMMAND_MODULES: Record<string, () => Promise<unknown>> = {
   render: () => import('./commands/render.js'),
   fetch: () => import('./commands/fetch.js'),
 };
-const DEFINED_IN: Record<string, () => Promise<unknown>> = { validate: () => import('./config/validate-command.js') };
+const DEFINED_IN: Record<string, () => Promise<unknown>> = { validate: () => import('../config/validate-command.js') };
 
 interface CommandModule {
   USAGE: string;

@@ -7,7 +7,7 @@ import { run } from '../lib/exec.js';
 import { fetchDebianPackage } from './debian-package.js';
 import { copyKernelModules } from './kernel-modules.js';
 import { FALLBACK_EPOCH, packCpio } from './reproducible.js';
-import { BUSYBOX } from './test-os-tree.js';
+import { BUSYBOX } from './host-tools.js';
 
 export interface BootChainOptions {
   /** Where the downloaded kernel package and its unpacked tree are kept between runs. */

@@ -6,6 +6,9 @@ import { stat } from 'node:fs/promises';
 import { HvError, ExitCode } from '../lib/errors.js';
 import { findOnPath } from '../lib/find-on-path.js';
 
+/** Where Debian's busybox-static puts its binary. */
+export const BUSYBOX = '/bin/busybox';
+
 /** Executables (looked up on PATH) → Debian package. */
 export const BUILD_TOOLS: Readonly<Record<string, string>> = {
   xorriso: 'xorriso',

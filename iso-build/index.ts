@@ -1,2 +1,3 @@
-export { buildTestOsTree, BUSYBOX, type TestOsTree, type TestOsTreeOptions } from './test-os-tree.js';
+export { buildTestOsTree, type TestOsTree, type TestOsTreeOptions } from './test-os-tree.js';
+export { BUSYBOX } from './host-tools.js';
 export { addBootChain, type BootChainOptions } from './boot-chain.js';

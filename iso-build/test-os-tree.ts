@@ -3,9 +3,7 @@ import { chmod, copyFile, mkdir, open, readlink, rm, stat, symlink, utimes, writ
 import path from 'node:path';
 import { HvError, ExitCode } from '../lib/errors.js';
 import { run } from '../lib/exec.js';
-
-/** Where Debian's busybox-static puts its binary. */
-export const BUSYBOX = '/bin/busybox';
+import { BUSYBOX } from './host-tools.js';
 
 export interface TestOsTreeOptions {
   /** os-release NAME / VERSION_ID; default "hvinstall test OS" / "0.1". */

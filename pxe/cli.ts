@@ -8,7 +8,7 @@ import { programUsage, runProgram, type Program } from '../lib/cli/program.js';
 import { stderrSink } from '../lib/journal-sink.js';
 import { chooseLogFormat, isLogFormat, isLogLevel, LOG_FORMATS, LOG_LEVELS, Logger } from '../lib/logger.js';
 import { writeFileAtomic } from '../lib/atomic-write.js';
-import { validateConfig } from '../installer/config/index.js';
+import { validateConfig } from '../config/index.js';
 import { buildCatalog, readProfiles } from './profiles.js';
 import { renderBootScript, renderMachineScript, type Platform } from './ipxe.js';
 import { guessSubnet, renderDnsmasqConfig, secureBootClients } from './dnsmasq.js';

@@ -4,7 +4,7 @@
  * (https://<VIP>), the node's role, the node and cluster state, and here also each hvagent guard's
  * phase with its diagnosis, from /run/hvagent/status.json (agent/status.ts). Pure.
  */
-import type { HarvesterConfig } from '../../installer/config/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import type { GuardStatus, StatusDocument } from '../guard.js';
 
 export interface DashboardInput {

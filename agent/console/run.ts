@@ -11,7 +11,7 @@ import type { Key } from '../../lib/tui/keys.js';
 import { ATTR_BOLD } from '../../lib/tui/screen.js';
 import { Terminal } from '../../lib/tui/terminal.js';
 import { padTo, wrap } from '../../lib/tui/text.js';
-import type { HarvesterConfig } from '../../installer/config/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import { configCandidates, loadNodeConfig } from '../node-config.js';
 import { statusFile } from '../runner.js';
 import type { AgentSettings } from '../settings.js';

@@ -3,7 +3,7 @@
  * the management interface has carrier, the bond has an active slave, an IPv4 address, a default
  * route and DNS (when declared), holding steady for a moment, so that LACP flaps are waited out.
  */
-import type { HarvesterConfig } from '../../installer/config/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import { sleep } from '../../lib/wait.js';
 import { everyInterval } from './every-interval.js';
 import type { Guard, GuardContext, GuardResult } from '../guard.js';
@@ -11,7 +11,7 @@ import { assessNetwork, bondLinkFailures, type NetworkAssessment, type NetworkWa
 import { observeNetwork, type ObserveOptions } from '../network/observe.js';
 import { loadNodeIdentity } from '../identity/record.js';
 import type { DeclaredNic } from '../identity/nics.js';
-import type { NodeIdentity } from '../../installer/render/index.js';
+import type { NodeIdentity } from '../../node/index.js';
 
 const DEFAULT_LEASE_FILES = ['/var/lib/NetworkManager/*.lease', '/var/lib/NetworkManager/*.leases', '/var/lib/dhcp/*.leases'];
 

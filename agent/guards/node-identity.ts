@@ -17,7 +17,7 @@ import { describeNicChanges, nicChanges, nicRenameHint, type NicChange } from '.
 import { loadNodeIdentity, loadSeenAddress, saveSeenAddress, type Loaded, type SeenAddress } from '../identity/record.js';
 import { linkIdentities, type IpAddrEntry, type IpLink } from '../network/assess.js';
 import { declaredNicsOf, networkWant } from './network-online.js';
-import type { NodeIdentity } from '../../installer/render/index.js';
+import type { NodeIdentity } from '../../node/index.js';
 
 /** What exists once RKE2 has run here: etcd's data (servers) or the kubelet's kubeconfig (every node). */
 const CLUSTER_STATE = ['/var/lib/rancher/rke2/server/db/etcd', '/var/lib/rancher/rke2/agent/kubelet.kubeconfig'];

@@ -13,7 +13,7 @@ import { KubeClient } from '../kube/client.js';
 import { PROMOTE_STATUS, promotionRequested } from '../promote/server-dropin.js';
 import { promoteNode } from '../promote/promote.js';
 import { sleep } from '../../lib/wait.js';
-import type { HarvesterConfig } from '../../installer/config/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
 
 const PROMOTION_TIMEOUT_MS = 15 * 60_000;
 

@@ -12,8 +12,8 @@ import { HvError } from '../../lib/errors.js';
 import { sleep } from '../../lib/wait.js';
 import type { Guard, GuardContext, GuardResult } from '../guard.js';
 import { configCandidates, loadNodeConfig } from '../node-config.js';
-import { parseContainerdRegistry } from '../../installer/render/index.js';
-import { registryCredentials } from '../../installer/render/registries.js';
+import { parseContainerdRegistry } from '../../config/containerd-registry.js';
+import { registryCredentials } from '../../node/registries.js';
 import { applyRegistries, classifyDrift, desiredRegistries, readCurrent, REGISTRIES_PATH, type DesiredRegistries } from '../registries/registries-file.js';
 import { explainClusterFile, readOwnershipFacts, registriesOwner, type Ownership } from '../registries/ownership.js';
 

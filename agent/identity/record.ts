@@ -6,7 +6,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { writeFileAtomic } from '../../lib/atomic-write.js';
-import { NODE_IDENTITY_PATH, type NodeIdentity } from '../../installer/render/index.js';
+import { NODE_IDENTITY_PATH, type NodeIdentity } from '../../node/index.js';
 
 export const SEEN_ADDRESS_PATH = '/var/lib/rancher/hvagent/node-address.json';
 

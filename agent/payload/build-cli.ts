@@ -2,9 +2,9 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { runCli } from '../../lib/run-cli.js';
-import { formatBytes } from '../../installer/disk/sizes.js';
+import { formatBytes } from '../../config/disk-sizes.js';
 import { buildAgentPayload } from './build.js';
-import { payloadSize, releaseId } from './layout.js';
+import { payloadSize, releaseId } from '../../node/payload-layout.js';
 
 async function main(argv: string[]): Promise<number> {
   const { values } = parseArgs({ args: argv, options: { out: { type: 'string' } }, strict: true });

@@ -1,5 +1,5 @@
 /**
- * Builds the self-contained hvagent payload (agent/payload/layout.ts) as part of `make build`:
+ * Builds the self-contained hvagent payload (node/payload-layout.ts) as part of `make build`:
  *
  *   1. esbuild bundles agent/sea-entry.ts and everything it imports into one CommonJS file (Node 20's
  *      single-executable applications run one CommonJS script);
@@ -36,8 +36,8 @@ import {
   payloadDigest,
   type PayloadFile,
   type PayloadManifest,
-} from './layout.js';
-import { elfMachine } from './elf.js';
+} from '../../node/payload-layout.js';
+import { elfMachine } from '../../node/elf.js';
 
 /** Node's SEA sentinel (nodejs/node doc/api/single-executable-applications.md). */
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';

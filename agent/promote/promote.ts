@@ -8,14 +8,14 @@ import { rm, access, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { writeFileAtomic } from '../../lib/atomic-write.js';
 import type { GuardContext } from '../guard.js';
-import type { HarvesterConfig } from '../../installer/config/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import type { Rke2Settings } from '../rke2/settings.js';
 import { bringUp } from '../rke2/bringup.js';
 import { isWitness, PROMOTED_MARKER } from '../rke2/role.js';
 import { loadKubeCredentials } from '../kube/kubeconfig.js';
 import { KubeClient } from '../kube/client.js';
 import { renderPromotionServerDropIn, SERVER_DROPIN, AUDIT_POLICY, PROMOTE_STATUS, vipFromServerUrl } from './server-dropin.js';
-import { renderKubeVipManifest, KUBE_VIP_MANIFEST_PATH } from '../../installer/render/index.js';
+import { renderKubeVipManifest, KUBE_VIP_MANIFEST_PATH } from '../../node/index.js';
 
 export interface PromotionResult {
   ok: boolean;

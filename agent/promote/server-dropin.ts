@@ -4,7 +4,7 @@
  * A witness becomes an etcd-only member.
  */
 import { stringify } from 'yaml';
-import type { HarvesterConfig } from '../../installer/config/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import { serverUrlHost } from '../rke2/role.js';
 
 export const SERVER_DROPIN = '90-harvester-server.yaml';

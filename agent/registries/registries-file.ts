@@ -8,9 +8,9 @@ import { isDeepStrictEqual } from 'node:util';
 import { readFile, stat, chmod } from 'node:fs/promises';
 import { parse as parseYaml } from 'yaml';
 import { writeFileAtomic } from '../../lib/atomic-write.js';
-import { renderRegistriesFile } from '../../installer/render/index.js';
+import { renderRegistriesFile } from '../../node/index.js';
 
-export const REGISTRIES_PATH = '/etc/rancher/rke2/registries.yaml';
+export { REGISTRIES_PATH } from '../../node/index.js';
 
 export interface DesiredRegistries {
   content: string;

@@ -8,7 +8,7 @@ import { access } from 'node:fs/promises';
 import { waitUntil, DeadlineError, type Probe } from '../../lib/wait.js';
 import { writeFileAtomic } from '../../lib/atomic-write.js';
 import type { GuardContext } from '../guard.js';
-import type { HarvesterConfig } from '../../installer/config/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import { chooseServices, type Rke2Services } from './services.js';
 import { loadServerTls, probeUrl } from './health.js';
 import { readMergedDropIns, checkDropIns } from './dropins.js';

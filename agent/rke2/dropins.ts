@@ -5,7 +5,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parse } from 'yaml';
-import type { HarvesterConfig } from '../../installer/config/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import { supervisorUrl, type Rke2Role } from './role.js';
 
 /** The drop-in Harvester's rke2-agent ExecStartPre writes (harv-update-rke2-server-url). */

@@ -1,5 +1,5 @@
 /** Pure decisions about which RKE2 role this node runs and what its config must contain. */
-import type { HarvesterConfig } from '../../installer/config/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
 
 export type Rke2Role = 'server' | 'agent';
 

@@ -8,7 +8,7 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Agent, request } from 'undici';
 import { run } from '../../lib/exec.js';
-import type { HarvesterConfig } from '../../installer/config/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import { describeNetError } from '../kube/client.js';
 import { supervisorUrl } from '../rke2/role.js';
 import { chronySourcesProblem, parseChronyTracking, timesyncdServers, type DaemonState, type ServerClock, type TimeDaemonKind } from './clock.js';

@@ -112,11 +112,11 @@ export default async function consoleCommand(argv: string[]): Promise<number> {
   };
   const facts = await readFacts();
 
-  const { cmdlineConfig } = await import('../config/index.js');
+  const { cmdlineConfig } = await import('../../config/index.js');
   const cmdlineFile = values['cmdline-file'] ?? (captured ? undefined : '/proc/cmdline');
   const cmdlineText = cmdlineFile ? await readFile(cmdlineFile, 'utf8').catch(() => '') : '';
   // Most console boots carry no harvester.* key: then there is nothing to parse.
-  const base: { config: import('../config/types.js').HarvesterConfig; errors: Array<{ path: string; message: string }>; warnings: Array<{ path: string; message: string }> } = /(^|\s)harvester\./.test(cmdlineText)
+  const base: { config: import('../../config/types.js').HarvesterConfig; errors: Array<{ path: string; message: string }>; warnings: Array<{ path: string; message: string }> } = /(^|\s)harvester\./.test(cmdlineText)
     ? await cmdlineConfig(cmdlineText, cmdlineFile ?? '<cmdline>')
     : { config: {}, errors: [], warnings: [] };
   for (const f of [...base.errors, ...base.warnings]) log.warn('kernel command line', { path: f.path, message: f.message });

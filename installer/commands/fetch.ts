@@ -7,7 +7,7 @@ import { mkdir } from 'node:fs/promises';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { Logger } from '../../lib/logger.js';
 import { writeFileAtomic } from '../../lib/atomic-write.js';
-import { configSecrets, loadConfig, serialiseHarvesterConfig } from '../config/index.js';
+import { configSecrets, loadConfig, serialiseHarvesterConfig } from '../../config/index.js';
 import { HARVESTER_CONFIG_FETCH } from '../remote/automatic.js';
 import { downloadFile, type DownloadProgress } from '../remote/iso.js';
 import { findLocalIso, openIsoMedia } from '../remote/media.js';

@@ -9,7 +9,7 @@ import { access, open, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { ExitCode, HvError } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
-import { formatBytes } from '../disk/sizes.js';
+import { formatBytes } from '../../config/disk-sizes.js';
 import { convertArgs, imageFormatOf, imageSizeBytes, oneDiskProblems, scratchPaths } from '../image/decide.js';
 import { resolveBundleSource } from '../steps/bundle-source.js';
 import { resolveAgentArg, type AgentSource } from '../steps/agent-source.js';

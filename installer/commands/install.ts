@@ -222,7 +222,7 @@ interface AutomaticSetup {
   configSource: string;
   /** hvinstall.ca_file from the command line, for every https fetch of the install. */
   caFile?: string;
-  loaded: { config: import('../config/types.js').HarvesterConfig; warnings: string[] };
+  loaded: { config: import('../../config/types.js').HarvesterConfig; warnings: string[] };
   source?: string;
   /** The opened ISO's bundle/ (it may not exist: resolveBundleSource checks). */
   isoBundle?: string;

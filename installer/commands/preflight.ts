@@ -6,7 +6,7 @@ import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { ExitCode, HvError } from '../../lib/errors.js';
 import { Host } from '../../lib/host.js';
-import type { HarvesterConfig } from '../config/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import {
   decideInstallGate,
   formatPreflightReport,
@@ -48,7 +48,7 @@ function usageError(message: string): HvError {
 }
 
 async function readConfig(source: string): Promise<HarvesterConfig> {
-  const { loadConfig } = await import('../config/index.js');
+  const { loadConfig } = await import('../../config/index.js');
   const loaded = await loadConfig(source);
   if (!loaded.valid) {
     // Hardware checks still make sense on an invalid config; the config's own errors are `validate`'s job.

@@ -190,7 +190,7 @@ export default async function render(argv: string[]): Promise<number> {
     seeds = recorded ? parseSeeds(recorded, path.join(out, SEEDS_PATH)) : { seed: randomBytes(16).toString('hex') };
   }
 
-  const { loadConfig } = await import('../config/index.js');
+  const { loadConfig } = await import('../../config/index.js');
   const loaded = await loadConfig(values.config === '-' ? '-' : values.config);
   for (const w of loaded.warnings) process.stderr.write(`warning: ${w.path}: ${w.message}\n`);
   if (!loaded.valid) {

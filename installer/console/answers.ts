@@ -4,7 +4,7 @@
  * console does) and each answer sets its key over it, so an answer always wins and nothing is said
  * twice. Canonical key spellings (Harvester's json tags) throughout. Pure.
  */
-import type { HarvesterConfig } from '../config/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
 
 export type Mode = 'create' | 'join' | 'install';
 export type Method = 'dhcp' | 'static';

@@ -4,15 +4,15 @@
  *  1. Harvester's console-only checks (harvester/harvester-installer pkg/console/install_panels.go),
  *     in its words, for what a config cannot even express or `validate` does not ask: the password
  *     typed twice, a hostname, at least one NIC, numbers typed as numbers.
- *  2. The one validator (installer/config validateLayers, what `hvinstall validate` runs) on the
+ *  2. The one validator (config validateLayers, what `hvinstall validate` runs) on the
  *     config the answers make, keeping the findings about this field.
  *  3. Preflight's checks (disk sizes, NIC links and speeds) and the planner (persistent size), for
  *     what depends on the machine.
  * When (1) finds an error, (2) and (3) are not shown for that field: one message at a time.
  */
 import type { FieldMessage } from '../../lib/tui/form.js';
-import { validateLayers, type ConfigLayer } from '../config/index.js';
-import type { Finding, HarvesterConfig, ValidationResult } from '../config/types.js';
+import { validateLayers, type ConfigLayer } from '../../config/index.js';
+import type { Finding, HarvesterConfig, ValidationResult } from '../../config/types.js';
 import { runPreflightChecks } from '../preflight/index.js';
 import type { MachineFacts } from '../preflight/types.js';
 import { applyAnswers, type Answers } from './answers.js';

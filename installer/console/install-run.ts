@@ -7,8 +7,8 @@
 import { stringify } from 'yaml';
 import { writeFileAtomic } from '../../lib/atomic-write.js';
 import type { Logger } from '../../lib/logger.js';
-import { redactConfig } from '../config/redact-config.js';
-import type { HarvesterConfig } from '../config/types.js';
+import { redactConfig } from '../../config/redact-config.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import type { InstallPlan } from '../disk/types.js';
 import { resolveAgentArg } from '../steps/agent-source.js';
 import { resolveBundleSource } from '../steps/bundle-source.js';

@@ -4,8 +4,8 @@
  * rules); every NIC with its link state, MAC and speed. Pure.
  */
 import type { Option } from '../../lib/tui/form.js';
-import type { HarvesterConfig } from '../config/types.js';
-import { formatBytes } from '../disk/sizes.js';
+import type { HarvesterConfig } from '../../config/types.js';
+import { formatBytes } from '../../config/disk-sizes.js';
 import { isInstallCandidate, runPreflightChecks, suggestInstallDevice, type PreflightCheck } from '../preflight/index.js';
 import type { DiskFacts, MachineFacts, NicFacts } from '../preflight/types.js';
 

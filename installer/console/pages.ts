@@ -5,8 +5,8 @@
  * network probes in probes.ts; this file only lays pages out.
  */
 import type { FieldMessage, Item, Option } from '../../lib/tui/form.js';
-import { BOND_MODES } from '../config/rules.js';
-import type { HarvesterConfig } from '../config/types.js';
+import { BOND_MODES } from '../../config/rules.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import type { PreflightCheck } from '../preflight/index.js';
 import type { MachineFacts } from '../preflight/types.js';
 import type { Answers } from './answers.js';

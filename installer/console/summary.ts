@@ -4,7 +4,7 @@
  * acknowledge and what nothing can override), and the plan's list of what will be destroyed. Pure
  * but for the validator's lazy import.
  */
-import type { Finding, HarvesterConfig } from '../config/types.js';
+import type { Finding, HarvesterConfig } from '../../config/types.js';
 import type { InstallPlan } from '../disk/types.js';
 import { decideInstallGate, runPreflightChecks, type PreflightCheck } from '../preflight/index.js';
 import { validateAnswers, type CheckContext } from './checks.js';

@@ -1,5 +1,5 @@
 /** The human form of an InstallPlan, as `hvinstall plan` prints it. Pure. */
-import { formatBytes, MiB } from './sizes.js';
+import { formatBytes, MiB } from '../../config/disk-sizes.js';
 import type { InstallPlan } from './types.js';
 import { describeBootChain } from '../bootloader/image-chain.js';
 import { bootEntrySkipReason, planBootEntry } from '../bootloader/boot-entry.js';

@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { HvError, ExitCode } from '../../lib/errors.js';
-import type { HarvesterConfig } from '../config/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import type { DiskFacts, MachineFacts } from '../preflight/types.js';
 import {
   BIOS_GRUB_MIB,
@@ -30,7 +30,7 @@ import {
   stateSizeMiB,
   systemSizeForSourceMiB,
   wholeGiB,
-} from './sizes.js';
+} from '../../config/disk-sizes.js';
 import type {
   Firmware,
   InstallPlan,

@@ -1,12 +1,12 @@
 /**
  * `hvinstall image`'s decisions, pure: the output format from --out's name, the image size from
- * --size against Harvester's install-disk minimum (installer/disk/sizes.ts), the scratch names
+ * --size against Harvester's install-disk minimum (config/disk-sizes.ts), the scratch names
  * next to --out, and which config keys cannot apply to a one-disk image.
  */
 import path from 'node:path';
 import { HvError, ExitCode } from '../../lib/errors.js';
-import type { HarvesterConfig } from '../config/types.js';
-import { GiB, installDiskMinGiB, wholeGiB } from '../disk/sizes.js';
+import type { HarvesterConfig } from '../../config/types.js';
+import { GiB, installDiskMinGiB, wholeGiB } from '../../config/disk-sizes.js';
 
 export type ImageFormat = 'qcow2' | 'raw';
 

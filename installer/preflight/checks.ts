@@ -1,5 +1,5 @@
 /** runPreflightChecks: the machine's facts against Harvester's requirements. Pure: no I/O. */
-import type { HarvesterConfig } from '../config/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import type { MachineFacts } from './types.js';
 import { summarise, type PreflightCheck, type PreflightReport, type Profile } from './report.js';
 import { checkCpuCores, checkCpuVirtFlags, checkDevKvm, checkFirmware, checkMemory, checkSecureBoot, checkVirtualisedHost, type ImageBootFacts } from './checks/hardware.js';

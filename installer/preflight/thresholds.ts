@@ -1,8 +1,8 @@
 /**
  * Harvester's hardware thresholds (harvester/harvester-installer pkg/preflight/checks.go), per profile.
- * The disk minimums are the planner's too and live in installer/disk/sizes.ts.
+ * The disk minimums are the planner's too and live in config/disk-sizes.ts.
  */
-import { GiB } from '../disk/sizes.js';
+import { GiB } from '../../config/disk-sizes.js';
 import type { Profile } from './report.js';
 
 export interface ProfileThresholds {

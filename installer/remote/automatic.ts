@@ -7,9 +7,9 @@
  */
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { Logger } from '../../lib/logger.js';
-import { configSecrets, loadConfig, type LoadedConfig } from '../config/index.js';
-import { caFileFromCmdline } from '../config/cmdline.js';
-import type { HarvesterConfig } from '../config/types.js';
+import { configSecrets, loadConfig, type LoadedConfig } from '../../config/index.js';
+import { caFileFromCmdline } from '../../config/cmdline.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import { sendWebhooks, type WebhookVars } from './webhooks.js';
 import { HvpxeEventsSink, postProgressEvent } from './events-sink.js';
 

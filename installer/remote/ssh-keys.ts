@@ -15,8 +15,8 @@
  * no key, a body that is not keys) and the node has no other login (a password or another key), the
  * install is refused before any disk is touched: that node could not be logged into.
  */
-import type { HarvesterConfig } from '../config/types.js';
-import { AUTHORIZED_KEY, SSH_KEY_PROVIDERS, sshKeySourceUrl } from '../config/ssh-key.js';
+import type { HarvesterConfig } from '../../config/types.js';
+import { AUTHORIZED_KEY, SSH_KEY_PROVIDERS, sshKeySourceUrl } from '../../config/ssh-key.js';
 import { fetchBytes, FetchError, type FetchErrorKind } from '../../lib/http-fetch.js';
 
 export interface SshKeyFetchOptions {

@@ -13,12 +13,12 @@
  */
 import { networkInterfaces } from 'node:os';
 import { Agent, request, type Dispatcher } from 'undici';
-import type { HarvesterConfig, Webhook, WebhookEvent } from '../config/types.js';
+import type { HarvesterConfig, Webhook, WebhookEvent } from '../../config/types.js';
 import { Logger } from '../../lib/logger.js';
 import { isSecretKey } from '../../lib/redact.js';
 import { ownValue, setOwn } from '../../lib/own-keys.js';
 import { sleep } from '../../lib/wait.js';
-import { renderWebhook } from './webhook-check.js';
+import { renderWebhook } from '../../config/webhook-check.js';
 
 export interface WebhookVars {
   Hostname?: string;

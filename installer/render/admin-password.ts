@@ -22,9 +22,9 @@
  */
 import { createHmac, pbkdf2Sync } from 'node:crypto';
 import { Document, Scalar } from 'yaml';
-import type { HarvesterConfig } from '../config/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import { ExitCode, HvError } from '../../lib/errors.js';
-import { adminPasswordProblem, isAdminPasswordHash, ADMIN_PASSWORD_HASH_PREFIX, RANCHER_PBKDF2_ITERATIONS, RANCHER_PBKDF2_KEY_BYTES, RANCHER_PBKDF2_SALT_BYTES } from '../config/admin-password.js';
+import { adminPasswordProblem, isAdminPasswordHash, ADMIN_PASSWORD_HASH_PREFIX, RANCHER_PBKDF2_ITERATIONS, RANCHER_PBKDF2_KEY_BYTES, RANCHER_PBKDF2_SALT_BYTES } from '../../config/admin-password.js';
 
 export const ADMIN_PASSWORD_PATH = '/etc/rancher/rancherd/config.yaml.d/60-hvinstall-admin-password.yaml';
 /** The first Rancher whose documentation places local passwords in cattle-local-user-passwords Secrets. */

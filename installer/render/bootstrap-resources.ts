@@ -14,11 +14,11 @@
  * that Harvester's installer carries inside its binary and no install medium holds).
  */
 import { Document, Scalar, isScalar, visit } from 'yaml';
-import type { HarvesterConfig } from '../config/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import { ExitCode, HvError } from '../../lib/errors.js';
-import { LONGHORN_DEFAULT_DISK } from './layout.js';
+import { LONGHORN_DEFAULT_DISK } from '../../node/layout.js';
 import { DEFAULT_CLUSTER_DNS, DEFAULT_POD_CIDR, DEFAULT_SERVICE_CIDR } from './rke2.js';
-import { vipMode } from './kube-vip.js';
+import { vipMode } from '../../node/kube-vip.js';
 import type { BootstrapVersions } from './release.js';
 
 const NDM_LABEL_FILTER = ['COS_*', 'HARV_*'];

@@ -6,30 +6,10 @@
  * harvester/harvester#6941, #4290, #1683), and a NIC renamed after a reboot leaves the bond without
  * its slave (#4591, #6808). Pure.
  */
-import type { HarvesterConfig } from '../config/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
+import type { NodeIdentity } from '../../node/identity.js';
 import { managementInterfaceName, maskToPrefix, resolveSlaves } from './network.js';
 import type { RenderFacts } from './types.js';
-
-export const NODE_IDENTITY_PATH = '/oem/hvinstall/node-identity.json';
-
-export interface NodeIdentityNic {
-  name?: string;
-  /** Lowercase, colon-separated. */
-  mac?: string;
-}
-
-export interface NodeIdentity {
-  version: 1;
-  nodeName: string;
-  /** mgmt-br, or mgmt-br.<vlan>: where the address lives. */
-  interface: string;
-  method: 'static' | 'dhcp';
-  /** IPv4 with prefix length ("10.0.0.5/24"), when known at install time. */
-  address?: string;
-  /** config: the static address declared; install: what DHCP gave the installer's NIC. */
-  addressSource?: 'config' | 'install';
-  nics: NodeIdentityNic[];
-}
 
 export function nodeIdentity(config: HarvesterConfig, facts: RenderFacts, nodeName: string): NodeIdentity {
   const mi = config.install?.managementInterface;

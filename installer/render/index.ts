@@ -4,20 +4,22 @@
  * under a directory; the agent's registries guard calls `renderRegistriesYaml`.
  */
 import { createHash, createHmac } from 'node:crypto';
-import type { HarvesterConfig } from '../config/types.js';
-import { toHarvesterConfigYaml } from '../config/serialise.js';
+import type { HarvesterConfig } from '../../config/types.js';
+import { toHarvesterConfigYaml } from '../../config/serialise.js';
 import { ExitCode, HvError } from '../../lib/errors.js';
 import { cryptSaltFrom, isCryptHash } from './crypt.js';
 import { ADMIN_PASSWORD_PATH, renderAdminPasswordDropIn, withHashedAdminPassword } from './admin-password.js';
 import { bootstrapFiles, renderBootstrapFile } from './bootstrap-resources.js';
-import { renderKubeVipManifest, KUBE_VIP_MANIFEST_PATH } from './kube-vip.js';
-import { defaultHasDataPartition } from './layout.js';
+import { renderKubeVipManifest, KUBE_VIP_MANIFEST_PATH } from '../../node/kube-vip.js';
+import { defaultHasDataPartition } from '../../node/layout.js';
 import { NM_CONNECTIONS_DIR, renderNetworkManagerProfiles } from './network.js';
 import { RANCHERD_CONFIG_DIR, RANCHERD_CONFIG_PATH, renderRancherdConfig } from './rancherd.js';
-import { renderRegistriesFile } from './registries.js';
+import { renderRegistriesFile } from '../../node/registries.js';
 import { resolveBootstrapVersions, type BootstrapVersions } from './release.js';
 import { renderRke2DropIns } from './rke2.js';
-import { NODE_IDENTITY_PATH, renderNodeIdentity } from './identity.js';
+import { NODE_IDENTITY_PATH } from '../../node/identity.js';
+import { CANONICAL_CONFIG_PATH, HARVESTER_CONFIG_PATH, REGISTRIES_PATH, SEEDS_PATH } from '../../node/paths.js';
+import { renderNodeIdentity } from './identity.js';
 import type { ImageFacts, RenderedFile, RenderFacts, RenderReport, RenderSeeds } from './types.js';
 import { passwordHash, renderGrubenv, renderYip, thirdPartyKernelArgs, YIP_PATH } from './yip.js';
 
@@ -25,19 +27,17 @@ export type { ImageFacts, RenderedFile, RenderFacts, RenderNic, RenderReport, Re
 export { parseReleaseMetadata, mediaRelease, resolveBootstrapVersions, IMAGE_RELEASE_PATH, ISO_RELEASE_PATH } from './release.js';
 export type { BootstrapVersions, MediaRelease, ReleaseMetadata } from './release.js';
 export { RANCHERD_CONFIG_PATH, RANCHERD_CONFIG_DIR } from './rancherd.js';
-export { renderRegistriesYaml, renderRegistriesFile, parseContainerdRegistry, registriesHoldCredentials, registryCredentials } from './registries.js';
-export type { RegistriesDocument } from './registries.js';
+export { renderRegistriesYaml, renderRegistriesFile, parseContainerdRegistry, registriesHoldCredentials, registryCredentials } from '../../node/registries.js';
+export type { RegistriesDocument } from '../../node/registries.js';
 export { sha512Crypt, isCryptHash } from './crypt.js';
-export { placeNodePath, persistentStatePaths, defaultHasDataPartition, bindStateDir } from './layout.js';
+export { placeNodePath, persistentStatePaths, defaultHasDataPartition, bindStateDir } from '../../node/layout.js';
 export { managementInterfaceName } from './network.js';
-export { NODE_IDENTITY_PATH, nodeIdentity, type NodeIdentity, type NodeIdentityNic } from './identity.js';
+export { nodeIdentity } from './identity.js';
+export { NODE_IDENTITY_PATH, type NodeIdentity, type NodeIdentityNic } from '../../node/identity.js';
 export { OPERATOR_PROFILE_PATH } from './operator-shell.js';
-export { renderKubeVipManifest, KUBE_VIP_MANIFEST_PATH } from './kube-vip.js';
+export { renderKubeVipManifest, KUBE_VIP_MANIFEST_PATH } from '../../node/kube-vip.js';
 
-export const CANONICAL_CONFIG_PATH = '/oem/hvinstall/config.json';
-export const HARVESTER_CONFIG_PATH = '/oem/harvester.config';
-export const SEEDS_PATH = '/oem/hvinstall/render-seeds.json';
-export const REGISTRIES_PATH = '/etc/rancher/rke2/registries.yaml';
+export { CANONICAL_CONFIG_PATH, HARVESTER_CONFIG_PATH, SEEDS_PATH, REGISTRIES_PATH } from '../../node/paths.js';
 export const SSHD_CONFIG_DIR = '/etc/ssh/sshd_config.d';
 const HOSTNAME_ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';
 const OWNER = 'root:root';

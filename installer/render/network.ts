@@ -5,13 +5,15 @@
  * interface `mgmt-br.<id>` (vlan-mgmt) that carries the IP configuration.
  */
 import { createHash } from 'node:crypto';
-import type { HarvesterConfig, ManagementInterface } from '../config/types.js';
+import type { HarvesterConfig, ManagementInterface } from '../../config/types.js';
 import { ExitCode, HvError } from '../../lib/errors.js';
 import type { RenderFacts } from './types.js';
+import { BRIDGE_INTERFACE, managementVlan } from '../../node/management-interface.js';
+
+export { BRIDGE_INTERFACE, managementInterfaceName, managementVlan } from '../../node/management-interface.js';
 
 export const NM_CONNECTIONS_DIR = '/etc/NetworkManager/system-connections';
 export const BOND_INTERFACE = 'mgmt-bo';
-export const BRIDGE_INTERFACE = 'mgmt-br';
 export const DEFAULT_BOND_OPTIONS: Record<string, string> = { mode: 'active-backup', miimon: '100' };
 
 type Section = [name: string, entries: Array<[string, string]>];
@@ -52,18 +54,6 @@ export function maskToPrefix(mask: string): number {
     throw new HvError(`${mask} is not a contiguous subnet mask`, { where: 'install.management_interface.subnet_mask', hint: 'e.g. 255.255.255.0 (/24) or 255.255.252.0 (/22)', exitCode: ExitCode.checkFailed });
   }
   return bits.indexOf('0') === -1 ? 32 : bits.indexOf('0');
-}
-
-/** The VLAN carrying the management IP, or undefined for untagged (0 and 1 behave as untagged in Harvester). */
-export function managementVlan(mi: ManagementInterface | undefined): number | undefined {
-  const v = mi?.vlanId ?? 0;
-  return v >= 2 && v <= 4094 ? v : undefined;
-}
-
-/** The interface holding the management IP: `mgmt-br` or `mgmt-br.<vlan>`. kube-vip binds the VIP here. */
-export function managementInterfaceName(config: HarvesterConfig): string {
-  const vlan = managementVlan(config.install?.managementInterface);
-  return vlan === undefined ? BRIDGE_INTERFACE : `${BRIDGE_INTERFACE}.${vlan}`;
 }
 
 export interface ResolvedSlave {

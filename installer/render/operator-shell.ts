@@ -6,7 +6,7 @@
  * lives on COS_OEM, and yip's initramfs stage writes it at every boot.
  */
 
-import { RKE2_KUBECONFIG } from './kube-vip.js';
+import { RKE2_KUBECONFIG } from '../../node/kube-vip.js';
 
 export const OPERATOR_PROFILE_PATH = '/etc/profile.d/90-hvinstall-rke2.sh';
 export const RKE2_BIN_DIRS = ['/var/lib/rancher/rke2/bin', '/opt/rke2/bin'];

@@ -6,7 +6,7 @@
  * kubernetesVersion, rancherVersion, rancherInstallerImage, labels, extraConfig.
  */
 import { Document, Scalar } from 'yaml';
-import type { HarvesterConfig } from '../config/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import { ExitCode, HvError } from '../../lib/errors.js';
 import type { BootstrapVersions } from './release.js';
 import { DISABLED_CHARTS } from './rke2.js';

@@ -8,7 +8,7 @@
  */
 import { createRequire } from 'node:module';
 import { parseDocument } from 'yaml';
-import type { HarvesterConfig } from '../config/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import { ExitCode, HvError } from '../../lib/errors.js';
 
 /** Where the media carry the metadata: in the OS image, and at the root of the ISO. */

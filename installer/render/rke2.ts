@@ -8,7 +8,7 @@
  * Create nodes are servers with cluster-init; join nodes start as agents.
  */
 import { stringify } from 'yaml';
-import type { HarvesterConfig } from '../config/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import { ExitCode, HvError } from '../../lib/errors.js';
 
 export const RKE2_CONFIG_DIR = '/etc/rancher/rke2/config.yaml.d';

@@ -6,10 +6,10 @@
  */
 import { gunzipSync } from 'node:zlib';
 import { stringify } from 'yaml';
-import type { HarvesterConfig, MultipathBlacklistConfig, MultipathDevice } from '../config/types.js';
+import type { HarvesterConfig, MultipathBlacklistConfig, MultipathDevice } from '../../config/types.js';
 import { ExitCode, HvError } from '../../lib/errors.js';
 import { isCryptHash, sha512Crypt } from './crypt.js';
-import { OVERLAY, RW_PATHS, persistentStatePaths, volumes } from './layout.js';
+import { OVERLAY, RW_PATHS, persistentStatePaths, volumes } from '../../node/layout.js';
 import { OPERATOR_PROFILE_PATH, operatorProfile } from './operator-shell.js';
 
 export const YIP_PATH = '/oem/90_custom.yaml';

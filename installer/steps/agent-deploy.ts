@@ -1,5 +1,5 @@
 /**
- * Puts an hvagent payload onto a COS_PERSISTENT root and enables it (agent/payload/layout.ts has the
+ * Puts an hvagent payload onto a COS_PERSISTENT root and enables it (node/payload-layout.ts has the
  * layout). The order is what makes every crash safe:
  *   1. the free space is checked before anything is written;
  *   2. the release is filled under lib/hvagent/.staging/<id> (resumable: complete files are kept,
@@ -37,10 +37,10 @@ import {
   type PayloadManifest,
   type ShareFile,
   type UnitName,
-} from '../../agent/payload/layout.js';
-import { formatBytes } from '../disk/sizes.js';
+} from '../../node/payload-layout.js';
+import { formatBytes } from '../../config/disk-sizes.js';
 import { copyBundle, SPACE_HEADROOM_BYTES } from './bundle-copy.js';
-import { persistentLocation } from './content-steps.js';
+import { persistentLocation } from '../../node/layout.js';
 
 /** COS_PERSISTENT-relative paths of everything the agent occupies. */
 export interface AgentPaths {

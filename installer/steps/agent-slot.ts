@@ -19,8 +19,8 @@ import { lstat, mkdtemp, open, readlink, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { run } from '../../lib/exec.js';
-import { ELF_MACHINES, UNIT_NAMES, unitNodePath, wantsNodePath, type PayloadManifest } from '../../agent/payload/layout.js';
-import { elfMachine } from '../../agent/payload/elf.js';
+import { ELF_MACHINES, UNIT_NAMES, unitNodePath, wantsNodePath, type PayloadManifest } from '../../node/payload-layout.js';
+import { elfMachine } from '../../node/elf.js';
 import type { OsSource } from '../disk/contracts.js';
 
 export type ImageEntryKind = 'dir' | 'file' | 'symlink' | 'other';

@@ -5,8 +5,8 @@
  * is kept only while the agent on disk still matches its manifest file by file (sha256) and the
  * payload of this run is the same one.
  */
-import { releaseId, UNIT_NAMES } from '../../agent/payload/layout.js';
-import { formatBytes } from '../disk/sizes.js';
+import { releaseId, UNIT_NAMES } from '../../node/payload-layout.js';
+import { formatBytes } from '../../config/disk-sizes.js';
 import { copyProgress, type Step } from './context.js';
 import { deployAgent, installedAgentProblem, removeAgent } from './agent-deploy.js';
 import { describeAgent } from './agent-source.js';

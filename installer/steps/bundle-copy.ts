@@ -11,7 +11,7 @@ import { chmod, lstat, mkdir, open, readdir, readlink, rename, rm, statfs, symli
 import path from 'node:path';
 import { fsyncDir } from '../../lib/atomic-write.js';
 import { HvError, ExitCode } from '../../lib/errors.js';
-import { formatBytes } from '../disk/sizes.js';
+import { formatBytes } from '../../config/disk-sizes.js';
 import { beforeStall, closeAfterStuck, StallError, StallWatchdog } from '../../lib/stall-watchdog.js';
 import { sleep } from '../../lib/wait.js';
 

@@ -6,7 +6,7 @@
  * /usr/local and COS_OEM at /oem; hvinstall does the same inside cOS/active.img.
  */
 import path from 'node:path';
-import type { HarvesterConfig } from '../config/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
 
 /** The user's commands (os.after_install_chroot_commands), blank ones dropped as the renderer drops them. */
 export function chrootCommands(config: HarvesterConfig): string[] {

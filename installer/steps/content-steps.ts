@@ -9,7 +9,7 @@ import { bootVisibleSignatures } from '../disk/block.js';
 import { installDisks } from './disk-steps.js';
 import type { DeployResult, ImageRecord } from '../disk/contracts.js';
 import type { InstallPlan, PlannedFile } from '../disk/types.js';
-import type { HarvesterConfig } from '../config/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import type { MachineFacts } from '../preflight/types.js';
 import { copyProgress, type InstallContext, type Step } from './context.js';
 import { withMounted } from './mounted.js';
@@ -17,10 +17,11 @@ import { deployImages } from '../deploy/index.js';
 import { describeBootChain, installBootloader } from '../bootloader/index.js';
 import { bootEntrySkipReason, planBootEntry, writeBootEntry } from '../bootloader/boot-entry.js';
 import { placeNodePath, renderNode, type RenderedFile, type RenderReport } from '../render/index.js';
+import { bindDirName, persistentLocation } from '../../node/layout.js';
 import { BUNDLE_NODE_PATH, copyBundle, scanTree, SPACE_HEADROOM_BYTES } from './bundle-copy.js';
 import { bundleFiles, streamIsoBundle } from '../remote/iso-stream.js';
 import { rename, statfs } from 'node:fs/promises';
-import { formatBytes } from '../disk/sizes.js';
+import { formatBytes } from '../../config/disk-sizes.js';
 import type { ImageFacts } from '../render/types.js';
 import { machineArch } from './image-facts.js';
 
@@ -103,20 +104,6 @@ export const bootloaderStep: Step = {
     return { firmware: plan.firmware, table: plan.table, bootChain: bootChain.kind };
   },
 };
-
-/** Where a node path lives on COS_PERSISTENT: the bind directory of the longest persistent path above it. */
-export function persistentLocation(nodePath: string, persistentPaths: string[]): string | undefined {
-  const owner = persistentPaths
-    .filter((p) => nodePath === p || nodePath.startsWith(`${p}/`))
-    .sort((a, b) => b.length - a.length)[0];
-  if (!owner) return undefined;
-  return path.posix.join('.state', bindDirName(owner), nodePath.slice(owner.length));
-}
-
-/** cos-layout's bind directory name: /var/lib/rancher → var-lib-rancher.bind. */
-export function bindDirName(p: string): string {
-  return `${p.replace(/^\/+/, '').replace(/\//g, '-')}.bind`;
-}
 
 /** Removes temp files an interrupted atomic write left behind (`.name.xxxx.tmp`). */
 async function removeStaleTemps(dir: string): Promise<void> {

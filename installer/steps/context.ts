@@ -1,5 +1,5 @@
 /** What every install step gets: the plan, the config, where to mount, how to report. */
-import type { HarvesterConfig } from '../config/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import type { OsSource } from '../disk/contracts.js';
 import type { InstallPlan, StepName } from '../disk/types.js';
 import type { MachineFacts } from '../preflight/types.js';

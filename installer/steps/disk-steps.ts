@@ -18,7 +18,7 @@ import {
 } from '../disk/block.js';
 import { findDisk } from '../disk/plan.js';
 import type { InstallPlan } from '../disk/types.js';
-import type { InstallContext, Step } from './context.js';
+import type { Step } from './context.js';
 
 const STALE_LABEL = /^(COS_|HARV_)/;
 

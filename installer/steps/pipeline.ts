@@ -11,17 +11,12 @@ import path from 'node:path';
 import { HvError, ExitCode, describeError } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
 import { Logger } from '../../lib/logger.js';
-import type { Redactor } from '../../lib/redact.js';
-import type { HarvesterConfig } from '../config/types.js';
 import { partitionPath } from '../disk/commands.js';
-import type { OsSource } from '../disk/contracts.js';
 import { filesystemMismatch, exists } from '../disk/block.js';
 import { findDisk, targetInUseProblems } from '../disk/plan.js';
 import type { InstallPlan, StepName } from '../disk/types.js';
 import type { MachineFacts } from '../preflight/types.js';
-import type { AgentSource } from './agent-source.js';
 import { agentStep } from './agent-step.js';
-import type { BundleSource } from './bundle-source.js';
 import type { InstallContext, Step } from './context.js';
 import { clearStep, formatStep, partitionStep, verifyStep } from './disk-steps.js';
 import { bootloaderStep, deployStep, makeFinishStep, oemStep, persistentStep, saveInstallRecord } from './content-steps.js';
@@ -30,35 +25,13 @@ import { newJournal, readJournal, JournalWriter, type Journal } from './journal.
 import { lockDevice, type DeviceLock } from './lock.js';
 import { mountsUnder, releaseStaleMounts } from './mounts.js';
 import { busyHolders } from './holders.js';
-import type { EventBus } from './progress.js';
 import { sendWebhooks } from '../remote/webhooks.js';
 import { killIfAsked } from './test-faults.js';
 import { gatherFacts } from './prepare.js';
 import { InstallLog } from './install-log.js';
+import type { RunInstallOptions } from './run-options.js';
 
-export interface RunInstallOptions {
-  plan: InstallPlan;
-  config: HarvesterConfig;
-  source: OsSource;
-  /** The image bundle for COS_PERSISTENT (install.ts decides: --bundle, the ISO's, the live ISO's, none). */
-  bundle: BundleSource;
-  /** The hvagent payload (install.ts decides: --agent, the installer's own, none). */
-  agent: AgentSource;
-  /** Journal and log live here on the host (default /var/lib/hvinstall). */
-  stateDir: string;
-  /** Mounts and scratch (default /run/hvinstall/<disk>). */
-  runDir?: string;
-  bus: EventBus;
-  redactor: Redactor;
-  /** The machine as it is now, for the guard (default: this machine's). */
-  gatherFacts?: () => Promise<MachineFacts>;
-  preserveOnError?: boolean;
-  signal?: AbortSignal;
-  /** Test-only: HVINSTALL_TEST_SIGKILL_AT. */
-  killPoint?: string;
-  /** Call the install webhooks (default true). */
-  webhooks?: boolean;
-}
+export type { RunInstallOptions } from './run-options.js';
 
 export interface InstallOutcome {
   ok: boolean;

@@ -3,8 +3,8 @@ import { readFile } from 'node:fs/promises';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { Host } from '../../lib/host.js';
 import { Redactor } from '../../lib/redact.js';
-import { configSecrets, loadConfig } from '../config/index.js';
-import type { HarvesterConfig } from '../config/types.js';
+import { configSecrets, loadConfig } from '../../config/index.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import type { OsSource } from '../disk/contracts.js';
 import { planInstall } from '../disk/plan.js';
 import type { InstallPlan } from '../disk/types.js';
@@ -14,7 +14,7 @@ import { resolveSource, sourceSizeBytes } from './source.js';
 import { withRenderedFileList } from './content-steps.js';
 import { agentForImage, withAgentPlan, type AgentSource } from './agent-source.js';
 import { imageFactsOf } from './image-facts.js';
-import type { RunInstallOptions } from './pipeline.js';
+import type { RunInstallOptions } from './run-options.js';
 import { inspectBootChain } from '../bootloader/image-chain-source.js';
 
 export interface PrepareOptions {

@@ -4,7 +4,7 @@
  * seconds for a serial console. Every event carries the elapsed time; byte progress carries a rate.
  */
 import type { StepName } from '../disk/types.js';
-import { formatBytes } from '../disk/sizes.js';
+import { formatBytes } from '../../config/disk-sizes.js';
 import type { Redactor } from '../../lib/redact.js';
 import { ExitCode, HvError } from '../../lib/errors.js';
 

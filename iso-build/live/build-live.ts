@@ -22,7 +22,7 @@ import { findOnPath } from '../../lib/find-on-path.js';
 import { fetchDebianKernel } from '../boot-chain.js';
 import { copyKernelModules } from '../kernel-modules.js';
 import { packSquashfs } from '../reproducible.js';
-import { BUSYBOX } from '../test-os-tree.js';
+import { BUSYBOX } from '../host-tools.js';
 import { buildInitramfs, buildPxeInitrd } from './initramfs.js';
 import { buildOsImage } from './os-image.js';
 import { LIVE_INIT, UDHCPC_SCRIPT } from './init-script.js';

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { run } from '../../lib/exec.js';
 import { copyKernelModules } from '../kernel-modules.js';
 import { packCpio } from '../reproducible.js';
-import { BUSYBOX } from '../test-os-tree.js';
+import { BUSYBOX } from '../host-tools.js';
 import { INITRAMFS_INIT, LIVE_SQUASHFS_PATH, MEDIUM_ID_FILE } from './initramfs-init.js';
 import { INITRAMFS_MODULES } from './tools.js';
 

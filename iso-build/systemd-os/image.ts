@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { run } from '../../lib/exec.js';
-import { BUSYBOX } from '../test-os-tree.js';
+import { BUSYBOX } from '../host-tools.js';
 import { FILES_DIR, RKE2_STANDIN, systemdOsFile } from './files.js';
 import { buildCosInitrd, type CosInitrd } from './initrd.js';
 import { SOURCE_DATE_EPOCH } from './packages.js';

@@ -12,7 +12,7 @@ import { run } from '../../lib/exec.js';
 import { ExitCode, HvError } from '../../lib/errors.js';
 import { copyKernelModules } from '../kernel-modules.js';
 import { copyProgramWithLibraries } from '../initrd-parts.js';
-import { BUSYBOX } from '../test-os-tree.js';
+import { BUSYBOX } from '../host-tools.js';
 import { systemdOsFile } from './files.js';
 
 /** Disks (NVMe, virtio, SATA/SCSI), loop images, ext2/3/4 (crc32c first: ext4 asks the crypto API for it), the RW overlay. */

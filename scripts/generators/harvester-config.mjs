@@ -1,10 +1,10 @@
 // Build-time code generation for the config schema (schemas/harvester-config.v1.schema.json):
-//  - installer/config/generated/harvester-config.validator.js: ajv standalone (ESM), so validation
+//  - config/generated/harvester-config.validator.js: ajv standalone (ESM), so validation
 //    compiles no schema at run time;
-//  - installer/config/generated/harvester-config.fields.js: the field tree the normaliser walks
+//  - config/generated/harvester-config.fields.js: the field tree the normaliser walks
 //    (kinds, spellings, order, secrets), derived from the same schema;
-//  - installer/config/generated/harvester-config.schema-types.ts: TypeScript types of the schema,
-//    checked against installer/config/types.ts at compile time (installer/config/schema-check.ts).
+//  - config/generated/harvester-config.schema-types.ts: TypeScript types of the schema,
+//    checked against config/types.ts at compile time (config/schema-check.ts).
 // Output is deterministic, so regenerating an unchanged schema leaves the tree clean.
 import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
@@ -20,7 +20,7 @@ const standaloneCode = standaloneModule.default ?? standaloneModule;
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const schemaPath = path.join(root, 'schemas/harvester-config.v1.schema.json');
-const outDir = path.join(root, 'installer/config/generated');
+const outDir = path.join(root, 'config/generated');
 
 /** Annotation keywords the schema carries for our messages; ajv must know them in strict mode. */
 export const ANNOTATIONS = [
@@ -179,7 +179,7 @@ async function bundleValidateCommand() {
     },
   };
   await bundleForNode({
-    entry: path.join(root, 'installer/config/validate-command.ts'),
+    entry: path.join(root, 'config/validate-command.ts'),
     outfile: path.join(root, 'dist/installer/commands/validate.bundle.js'),
     what: 'hvinstall validate',
     external: ['undici'],

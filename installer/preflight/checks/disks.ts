@@ -1,10 +1,10 @@
 /** Install disk, data disk and stale-label checks (harvester/harvester-installer pkg/console/validator.go, pkg/console/util.go, pkg/util/disk.go). Pure. */
-import type { HarvesterConfig } from '../../config/types.js';
+import type { HarvesterConfig } from '../../../config/types.js';
 import type { DiskFacts, MachineFacts } from '../types.js';
 import type { PreflightCheck, Profile } from '../report.js';
 import { locateDevice, type LocatedDevice } from '../resolve.js';
 import { suggestInstallDevice } from '../suggest.js';
-import { DISK_MESSAGES, installDiskMinGiB, DATA_DISK_MIN_GIB, wholeGiB } from '../../disk/sizes.js';
+import { DISK_MESSAGES, installDiskMinGiB, DATA_DISK_MIN_GIB, wholeGiB } from '../../../config/disk-sizes.js';
 
 export interface DiskCheckInput {
   facts: MachineFacts;

@@ -1,7 +1,7 @@
 /** CPU, memory, virtualisation and firmware checks (harvester/harvester-installer pkg/preflight/checks.go). */
 import type { MachineFacts } from '../types.js';
 import type { PreflightCheck, Profile } from '../report.js';
-import { GiB } from '../../disk/sizes.js';
+import { GiB } from '../../../config/disk-sizes.js';
 import { formatGiB, MEMINFO_ALLOWANCE, THRESHOLDS } from '../thresholds.js';
 import { EFI_BINARY_NAMES } from '../../bootloader/image-chain.js';
 

@@ -1,5 +1,5 @@
 /** Management NIC checks (harvester/harvester-installer pkg/console/validator.go checkNetworks, the TUI's NIC checks, pkg/preflight/checks.go NIC speed). Pure. */
-import type { HarvesterConfig } from '../../config/types.js';
+import type { HarvesterConfig } from '../../../config/types.js';
 import type { MachineFacts, NicFacts } from '../types.js';
 import type { PreflightCheck, Profile } from '../report.js';
 import { THRESHOLDS } from '../thresholds.js';

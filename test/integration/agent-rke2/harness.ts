@@ -12,7 +12,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Logger, MemorySink } from '../../../lib/logger.js';
 import type { GuardContext } from '../../../agent/guard.js';
-import type { HarvesterConfig } from '../../../installer/config/types.js';
+import type { HarvesterConfig } from '../../../config/types.js';
 
 export const STANDIN = fileURLToPath(new URL('../../fixtures/rke2-standin/rke2-standin.mjs', import.meta.url));
 export const TLS_DIR = '/var/lib/rancher/rke2/server/tls';

@@ -11,7 +11,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { serialiseHarvesterConfig } from '../../../installer/config/index.js';
+import { serialiseHarvesterConfig } from '../../../config/index.js';
 import { bootSystemdContainer } from '../systemd-container.js';
 import { createConfig, makeTls, STANDIN, TLS_DIR } from './harness.js';
 import type { StatusDocument } from '../../../agent/guard.js';

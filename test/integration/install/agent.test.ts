@@ -13,7 +13,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { copyFile, lstat, mkdir, readFile, readlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { readPayloadManifest, releaseId, type PayloadManifest } from '../../../agent/payload/layout.js';
+import { readPayloadManifest, releaseId, type PayloadManifest } from '../../../node/payload-layout.js';
 import { deployAgent } from '../../../installer/steps/agent-deploy.js';
 import { DEFAULT_PERSISTENT_STATE_PATHS } from '../../../installer/disk/plan.js';
 import { Cleanup, REPO, buildSmallOsTree, configYaml, events, hvinstall, installArgs, loopDisk, partitionNode, probe, sh, tempDir, treeManifest, withMount } from './helpers.js';

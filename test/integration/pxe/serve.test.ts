@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm, writeFile, utimes } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse } from 'yaml';
-import { validateConfig } from '../../../installer/config/index.js';
+import { validateConfig } from '../../../config/index.js';
 import { sendWebhooks } from '../../../installer/remote/webhooks.js';
 import { waitUntil } from '../../../lib/wait.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';

@@ -5,7 +5,7 @@ import { rke2Settings, RKE2_DEFAULTS } from '../../../agent/rke2/settings.js';
 import { renderPromotionServerDropIn, promotionRequested, vipFromServerUrl } from '../../../agent/promote/server-dropin.js';
 import { parseKubeconfig } from '../../../agent/kube/kubeconfig.js';
 import { findKubeVipManifest } from '../../../agent/vip/holder.js';
-import type { HarvesterConfig } from '../../../installer/config/types.js';
+import type { HarvesterConfig } from '../../../config/types.js';
 
 const join: HarvesterConfig = { serverUrl: 'https://vip.example.com:443', token: 't0ken', install: { mode: 'join' } };
 

@@ -11,7 +11,7 @@ import { assessNetwork, linkIdentities, type IpLink, type NetworkFacts } from '.
 import { nodeDropIn } from '../../../installer/render/rke2.js';
 import { nodeIdentity } from '../../../installer/render/identity.js';
 import { managementAddressOf } from '../../../installer/steps/content-steps.js';
-import type { HarvesterConfig } from '../../../installer/config/types.js';
+import type { HarvesterConfig } from '../../../config/types.js';
 import type { MachineFacts } from '../../../installer/preflight/types.js';
 
 const seen = { version: 1 as const, address: '10.0.0.5/24', interface: 'mgmt-br', recordedAt: '2026-11-30T12:00:00.000Z', why: 'first-boot' as const };

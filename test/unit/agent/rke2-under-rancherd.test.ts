@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { GUARDS } from '../../../agent/guards/index.js';
 import type { GuardContext } from '../../../agent/guard.js';
-import type { HarvesterConfig } from '../../../installer/config/types.js';
+import type { HarvesterConfig } from '../../../config/types.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';
 import { Redactor } from '../../../lib/redact.js';
 

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { GUARDS } from '../../../agent/guards/index.js';
-import { LAUNCHER } from '../../../agent/payload/layout.js';
+import { LAUNCHER } from '../../../node/payload-layout.js';
 import { PRE_BOOTSTRAP_GUARDS } from '../../../agent/sd-notify.js';
 import { SEEN_ADDRESS_PATH } from '../../../agent/identity/record.js';
 

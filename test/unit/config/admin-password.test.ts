@@ -1,7 +1,7 @@
 /** install.admin_password (hvinstall, beyond Harvester): its spellings, its rules and their messages, and its redaction. */
 import { describe, expect, it } from 'vitest';
-import { validateConfig } from '../../../installer/config/index.js';
-import { redactConfig } from '../../../installer/config/redact-config.js';
+import { validateConfig } from '../../../config/index.js';
+import { redactConfig } from '../../../config/redact-config.js';
 import { Redactor } from '../../../lib/redact.js';
 
 const base = (install: Record<string, unknown> = {}) => ({

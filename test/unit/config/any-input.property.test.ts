@@ -8,11 +8,11 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { stringify } from 'yaml';
-import { validateSources } from '../../../installer/config/validate.js';
-import { normaliseYamlText } from '../../../installer/config/load.js';
-import { parseCmdline, tokenizeCmdline } from '../../../installer/config/cmdline.js';
-import { normaliseRaw } from '../../../installer/config/normalise.js';
-import type { Finding, ValidationResult } from '../../../installer/config/types.js';
+import { validateSources } from '../../../config/validate.js';
+import { normaliseYamlText } from '../../../config/load.js';
+import { parseCmdline, tokenizeCmdline } from '../../../config/cmdline.js';
+import { normaliseRaw } from '../../../config/normalise.js';
+import type { Finding, ValidationResult } from '../../../config/types.js';
 import { fuzzSeed } from '../../fuzz-seed.js';
 
 function placedInside(f: Finding, text: string): void {

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { parseCmdline, tokenizeCmdline } from '../../../installer/config/cmdline.js';
-import { parseInterfaceSpec } from '../../../installer/config/interface-spec.js';
-import { normaliseRaw } from '../../../installer/config/normalise.js';
-import { loadConfig } from '../../../installer/config/index.js';
+import { parseCmdline, tokenizeCmdline } from '../../../config/cmdline.js';
+import { parseInterfaceSpec } from '../../../config/interface-spec.js';
+import { normaliseRaw } from '../../../config/normalise.js';
+import { loadConfig } from '../../../config/index.js';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { afterAll } from 'vitest';
 

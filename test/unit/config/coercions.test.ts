@@ -3,7 +3,7 @@
  * booleans (only true, t, yes, y are true), whole numbers, strings. Expected values written out.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadConfig, validateConfig } from '../../../installer/config/index.js';
+import { loadConfig, validateConfig } from '../../../config/index.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';

@@ -9,8 +9,8 @@ import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseDocument, isMap, isScalar, type YAMLMap } from 'yaml';
-import { serialiseHarvesterConfig } from '../../../installer/config/index.js';
-import { formatServerUrl } from '../../../installer/config/server-url.js';
+import { serialiseHarvesterConfig } from '../../../config/index.js';
+import { formatServerUrl } from '../../../config/server-url.js';
 import { check, CREATE, JOIN } from './helpers.js';
 
 const harvesterData = path.resolve(__dirname, '../../fixtures/config/harvester');

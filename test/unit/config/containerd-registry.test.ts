@@ -4,7 +4,7 @@
  * partitioned. Where Harvester's own decoder rejects the setting, Harvester's message is kept.
  */
 import { describe, expect, it } from 'vitest';
-import { validateConfig } from '../../../installer/config/index.js';
+import { validateConfig } from '../../../config/index.js';
 import { renderRegistriesFile } from '../../../installer/render/index.js';
 
 const base = {

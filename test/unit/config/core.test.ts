@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig, validateConfig, serialiseHarvesterConfig } from '../../../installer/config/index.js';
+import { loadConfig, validateConfig, serialiseHarvesterConfig } from '../../../config/index.js';
 import { parse } from 'yaml';
 
 const base = {

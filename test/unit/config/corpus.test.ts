@@ -6,8 +6,8 @@
 import { describe, expect, it } from 'vitest';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { loadConfig } from '../../../installer/config/index.js';
-import type { Finding } from '../../../installer/config/types.js';
+import { loadConfig } from '../../../config/index.js';
+import type { Finding } from '../../../config/types.js';
 
 const root = path.resolve(__dirname, '../../fixtures/config');
 const update = process.env.HV_UPDATE_FIXTURES === '1';

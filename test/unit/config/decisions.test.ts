@@ -4,13 +4,13 @@
  * the SSH-key login rule, the secrets collected from webhooks. Expected values are written out.
  */
 import { describe, expect, it } from 'vitest';
-import { configSecrets, validateConfig } from '../../../installer/config/index.js';
-import { parseContainerdRegistry, registriesHoldCredentials, registryCredentials } from '../../../installer/config/containerd-registry.js';
-import type { HarvesterConfig } from '../../../installer/config/index.js';
-import { formatServerUrl, normaliseServerUrl } from '../../../installer/config/server-url.js';
-import { FindingList } from '../../../installer/config/findings.js';
+import { configSecrets, validateConfig } from '../../../config/index.js';
+import { parseContainerdRegistry, registriesHoldCredentials, registryCredentials } from '../../../config/containerd-registry.js';
+import type { HarvesterConfig } from '../../../config/index.js';
+import { formatServerUrl, normaliseServerUrl } from '../../../config/server-url.js';
+import { FindingList } from '../../../config/findings.js';
 import { ownValue, setOwn } from '../../../lib/own-keys.js';
-import { parseCmdline, tokenizeCmdline } from '../../../installer/config/cmdline.js';
+import { parseCmdline, tokenizeCmdline } from '../../../config/cmdline.js';
 
 const base = {
   scheme_version: 1,

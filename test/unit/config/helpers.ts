@@ -6,8 +6,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { loadConfig, type LoadOptions } from '../../../installer/config/index.js';
-import type { Finding, HarvesterConfig } from '../../../installer/config/types.js';
+import { loadConfig, type LoadOptions } from '../../../config/index.js';
+import type { Finding, HarvesterConfig } from '../../../config/types.js';
 
 export interface Placed {
   at: string;

@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { loadConfig } from '../../../installer/config/index.js';
-import { MAX_CONFIG_BYTES } from '../../../installer/config/load.js';
+import { loadConfig } from '../../../config/index.js';
+import { MAX_CONFIG_BYTES } from '../../../config/load.js';
 
 const tmp = mkdtempSync('/tmp/hvcfg-load-');
 const VALID = 'scheme_version: 1\ntoken: abc\nos: {password: x}\ninstall:\n  mode: create\n  device: /dev/sda\n  vip: 10.0.0.5\n  vip_mode: static\n  management_interface: {interfaces: [{name: ens3}], method: dhcp}\n';

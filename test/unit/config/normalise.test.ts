@@ -2,10 +2,10 @@
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { loadConfig, serialiseHarvesterConfig, validateConfig } from '../../../installer/config/index.js';
-import { toSnakeCase, spellingsOf } from '../../../installer/config/spellings.js';
-import { fieldTree } from '../../../installer/config/generated/harvester-config.fields.js';
-import { formatServerUrl } from '../../../installer/config/server-url.js';
+import { loadConfig, serialiseHarvesterConfig, validateConfig } from '../../../config/index.js';
+import { toSnakeCase, spellingsOf } from '../../../config/spellings.js';
+import { fieldTree } from '../../../config/generated/harvester-config.fields.js';
+import { formatServerUrl } from '../../../config/server-url.js';
 import { parse } from 'yaml';
 
 const fx = (p: string) => path.resolve(__dirname, '../../fixtures/config', p);

@@ -8,11 +8,11 @@ import fc from 'fast-check';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { validateRawConfig, validateSources } from '../../../installer/config/validate.js';
-import { normaliseYamlText } from '../../../installer/config/load.js';
-import { parseCmdline } from '../../../installer/config/cmdline.js';
-import { normaliseRaw } from '../../../installer/config/normalise.js';
-import type { ValidationResult } from '../../../installer/config/types.js';
+import { validateRawConfig, validateSources } from '../../../config/validate.js';
+import { normaliseYamlText } from '../../../config/load.js';
+import { parseCmdline } from '../../../config/cmdline.js';
+import { normaliseRaw } from '../../../config/normalise.js';
+import type { ValidationResult } from '../../../config/types.js';
 import { fuzzRuns, fuzzSeed } from '../../fuzz-seed.js';
 
 const dir = path.resolve(__dirname, '../../fixtures/config/valid');

@@ -1,7 +1,7 @@
 /** configSecrets: the one list of a config's secrets that every redactor registers. */
 import { describe, expect, it } from 'vitest';
-import { configSecrets } from '../../../installer/config/index.js';
-import { redactConfig } from '../../../installer/config/redact-config.js';
+import { configSecrets } from '../../../config/index.js';
+import { redactConfig } from '../../../config/redact-config.js';
 
 const registry = JSON.stringify({
   Mirrors: { 'docker.io': { Endpoints: ['https://m.example'] } },

@@ -11,9 +11,9 @@ import fc from 'fast-check';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseAllDocuments, stringify } from 'yaml';
-import { validateRawConfig, validateSources } from '../../../installer/config/validate.js';
-import { normaliseYamlText } from '../../../installer/config/load.js';
-import type { ValidationResult } from '../../../installer/config/types.js';
+import { validateRawConfig, validateSources } from '../../../config/validate.js';
+import { normaliseYamlText } from '../../../config/load.js';
+import type { ValidationResult } from '../../../config/types.js';
 import { fuzzRuns, fuzzSeed } from '../../fuzz-seed.js';
 
 type Obj = Record<string, unknown>;

@@ -5,8 +5,8 @@
  * rule each (which spelling wins when two fields could claim it).
  */
 import { describe, expect, it } from 'vitest';
-import { closest, editDistance, spellingsOf, toSnakeCase } from '../../../installer/config/spellings.js';
-import type { FieldNode } from '../../../installer/config/generated/harvester-config.fields.js';
+import { closest, editDistance, spellingsOf, toSnakeCase } from '../../../config/spellings.js';
+import type { FieldNode } from '../../../config/generated/harvester-config.fields.js';
 
 const struct = (names: string[], g?: Record<string, string>): FieldNode => ({ k: 'struct', f: Object.fromEntries(names.map((n) => [n, { k: 'string' }])), ...(g ? { g } : {}) });
 

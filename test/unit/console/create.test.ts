@@ -60,7 +60,7 @@ describe('hvinstall console: a create-mode walk (dry run)', () => {
     expect(cfg.token).toBe('my-cluster-token-42');
     expect(cfg.os.hostname).toBe('lab-node-1');
     expect(cfg.os.ntpServers).toEqual([ntp.address]);
-    // The validator adds the VIP to no_proxy (the node must reach it directly; installer/config/no-proxy.ts).
+    // The validator adds the VIP to no_proxy (the node must reach it directly; config/no-proxy.ts).
     expect(cfg.os.environment).toEqual({ http_proxy: 'http://proxy.lab:3128', https_proxy: 'http://proxy.lab:3128', no_proxy: '192.168.122.50' });
     expect(cfg.install).toMatchObject({ mode: 'create', device: '/dev/disk/by-id/virtio-lab-disk-0', vip: '192.168.122.50', vipMode: 'static', persistentPartitionSize: '150Gi' });
     expect(cfg.install.managementInterface).toMatchObject({ interfaces: [{ name: 'enp1s0', hwAddr: '52:54:00:12:34:56' }], method: 'dhcp', bondOptions: { mode: 'active-backup', miimon: '100' } });

@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { findDisk, planInstall, PlanRefusedError, targetInUseProblems } from '../../../installer/disk/plan.js';
 import { partitionPath } from '../../../installer/disk/commands.js';
-import type { HarvesterConfig } from '../../../installer/config/types.js';
+import type { HarvesterConfig } from '../../../config/types.js';
 import { disk, machine, GiB } from './facts-fixture.js';
 
 const MiB = 1024 * 1024;

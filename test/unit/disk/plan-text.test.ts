@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { planInstall, PlanRefusedError } from '../../../installer/disk/plan.js';
 import { formatPlanText } from '../../../installer/disk/format-plan.js';
 import { gptCommand, msdosCommand, mkfsCommand, partitionTableCommand, partitionPath } from '../../../installer/disk/commands.js';
-import type { HarvesterConfig } from '../../../installer/config/types.js';
+import type { HarvesterConfig } from '../../../config/types.js';
 import { disk, machine, GiB } from './facts-fixture.js';
 
 const MiB = 1024 * 1024;

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { planInstall, PlanRefusedError, targetInUseProblems, LONGHORN_DEFAULT_DISK } from '../../../installer/disk/plan.js';
 import { gptCommand } from '../../../installer/disk/commands.js';
 import { formatPlanText } from '../../../installer/disk/format-plan.js';
-import type { HarvesterConfig } from '../../../installer/config/types.js';
+import type { HarvesterConfig } from '../../../config/types.js';
 import type { InstallPlan } from '../../../installer/disk/types.js';
 import { disk, machine, GiB } from './facts-fixture.js';
 

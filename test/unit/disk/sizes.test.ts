@@ -1,6 +1,6 @@
 /** Harvester's size rules and the planner's own sizing, at their boundaries, with the figures written out. */
 import { describe, expect, it } from 'vitest';
-import { formatBytes, parsePartitionSizeMiB, recoverySizeMiB, stateSizeMiB, systemSizeForSourceMiB, installDiskMinGiB, wholeGiB } from '../../../installer/disk/sizes.js';
+import { formatBytes, parsePartitionSizeMiB, recoverySizeMiB, stateSizeMiB, systemSizeForSourceMiB, installDiskMinGiB, wholeGiB } from '../../../config/disk-sizes.js';
 import { parseBlkidExport } from '../../../installer/disk/block.js';
 
 const KiB = 1024;

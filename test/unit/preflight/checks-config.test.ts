@@ -1,6 +1,6 @@
 // Device, data disk and NIC checks driven by a config (HarvesterConfig objects built here).
 import { describe, expect, it } from 'vitest';
-import type { HarvesterConfig } from '../../../installer/config/types.js';
+import type { HarvesterConfig } from '../../../config/types.js';
 import { runPreflightChecks } from '../../../installer/preflight/index.js';
 import { check, fixtureFacts, outcomes, preflightOf } from './helpers.js';
 

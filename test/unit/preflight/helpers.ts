@@ -2,7 +2,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Host } from '../../../lib/host.js';
 import { gatherMachineFacts, runPreflightChecks, type MachineFacts, type PreflightReport, type Profile } from '../../../installer/preflight/index.js';
-import type { HarvesterConfig } from '../../../installer/config/types.js';
+import type { HarvesterConfig } from '../../../config/types.js';
 
 export const FIXTURES = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../fixtures/sysroot');
 

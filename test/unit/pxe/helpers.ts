@@ -2,12 +2,12 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { ValidationResult } from '../../../installer/config/types.js';
+import type { ValidationResult } from '../../../config/types.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';
 import { PxeServer } from '../../../pxe/server.js';
 
 /**
- * Test double for the one validator (installer/config validateConfig): a few of its rules, so the
+ * Test double for the one validator (config validateConfig): a few of its rules, so the
  * PXE logic can be tested without depending on another package's progress. Integration tests use
  * the real validator.
  */

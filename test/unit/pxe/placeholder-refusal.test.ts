@@ -3,7 +3,7 @@
  * (Harvester installs the text as written) but refused by a server that would serve it to a fleet.
  */
 import { describe, expect, it } from 'vitest';
-import { validateConfig } from '../../../installer/config/index.js';
+import { validateConfig } from '../../../config/index.js';
 import { renderAndValidateConfigs } from '../../../pxe/state.js';
 import { buildCatalog, parseProfiles } from '../../../pxe/profiles.js';
 import type { Validator } from '../../../pxe/state.js';

@@ -9,8 +9,8 @@ import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { parseFetchedKeys, resolveSshKeys } from '../../../installer/remote/ssh-keys.js';
-import { sshKeySourceUrl } from '../../../installer/config/ssh-key.js';
-import type { HarvesterConfig } from '../../../installer/config/types.js';
+import { sshKeySourceUrl } from '../../../config/ssh-key.js';
+import type { HarvesterConfig } from '../../../config/types.js';
 
 const ED = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHkJfGqk3C6Yl1uQf1Jx3m0t4c2fVbXw3Qy1m9d8H7pQ';
 const RSA = 'ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC7vbqajDhA2vTq9ZxQ3Jm8 alice@laptop';

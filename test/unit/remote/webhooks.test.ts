@@ -2,9 +2,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { sendWebhooks, prepareWebhooks, gatherWebhookVars } from '../../../installer/remote/webhooks.js';
-import { renderGoTemplate } from '../../../installer/remote/go-template.js';
+import { renderGoTemplate } from '../../../config/go-template.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';
-import type { HarvesterConfig, Webhook } from '../../../installer/config/types.js';
+import type { HarvesterConfig, Webhook } from '../../../config/types.js';
 
 interface Seen {
   method: string;

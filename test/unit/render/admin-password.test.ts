@@ -9,7 +9,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { adminPasswordProblem } from '../../../installer/config/admin-password.js';
+import { adminPasswordProblem } from '../../../config/admin-password.js';
 import { ADMIN_PASSWORD_PATH, ADMIN_PASSWORD_SCRIPT, hashAdminPassword, renderAdminPasswordDropIn } from '../../../installer/render/admin-password.js';
 import { renderNode } from '../../../installer/render/index.js';
 import { HvError } from '../../../lib/errors.js';

@@ -1,5 +1,5 @@
-/** The golden cases: configs as installer/config would hand them over (canonical camelCase), plus facts and seeds. */
-import type { HarvesterConfig } from '../../../installer/config/types.js';
+/** The golden cases: configs as config would hand them over (canonical camelCase), plus facts and seeds. */
+import type { HarvesterConfig } from '../../../config/types.js';
 import type { ImageFacts, RenderFacts, RenderSeeds } from '../../../installer/render/types.js';
 
 export interface RenderCase {

@@ -4,7 +4,7 @@
  * 90_custom.yaml writes at every boot (`boot`: rancherd's config and bootstrap resources), each as it
  * lands on the node. Regenerate after a deliberate change with
  * `UPDATE_GOLDEN=1 npx vitest run test/unit/render/golden.test.ts` and review the diff.
- * /oem/harvester.config is installer/config's serialisation and is checked by round trip in
+ * /oem/harvester.config is config's serialisation and is checked by round trip in
  * rendered-files.test.ts instead.
  */
 import { describe, expect, it } from 'vitest';

@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { renderNode } from '../../../installer/render/index.js';
-import type { HarvesterConfig } from '../../../installer/config/types.js';
+import type { HarvesterConfig } from '../../../config/types.js';
 import type { RenderedFile } from '../../../installer/render/types.js';
 import { HvError } from '../../../lib/errors.js';
 import { CASES, RANCHERD_IMAGE, RELEASE_SOURCE, SPECIAL_TOKEN, TOKEN } from './cases.js';

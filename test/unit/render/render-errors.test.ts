@@ -6,7 +6,7 @@ import { maskToPrefix } from '../../../installer/render/network.js';
 import { harvesterChartValues } from '../../../installer/render/bootstrap-resources.js';
 import { reservedMilliCpu, reservedResourcesArgs, supervisorUrl } from '../../../installer/render/rke2.js';
 import { renderGrubenv, renderMultipathConf, rke2ProxyEnvironment } from '../../../installer/render/yip.js';
-import type { HarvesterConfig } from '../../../installer/config/types.js';
+import type { HarvesterConfig } from '../../../config/types.js';
 import { HvError } from '../../../lib/errors.js';
 import { CASES } from './cases.js';
 

@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
 import { gunzipSync } from 'node:zlib';
 import { renderNode } from '../../../installer/render/index.js';
-import { validateConfig } from '../../../installer/config/index.js';
+import { validateConfig } from '../../../config/index.js';
 import { ADMIN_PASSWORD, CASES, PASSWORD } from './cases.js';
 import { assertKubernetesPod, assertSchema, parseYamlStrict, ourRegistriesSchema, ourRke2ConfigSchema, ourYipSchema } from './format-schemas.js';
 
@@ -86,7 +86,7 @@ describe.each(CASES)('rendered files of $name', (c) => {
     expect(hash).toBe(openssl);
   });
 
-  it('harvester.config loads back through installer/config (our loader: a round trip) to the same node', async () => {
+  it('harvester.config loads back through config (our loader: a round trip) to the same node', async () => {
     const parsed = parseYamlStrict(text(byPath.get('/oem/harvester.config')!.content));
     const back = await validateConfig(parsed, { source: '/oem/harvester.config', alreadyInstalled: true });
     expect(back.errors).toEqual([]);

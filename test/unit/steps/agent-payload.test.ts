@@ -4,9 +4,9 @@ import { chmod, lstat, mkdir, mkdtemp, readFile, readlink, readdir, rm, symlink,
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { manifestProblem, payloadDigest, type PayloadManifest } from '../../../agent/payload/layout.js';
+import { manifestProblem, payloadDigest, type PayloadManifest } from '../../../node/payload-layout.js';
 import { parseLdd } from '../../../agent/payload/build.js';
-import { elfMachine } from '../../../agent/payload/elf.js';
+import { elfMachine } from '../../../node/elf.js';
 import { agentPaths, agentSpaceProblem, deployAgent, installedAgentProblem, removeAgent } from '../../../installer/steps/agent-deploy.js';
 import { agentForImage, payloadTreeProblems, resolveAgentArg } from '../../../installer/steps/agent-source.js';
 import { dirImage, judgeAgentSlot, parseSquashfsListing, readAgentSlotFacts, resolveInImage, type AgentSlotFacts } from '../../../installer/steps/agent-slot.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bindDirName, persistentLocation } from '../../../installer/steps/content-steps.js';
+import { bindDirName, persistentLocation } from '../../../node/layout.js';
 import { newJournal, readJournal, JournalWriter } from '../../../installer/steps/journal.js';
 import { mkdtemp, readFile, writeFile, stat } from 'node:fs/promises';
 import os from 'node:os';

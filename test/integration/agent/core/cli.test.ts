@@ -8,7 +8,7 @@ import { access, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promise
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { serialiseHarvesterConfig } from '../../../../installer/config/index.js';
+import { serialiseHarvesterConfig } from '../../../../config/index.js';
 import type { StatusDocument } from '../../../../agent/guard.js';
 
 const CLI = path.resolve('dist/agent/cli.js');

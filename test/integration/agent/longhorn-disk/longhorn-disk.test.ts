@@ -12,7 +12,7 @@ import { Logger, MemorySink } from '../../../../lib/logger.js';
 import { Redactor } from '../../../../lib/redact.js';
 import { runGuards } from '../../../../agent/runner.js';
 import { defaultSettings } from '../../../../agent/settings.js';
-import type { HarvesterConfig } from '../../../../installer/config/types.js';
+import type { HarvesterConfig } from '../../../../config/types.js';
 
 let dir: string;
 const loops: string[] = [];

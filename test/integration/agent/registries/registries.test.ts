@@ -17,8 +17,8 @@ import { Redactor } from '../../../../lib/redact.js';
 import { runGuards, statusFile } from '../../../../agent/runner.js';
 import { defaultSettings } from '../../../../agent/settings.js';
 import type { StatusDocument } from '../../../../agent/guard.js';
-import { serialiseHarvesterConfig } from '../../../../installer/config/index.js';
-import { renderRegistriesYaml } from '../../../../installer/render/registries.js';
+import { serialiseHarvesterConfig } from '../../../../config/index.js';
+import { renderRegistriesYaml } from '../../../../node/registries.js';
 
 let dir: string;
 const daemons: ChildProcess[] = [];

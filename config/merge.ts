@@ -6,7 +6,7 @@
  */
 import type { HarvesterConfig } from './types.js';
 import type { Origins } from './findings.js';
-import { ownValue, setOwn } from '../../lib/own-keys.js';
+import { ownValue, setOwn } from '../lib/own-keys.js';
 
 export interface Mergeable {
   config: HarvesterConfig;

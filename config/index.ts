@@ -4,35 +4,11 @@
  * Implementation: load.ts, normalise.ts, cmdline.ts, validate.ts, serialise.ts.
  */
 export type * from './types.js';
-import type { HarvesterConfig, ValidationResult } from './types.js';
+import type { HarvesterConfig, LoadedConfig, LoadOptions, ValidationResult } from './types.js';
 /** Prints a finding compiler style (`file:line:col: error: path: message` and a hint line); pure. */
 export { formatFinding } from './format.js';
 /** Every secret value of a config, for redactors. */
 export { configSecrets } from './secrets.js';
-
-export interface LoadOptions {
-  /** Kernel command line text (`harvester.*` parameters merged over the file). */
-  cmdline?: string;
-  /** Read the command line from a file (e.g. /proc/cmdline). */
-  cmdlineFile?: string;
-  /** For http(s) sources: extra CA bundle (PEM file), expected sha256 of the body, per-attempt timeout and attempts. */
-  caFile?: string;
-  /** Where caFile came from, for messages: the kernel command line's hvinstall.ca_file (set by loadConfig). */
-  caFileFrom?: 'option' | 'cmdline';
-  sha256?: string;
-  timeoutMs?: number;
-  attempts?: number;
-  retryDelayMs?: number;
-  /** On the already-installed path some rules (iso_url in automatic mode) do not apply. */
-  alreadyInstalled?: boolean;
-  /** DHCP pools of the management network, when the operator knows them: the VIP must be outside. */
-  dhcpRanges?: Array<{ first: string; last: string }>;
-}
-
-export interface LoadedConfig extends ValidationResult {
-  /** What was read: a path, a URL, `<stdin>`, or `<cmdline>` when only the command line was given. */
-  source: string;
-}
 
 /** Loads a path, an http(s) URL or `-` (stdin), merges the command line, normalises and validates. */
 export async function loadConfig(source: string | undefined, opts: LoadOptions = {}): Promise<LoadedConfig> {

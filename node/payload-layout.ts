@@ -26,7 +26,7 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { HvError, ExitCode } from '../../lib/errors.js';
+import { HvError, ExitCode } from '../lib/errors.js';
 
 export const MANIFEST_FILE = 'hvagent-payload.json';
 export const UNIT_NAME = 'hvagent.service';

@@ -192,3 +192,28 @@ export interface ValidationResult {
   /** The normalised, merged config (present even when invalid, as far as it could be built). */
   config: HarvesterConfig;
 }
+
+/** How loadConfig reads a source (config/load.ts). */
+export interface LoadOptions {
+  /** Kernel command line text (`harvester.*` parameters merged over the file). */
+  cmdline?: string;
+  /** Read the command line from a file (e.g. /proc/cmdline). */
+  cmdlineFile?: string;
+  /** For http(s) sources: extra CA bundle (PEM file), expected sha256 of the body, per-attempt timeout and attempts. */
+  caFile?: string;
+  /** Where caFile came from, for messages: the kernel command line's hvinstall.ca_file (set by loadConfig). */
+  caFileFrom?: 'option' | 'cmdline';
+  sha256?: string;
+  timeoutMs?: number;
+  attempts?: number;
+  retryDelayMs?: number;
+  /** On the already-installed path some rules (iso_url in automatic mode) do not apply. */
+  alreadyInstalled?: boolean;
+  /** DHCP pools of the management network, when the operator knows them: the VIP must be outside. */
+  dhcpRanges?: Array<{ first: string; last: string }>;
+}
+
+export interface LoadedConfig extends ValidationResult {
+  /** What was read: a path, a URL, `<stdin>`, or `<cmdline>` when only the command line was given. */
+  source: string;
+}

@@ -13,10 +13,10 @@ import { labelValueErrors, qualifiedNameErrors } from './k8s-names.js';
 import { closest } from './spellings.js';
 import { adminPasswordProblem } from './admin-password.js';
 import { containerdRegistryProblem } from './containerd-registry.js';
-import { DISK_MESSAGES, MIN_PERSISTENT_GIB, MIN_PERSISTENT_MIB, parsePartitionSizeMiB } from '../disk/sizes.js';
+import { DISK_MESSAGES, MIN_PERSISTENT_GIB, MIN_PERSISTENT_MIB, parsePartitionSizeMiB } from './disk-sizes.js';
 import { checkFieldTraps, type TrapContext } from './field-traps.js';
 import { AUTHORIZED_KEY, REMOTE_SSH_KEY } from './ssh-key.js';
-import { renderWebhook, unknownTemplateFields, WEBHOOK_TEMPLATE_FIELDS } from '../remote/webhook-check.js';
+import { renderWebhook, unknownTemplateFields, WEBHOOK_TEMPLATE_FIELDS } from './webhook-check.js';
 
 export interface RuleContext extends TrapContext {
   /** The already-installed path (install mode on an installed system): no iso_url, no device needed. */
@@ -304,7 +304,7 @@ const WEBHOOK_DROPPED = "Harvester then sends none of this config's webhooks (it
 /**
  * Webhooks never break an install: Harvester logs a webhook it cannot prepare and installs without
  * any of them (pkg/console/install_panels.go, "Invalid webhook"). So every finding here is a warning,
- * from the same check the sender runs (installer/remote/webhook-check.ts).
+ * from the same check the sender runs (config/webhook-check.ts).
  */
 function checkWebhook(w: Webhook, ptr: string, out: FindingList): void {
   const r = renderWebhook(w, SAMPLE_WEBHOOK_VARS);

@@ -5,12 +5,12 @@
  * and `make build` bundles it into one file (installer/commands/validate.ts loads that).
  */
 import { parseArgs } from 'node:util';
-import { HvError, ExitCode } from '../../lib/errors.js';
+import { HvError, ExitCode } from '../lib/errors.js';
 import { loadConfig } from './load.js';
 import { redactConfig } from './redact-config.js';
 import { formatFinding } from './format.js';
 import type { Finding } from './types.js';
-import { HELP_OPTION, type OptionDefs } from '../../lib/cli/definition.js';
+import { HELP_OPTION, type OptionDefs } from '../lib/cli/definition.js';
 
 export const USAGE = `usage: hvinstall validate [FILE|URL|-] [options]
 

@@ -5,7 +5,7 @@
  * the credentials inside the containerd-registry setting, which is a JSON string and so invisible to
  * a walk by key name.
  */
-import { stringsUnderSecretKeys } from '../../lib/redact.js';
+import { stringsUnderSecretKeys } from '../lib/redact.js';
 import { parseContainerdRegistry, registryCredentials } from './containerd-registry.js';
 import type { HarvesterConfig } from './types.js';
 

@@ -13,7 +13,7 @@ import type { FindingList } from './findings.js';
 import type { HarvesterConfig } from './types.js';
 import { managementSubnet, serverUrlHost, type Cidr } from './field-traps.js';
 import { cidrContains, formatCidr as showCidr, isIPv4, parseCidr } from './net.js';
-import { ownValue, setOwn } from '../../lib/own-keys.js';
+import { ownValue, setOwn } from '../lib/own-keys.js';
 
 interface Needed {
   /** What to add to no_proxy. */

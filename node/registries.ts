@@ -1,6 +1,6 @@
 /**
  * RKE2 registries.yaml from Harvester's `containerd-registry` setting, parsed by
- * installer/config/containerd-registry.ts (the parser validate uses too). The agent's registries
+ * config/containerd-registry.ts (the parser validate uses too). The agent's registries
  * guard renders through this same function.
  */
 import { stringify } from 'yaml';

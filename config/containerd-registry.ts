@@ -6,8 +6,8 @@
  * `insecure_skip_verify`) are accepted. Stricter than Go's decoder where accepting would give a
  * node that pulls without its mirror (an unknown key), or a registries.yaml RKE2 refuses.
  */
-import { HvError, ExitCode } from '../../lib/errors.js';
-import { setOwn } from '../../lib/own-keys.js';
+import { HvError, ExitCode } from '../lib/errors.js';
+import { setOwn } from '../lib/own-keys.js';
 
 export interface RegistryMirror {
   endpoint: string[];

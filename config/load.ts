@@ -5,14 +5,13 @@
  * input that was read but is not a usable config (binary, too large, not YAML) becomes findings.
  */
 import { closeSync, openSync, readFileSync, readSync, statSync, type Stats } from 'node:fs';
-import { HvError, ExitCode } from '../../lib/errors.js';
+import { HvError, ExitCode } from '../lib/errors.js';
 import { parseYamlWithPositions } from './parse-yaml.js';
 import { caFileFromCmdline, parseCmdline } from './cmdline.js';
 import { normaliseRaw, type NormalisedSource } from './normalise.js';
 import { validateSources } from './validate.js';
 import { sortFindings } from './findings.js';
-import type { LoadOptions, LoadedConfig } from './index.js';
-import type { Finding } from './types.js';
+import type { Finding, LoadOptions, LoadedConfig } from './types.js';
 
 /** A Harvester config is a few KiB; anything past this is not one (and would only slow the parser). */
 export const MAX_CONFIG_BYTES = 4 * 1024 * 1024;
@@ -71,7 +70,7 @@ async function readPath(file: string): Promise<Buffer> {
 }
 
 async function readUrl(url: string, opts: LoadOptions): Promise<RawSource> {
-  const { fetchBytes, FetchError } = await import('../../lib/http-fetch.js');
+  const { fetchBytes, FetchError } = await import('../lib/http-fetch.js');
   try {
     const r = await fetchBytes(url, {
       timeoutMs: opts.timeoutMs,

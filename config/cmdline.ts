@@ -5,7 +5,7 @@
  * spelling works here too; positions are the column of each parameter.
  */
 import { emptyPositions, escapePointer, type PositionIndex } from './parse-yaml.js';
-import { ownValue, setOwn } from '../../lib/own-keys.js';
+import { ownValue, setOwn } from '../lib/own-keys.js';
 import type { Finding } from './types.js';
 
 export interface CmdlineToken {

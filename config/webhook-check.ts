@@ -3,10 +3,10 @@
  * (harvester/harvester-installer pkg/console/webhooks.go prepareWebhook): the event, the method
  * (upper-cased first), the URL and payload templates (Go text/template with missingkey=zero, so an
  * unknown field renders as ""), then, beyond Harvester, a rendered URL that is not http(s). Pure and
- * free of network code: the sender (webhooks.ts) and the validator (installer/config/rules.ts) both
+ * free of network code: the sender (webhooks.ts) and the validator (config/rules.ts) both
  * call it, so `validate` warns about exactly the webhooks the install would drop.
  */
-import type { Webhook } from '../config/types.js';
+import type { Webhook } from './types.js';
 import { renderGoTemplate } from './go-template.js';
 
 export const WEBHOOK_EVENTS: readonly string[] = ['STARTED', 'SUCCEEDED', 'FAILED'];

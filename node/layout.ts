@@ -3,6 +3,7 @@
  * stays writable in RAM, and which paths persist on COS_PERSISTENT as bind mounts from
  * /usr/local/.state/<path-with-dashes>.bind. Also where the install engine must write a node path.
  */
+import path from 'node:path';
 import type { HarvesterConfig } from '../config/types.js';
 
 export const LONGHORN_DEFAULT_DISK = '/var/lib/harvester/defaultdisk';
@@ -60,4 +61,18 @@ export function placeNodePath(nodePath: string, statePaths: string[]): Placement
   if (!owner) return { partition: 'none', reason: `${nodePath} is not under /oem or a persistent state path` };
   const bind = bindStateDir(owner).slice('/usr/local/'.length);
   return { partition: 'COS_PERSISTENT', relPath: `${bind}${nodePath.slice(owner.length)}` };
+}
+
+/** Where a node path lives on COS_PERSISTENT: the bind directory of the longest persistent path above it. */
+export function persistentLocation(nodePath: string, persistentPaths: string[]): string | undefined {
+  const owner = persistentPaths
+    .filter((p) => nodePath === p || nodePath.startsWith(`${p}/`))
+    .sort((a, b) => b.length - a.length)[0];
+  if (!owner) return undefined;
+  return path.posix.join('.state', bindDirName(owner), nodePath.slice(owner.length));
+}
+
+/** cos-layout's bind directory name: /var/lib/rancher → var-lib-rancher.bind. */
+export function bindDirName(p: string): string {
+  return `${p.replace(/^\/+/, '').replace(/\//g, '-')}.bind`;
 }

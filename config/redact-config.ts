@@ -2,7 +2,7 @@
  * A copy of a config safe to print or log: token, passwords and webhook basic auth by key name,
  * Authorization-like webhook headers, and credentials inside the containerd-registry setting's JSON.
  */
-import { Redactor, REDACTED } from '../../lib/redact.js';
+import { Redactor, REDACTED } from '../lib/redact.js';
 import { configSecrets } from './secrets.js';
 import type { HarvesterConfig } from './types.js';
 

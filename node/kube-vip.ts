@@ -5,8 +5,8 @@
  */
 import { stringify } from 'yaml';
 import type { HarvesterConfig } from '../config/types.js';
-import { ExitCode, HvError } from '../../lib/errors.js';
-import { managementInterfaceName } from './network.js';
+import { ExitCode, HvError } from '../lib/errors.js';
+import { managementInterfaceName } from './management-interface.js';
 
 export const KUBE_VIP_MANIFEST_PATH = '/var/lib/rancher/rke2/agent/pod-manifests/kube-vip.yaml';
 export const KUBE_VIP_IMAGE = 'ghcr.io/kube-vip/kube-vip:v0.8.9';

@@ -11,7 +11,7 @@ import { removedKey, IGNORED_WHEN_SET } from './legacy.js';
 import { FindingList, joinPath, joinPointer, type Origins } from './findings.js';
 import { escapePointer, type PositionIndex } from './parse-yaml.js';
 import { parseInterfaceSpec } from './interface-spec.js';
-import { setOwn } from '../../lib/own-keys.js';
+import { setOwn } from '../lib/own-keys.js';
 import type { Finding, HarvesterConfig } from './types.js';
 
 export interface SourceInfo {

@@ -1,0 +1,13 @@
+/**
+ * Node paths the installer writes and hvagent reads. Each is the path as the booted node sees it;
+ * the install places it on COS_OEM or COS_PERSISTENT (node/layout.ts).
+ */
+
+/** The config as Harvester stores it (harvester/harvester-installer pkg/config/constants.go). */
+export const HARVESTER_CONFIG_PATH = '/oem/harvester.config';
+/** The validated config as JSON, what hvagent reads first. */
+export const CANONICAL_CONFIG_PATH = '/oem/hvinstall/config.json';
+/** The seeds the render used, so a re-render gives the same files. */
+export const SEEDS_PATH = '/oem/hvinstall/render-seeds.json';
+/** RKE2's registries file, rendered from the containerd-registry setting. */
+export const REGISTRIES_PATH = '/etc/rancher/rke2/registries.yaml';
