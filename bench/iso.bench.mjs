@@ -75,15 +75,20 @@ function boot(kind) {
   const a = ['-machine', sb ? 'q35,smm=on' : 'q35', '-accel', 'tcg', '-cpu', 'max', '-m', '2048', '-smp', '2', '-nographic', '-no-reboot', '-nic', 'none'];
   if (sb) a.push('-global', 'driver=cfi.pflash01,property=secure,value=on');
   a.push('-drive', `if=pflash,format=raw,readonly=on,file=${code}`, '-drive', `if=pflash,format=raw,file=${vars}`);
-  const cd = ['-drive', `file=${iso},if=none,id=cd0,media=cdrom,readonly=on,format=raw`, '-device', 'ide-cd,drive=cd0,bootindex=0'];
-  if (kind === 'kernel-initrd') a.push('-kernel', live.kernel, '-initrd', live.initrd, '-append', 'console=ttyS0', ...cd);
-  else if (kind === 'cd') a.push(...cd);
+  // With -kernel, QEMU's linuxboot option ROM holds boot index 0 itself: the CD is attached without one.
+  const cd = (bootindex) => ['-drive', `file=${iso},if=none,id=cd0,media=cdrom,readonly=on,format=raw`, '-device', `ide-cd,drive=cd0${bootindex}`];
+  if (kind === 'kernel-initrd') a.push('-kernel', live.kernel, '-initrd', live.initrd, '-append', 'console=ttyS0', ...cd(''));
+  else if (kind === 'cd') a.push(...cd(',bootindex=0'));
   else a.push('-device', 'qemu-xhci,id=xhci', '-drive', `if=none,id=stick,format=raw,readonly=on,file=${iso}`, '-device', 'usb-storage,bus=xhci.0,drive=stick,bootindex=0');
   return new Promise((resolve) => {
     const t0 = process.hrtime.bigint();
     const q = spawn('qemu-system-x86_64', a, { stdio: ['ignore', 'pipe', 'pipe'] });
     let log = '';
+    let stderr = '';
     const timer = setTimeout(() => q.kill('SIGKILL'), BOOT_DEADLINE_S * 1000);
+    q.stderr.on('data', (d) => {
+      stderr += d.toString('utf8');
+    });
     q.stdout.on('data', (d) => {
       log += d.toString('latin1');
       if (/HV-LIVE: live system ready/.test(log)) {
@@ -93,9 +98,9 @@ function boot(kind) {
         resolve({ s, log });
       }
     });
-    q.on('exit', () => {
+    q.on('exit', (code, signal) => {
       clearTimeout(timer);
-      resolve({ s: undefined, log });
+      resolve({ s: undefined, log, stderr, exit: signal ?? code });
     });
   });
 }
@@ -105,9 +110,10 @@ const times = Object.fromEntries(kinds.map((k) => [k, []]));
 for (let r = 0; r < ROUNDS; r++) {
   // Rotate the order each round so a change in machine load does not fall on one kind only.
   for (const k of [...kinds.slice(r % kinds.length), ...kinds.slice(0, r % kinds.length)]) {
-    const { s, log } = await boot(k);
+    const { s, log, stderr, exit } = await boot(k);
     if (s === undefined) {
-      console.error(`iso bench: ${k} boot did not reach the prompt within ${BOOT_DEADLINE_S} s; console tail:\n${log.slice(-2000)}`);
+      const why = exit === 'SIGKILL' ? `did not reach the prompt within ${BOOT_DEADLINE_S} s` : `QEMU exited (${exit}) before the prompt`;
+      console.error(`iso bench: ${k} boot ${why}; QEMU's stderr:\n${stderr.trim() || '(empty)'}\nconsole tail:\n${log.slice(-2000) || '(empty)'}`);
       process.exit(2);
     }
     if (k === 'usb-sb' && !/Secure boot enabled/.test(log)) {
