@@ -32,6 +32,14 @@ export interface DeployRequest {
   signal?: AbortSignal;
   /** Reads of the source (often the boot medium) that move no byte for this long fail as a stall. */
   stallTimeoutMs?: number;
+  /**
+   * The source's content digests taken before the install began (installer/deploy/source-digest.ts):
+   * active.img's tree is checked against these. Absent: taken when deploy starts.
+   */
+  sourceDigests?: import('../deploy/source-digest.js').SourceDigests;
+  /** The COS_STATE and COS_RECOVERY devices, named when what is read back differs. */
+  stateDevice?: string;
+  recoveryDevice?: string;
 }
 
 export interface DeployResult {
@@ -40,6 +48,8 @@ export interface DeployResult {
   recovery: ImageRecord;
   /** sha256 of the source (squashfs file) or of a manifest of the tree. */
   sourceDigest: string;
+  /** The source's content digest (`sha256:…`, source-digest.ts) active.img's tree was checked against. */
+  contentDigest: string;
 }
 
 export interface BootloaderRequest {

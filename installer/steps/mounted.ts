@@ -33,7 +33,17 @@ export async function withMounted<T>(
       dirs[label] = dir;
     }
     const out = await fn(dirs);
-    for (const dir of Object.values(dirs)) await run('sync', ['-f', dir], { allowFailure: true });
+    // The step's writes reach the disk here: a write-back error (EIO) fails it, naming the partition.
+    for (const [label, dir] of Object.entries(dirs)) {
+      const r = await run('sync', ['-f', dir], { allowFailure: true, timeoutMs: 600_000 });
+      if (r.exitCode !== 0 && !opts.readOnly) {
+        throw new HvError(`writing ${label} (${partitionDevice(plan, label)}) back to the disk failed: ${r.stderr.trim() || `sync exited with ${r.exitCode}`}`, {
+          where: partitionDevice(plan, label),
+          hint: 'check dmesg and the disk; the install can be re-run once the disk is sound',
+          exitCode: ExitCode.installFailed,
+        });
+      }
+    }
     return out;
   } finally {
     for (const dir of mounted.reverse()) await unmount(dir).catch(() => run('umount', ['-l', dir], { allowFailure: true }));
