@@ -81,9 +81,24 @@ function spawnAndWait(file: string, args: readonly string[], opts: RunOptions, t
     // whatever it started too (a chroot command's children, grub-install's helpers).
     const child = spawn(file, [...args], { cwd: opts.cwd, env: opts.env ? { ...process.env, ...opts.env } : process.env, stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'], detached: true });
     const record = track(child, formatCommand(file, args));
+    let settled = false;
     const stop = (): void => {
       killGroup(child, 'SIGTERM');
-      killTimer ??= setTimeout(() => killGroup(child, 'SIGKILL'), KILL_GRACE_MS);
+      killTimer ??= setTimeout(() => {
+        killGroup(child, 'SIGKILL');
+        // A process in uninterruptible sleep (I/O to a disk that stopped answering) outlives
+        // SIGKILL: the deadline still ends the wait, and the command is named as stuck.
+        killTimer = setTimeout(() => finish({ exitCode: undefined, signal: undefined, stuck: true }), KILL_GRACE_MS);
+      }, KILL_GRACE_MS);
+    };
+    const finish = (end: { exitCode?: number; signal?: NodeJS.Signals; stuck?: boolean }): void => {
+      if (settled) return;
+      settled = true;
+      if (!end.stuck) record.done(); // a stuck one stays recorded, for a re-run to find
+      clearTimeout(deadline);
+      clearTimeout(killTimer);
+      opts.signal?.removeEventListener('abort', onAbort);
+      resolve({ exitCode: end.exitCode, signal: end.signal, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') + (end.stuck ? `\n(did not end ${(2 * KILL_GRACE_MS) / 1000} s after SIGTERM and SIGKILL: stuck in the kernel, left behind)` : ''), timedOut, canceled, spawnError });
     };
     const deadline = setTimeout(() => {
       timedOut = true;
@@ -103,13 +118,7 @@ function spawnAndWait(file: string, args: readonly string[], opts: RunOptions, t
       child.stdin.end(opts.input);
     }
     child.on('error', (e: NodeJS.ErrnoException) => (spawnError = e));
-    child.on('close', (code, signal) => {
-      record.done();
-      clearTimeout(deadline);
-      clearTimeout(killTimer);
-      opts.signal?.removeEventListener('abort', onAbort);
-      resolve({ exitCode: code ?? undefined, signal: signal ?? undefined, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8'), timedOut, canceled, spawnError });
-    });
+    child.on('close', (code, signal) => finish({ exitCode: code ?? undefined, signal: signal ?? undefined }));
   });
 }
 
@@ -201,6 +210,11 @@ async function stopGroups(groups: Array<{ pgid: number; command: string }>, grac
   await waitGone(graceMs);
   // A process in uninterruptible sleep (I/O to a disk that stopped answering) outlives SIGKILL.
   return groups.filter((g) => groupAlive(g.pgid)).map((g) => `process group ${g.pgid} (${g.command}) did not end within ${(2 * graceMs) / 1000} s of SIGTERM and SIGKILL`);
+}
+
+/** The commands run() started that are still running, oldest first. */
+export function runningCommands(): string[] {
+  return [...live].map((t) => t.command);
 }
 
 /**

@@ -8,19 +8,25 @@ import { MiB, planImageGeometry } from './image-size.js';
 import { prepareSource, scanTree, type TreeScan } from './source.js';
 import { copyImage, imageChunks } from './sparse-copy.js';
 import { Sha256Pool } from './hash-pool.js';
-import { StallError } from '../../lib/stall-watchdog.js';
+import { settleWithin, StallError } from '../../lib/stall-watchdog.js';
 import { ext2LabelOffsets } from './ext2-label.js';
 import { parseStateYaml, renderStateYaml, STATE_FILE, type DeployState } from './state-file.js';
 import { takeSourceDigests, type SourceDigests } from './source-digest.js';
 import { checkImageTree } from './image-tree.js';
 import { readBackFile, readBackImage } from './read-back.js';
+import { beforeTargetStalls, TargetWatch, targetStalled } from './target-watch.js';
 import { abs, imageTargets, keepVerifiedImages, partialOf, sidecarOf, type Role, type Sidecar, type Target } from './targets.js';
 
 export { planImageGeometry, DEFAULT_SYSTEM_SIZE_MIB, IMAGE_HEADROOM_MIB } from './image-size.js';
 export { renderStateYaml, parseStateYaml, STATE_FILE, type DeployState } from './state-file.js';
 export { verifyDeployment, type ImageCheck } from './verify.js';
 export { takeSourceDigests, type SourceDigests } from './source-digest.js';
+export { beforeTargetStalls, TargetWatch } from './target-watch.js';
+export { SOURCE_STALL_TIMEOUT_MS } from './image-build.js';
 export { imageDigestOnDisk, readBackDigest, readBackFile, readBackImage, readBackSha256, ReadBackMismatch, type ExpectedImage } from './read-back.js';
+
+/** How long cleanup after a failure may take before the failure goes out without it. */
+const CLEANUP_MS = 10_000;
 
 /** What one image must be once written: its chunked digest and each chunk's sha256. */
 interface Expected {
@@ -39,6 +45,7 @@ interface Deploy {
   sizeBytes: number;
   inodes: number;
   pool: Sha256Pool;
+  watch: TargetWatch;
   kept: Map<Role, Sidecar>;
   todo: Target[];
   report: (bytes: number) => void;
@@ -65,10 +72,11 @@ export async function deployImages(req: DeployRequest): Promise<DeployResult> {
   const digests = req.sourceDigests ?? (await takeSourceDigests(req.source, req.workDir, { signal: req.signal, stallTimeoutMs: stall }).catch((err: unknown) => { throw stalledSource(err, req.source.path); }));
   const prepared = await prepareSource(req.source, req.workDir, stall);
   const pool = new Sha256Pool();
+  const watch = new TargetWatch([req.stateDevice, req.recoveryDevice], stall);
   try {
-    const d = await planDeploy(req, targets, digests, prepared.tree, pool);
-    const expected = await writeImages(d);
-    const records = await verifyAndPlace(d, expected);
+    const d = await planDeploy(req, targets, digests, prepared.tree, pool, watch);
+    const expected = await beforeTargetStalls(watch, 'writing the OS images', writeImages(d));
+    const records = await beforeTargetStalls(watch, 'reading the OS images back', verifyAndPlace(d, expected));
     const result: DeployResult = { ...records, sourceDigest: d.sourceDigest, contentDigest: digests.digest };
     await writeStateFiles(req, result);
     return result;
@@ -76,14 +84,16 @@ export async function deployImages(req: DeployRequest): Promise<DeployResult> {
     // After a failure or an abort nothing half-written stays behind (after success these are gone).
     // Best effort: on a disk that failed, removing fails too (EROFS once ext4 gave up), and that
     // must not replace the error that explains why.
-    await Promise.all(Object.values(targets).map((t) => rm(partialOf(t), { force: true }).catch(() => undefined)));
+    // Bounded too: on a disk that stopped answering the unlink hangs with it.
+    watch.stop();
+    await settleWithin(Promise.all(Object.values(targets).map((t) => rm(partialOf(t), { force: true }))), CLEANUP_MS);
     await pool.close().catch(() => undefined);
-    await prepared.release().catch(() => undefined);
+    await settleWithin(prepared.release(), CLEANUP_MS);
   }
 }
 
 /** Measures the tree, sizes the image, keeps what an earlier run verified, checks the space for the rest. */
-async function planDeploy(req: DeployRequest, targets: Record<Role, Target>, digests: SourceDigests, tree: string, pool: Sha256Pool): Promise<Deploy> {
+async function planDeploy(req: DeployRequest, targets: Record<Role, Target>, digests: SourceDigests, tree: string, pool: Sha256Pool, watch: TargetWatch): Promise<Deploy> {
   req.signal?.throwIfAborted();
   const scan = await scanTree(tree, req.signal);
   const sourceDigest = digests.fileSha256 ?? scan.digest;
@@ -101,7 +111,7 @@ async function planDeploy(req: DeployRequest, targets: Record<Role, Target>, dig
     req.onProgress?.(done, total);
   };
   req.onProgress?.(0, total);
-  return { req, targets, digests, scan, tree, sourceDigest, sizeBytes, inodes: geometry.inodes, pool, kept, todo, report };
+  return { req, targets, digests, scan, tree, sourceDigest, sizeBytes, inodes: geometry.inodes, pool, watch, kept, todo, report };
 }
 
 /** Builds active (unless kept) and copies it to the images still to do; returns what each must hold. */
@@ -137,7 +147,7 @@ async function writeImages(d: Deploy): Promise<Map<Role, Expected>> {
     }
   }
   // The tree active.img holds, as hashed above, against the source before the install began.
-  if (activeBuilt) await checkImageTree(activeSource, d.targets.active.file, d.digests, d.req.workDir, d.req.signal);
+  if (activeBuilt) await checkImageTree(activeSource, d.targets.active.file, d.digests, d.req.workDir, { tree: d.tree, device: d.targets.active.device, signal: d.req.signal });
   return expected;
 }
 
@@ -153,7 +163,10 @@ async function buildActive(d: Deploy, file: string): Promise<void> {
       d.req.stallTimeoutMs,
     );
   } catch (err) {
-    await rm(file, { force: true });
+    await settleWithin(rm(file, { force: true }), CLEANUP_MS);
+    // mke2fs's image stops growing whichever side stalls: the target's counters tell which.
+    const stuck = err instanceof StallError ? d.watch.stuck() : undefined;
+    if (stuck) throw targetStalled('writing cOS/active.img', stuck);
     if (err instanceof StallError) throw stalledSource(err, d.req.source.path);
     throw new HvError(`building cOS/active.img (${d.sizeBytes / MiB} MiB ext2) from ${d.req.source.path} failed: ${(err as Error).message}`, {
       where: abs(d.targets.active),

@@ -10,37 +10,19 @@ import { lstat, opendir, readFile, readlink } from 'node:fs/promises';
 import path from 'node:path';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { beforeStall, StallWatchdog } from '../../lib/stall-watchdog.js';
-import type { OsSource } from '../disk/contracts.js';
+import type { OsSource, SourceDigests, SourceEntry } from '../disk/contracts.js';
+
+export type { SourceDigests, SourceEntry } from '../disk/contracts.js';
 import { sha256File } from './checksum.js';
 import { SOURCE_STALL_TIMEOUT_MS } from './image-build.js';
 import { prepareSource } from './source.js';
 
 const SMALL_FILE = 4 * 1024 * 1024;
 
-export interface SourceEntry {
-  type: 'f' | 'd' | 'l' | 'c' | 'b' | 'p' | 's';
-  mode: number;
-  uid: number;
-  gid: number;
-  size: number;
-  /** Regular files: sha256 (hex) of the contents. */
-  sha256?: string;
-  /** Symlinks: the target. */
-  link?: string;
-}
-
-export interface SourceDigests {
-  source: OsSource;
-  /** `sha256:<hex>` over the sorted content manifest: what state.yaml records as read back. */
-  digest: string;
-  /** A squashfs source: the sha256 (hex) of the file itself. */
-  fileSha256?: string;
-  /** Relative path → entry, for every entry below the root. */
-  entries: Map<string, SourceEntry>;
-}
-
 export interface SourceDigestOptions {
   signal?: AbortSignal;
+  /** Digest only this entry (a relative path), not the whole tree. */
+  only?: string;
   stallTimeoutMs?: number;
   onBytes?: (n: number) => void;
 }
@@ -61,6 +43,11 @@ export async function takeSourceDigests(source: OsSource, workDir: string, opts:
 /** Every entry under root with its content digest, sorted by path. */
 export async function contentManifest(root: string, opts: SourceDigestOptions = {}): Promise<Map<string, SourceEntry>> {
   const out = new Map<string, SourceEntry>();
+  if (opts.only !== undefined) {
+    const entry = await digestEntry(path.join(root, opts.only), opts);
+    if (entry) out.set(opts.only, entry);
+    return out;
+  }
   const walk = async (dir: string, rel: string): Promise<void> => {
     opts.signal?.throwIfAborted();
     const names: string[] = [];
@@ -68,17 +55,23 @@ export async function contentManifest(root: string, opts: SourceDigestOptions = 
     for (const name of names.sort()) {
       const full = path.join(dir, name);
       const relPath = rel ? `${rel}/${name}` : name;
-      const st = await lstat(full);
-      const type = st.isFile() ? 'f' : st.isDirectory() ? 'd' : st.isSymbolicLink() ? 'l' : st.isCharacterDevice() ? 'c' : st.isBlockDevice() ? 'b' : st.isFIFO() ? 'p' : 's';
-      const entry: SourceEntry = { type, mode: st.mode & 0o7777, uid: st.uid, gid: st.gid, size: type === 'd' ? 0 : st.size };
-      if (type === 'f') entry.sha256 = await fileSha256(full, st.size, opts);
-      if (type === 'l') entry.link = await readlink(full);
+      const entry = (await digestEntry(full, opts))!;
       out.set(relPath, entry);
-      if (type === 'd') await walk(full, relPath);
+      if (entry.type === 'd') await walk(full, relPath);
     }
   };
   await walk(root, '');
   return out;
+}
+
+async function digestEntry(full: string, opts: SourceDigestOptions): Promise<SourceEntry | undefined> {
+  const st = await lstat(full).catch(() => undefined);
+  if (!st) return undefined;
+  const type = st.isFile() ? 'f' : st.isDirectory() ? 'd' : st.isSymbolicLink() ? 'l' : st.isCharacterDevice() ? 'c' : st.isBlockDevice() ? 'b' : st.isFIFO() ? 'p' : 's';
+  const entry: SourceEntry = { type, mode: st.mode & 0o7777, uid: st.uid, gid: st.gid, size: type === 'd' ? 0 : st.size };
+  if (type === 'f') entry.sha256 = await fileSha256(full, st.size, opts);
+  if (type === 'l') entry.link = await readlink(full);
+  return entry;
 }
 
 /** Small files are hashed here (a worker per file costs more than the hash); large ones streamed on a worker. */
@@ -97,25 +90,24 @@ export function manifestDigest(entries: ReadonlyMap<string, SourceEntry>): strin
 }
 
 /** The first difference between a tree's manifest and the source's, as a sentence; undefined when equal. */
-export function firstDifference(want: ReadonlyMap<string, SourceEntry>, got: ReadonlyMap<string, SourceEntry>): string | undefined {
+export function firstDifference(want: ReadonlyMap<string, SourceEntry>, got: ReadonlyMap<string, SourceEntry>): { rel: string; text: string } | undefined {
   for (const [rel, w] of want) {
     const g = got.get(rel);
-    if (!g) return `/${rel} is missing`;
-    if (g.type !== w.type) return `/${rel} is of type ${g.type}, the source's is ${w.type}`;
-    if (g.size !== w.size) return `/${rel} is ${g.size} bytes, the source's was ${w.size}`;
-    if (g.sha256 !== w.sha256) return `/${rel} has sha256 ${g.sha256}, the source's was ${w.sha256}`;
-    if (g.link !== w.link) return `/${rel} points to ${g.link}, the source's to ${w.link}`;
-    if (g.mode !== w.mode || g.uid !== w.uid || g.gid !== w.gid) return `/${rel} has mode ${g.mode.toString(8)} ${g.uid}:${g.gid}, the source's ${w.mode.toString(8)} ${w.uid}:${w.gid}`;
+    const text = entryDifference(rel, w, g);
+    if (text) return { rel, text };
   }
-  for (const rel of got.keys()) if (!want.has(rel)) return `/${rel} is not in the source`;
+  for (const rel of got.keys()) if (!want.has(rel)) return { rel, text: `/${rel} is not in the source` };
   return undefined;
 }
 
-/** The source as it is now against its digests: a squashfs by its file sha256 (cheap enough to redo). */
-export async function checkSourceFile(digests: SourceDigests, opts: SourceDigestOptions = {}): Promise<void> {
-  if (digests.source.kind !== 'squashfs' || !digests.fileSha256) return;
-  const now = await sha256File(digests.source.path, { signal: opts.signal, stallTimeoutMs: opts.stallTimeoutMs ?? SOURCE_STALL_TIMEOUT_MS });
-  if (now !== digests.fileSha256) throw sourceChanged(digests, `its sha256 is ${now}, it was ${digests.fileSha256}`);
+function entryDifference(rel: string, w: SourceEntry, g: SourceEntry | undefined): string | undefined {
+  if (!g) return `/${rel} is missing`;
+  if (g.type !== w.type) return `/${rel} is of type ${g.type}, the source's is ${w.type}`;
+  if (g.size !== w.size) return `/${rel} is ${g.size} bytes, the source's was ${w.size}`;
+  if (g.sha256 !== w.sha256) return `/${rel} has sha256 ${g.sha256}, the source's was ${w.sha256}`;
+  if (g.link !== w.link) return `/${rel} points to ${g.link}, the source's to ${w.link}`;
+  if (g.mode !== w.mode || g.uid !== w.uid || g.gid !== w.gid) return `/${rel} has mode ${g.mode.toString(8)} ${g.uid}:${g.gid}, the source's ${w.mode.toString(8)} ${w.uid}:${w.gid}`;
+  return undefined;
 }
 
 export function sourceChanged(digests: SourceDigests, what: string): HvError {

@@ -49,6 +49,12 @@ export async function invalidateDisk(plan: InstallPlan): Promise<Invalidation[]>
 
 async function invalidateOne(device: string, what: string, sizeBytes: number): Promise<Invalidation> {
   const problems: string[] = [];
+  // A filesystem still mounted (lazily, by a process that did not end) would write its metadata back over the zeros.
+  const held = await open(device, constants.O_RDONLY | constants.O_EXCL).then(
+    (fh) => fh.close().then(() => false),
+    (err: NodeJS.ErrnoException) => err.code === 'EBUSY',
+  );
+  if (held) problems.push('still held open (a filesystem or process that did not let go)');
   const wipe = await run('wipefs', ['--all', '--force', device], { allowFailure: true, timeoutMs: 120_000 }).catch((e: unknown) => ({ exitCode: -1, stderr: describeError(e) }));
   if (wipe.exitCode !== 0) problems.push(`wipefs: ${wipe.stderr.trim() || `status ${wipe.exitCode}`}`);
   const ends = sizeBytes > MiB ? [0, sizeBytes - MiB] : [0];

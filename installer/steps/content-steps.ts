@@ -24,6 +24,7 @@ import { rename, statfs } from 'node:fs/promises';
 import { formatBytes } from '../../config/disk-sizes.js';
 import type { ImageFacts } from '../render/types.js';
 import { machineArch } from './image-facts.js';
+import { testStallTimeoutMs } from './test-faults.js';
 
 export const deployStep: Step = {
   name: 'deploy',
@@ -42,6 +43,7 @@ export const deployStep: Step = {
         systemSizeMiB: plan.systemSizeMiB,
         workDir,
         signal: ctx.signal,
+        stallTimeoutMs: testStallTimeoutMs(),
         onProgress: copyProgress(ctx, 'deploy'),
       }),
     );

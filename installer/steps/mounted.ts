@@ -22,6 +22,7 @@ export async function withMounted<T>(
 ): Promise<T> {
   const dirs = {} as Record<MountLabel, string>;
   const mounted: string[] = [];
+  let failed = false;
   try {
     for (const label of labels) {
       const dir = mountDir(runDir, label.toLowerCase());
@@ -45,7 +46,12 @@ export async function withMounted<T>(
       }
     }
     return out;
+  } catch (err) {
+    failed = true;
+    throw err;
   } finally {
-    for (const dir of mounted.reverse()) await unmount(dir).catch(() => run('umount', ['-l', dir], { allowFailure: true }));
+    // After a failure the disk may have stopped answering: a bounded try, then a lazy unmount,
+    // so that the error goes out now (the filesystem lets go once its I/O ends).
+    for (const dir of mounted.reverse()) await unmount(dir, failed ? 10_000 : undefined).catch(() => run('umount', ['-l', dir], { allowFailure: true }));
   }
 }

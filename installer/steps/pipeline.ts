@@ -10,14 +10,14 @@
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { HvError, ExitCode } from '../../lib/errors.js';
-import { recordChildrenIn, stopLiveChildren, stopRecordedGroups } from '../../lib/exec.js';
+import { recordChildrenIn, runningCommands, stopLiveChildren, stopRecordedGroups } from '../../lib/exec.js';
 import { Logger } from '../../lib/logger.js';
 import { partitionPath } from '../disk/commands.js';
 import { filesystemMismatch, exists } from '../disk/block.js';
 import { describeInvalidation, invalidateDisk } from '../disk/invalidate.js';
 import { describeKernelIoError, firstKernelIoError, kernelClock } from '../disk/kernel-errors.js';
 import type { InstallPlan, StepName } from '../disk/types.js';
-import { takeSourceDigests } from '../deploy/index.js';
+import { beforeTargetStalls, SOURCE_STALL_TIMEOUT_MS, takeSourceDigests, TargetWatch } from '../deploy/index.js';
 import { agentStep } from './agent-step.js';
 import type { InstallContext, Step } from './context.js';
 import { clearStep, formatStep, installDisks, partitionStep, verifyStep } from './disk-steps.js';
@@ -27,7 +27,7 @@ import { newJournal, readJournal, type Journal } from './journal.js';
 import { lockDevice, type DeviceLock } from './lock.js';
 import { mountsUnder, releaseStaleMounts } from './mounts.js';
 import { sendWebhooks } from '../remote/webhooks.js';
-import { killIfAsked } from './test-faults.js';
+import { killIfAsked, testStallTimeoutMs } from './test-faults.js';
 import { gatherFacts } from './prepare.js';
 import { InstallLog } from './install-log.js';
 import { checkStateDir, HostRecord } from './host-record.js';
@@ -76,7 +76,12 @@ interface PipelineRun {
   current: StepName;
   /** The kernel's clock when the run began: its I/O errors from then on are this run's. */
   since: number;
+  /** When the last progress event went out (the heartbeat fills silences). */
+  lastEventAt: number;
 }
+
+/** A step that has said nothing for this long says that it is still at work, and on what. */
+export const HEARTBEAT_MS = 5_000;
 
 export async function runInstall(opts: RunInstallOptions): Promise<InstallOutcome> {
   const r = openRun(opts);
@@ -99,7 +104,8 @@ function openRun(opts: RunInstallOptions): PipelineRun {
   const installLog = new InstallLog();
   const log = new Logger({ write: (l) => installLog.write(l) }, opts.redactor, 'debug', { device: plan.device });
   opts.bus.addSink({ event: (e) => log.info(e.type, e as unknown as Record<string, unknown>) });
-  const r: PipelineRun = { opts, plan, runDir, journalFile, logFile, installLog, log, steps: [], total: 0, resumed: false, current: 'guard', since: 0, ctx: undefined as unknown as InstallContext };
+  const r: PipelineRun = { opts, plan, runDir, journalFile, logFile, installLog, log, steps: [], total: 0, resumed: false, current: 'guard', since: 0, lastEventAt: Date.now(), ctx: undefined as unknown as InstallContext };
+  opts.bus.addSink({ event: () => (r.lastEventAt = Date.now()) });
   r.steps = pipelineSteps(makeFinishStep(async () => ({ log: installLog.text(), journal: JSON.stringify(r.record!.final(), null, 2) + '\n' })));
   r.total = r.steps.length + 1;
   r.ctx = {
@@ -198,12 +204,33 @@ async function runSteps(r: PipelineRun, redoFrom: number): Promise<void> {
     opts.bus.emit({ type: 'step', phase: 'started', step: step.name, index: i + 2, total: r.total });
     killIfAsked(`before:${step.name}`, opts.killPoint);
     const t0 = Date.now();
-    const detail = await step.run(r.ctx);
+    const detail = await withHeartbeat(r, step.name, step.run(r.ctx));
     opts.signal?.throwIfAborted();
     Object.assign(js, { status: 'done', endedAt: new Date().toISOString(), durationMs: Date.now() - t0, ...(detail ? { detail } : {}) });
     await record!.save();
     opts.bus.emit({ type: 'step', phase: 'done', step: step.name, index: i + 2, total: r.total, message: `${((Date.now() - t0) / 1000).toFixed(1)} s` });
     killIfAsked(`after:${step.name}`, opts.killPoint);
+  }
+}
+
+/**
+ * Every step can take minutes on a slow disk: one that has been silent for HEARTBEAT_MS says so.
+ * And a target disk that stops answering (requests in flight, none completed for the stall
+ * timeout) fails the step naming it, whatever the step was waiting on (a mount, a tool, a write).
+ */
+async function withHeartbeat<T>(r: PipelineRun, step: StepName, work: Promise<T>): Promise<T> {
+  const t0 = Date.now();
+  const watch = new TargetWatch(installDisks(r.plan), testStallTimeoutMs() ?? SOURCE_STALL_TIMEOUT_MS);
+  const timer = setInterval(() => {
+    if (Date.now() - r.lastEventAt < HEARTBEAT_MS) return;
+    const on = runningCommands();
+    r.opts.bus.emit({ type: 'message', level: 'info', step, message: `${step}: still working after ${Math.round((Date.now() - t0) / 1000)} s${on.length ? `, waiting on ${r.opts.redactor.redactString(on[on.length - 1]!)}` : ''}` });
+  }, 1_000);
+  try {
+    return await beforeTargetStalls(watch, `the ${step} step`, work);
+  } finally {
+    clearInterval(timer);
+    watch.stop();
   }
 }
 
