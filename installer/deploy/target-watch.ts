@@ -5,7 +5,7 @@
  * from mke2fs's progress (the image stops growing); these counters tell them apart, so the error
  * blames the disk that stopped answering and the hint fits it.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { StallWatchdog } from '../../lib/stall-watchdog.js';
@@ -31,25 +31,37 @@ function readCounters(device: string): BlockCounters | undefined {
   }
 }
 
-/** Watches target devices; stuck() names one whose requests have not completed for the timeout. */
+/** The device and its partitions (the kernel counts a partition's requests in flight on the partition only). */
+function withPartitions(device: string): string[] {
+  const name = path.basename(device);
+  try {
+    return [device, ...readdirSync(`/sys/class/block/${name}`).filter((e) => e.startsWith(name)).map((e) => `/dev/${e}`)];
+  } catch {
+    return [device];
+  }
+}
+
+/** Watches target devices (and their partitions); stuck() names one whose requests have not completed for the timeout. */
 export class TargetWatch {
-  private readonly dogs: Map<string, { wd: StallWatchdog; last?: BlockCounters; quiet: number }>;
+  private readonly dogs = new Map<string, { wd: StallWatchdog; last?: BlockCounters; quiet: number }>();
   private readonly timer: NodeJS.Timeout;
 
   constructor(
-    devices: ReadonlyArray<string | undefined>,
+    private readonly devices: ReadonlyArray<string | undefined>,
     readonly timeoutMs: number,
     intervalMs = Math.max(20, Math.min(1000, Math.floor(timeoutMs / 8))),
   ) {
-    this.dogs = new Map(devices.filter((d): d is string => !!d).map((d) => [d, { wd: new StallWatchdog(timeoutMs), quiet: 0 }]));
+    this.sample();
     this.timer = setInterval(() => this.sample(), intervalMs);
     this.timer.unref();
   }
 
   private sample(): void {
-    for (const [dev, s] of this.dogs) {
+    for (const dev of this.devices.filter((d): d is string => !!d).flatMap(withPartitions)) {
       const c = readCounters(dev);
       if (!c) continue;
+      let s = this.dogs.get(dev);
+      if (!s) this.dogs.set(dev, (s = { wd: new StallWatchdog(this.timeoutMs), quiet: 0 }));
       // Nothing in flight is no stall (the disk is idle, waiting on someone else): keep the clock fresh.
       s.wd.observe(c.inFlight === 0 ? -++s.quiet : c.completed);
       s.last = c;
