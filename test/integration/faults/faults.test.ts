@@ -156,6 +156,21 @@ describe('the install on a failing disk', () => {
   });
 });
 
+describe('the ESP', () => {
+  it("1c. bytes corrupted on their way to the ESP (grub's EFI binary): fails naming the file and the partition; a re-run installs cleanly", async () => {
+    const t = await setup();
+    const esp = t.part('COS_GRUB');
+    // "PE\0\0": the PE header's signature, in the first cluster of every EFI binary.
+    await t.disk.setRules([{ op: 'write', from: esp.from, to: esp.to, match: '50450000', action: 'flip' }]);
+    const r = await install(t);
+    await failedLoudly(t, r);
+    expect((await t.disk.hits()).length).toBeGreaterThan(0);
+    expect(r.stderr).toContain('install failed in step bootloader');
+    expect(r.stderr).toMatch(new RegExp(`::/EFI/BOOT/BOOTX64\\.EFI read back from ${esp.dev} differs from what was written: sha256 [0-9a-f]{64}, expected [0-9a-f]{64}`));
+    await recoversToClean(t);
+  });
+});
+
 describe('the install from a source that changes', () => {
   it('2. a source file truncated between the plan and the deploy: fails naming the file; restored, a re-run installs cleanly', async () => {
     const t = await setup();
