@@ -30,7 +30,7 @@ export interface SourceDigestOptions {
 /** Digests the source once (mounting it as deploy does). */
 export async function takeSourceDigests(source: OsSource, workDir: string, opts: SourceDigestOptions = {}): Promise<SourceDigests> {
   const stall = opts.stallTimeoutMs ?? SOURCE_STALL_TIMEOUT_MS;
-  const fileSha256 = source.kind === 'squashfs' ? await sha256File(source.path, { signal: opts.signal, stallTimeoutMs: stall }) : undefined;
+  const fileSha256 = source.kind === 'squashfs' ? await sha256File(source.path, { signal: opts.signal, stallTimeoutMs: stall, onBytes: opts.onBytes }) : undefined;
   const prepared = await prepareSource(source, workDir, stall);
   try {
     const entries = await contentManifest(prepared.tree, { ...opts, stallTimeoutMs: stall });

@@ -1,5 +1,6 @@
 /** The guard's refusals: a disk that is gone, changed, busy, or still held by an earlier run. */
-import { constants, open } from 'node:fs/promises';
+import { constants, open, readdir } from 'node:fs/promises';
+import path from 'node:path';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { partitionPath } from '../disk/commands.js';
 import { findDisk, targetInUseProblems } from '../disk/plan.js';
@@ -42,6 +43,8 @@ export async function heldPartitions(plan: InstallPlan): Promise<string[]> {
   const held: string[] = [];
   for (const p of plan.partitions) {
     const dev = partitionPath(plan.device, p.number);
+    // A holder (an idle volume group, an md array) is the clear step's to deactivate, not a refusal.
+    if ((await readdir(`/sys/class/block/${path.basename(dev)}/holders`).catch(() => [])).length > 0) continue;
     const fh = await open(dev, constants.O_RDONLY | constants.O_EXCL).catch((err: NodeJS.ErrnoException) => (err.code === 'EBUSY' ? 'busy' : undefined));
     if (fh === 'busy') held.push(dev);
     else await fh?.close();

@@ -17,7 +17,7 @@ import { filesystemMismatch, exists } from '../disk/block.js';
 import { describeInvalidation, invalidateDisk } from '../disk/invalidate.js';
 import { describeKernelIoError, firstKernelIoError, kernelClock } from '../disk/kernel-errors.js';
 import type { InstallPlan, StepName } from '../disk/types.js';
-import { beforeTargetStalls, SOURCE_STALL_TIMEOUT_MS, takeSourceDigests, TargetWatch } from '../deploy/index.js';
+import { beforeTargetStalls, SOURCE_STALL_TIMEOUT_MS, takeSourceDigests, TargetWatch, type SourceDigests } from '../deploy/index.js';
 import { agentStep } from './agent-step.js';
 import type { InstallContext, Step } from './context.js';
 import { clearStep, formatStep, installDisks, partitionStep, verifyStep } from './disk-steps.js';
@@ -156,8 +156,7 @@ async function guard(r: PipelineRun): Promise<void> {
   await guardProblems(plan, await r.ctx.facts(), runDir);
   const held = await heldPartitions(plan);
   if (held.length) throw guardRefusal(plan, `${held.join(', ')} still held (a filesystem an earlier run mounted, unmounted lazily but in use, or a process): stop what holds it and run the install again`);
-  opts.bus.emit({ type: 'message', level: 'info', step: 'guard', message: `digesting the OS source ${opts.source.path}` });
-  r.ctx.sourceDigests = await takeSourceDigests(opts.source, path.join(runDir, 'work'), { signal: opts.signal });
+  r.ctx.sourceDigests = await digestSource(r);
   const previous = await readJournal(r.journalFile);
   r.resumed = !!previous && previous.planDigest === plan.digest && previous.device === plan.device && previous.status !== 'succeeded';
   const journal = r.resumed ? { ...previous!, status: 'running' as const, runs: previous!.runs + 1, error: undefined, invalidation: undefined, notInvalidated: undefined } : newJournal(plan.digest, plan.device, ['guard', ...r.steps.map((s) => s.name)]);
@@ -169,6 +168,20 @@ async function guard(r: PipelineRun): Promise<void> {
   opts.bus.emit({ type: 'install', phase: r.resumed ? 'resumed' : 'started', device: plan.device, message: r.resumed ? `run ${journal.runs} of install ${journal.installId}` : `install ${journal.installId}, journal ${r.journalFile}` });
   opts.bus.emit({ type: 'step', phase: 'done', step: 'guard', index: 1, total: r.total });
   killIfAsked('after:guard', opts.killPoint);
+}
+
+/** The source's content digests, with a progress line every HEARTBEAT_MS (a slow boot medium takes minutes). */
+async function digestSource(r: PipelineRun): Promise<SourceDigests> {
+  const { bus, source, signal } = r.opts;
+  let bytes = 0;
+  const say = (): void => bus.emit({ type: 'message', level: 'info', step: 'guard', message: `digesting the OS source ${source.path}: ${Math.round(bytes / 1048576)} MiB read` });
+  say();
+  const tick = setInterval(say, HEARTBEAT_MS);
+  try {
+    return await takeSourceDigests(source, path.join(r.runDir, 'work'), { signal, onBytes: (n) => (bytes += n) });
+  } finally {
+    clearInterval(tick);
+  }
 }
 
 function guardRefusal(plan: InstallPlan, problem: string): HvError {
