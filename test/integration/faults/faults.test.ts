@@ -8,7 +8,7 @@
  * (partition table and GUIDs, filesystem signatures, every file's digest, the images' digests).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdir, open, readFile, rm, truncate, writeFile } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rm, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { Cleanup, buildSmallOsTree, configYaml, diskSnapshot, events, installArgs, partitionNode, probe, sh, tempDir, TEST_SYSTEM_SIZE_MIB, withMount } from '../install/helpers.js';
@@ -358,7 +358,13 @@ describe('a killed run', () => {
     let out = '';
     run.child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
     while (!/running after-install-chroot command 1 of 1/.test(out)) await new Promise((r) => setTimeout(r, 50));
-    const sleeper = async () => (await sh('pgrep', ['-f', '^sleep 600$'], { allowFailure: true })).stdout.trim().split('\n').filter(Boolean);
+    const sleeper = async (): Promise<string[]> => {
+      const pids: string[] = [];
+      for (const pid of (await readdir('/proc')).filter((p) => /^\d+$/.test(p))) {
+        if ((await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')) === 'sleep\0600\0') pids.push(pid);
+      }
+      return pids;
+    };
     while ((await sleeper()).length === 0) await new Promise((r) => setTimeout(r, 50));
     const orphans = await sleeper();
     process.kill(run.child.pid!, 'SIGKILL'); // the installer only, as a crash: its command runs on
