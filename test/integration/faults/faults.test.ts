@@ -361,7 +361,7 @@ describe('a killed run', () => {
     const sleeper = async (): Promise<string[]> => {
       const pids: string[] = [];
       for (const pid of (await readdir('/proc')).filter((p) => /^\d+$/.test(p))) {
-        if ((await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')) === 'sleep\0600\0') pids.push(pid);
+        if ((await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')) === 'sleep\x00600\x00') pids.push(pid);
       }
       return pids;
     };
