@@ -75,4 +75,4 @@ export function main(argv: string[]): Promise<number> {
   return runProgram(program, argv);
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) await runCli(main, 'hvinstall');
+if (import.meta.url === `file://${process.argv[1]}`) await runCli(main, 'hvinstall', { exitAfterVerdictMs: 5_000 });

@@ -1,5 +1,5 @@
-import { spawn } from 'node:child_process';
-import { constants } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { constants, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { HvError, ExitCode } from './errors.js';
@@ -77,10 +77,28 @@ function spawnAndWait(file: string, args: readonly string[], opts: RunOptions, t
     let spawnError: NodeJS.ErrnoException | undefined;
     let killTimer: NodeJS.Timeout | undefined;
     // Like a shell: the caller's env adds to (or with undefined, removes from) this process's.
-    const child = spawn(file, [...args], { cwd: opts.cwd, env: opts.env ? { ...process.env, ...opts.env } : process.env, stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    // Its own process group (detached), so a deadline, an abort or the end of the run stops
+    // whatever it started too (a chroot command's children, grub-install's helpers).
+    const child = spawn(file, [...args], { cwd: opts.cwd, env: opts.env ? { ...process.env, ...opts.env } : process.env, stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'], detached: true });
+    const record = track(child, formatCommand(file, args));
+    let settled = false;
     const stop = (): void => {
-      child.kill('SIGTERM');
-      killTimer ??= setTimeout(() => child.kill('SIGKILL'), KILL_GRACE_MS);
+      killGroup(child, 'SIGTERM');
+      killTimer ??= setTimeout(() => {
+        killGroup(child, 'SIGKILL');
+        // A process in uninterruptible sleep (I/O to a disk that stopped answering) outlives
+        // SIGKILL: the deadline still ends the wait, and the command is named as stuck.
+        killTimer = setTimeout(() => finish({ exitCode: undefined, signal: undefined, stuck: true }), KILL_GRACE_MS);
+      }, KILL_GRACE_MS);
+    };
+    const finish = (end: { exitCode?: number; signal?: NodeJS.Signals; stuck?: boolean }): void => {
+      if (settled) return;
+      settled = true;
+      if (!end.stuck) record.done(); // a stuck one stays recorded, for a re-run to find
+      clearTimeout(deadline);
+      clearTimeout(killTimer);
+      opts.signal?.removeEventListener('abort', onAbort);
+      resolve({ exitCode: end.exitCode, signal: end.signal, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') + (end.stuck ? `\n(did not end ${(2 * KILL_GRACE_MS) / 1000} s after SIGTERM and SIGKILL: stuck in the kernel, left behind)` : ''), timedOut, canceled, spawnError });
     };
     const deadline = setTimeout(() => {
       timedOut = true;
@@ -100,13 +118,143 @@ function spawnAndWait(file: string, args: readonly string[], opts: RunOptions, t
       child.stdin.end(opts.input);
     }
     child.on('error', (e: NodeJS.ErrnoException) => (spawnError = e));
-    child.on('close', (code, signal) => {
-      clearTimeout(deadline);
-      clearTimeout(killTimer);
-      opts.signal?.removeEventListener('abort', onAbort);
-      resolve({ exitCode: code ?? undefined, signal: signal ?? undefined, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8'), timedOut, canceled, spawnError });
-    });
+    child.on('close', (code, signal) => finish({ exitCode: code ?? undefined, signal: signal ?? undefined }));
   });
+}
+
+/** Signals a child's whole process group (it leads one); a group already gone is no error. */
+function killGroup(child: ChildProcess, sig: NodeJS.Signals): void {
+  if (child.pid === undefined) return;
+  try {
+    process.kill(-child.pid, sig);
+  } catch {
+    child.kill(sig);
+  }
+}
+
+interface Tracked {
+  child: ChildProcess;
+  command: string;
+  file?: string;
+}
+
+const live = new Set<Tracked>();
+let recordDir: string | undefined;
+
+/**
+ * Records every command run() starts from now on as `<dir>/<pid>` (its start time and command)
+ * while it runs, so that a later process can find the ones a killed run left behind
+ * (stopRecordedGroups). undefined stops recording.
+ */
+export function recordChildrenIn(dir: string | undefined): void {
+  recordDir = dir;
+  if (dir) mkdirSync(dir, { recursive: true, mode: 0o700 });
+}
+
+function track(child: ChildProcess, command: string): { done(): void } {
+  const t: Tracked = { child, command };
+  live.add(t);
+  if (recordDir && child.pid !== undefined) {
+    const start = processStartTime(child.pid);
+    const file = path.join(recordDir, String(child.pid));
+    try {
+      writeFileSync(file, JSON.stringify({ pid: child.pid, start, command }) + '\n', { mode: 0o600 });
+      t.file = file;
+    } catch {
+      // best effort: the record helps a later run, it is not needed by this one
+    }
+  }
+  return {
+    done() {
+      live.delete(t);
+      if (t.file) rmSync(t.file, { force: true });
+    },
+  };
+}
+
+/** /proc/<pid>/stat's start time (clock ticks since boot), which tells a pid reused by another process apart. */
+function processStartTime(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  } catch {
+    return undefined;
+  }
+}
+
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+async function stopGroups(groups: Array<{ pgid: number; command: string }>, graceMs: number): Promise<string[]> {
+  const signal = (sig: NodeJS.Signals): void => {
+    for (const g of groups) {
+      try {
+        process.kill(-g.pgid, sig);
+      } catch {
+        // gone already
+      }
+    }
+  };
+  const waitGone = async (ms: number): Promise<void> => {
+    for (const end = Date.now() + ms; Date.now() < end && groups.some((g) => groupAlive(g.pgid)); ) await new Promise((r) => setTimeout(r, 50));
+  };
+  signal('SIGTERM');
+  await waitGone(graceMs);
+  signal('SIGKILL');
+  await waitGone(graceMs);
+  // A process in uninterruptible sleep (I/O to a disk that stopped answering) outlives SIGKILL.
+  return groups.filter((g) => groupAlive(g.pgid)).map((g) => `process group ${g.pgid} (${g.command}) did not end within ${(2 * graceMs) / 1000} s of SIGTERM and SIGKILL`);
+}
+
+/** The commands run() started that are still running, oldest first. */
+export function runningCommands(): string[] {
+  return [...live].map((t) => t.command);
+}
+
+/**
+ * Stops every command run() started that is still running, with its process group: SIGTERM, then
+ * SIGKILL after graceMs, and waits for them. Returns those still there after that (a process stuck
+ * in the kernel). For the end of a run: nothing it started may outlive its verdict.
+ */
+export async function stopLiveChildren(graceMs = KILL_GRACE_MS): Promise<string[]> {
+  const groups = [...live].filter((t) => t.child.pid !== undefined).map((t) => ({ pgid: t.child.pid!, command: t.command }));
+  return groups.length ? stopGroups(groups, graceMs) : [];
+}
+
+/**
+ * Stops the process groups an earlier (killed) run recorded in `dir` (recordChildrenIn) and that
+ * still run, and waits for them. Returns what was stopped and what could not be.
+ */
+export async function stopRecordedGroups(dir: string, graceMs = KILL_GRACE_MS): Promise<{ stopped: string[]; stuck: string[] }> {
+  const groups: Array<{ pgid: number; command: string }> = [];
+  for (const name of readdirSafe(dir)) {
+    try {
+      const r = JSON.parse(readFileSync(path.join(dir, name), 'utf8')) as { pid: number; start?: string; command: string };
+      // The leader with its recorded start time, or the leader gone and its group still there (a
+      // pid is not handed out again while a group of that id lives): the earlier run's group.
+      const leader = processStartTime(r.pid);
+      if (leader === undefined ? groupAlive(r.pid) : leader === r.start) groups.push({ pgid: r.pid, command: r.command });
+    } catch {
+      // not a record of ours
+    }
+    rmSync(path.join(dir, name), { force: true });
+  }
+  const stuck = groups.length ? await stopGroups(groups, graceMs) : [];
+  return { stopped: groups.map((g) => `${g.pgid} (${g.command})`), stuck };
+}
+
+function readdirSafe(dir: string): string[] {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return [];
+  }
 }
 
 /** Runs an external tool with a deadline; throws CommandError naming the command and its stderr. */

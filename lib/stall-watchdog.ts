@@ -101,3 +101,24 @@ export function beforeStall<T>(op: Promise<T>, wd: StallWatchdog, describe: (idl
     );
   });
 }
+
+/**
+ * Waits for `op` to settle, at most `ms`; true when it did. For cleanup on a disk that may have
+ * stopped answering: an unlink there can hang in the kernel, and the error (or the verdict) it
+ * cleans up after must still go out. What is left pending finishes when the disk answers.
+ */
+export function settleWithin(op: Promise<unknown>, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    op.then(
+      () => {
+        clearTimeout(timer);
+        resolve(true);
+      },
+      () => {
+        clearTimeout(timer);
+        resolve(true);
+      },
+    );
+  });
+}

@@ -1,6 +1,8 @@
 import { cp, mkdir, mkdtemp, readFile, rename, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
+import { createHash } from 'node:crypto';
 import path from 'node:path';
+import { ReadBackMismatch } from '../deploy/read-back.js';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
 import { writeFileAtomic } from '../../lib/atomic-write.js';
@@ -86,7 +88,7 @@ async function installImageChain(req: BootloaderRequest, chain: ImageBootChain):
     await writeFileAtomic(stub, renderEspStubCfg());
     await mtoolsMkdirs(req.espDevice!, ['::/EFI', '::/EFI/BOOT', `::/EFI/${IMAGE_EFI_VENDOR_DIR}`]);
     for (const f of espFiles(chain)) {
-      await mtools('mcopy', ['-o', '-i', req.espDevice!, f.from === 'stub' ? stub : path.join(root, f.from), f.to]);
+      await mcopyVerified(req.espDevice!, f.from === 'stub' ? stub : path.join(root, f.from), f.to);
     }
     const modDir = path.join(req.stateDir, GRUB_DIR, 'x86_64-efi');
     await mkdir(modDir, { recursive: true });
@@ -147,8 +149,8 @@ export async function installEfiBinary(espDevice: string): Promise<void> {
       ...EFI_IMAGE_MODULES,
     ]);
     await mtoolsMkdirs(espDevice, ['::/EFI', '::/EFI/BOOT', `::/EFI/${EFI_VENDOR_DIR}`]);
-    await mtools('mcopy', ['-o', '-i', espDevice, efi, '::/EFI/BOOT/BOOTX64.EFI']);
-    await mtools('mcopy', ['-o', '-i', espDevice, efi, `::/EFI/${EFI_VENDOR_DIR}/grubx64.efi`]);
+    await mcopyVerified(espDevice, efi, '::/EFI/BOOT/BOOTX64.EFI');
+    await mcopyVerified(espDevice, efi, `::/EFI/${EFI_VENDOR_DIR}/grubx64.efi`);
   } finally {
     await rm(tmp, { recursive: true, force: true });
   }
@@ -169,6 +171,24 @@ async function mtoolsMkdirs(device: string, dirs: readonly string[]): Promise<vo
 export function missingFatDirs(mdirListing: string, dirs: readonly string[]): string[] {
   const present = new Set(mdirListing.split('\n').map((l) => l.trim()).filter((l) => l.endsWith('/')).map((l) => l.slice(0, -1).toUpperCase()));
   return dirs.filter((d) => !present.has(d.replace(/\/+$/, '').toUpperCase()));
+}
+
+/**
+ * Copies a file onto the ESP, then reads it back from the disk (the device's cached blocks dropped
+ * first: mtools writes through them) and compares it by sha256 with what was meant: mcopy reports
+ * success over writes the disk failed.
+ */
+async function mcopyVerified(espDevice: string, from: string, to: string): Promise<void> {
+  await mtools('mcopy', ['-o', '-i', espDevice, from, to]);
+  await run('blockdev', ['--flushbufs', espDevice], { timeoutMs: 60_000 });
+  const back = `${from}.read-back`;
+  try {
+    await mtools('mcopy', ['-n', '-o', '-i', espDevice, to, back]);
+    const [want, got] = await Promise.all([readFile(from), readFile(back)].map(async (p) => createHash('sha256').update(await p).digest('hex')));
+    if (got !== want) throw new ReadBackMismatch(`${to} read back from ${espDevice} differs from what was written: sha256 ${got}, expected ${want}`, to, undefined);
+  } finally {
+    await rm(back, { force: true });
+  }
 }
 
 function mtools(cmd: string, args: readonly string[], allowFailure = false) {

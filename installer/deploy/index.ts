@@ -1,174 +1,203 @@
-import { mkdir, open, readFile, rename, rm, stat, statfs } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, rm, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { fsyncDir, writeFileAtomic } from '../../lib/atomic-write.js';
 import type { DeployRequest, DeployResult, ImageRecord } from '../disk/contracts.js';
-import { sha256File } from './checksum.js';
 import { buildExt2Image, relabelExt2Image, SOURCE_STALL_TIMEOUT_MS } from './image-build.js';
 import { MiB, planImageGeometry } from './image-size.js';
-import { prepareSource, scanTree } from './source.js';
-import { copyImage, imageDigest } from './sparse-copy.js';
+import { prepareSource, scanTree, type TreeScan } from './source.js';
+import { copyImage, imageChunks } from './sparse-copy.js';
 import { Sha256Pool } from './hash-pool.js';
-import { StallError } from '../../lib/stall-watchdog.js';
+import { settleWithin, StallError } from '../../lib/stall-watchdog.js';
 import { ext2LabelOffsets } from './ext2-label.js';
 import { parseStateYaml, renderStateYaml, STATE_FILE, type DeployState } from './state-file.js';
+import { takeSourceDigests, type SourceDigests } from './source-digest.js';
+import { checkImageTree } from './image-tree.js';
+import { readBackFile, readBackImage } from './read-back.js';
+import { beforeTargetStalls, TargetWatch, targetStalled } from './target-watch.js';
+import { abs, imageTargets, keepVerifiedImages, partialOf, sidecarOf, type Role, type Sidecar, type Target } from './targets.js';
 
 export { planImageGeometry, DEFAULT_SYSTEM_SIZE_MIB, IMAGE_HEADROOM_MIB } from './image-size.js';
 export { renderStateYaml, parseStateYaml, STATE_FILE, type DeployState } from './state-file.js';
 export { verifyDeployment, type ImageCheck } from './verify.js';
+export { takeSourceDigests, type SourceDigests } from './source-digest.js';
+export { beforeTargetStalls, TargetWatch } from './target-watch.js';
+export { SOURCE_STALL_TIMEOUT_MS } from './image-build.js';
+export { imageDigestOnDisk, readBackDigest, readBackFile, readBackImage, readBackSha256, ReadBackMismatch, type ExpectedImage } from './read-back.js';
 
-type Role = 'active' | 'passive' | 'recovery';
+/** How long cleanup after a failure may take before the failure goes out without it. */
+const CLEANUP_MS = 10_000;
 
-interface Target {
-  role: Role;
-  /** Partition mount (COS_STATE or COS_RECOVERY). */
-  root: string;
-  file: string;
-  label: ImageRecord['label'];
+/** What one image must be once written: its chunked digest and each chunk's sha256. */
+interface Expected {
+  digest: string;
+  chunks: string[];
 }
 
-/** The record kept next to each finished image, so a re-run can trust it after checking its digest. */
-interface Sidecar {
+/** One deploy's state as its named steps pass it on. */
+interface Deploy {
+  req: DeployRequest;
+  targets: Record<Role, Target>;
+  digests: SourceDigests;
+  scan: TreeScan;
+  tree: string;
   sourceDigest: string;
   sizeBytes: number;
-  label: string;
-  digest: string;
+  inodes: number;
+  pool: Sha256Pool;
+  watch: TargetWatch;
+  kept: Map<Role, Sidecar>;
+  todo: Target[];
+  report: (bytes: number) => void;
 }
-
-const abs = (t: Target): string => path.join(t.root, t.file);
-const partialOf = (t: Target): string => path.join(t.root, 'cOS', `.${path.basename(t.file)}.partial`);
-const sidecarOf = (t: Target): string => path.join(t.root, 'cOS', `.${path.basename(t.file)}.deploy.json`);
 
 /**
  * Step 4 of the install: builds cOS/active.img from the source, copies it to cOS/passive.img and
- * COS_RECOVERY's cOS/recovery.img (relabelled, sparse), records all three in state.yaml on both
- * partitions, and returns their digests (chunk-digest.ts).
+ * COS_RECOVERY's cOS/recovery.img (relabelled, sparse), checks the tree in active.img against the
+ * source's digests taken before the install began, reads every image back from the disk against
+ * the digests of what was written, records them in state.yaml on both partitions (read back too),
+ * and returns the digests as read back.
  *
- * Resumable: every image is written under a temporary name and renamed only when complete, with a
- * sidecar holding its digest. A re-run keeps each image whose digest still matches the same
- * source, and rebuilds the rest; rebuilding is reproducible (fixed UUID, hash seed and clock
+ * Resumable: every image is written under a temporary name and renamed only once read back, with a
+ * sidecar holding its digests. A re-run keeps an image only when it reads back as its sidecar says
+ * and was built from the same source; rebuilding is reproducible (fixed UUID, hash seed and clock
  * derived from the source), so an interrupted deploy ends byte-identical to an uninterrupted one.
  */
 export async function deployImages(req: DeployRequest): Promise<DeployResult> {
-  const targets: Record<Role, Target> = {
-    active: { role: 'active', root: req.stateDir, file: 'cOS/active.img', label: 'COS_ACTIVE' },
-    passive: { role: 'passive', root: req.stateDir, file: 'cOS/passive.img', label: 'COS_PASSIVE' },
-    recovery: { role: 'recovery', root: req.recoveryDir, file: 'cOS/recovery.img', label: 'COS_SYSTEM' },
-  };
+  const targets = imageTargets(req);
   await mkdir(path.join(req.stateDir, 'cOS'), { recursive: true });
   await mkdir(path.join(req.recoveryDir, 'cOS'), { recursive: true });
   for (const t of Object.values(targets)) await rm(partialOf(t), { force: true });
-
-  const prepared = await prepareSource(req.source, req.workDir, req.stallTimeoutMs ?? SOURCE_STALL_TIMEOUT_MS);
+  const stall = req.stallTimeoutMs ?? SOURCE_STALL_TIMEOUT_MS;
+  const digests = req.sourceDigests ?? (await takeSourceDigests(req.source, req.workDir, { signal: req.signal, stallTimeoutMs: stall }).catch((err: unknown) => { throw stalledSource(err, req.source.path); }));
+  const prepared = await prepareSource(req.source, req.workDir, stall);
   const pool = new Sha256Pool();
+  const watch = new TargetWatch([req.stateDevice, req.recoveryDevice], stall);
   try {
-    req.signal?.throwIfAborted();
-    const scan = await scanTree(prepared.tree, req.signal);
-    const sourceDigest = req.source.kind === 'squashfs' ? await sha256File(req.source.path, { signal: req.signal, stallTimeoutMs: req.stallTimeoutMs ?? SOURCE_STALL_TIMEOUT_MS }).catch((err: unknown) => { throw stalledSource(err, req.source.path); }) : scan.digest;
-    const geometry = planImageGeometry(scan, req.systemSizeMiB);
-    const sizeBytes = geometry.sizeBytes;
-
-    // Keep what a previous run finished for this same source, if its digest still holds.
-    const kept = new Map<Role, string>();
-    const trusted = await Promise.all(Object.values(targets).map((t) => trustedDigest(t, sourceDigest, sizeBytes, pool, req.signal)));
-    for (const [k, t] of Object.values(targets).entries()) {
-      const sha = trusted[k];
-      if (sha) kept.set(t.role, sha);
-      else await Promise.all([rm(abs(t), { force: true }), rm(sidecarOf(t), { force: true })]);
-    }
-    const todo = Object.values(targets).filter((t) => !kept.has(t.role));
-    await checkFreeSpace(todo, sizeBytes);
-
-    const perImageData = scan.blockBytes;
-    let total = perImageData * todo.length;
-    let done = 0;
-    const report = (bytes: number): void => {
-      done += bytes;
-      total = Math.max(total, done);
-      req.onProgress?.(done, total);
-    };
-    req.onProgress?.(0, total);
-
-    const digests = new Map<Role, string>(kept);
-    const epoch = scan.newestMtime;
-    let activeSource = abs(targets.active);
-    if (!kept.has('active')) {
-      activeSource = partialOf(targets.active);
-      let allocated = 0;
-      try {
-        await buildExt2Image(
-          { tree: prepared.tree, file: activeSource, label: 'COS_ACTIVE', sizeBytes, inodes: geometry.inodes, sourceDigest, epoch },
-          (bytes) => {
-            if (bytes > allocated) report(bytes - allocated);
-            allocated = Math.max(allocated, bytes);
-          },
-          req.stallTimeoutMs,
-        );
-      } catch (err) {
-        await rm(activeSource, { force: true });
-        if (err instanceof StallError) throw stalledSource(err, req.source.path);
-        throw new HvError(`building cOS/active.img (${sizeBytes / MiB} MiB ext2) from ${req.source.path} failed: ${(err as Error).message}`, {
-          where: abs(targets.active),
-          hint: 'check free space on COS_STATE and that the source is readable; the step can be re-run',
-          exitCode: ExitCode.installFailed,
-          cause: err,
-        });
-      }
-    }
-    req.signal?.throwIfAborted();
-
-    const copies = todo.filter((t) => t.role !== 'active');
-    if (copies.length > 0 || !kept.has('active')) {
-      // Relabel in the stream when the superblock layout is one we know, so each copy is digested
-      // as it is written; otherwise copy as is, then tune2fs and digest the result.
-      const offsets = ext2LabelOffsets(await readSuperblock(activeSource));
-      const copied = await copyImage(
-        activeSource,
-        copies.map((t) => ({ path: partialOf(t), relabel: offsets ? { label: t.label, offsets } : undefined })),
-        { signal: req.signal, onBytes: report, pool },
-      );
-      if (kept.has('active') && copied.sourceDigest !== kept.get('active')) {
-        throw new HvError(`cOS/active.img changed while it was being copied (digest ${copied.sourceDigest}, expected ${kept.get('active')})`, {
-          where: abs(targets.active),
-          hint: 'something else is writing to COS_STATE; stop it and re-run the install',
-          exitCode: ExitCode.installFailed,
-        });
-      }
-      digests.set('active', copied.sourceDigest);
-      if (offsets) {
-        copies.forEach((t, i) => digests.set(t.role, copied.targetDigests[i]));
-      } else {
-        for (const t of copies) await relabelExt2Image(partialOf(t), t.label, epoch);
-        const sums = await Promise.all(copies.map((t) => imageDigest(partialOf(t), { signal: req.signal, pool })));
-        copies.forEach((t, i) => digests.set(t.role, sums[i]));
-      }
-    }
-
-    if (!kept.has('active')) await fsyncFile(activeSource);
-    for (const t of todo) {
-      const digest = digests.get(t.role)!;
-      await writeFileAtomic(sidecarOf(t), JSON.stringify({ sourceDigest, sizeBytes, label: t.label, digest } satisfies Sidecar) + '\n');
-      await rename(partialOf(t), abs(t));
-    }
-    await fsyncDir(path.join(req.stateDir, 'cOS'));
-    await fsyncDir(path.join(req.recoveryDir, 'cOS'));
-
-    const record = (t: Target): ImageRecord => ({ file: t.file, label: t.label, fs: 'ext2', sizeBytes, digest: digests.get(t.role)! });
-    const result: DeployResult = {
-      active: record(targets.active),
-      passive: record(targets.passive),
-      recovery: record(targets.recovery),
-      sourceDigest,
-    };
+    const d = await planDeploy(req, targets, digests, prepared.tree, pool, watch);
+    const expected = await beforeTargetStalls(watch, 'writing the OS images', writeImages(d));
+    const records = await beforeTargetStalls(watch, 'reading the OS images back', verifyAndPlace(d, expected));
+    const result: DeployResult = { ...records, sourceDigest: d.sourceDigest, contentDigest: digests.digest };
     await writeStateFiles(req, result);
-    req.onProgress?.(total, total);
     return result;
   } finally {
     // After a failure or an abort nothing half-written stays behind (after success these are gone).
-    await Promise.all(Object.values(targets).map((t) => rm(partialOf(t), { force: true })));
-    await pool.close();
-    await prepared.release();
+    // Best effort: on a disk that failed, removing fails too (EROFS once ext4 gave up), and that
+    // must not replace the error that explains why.
+    // Bounded too: on a disk that stopped answering the unlink hangs with it.
+    watch.stop();
+    await settleWithin(Promise.all(Object.values(targets).map((t) => rm(partialOf(t), { force: true }))), CLEANUP_MS);
+    await pool.close().catch(() => undefined);
+    await settleWithin(prepared.release(), CLEANUP_MS);
   }
+}
+
+/** Measures the tree, sizes the image, keeps what an earlier run verified, checks the space for the rest. */
+async function planDeploy(req: DeployRequest, targets: Record<Role, Target>, digests: SourceDigests, tree: string, pool: Sha256Pool, watch: TargetWatch): Promise<Deploy> {
+  req.signal?.throwIfAborted();
+  const scan = await scanTree(tree, req.signal);
+  const sourceDigest = digests.fileSha256 ?? scan.digest;
+  const geometry = planImageGeometry(scan, req.systemSizeMiB);
+  const sizeBytes = geometry.sizeBytes;
+  const kept = await keepVerifiedImages(targets, { sourceDigest, contentDigest: digests.digest, sizeBytes }, pool, req.signal);
+  const todo = Object.values(targets).filter((t) => !kept.has(t.role));
+  await checkFreeSpace(todo, sizeBytes);
+  // Progress: the data written, then the same again read back.
+  let total = scan.blockBytes * todo.length * 2;
+  let done = 0;
+  const report = (bytes: number): void => {
+    done += bytes;
+    total = Math.max(total, done);
+    req.onProgress?.(done, total);
+  };
+  req.onProgress?.(0, total);
+  return { req, targets, digests, scan, tree, sourceDigest, sizeBytes, inodes: geometry.inodes, pool, watch, kept, todo, report };
+}
+
+/** Builds active (unless kept) and copies it to the images still to do; returns what each must hold. */
+async function writeImages(d: Deploy): Promise<Map<Role, Expected>> {
+  const expected = new Map<Role, Expected>([...d.kept].map(([role, s]) => [role, { digest: s.digest, chunks: s.chunks }]));
+  const activeBuilt = !d.kept.has('active');
+  const activeSource = activeBuilt ? partialOf(d.targets.active) : abs(d.targets.active);
+  if (activeBuilt) await buildActive(d, activeSource);
+  d.req.signal?.throwIfAborted();
+  const copies = d.todo.filter((t) => t.role !== 'active');
+  if (copies.length > 0 || activeBuilt) {
+    const offsets = ext2LabelOffsets(await readSuperblock(activeSource));
+    const copied = await copyImage(
+      activeSource,
+      copies.map((t) => ({ path: partialOf(t), relabel: offsets ? { label: t.label, offsets } : undefined })),
+      { signal: d.req.signal, onBytes: d.report, pool: d.pool },
+    );
+    const keptActive = d.kept.get('active');
+    if (keptActive && copied.sourceDigest !== keptActive.digest) {
+      throw new HvError(`cOS/active.img changed while it was being copied (digest ${copied.sourceDigest}, expected ${keptActive.digest})`, {
+        where: abs(d.targets.active),
+        hint: 'something else is writing to COS_STATE; stop it and re-run the install',
+        exitCode: ExitCode.installFailed,
+      });
+    }
+    expected.set('active', { digest: copied.sourceDigest, chunks: copied.sourceChunks });
+    if (offsets) copies.forEach((t, i) => expected.set(t.role, { digest: copied.targetDigests[i]!, chunks: copied.targetChunks[i]! }));
+    else {
+      for (const t of copies) {
+        await relabelExt2Image(partialOf(t), t.label, d.scan.newestMtime);
+        expected.set(t.role, await imageChunks(partialOf(t), { signal: d.req.signal, pool: d.pool }));
+      }
+    }
+  }
+  // The tree active.img holds, as hashed above, against the source before the install began.
+  if (activeBuilt) await checkImageTree(activeSource, d.targets.active.file, d.digests, d.req.workDir, { tree: d.tree, device: d.targets.active.device, signal: d.req.signal });
+  return expected;
+}
+
+async function buildActive(d: Deploy, file: string): Promise<void> {
+  let allocated = 0;
+  try {
+    await buildExt2Image(
+      { tree: d.tree, file, label: 'COS_ACTIVE', sizeBytes: d.sizeBytes, inodes: d.inodes, sourceDigest: d.sourceDigest, epoch: d.scan.newestMtime },
+      (bytes) => {
+        if (bytes > allocated) d.report(bytes - allocated);
+        allocated = Math.max(allocated, bytes);
+      },
+      d.req.stallTimeoutMs,
+    );
+  } catch (err) {
+    await settleWithin(rm(file, { force: true }), CLEANUP_MS);
+    // mke2fs's image stops growing whichever side stalls: the target's counters tell which.
+    const stuck = err instanceof StallError ? d.watch.stuck() : undefined;
+    if (stuck) throw targetStalled('writing cOS/active.img', stuck);
+    if (err instanceof StallError) throw stalledSource(err, d.req.source.path);
+    throw new HvError(`building cOS/active.img (${d.sizeBytes / MiB} MiB ext2) from ${d.req.source.path} failed: ${(err as Error).message}`, {
+      where: abs(d.targets.active),
+      hint: 'check free space on COS_STATE and that the source is readable; the step can be re-run',
+      exitCode: ExitCode.installFailed,
+      cause: err,
+    });
+  }
+}
+
+/**
+ * Flushes the new images, reads each back from the disk against what it must hold, then records
+ * it (sidecar) and renames it into place. Returns every image's record, digests as read back.
+ */
+async function verifyAndPlace(d: Deploy, expected: Map<Role, Expected>): Promise<Record<Role, ImageRecord>> {
+  for (const t of d.todo) await fsyncFile(partialOf(t));
+  const read = await Promise.all(
+    d.todo.map((t) => {
+      const want = expected.get(t.role)!;
+      return readBackImage({ path: partialOf(t), name: t.file, sizeBytes: d.sizeBytes, ...want }, { pool: d.pool, device: t.device, signal: d.req.signal, onBytes: d.report });
+    }),
+  );
+  for (const [i, t] of d.todo.entries()) {
+    const side: Sidecar = { sourceDigest: d.sourceDigest, contentDigest: d.digests.digest, sizeBytes: d.sizeBytes, label: t.label, digest: read[i]!, chunks: expected.get(t.role)!.chunks };
+    await writeFileAtomic(sidecarOf(t), JSON.stringify(side) + '\n');
+    await rename(partialOf(t), abs(t));
+  }
+  await fsyncDir(path.join(d.req.stateDir, 'cOS'));
+  await fsyncDir(path.join(d.req.recoveryDir, 'cOS'));
+  const record = (t: Target): ImageRecord => ({ file: t.file, label: t.label, fs: 'ext2', sizeBytes: d.sizeBytes, digest: expected.get(t.role)!.digest });
+  return { active: record(d.targets.active), passive: record(d.targets.passive), recovery: record(d.targets.recovery) };
 }
 
 /** A stall reading the OS source, as an error that points at the medium; other errors pass through. */
@@ -180,21 +209,6 @@ function stalledSource(err: unknown, source: string): unknown {
     exitCode: ExitCode.installFailed,
     cause: err,
   });
-}
-
-/** The digest of a finished image from an earlier run, if it is for this source and still intact. */
-async function trustedDigest(t: Target, sourceDigest: string, sizeBytes: number, pool: Sha256Pool, signal?: AbortSignal): Promise<string | undefined> {
-  let side: Sidecar;
-  try {
-    side = JSON.parse(await readFile(sidecarOf(t), 'utf8')) as Sidecar;
-  } catch {
-    return undefined;
-  }
-  if (side.sourceDigest !== sourceDigest || side.sizeBytes !== sizeBytes || side.label !== t.label) return undefined;
-  const st = await stat(abs(t)).catch(() => undefined);
-  if (!st || st.size !== sizeBytes) return undefined;
-  const digest = await imageDigest(abs(t), { signal, pool });
-  return digest === side.digest ? digest : undefined;
 }
 
 /**
@@ -220,14 +234,19 @@ async function checkFreeSpace(todo: Target[], sizeBytes: number): Promise<void> 
   }
 }
 
-/** state.yaml on COS_STATE and COS_RECOVERY; an existing one describing the same images is kept as is. */
+/**
+ * state.yaml on COS_STATE and COS_RECOVERY, read back from the disk; an existing one describing the
+ * same images is kept as it is (and read back all the same).
+ */
 async function writeStateFiles(req: DeployRequest, result: DeployResult): Promise<void> {
-  for (const root of [req.stateDir, req.recoveryDir]) {
+  for (const [root, device] of [[req.stateDir, req.stateDevice], [req.recoveryDir, req.recoveryDevice]] as const) {
     const file = path.join(root, STATE_FILE);
-    const existing = parseStateYaml(await readFile(file, 'utf8').catch(() => ''));
+    const existingText = await readFile(file, 'utf8').catch(() => '');
+    const existing = parseStateYaml(existingText);
     const state: DeployState = { date: new Date().toISOString(), source: req.source, ...result };
-    if (existing && sameDeployment(existing, state)) continue;
-    await writeFileAtomic(file, renderStateYaml(state));
+    const text = existing && sameDeployment(existing, state) ? existingText : renderStateYaml(state);
+    if (text !== existingText) await writeFileAtomic(file, text);
+    await readBackFile(file, STATE_FILE, text, device);
   }
 }
 

@@ -24,6 +24,9 @@ export interface CopyResult {
   sourceDigest: string;
   /** Chunked digest of each target as written, in the order given. */
   targetDigests: string[];
+  /** Each 4 MiB chunk's sha256 (hex) of the source, and of each target: a read-back names the first bad one. */
+  sourceChunks: string[];
+  targetChunks: string[][];
 }
 
 export interface CopyOptions {
@@ -103,10 +106,9 @@ export async function copyImage(src: string, targets: readonly CopyTarget[], opt
     }
     await Promise.all(inFlight);
     await Promise.all(flushers.map((f) => f.finish()));
-    return {
-      sourceDigest: combineChunkSha256s(await Promise.all(sourceSums)),
-      targetDigests: await Promise.all(targetSums.map(async (sums) => combineChunkSha256s(await Promise.all(sums)))),
-    };
+    const sourceChunks = await Promise.all(sourceSums);
+    const targetChunks = await Promise.all(targetSums.map((sums) => Promise.all(sums)));
+    return { sourceDigest: combineChunkSha256s(sourceChunks), targetDigests: targetChunks.map(combineChunkSha256s), sourceChunks, targetChunks };
   } finally {
     await input.close();
     await Promise.all(outputs.map((o) => o.close().catch(() => undefined)));
@@ -117,6 +119,12 @@ export async function copyImage(src: string, targets: readonly CopyTarget[], opt
 /** The chunked digest of an image file (reads only the chunks that hold data). */
 export async function imageDigest(file: string, opts: Omit<CopyOptions, 'onBytes'> = {}): Promise<string> {
   return (await copyImage(file, [], opts)).sourceDigest;
+}
+
+/** The chunked digest of an image file and its chunks' sha256s. */
+export async function imageChunks(file: string, opts: Omit<CopyOptions, 'onBytes'> = {}): Promise<{ digest: string; chunks: string[] }> {
+  const r = await copyImage(file, [], opts);
+  return { digest: r.sourceDigest, chunks: r.sourceChunks };
 }
 
 /** The chunk as the target gets it: the same memory, or a copy (in `spare`) with the label fields replaced. */

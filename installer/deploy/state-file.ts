@@ -11,6 +11,8 @@ export interface DeployState {
   date: string;
   source: OsSource;
   sourceDigest: string;
+  /** The source's content digest (source-digest.ts) the images' tree was checked against. */
+  contentDigest?: string;
   active: ImageRecord;
   passive: ImageRecord;
   recovery: ImageRecord;
@@ -32,7 +34,7 @@ export function parseSourceUri(uri: string): OsSource | undefined {
 function imageEntry(state: DeployState, img: ImageRecord): Record<string, unknown> {
   return {
     source: sourceUri(state.source),
-    'source-metadata': { digest: `sha256:${state.sourceDigest}` },
+    'source-metadata': { digest: `sha256:${state.sourceDigest}`, ...(state.contentDigest ? { 'content-digest': state.contentDigest } : {}) },
     label: img.label,
     fs: img.fs,
     file: img.file,
@@ -54,7 +56,7 @@ export function renderStateYaml(state: DeployState): string {
       recovery: imageEntry(state, state.recovery),
     },
   };
-  return `# Written by hvinstall: what was deployed to COS_STATE and COS_RECOVERY.\n${stringify(doc, { lineWidth: 0 })}`;
+  return `# Written by hvinstall: what was deployed to COS_STATE and COS_RECOVERY; each digest is the image as read back from the disk.\n${stringify(doc, { lineWidth: 0 })}`;
 }
 
 /** Reads a state.yaml we wrote; undefined when it is missing pieces (an older or foreign file). */
@@ -72,13 +74,13 @@ export function parseStateYaml(text: string): DeployState | undefined {
   const passive = readImage(state?.passive, 'COS_PASSIVE');
   const rec = readImage(recovery?.recovery, 'COS_SYSTEM');
   if (!active || !passive || !rec) return undefined;
-  return { date: doc.date, source: active.source, sourceDigest: active.digest, active: active.img, passive: passive.img, recovery: rec.img };
+  return { date: doc.date, source: active.source, sourceDigest: active.digest, ...(active.contentDigest ? { contentDigest: active.contentDigest } : {}), active: active.img, passive: passive.img, recovery: rec.img };
 }
 
 function readImage(
   v: unknown,
   label: ImageRecord['label'],
-): { img: ImageRecord; source: OsSource; digest: string } | undefined {
+): { img: ImageRecord; source: OsSource; digest: string; contentDigest?: string } | undefined {
   if (!isObject(v)) return undefined;
   const source = typeof v.source === 'string' ? parseSourceUri(v.source) : undefined;
   const meta = isObject(v['source-metadata']) ? v['source-metadata'] : undefined;
@@ -87,7 +89,8 @@ function readImage(
   if (!source || !digest || v.label !== label || v.fs !== 'ext2') return undefined;
   if (typeof v.file !== 'string' || typeof v.size !== 'number' || typeof v.digest !== 'string') return undefined;
   if (!DIGEST_RE.test(v.digest)) return undefined;
-  return { img: { file: v.file, label, fs: 'ext2', sizeBytes: v.size, digest: v.digest }, source, digest };
+  const contentDigest = typeof meta?.['content-digest'] === 'string' ? meta['content-digest'] : undefined;
+  return { img: { file: v.file, label, fs: 'ext2', sizeBytes: v.size, digest: v.digest }, source, digest, ...(contentDigest ? { contentDigest } : {}) };
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {

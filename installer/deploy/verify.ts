@@ -1,7 +1,7 @@
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Sha256Pool } from './hash-pool.js';
-import { imageDigest } from './sparse-copy.js';
+import { readBackImage, ReadBackMismatch } from './read-back.js';
 import { parseStateYaml, STATE_FILE } from './state-file.js';
 
 export interface ImageCheck {
@@ -14,11 +14,12 @@ export interface ImageCheck {
 }
 
 /**
- * Re-reads every image recorded in COS_STATE's state.yaml and compares its digest (and size) with
- * the record. For the install's final check and for operators; the digest is reproducible with
- * coreutils (see chunk-digest.ts).
+ * Reads every image recorded in COS_STATE's state.yaml back from the disk (read-back.ts: not the
+ * page cache) and compares its digest (and size) with the record. For resume, upgrades and
+ * operators; the digest is reproducible with coreutils (see chunk-digest.ts). devices names the
+ * partitions in the problems.
  */
-export async function verifyDeployment(stateDir: string, recoveryDir: string, signal?: AbortSignal): Promise<ImageCheck[]> {
+export async function verifyDeployment(stateDir: string, recoveryDir: string, signal?: AbortSignal, devices: { state?: string; recovery?: string } = {}): Promise<ImageCheck[]> {
   const text = await readFile(path.join(stateDir, STATE_FILE), 'utf8').catch(() => undefined);
   const state = text === undefined ? undefined : parseStateYaml(text);
   if (!state) {
@@ -27,10 +28,10 @@ export async function verifyDeployment(stateDir: string, recoveryDir: string, si
   const pool = new Sha256Pool();
   try {
     const checks: ImageCheck[] = [];
-    for (const [root, img] of [
-      [stateDir, state.active],
-      [stateDir, state.passive],
-      [recoveryDir, state.recovery],
+    for (const [root, img, device] of [
+      [stateDir, state.active, devices.state],
+      [stateDir, state.passive, devices.state],
+      [recoveryDir, state.recovery, devices.recovery],
     ] as const) {
       const file = path.join(root, img.file);
       const base = { file, label: img.label, expectedDigest: img.digest };
@@ -43,9 +44,13 @@ export async function verifyDeployment(stateDir: string, recoveryDir: string, si
         checks.push({ ...base, ok: false, problem: `size ${st.size}, expected ${img.sizeBytes}` });
         continue;
       }
-      const actual = await imageDigest(file, { signal, pool });
-      const ok = actual === img.digest;
-      checks.push({ ...base, actualDigest: actual, ok, problem: ok ? undefined : `digest ${actual}, expected ${img.digest}` });
+      try {
+        const actual = await readBackImage({ path: file, name: img.file, sizeBytes: img.sizeBytes, digest: img.digest }, { pool, device, signal });
+        checks.push({ ...base, actualDigest: actual, ok: true });
+      } catch (err) {
+        if (!(err instanceof ReadBackMismatch)) throw err;
+        checks.push({ ...base, ok: false, problem: err.message });
+      }
     }
     return checks;
   } finally {

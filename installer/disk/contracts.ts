@@ -9,6 +9,30 @@ export type ByteProgress = (done: number, total: number) => void;
 /** Where the OS comes from: a directory tree, a squashfs file, or the live root (`/` by default). */
 export type OsSource = { kind: 'dir'; path: string } | { kind: 'squashfs'; path: string };
 
+/** One entry of the source's content manifest (installer/deploy/source-digest.ts). */
+export interface SourceEntry {
+  type: 'f' | 'd' | 'l' | 'c' | 'b' | 'p' | 's';
+  mode: number;
+  uid: number;
+  gid: number;
+  size: number;
+  /** Regular files: sha256 (hex) of the contents. */
+  sha256?: string;
+  /** Symlinks: the target. */
+  link?: string;
+}
+
+/** The OS source's content, digested once before any disk is touched (installer/deploy/source-digest.ts). */
+export interface SourceDigests {
+  source: OsSource;
+  /** `sha256:<hex>` over the sorted content manifest: what state.yaml records as read back. */
+  digest: string;
+  /** A squashfs source: the sha256 (hex) of the file itself. */
+  fileSha256?: string;
+  /** Relative path → entry, for every entry below the root. */
+  entries: Map<string, SourceEntry>;
+}
+
 export interface ImageRecord {
   /** Path relative to its partition root, e.g. cOS/active.img. */
   file: string;
@@ -32,6 +56,14 @@ export interface DeployRequest {
   signal?: AbortSignal;
   /** Reads of the source (often the boot medium) that move no byte for this long fail as a stall. */
   stallTimeoutMs?: number;
+  /**
+   * The source's content digests taken before the install began (installer/deploy/source-digest.ts):
+   * active.img's tree is checked against these. Absent: taken when deploy starts.
+   */
+  sourceDigests?: SourceDigests;
+  /** The COS_STATE and COS_RECOVERY devices, named when what is read back differs. */
+  stateDevice?: string;
+  recoveryDevice?: string;
 }
 
 export interface DeployResult {
@@ -40,6 +72,8 @@ export interface DeployResult {
   recovery: ImageRecord;
   /** sha256 of the source (squashfs file) or of a manifest of the tree. */
   sourceDigest: string;
+  /** The source's content digest (`sha256:…`, source-digest.ts) active.img's tree was checked against. */
+  contentDigest: string;
 }
 
 export interface BootloaderRequest {

@@ -5,6 +5,7 @@
  * Every mount comes off again, in reverse, whatever happened; output goes to the install log
  * through the redacting logger. A command that fails fails the install, named with its exit status.
  */
+import { imageDigestOnDisk } from '../deploy/index.js';
 import { access, mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { HvError, ExitCode } from '../../lib/errors.js';
@@ -107,7 +108,7 @@ export const chrootStep: Step = {
           return { commands: 0, relabel: relabel.none };
         }
       }
-      return withChroot(ctx, imageFile, { oem: dirs.COS_OEM, persistent: dirs.COS_PERSISTENT }, async (root) => {
+      const detail = await withChroot(ctx, imageFile, { oem: dirs.COS_OEM, persistent: dirs.COS_PERSISTENT }, async (root) => {
         if (commands.length > 0) await requireShell(root);
         const relabel = await relabelPlan(root);
         if ('none' in relabel) {
@@ -124,6 +125,8 @@ export const chrootStep: Step = {
         }
         return { commands: commands.length, relabel: 'none' in relabel ? relabel.none : relabel.fileContexts };
       });
+      // The commands changed active.img: what it now is, read back, for a resume to check it by.
+      return { ...detail, activeDigest: await imageDigestOnDisk(imageFile) };
     });
   },
 };

@@ -13,7 +13,7 @@ import type { HarvesterConfig } from '../../config/types.js';
 import type { MachineFacts } from '../preflight/types.js';
 import { copyProgress, type InstallContext, type Step } from './context.js';
 import { withMounted } from './mounted.js';
-import { deployImages } from '../deploy/index.js';
+import { deployImages, imageDigestOnDisk } from '../deploy/index.js';
 import { describeBootChain, installBootloader } from '../bootloader/index.js';
 import { bootEntrySkipReason, planBootEntry, writeBootEntry } from '../bootloader/boot-entry.js';
 import { placeNodePath, renderNode, type RenderedFile, type RenderReport } from '../render/index.js';
@@ -24,6 +24,7 @@ import { rename, statfs } from 'node:fs/promises';
 import { formatBytes } from '../../config/disk-sizes.js';
 import type { ImageFacts } from '../render/types.js';
 import { machineArch } from './image-facts.js';
+import { testStallTimeoutMs } from './test-faults.js';
 
 export const deployStep: Step = {
   name: 'deploy',
@@ -35,10 +36,14 @@ export const deployStep: Step = {
       deployImages({
         stateDir: dirs.COS_STATE,
         recoveryDir: dirs.COS_RECOVERY,
+        stateDevice: labelDevice(plan, 'COS_STATE'),
+        recoveryDevice: labelDevice(plan, 'COS_RECOVERY'),
         source: ctx.source,
+        sourceDigests: ctx.sourceDigests,
         systemSizeMiB: plan.systemSizeMiB,
         workDir,
         signal: ctx.signal,
+        stallTimeoutMs: testStallTimeoutMs(),
         onProgress: copyProgress(ctx, 'deploy'),
       }),
     );
@@ -48,27 +53,34 @@ export const deployStep: Step = {
         throw new HvError(`deploy did not produce ${img.file} labelled ${img.label}`, { where: 'deploy', exitCode: ExitCode.installFailed });
       }
     }
-    return { sourceDigest: result.sourceDigest, images: [result.active, result.passive, result.recovery] };
+    return { sourceDigest: result.sourceDigest, contentDigest: result.contentDigest, images: [result.active, result.passive, result.recovery] };
   },
+  // By content: each image read back from the disk against its digest, and the source the same.
   async check(ctx, detail) {
     const images = (detail?.images ?? []) as ImageRecord[];
     if (images.length !== 3) return 'the journal does not record the deployed images';
-    return withMounted(
-      ctx.plan,
-      ctx.runDir,
-      ['COS_STATE', 'COS_RECOVERY'],
-      async (dirs) => {
-        for (const img of images) {
-          const root = img.label === 'COS_SYSTEM' ? dirs.COS_RECOVERY : dirs.COS_STATE;
-          const s = await stat(path.join(root, img.file)).catch(() => undefined);
-          if (!s || s.size !== img.sizeBytes) return `${img.file} is ${s ? `${s.size} bytes` : 'missing'}, deployed ${img.sizeBytes}`;
-        }
-        return undefined;
-      },
-      { readOnly: true },
-    );
+    if (ctx.sourceDigests && detail?.contentDigest !== ctx.sourceDigests.digest) return `the OS source is not the one deployed (content ${ctx.sourceDigests.digest}, deployed ${String(detail?.contentDigest)})`;
+    // The chroot step's commands change active.img; it records what it left.
+    const activeNow = ctx.recorded?.('chroot')?.activeDigest;
+    return withMounted(ctx.plan, ctx.runDir, ['COS_STATE', 'COS_RECOVERY'], async (dirs) => {
+      for (const img of images) {
+        const on = img.label === 'COS_SYSTEM' ? 'COS_RECOVERY' : 'COS_STATE';
+        const digest = img.label === 'COS_ACTIVE' && typeof activeNow === 'string' ? activeNow : img.digest;
+        const st = await stat(path.join(dirs[on], img.file)).catch(() => undefined);
+        if (!st || st.size !== img.sizeBytes) return `${img.file} is ${st ? `${st.size} bytes` : 'missing'}, deployed ${img.sizeBytes}`;
+        const got = await imageDigestOnDisk(path.join(dirs[on], img.file), ctx.signal);
+        if (got !== digest) return `${img.file} read back from ${labelDevice(ctx.plan, on)} is ${got}, not the ${digest} deployed`;
+      }
+      return undefined;
+    }, { readOnly: true });
   },
 };
+
+/** The device of the planned partition with this label. */
+function labelDevice(plan: InstallPlan, label: string): string | undefined {
+  const p = plan.partitions.find((x) => x.label === label);
+  return p ? partitionPath(plan.device, p.number) : undefined;
+}
 
 export const bootloaderStep: Step = {
   name: 'bootloader',

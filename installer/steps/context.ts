@@ -1,6 +1,7 @@
 /** What every install step gets: the plan, the config, where to mount, how to report. */
 import type { HarvesterConfig } from '../../config/types.js';
 import type { OsSource } from '../disk/contracts.js';
+import type { SourceDigests } from '../deploy/index.js';
 import type { InstallPlan, StepName } from '../disk/types.js';
 import type { MachineFacts } from '../preflight/types.js';
 import type { Logger } from '../../lib/logger.js';
@@ -28,6 +29,10 @@ export interface InstallContext {
   facts: () => Promise<MachineFacts>;
   /** Test-only fault injection (HVINSTALL_TEST_SIGKILL_AT), see pipeline.ts. */
   killPoint?: string;
+  /** The OS source's content digests, taken by the guard before any disk is touched. */
+  sourceDigests?: SourceDigests;
+  /** What an earlier (or this) run recorded for a step in the journal. */
+  recorded?: (step: StepName) => Record<string, unknown> | undefined;
 }
 
 export interface Step {

@@ -77,9 +77,35 @@ export const clearStep: Step = {
       wiped.push(w);
     }
     const zapped = await zapDisk(plan.device);
+    // Read back: wipefs and sgdisk report success over writes the disk failed.
+    for (const disk of [plan.device, ...(plan.dataDisk ? [plan.dataDisk.path] : []), ...plan.wipeDisks]) {
+      await flushBuffers(disk);
+      const sig = await probeSignature(disk);
+      const left = sig.PTTYPE ?? sig.TYPE;
+      if (left) throw new HvError(`${disk} still carries a ${left} signature after it was cleared: the writes did not reach the disk`, { where: disk, hint: 'check dmesg and the disk; a disk that cannot be written cannot be installed', exitCode: ExitCode.installFailed });
+    }
     return { deactivated, clearedLabels: cleared, wipedDisks: wiped, zapped };
   },
 };
+
+/** The table as the disk holds it: `sgdisk --verify` for GPT (both headers and tables), sfdisk's dump for msdos. */
+async function tableProblems(plan: InstallPlan): Promise<string | undefined> {
+  if (plan.table === 'gpt') {
+    const v = await run('sgdisk', ['--verify', plan.device], { allowFailure: true, timeoutMs: 60_000 });
+    if (v.exitCode === 0 && /No problems found/.test(v.stdout)) return undefined;
+    const said = `${v.stdout}\n${v.stderr}`.split('\n').map((l) => l.trim()).filter((l) => l && !/^(Caution|Warning!? |Identified)/.test(l));
+    return `sgdisk --verify: ${said.slice(0, 6).join(' ') || `status ${v.exitCode}`}`;
+  }
+  const d = await run('sfdisk', ['--dump', plan.device], { allowFailure: true, timeoutMs: 60_000 });
+  const starts = [...d.stdout.matchAll(/start=\s*(\d+)/g)].map((m) => Number(m[1]));
+  const want = plan.partitions.map((p) => p.startSector);
+  return d.exitCode === 0 && JSON.stringify(starts) === JSON.stringify(want) ? undefined : `sfdisk --dump shows partitions at ${starts.join(', ') || 'none'}, planned at ${want.join(', ')}`;
+}
+
+/** Drops the block device's cached pages, so what is read next comes from the disk. */
+export async function flushBuffers(device: string): Promise<void> {
+  await run('blockdev', ['--flushbufs', device], { timeoutMs: 60_000 });
+}
 
 /** Why the disk's table is not the planned one (the kernel view plus the table's own GUID). */
 async function tableMismatch(plan: InstallPlan): Promise<string | undefined> {
@@ -96,6 +122,11 @@ export const partitionStep: Step = {
   name: 'partition',
   async run(ctx) {
     await writePartitionTable(ctx.plan);
+    // Read back before waiting on the kernel: sgdisk says "The operation has completed
+    // successfully." over table writes the disk failed.
+    await flushBuffers(ctx.plan.device);
+    const broken = await tableProblems(ctx.plan);
+    if (broken) throw new HvError(`the partition table written to ${ctx.plan.device} does not read back: ${broken}`, { where: ctx.plan.device, hint: 'check dmesg and the disk; a disk that cannot be written cannot be installed', exitCode: ExitCode.installFailed });
     await rereadPartitions(ctx.plan, { signal: ctx.signal });
     const problem = await tableMismatch(ctx.plan);
     if (problem) throw new HvError(`the partition table on ${ctx.plan.device} is not the one written: ${problem}`, { exitCode: ExitCode.installFailed });
@@ -129,6 +160,8 @@ export const formatStep: Step = {
       made.push(`${ctx.plan.dataDisk.path} ext4 ${ctx.plan.dataDisk.label}`);
     }
     await run('sync', [], { timeoutMs: 600_000 });
+    for (const p of ctx.plan.partitions) await flushBuffers(partitionPath(ctx.plan.device, p.number));
+    if (ctx.plan.dataDisk) await flushBuffers(ctx.plan.dataDisk.path);
     const problem = await formatMismatch(ctx.plan);
     if (problem) throw new HvError(`a filesystem is not as made: ${problem}`, { exitCode: ExitCode.installFailed });
     return { filesystems: made };

@@ -20,6 +20,8 @@ export interface FailedInstallReport {
   steps?: string;
   /** What was invalidated so the disk cannot boot half-installed (empty when nothing was). */
   invalidated: string[];
+  /** What could not be invalidated: `could not invalidate /dev/X (…): …; do not boot this disk`. */
+  notInvalidated: string[];
   logFile: string;
 }
 
@@ -30,9 +32,10 @@ export function describeFailedInstall(outcome: InstallOutcome, redactor: Redacto
     refused,
     failedStep: refused ? undefined : outcome.failedStep,
     error: redactor.redactString(describeError(outcome.error)),
-    journal: `${outcome.journalFile}${status ? ` (${status})` : ''}`,
+    journal: `${outcome.journalFile}${outcome.hostRecordProblem ? ` (${outcome.hostRecordProblem})` : status ? ` (${status})` : ''}`,
     steps: outcome.journal?.steps.map((s) => `${s.name} ${s.status === 'failed' ? 'FAILED' : s.status}`).join(', '),
     invalidated: outcome.journal?.invalidation ?? [],
+    notInvalidated: outcome.journal?.notInvalidated ?? [],
     logFile: outcome.logFile,
   };
 }
@@ -47,5 +50,6 @@ export function failedInstallText(r: FailedInstallReport, program: string, conse
   ];
   if (r.steps !== undefined) lines.push(`  steps: ${r.steps}`);
   if (r.invalidated.length > 0) lines.push(`  invalidated: ${r.invalidated.join(', ')}`);
+  for (const n of r.notInvalidated) lines.push(`  NOT INVALIDATED: ${n}`);
   return lines.join('\n') + '\n';
 }

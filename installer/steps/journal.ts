@@ -35,7 +35,10 @@ export interface Journal {
   runs: number;
   steps: JournalStep[];
   error?: { step?: StepName; message: string; hint?: string };
+  /** What was invalidated after a failure. */
   invalidation?: string[];
+  /** What could not be: `could not invalidate /dev/X (LABEL): …; do not boot this disk`. */
+  notInvalidated?: string[];
 }
 
 export function newJournal(planDigest: string, device: string, steps: StepName[], now = new Date()): Journal {

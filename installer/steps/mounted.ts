@@ -22,6 +22,7 @@ export async function withMounted<T>(
 ): Promise<T> {
   const dirs = {} as Record<MountLabel, string>;
   const mounted: string[] = [];
+  let failed = false;
   try {
     for (const label of labels) {
       const dir = mountDir(runDir, label.toLowerCase());
@@ -33,9 +34,24 @@ export async function withMounted<T>(
       dirs[label] = dir;
     }
     const out = await fn(dirs);
-    for (const dir of Object.values(dirs)) await run('sync', ['-f', dir], { allowFailure: true });
+    // The step's writes reach the disk here: a write-back error (EIO) fails it, naming the partition.
+    for (const [label, dir] of Object.entries(dirs)) {
+      const r = await run('sync', ['-f', dir], { allowFailure: true, timeoutMs: 600_000 });
+      if (r.exitCode !== 0 && !opts.readOnly) {
+        throw new HvError(`writing ${label} (${partitionDevice(plan, label)}) back to the disk failed: ${r.stderr.trim() || `sync exited with ${r.exitCode}`}`, {
+          where: partitionDevice(plan, label),
+          hint: 'check dmesg and the disk; the install can be re-run once the disk is sound',
+          exitCode: ExitCode.installFailed,
+        });
+      }
+    }
     return out;
+  } catch (err) {
+    failed = true;
+    throw err;
   } finally {
-    for (const dir of mounted.reverse()) await unmount(dir).catch(() => run('umount', ['-l', dir], { allowFailure: true }));
+    // After a failure the disk may have stopped answering: a bounded try, then a lazy unmount,
+    // so that the error goes out now (the filesystem lets go once its I/O ends).
+    for (const dir of mounted.reverse()) await unmount(dir, failed ? 10_000 : undefined).catch(() => run('umount', ['-l', dir], { allowFailure: true }));
   }
 }

@@ -11,8 +11,8 @@ export async function mount(device: string, dir: string, opts: string[] = []): P
   await run('mount', [...(opts.length ? ['-o', opts.join(',')] : []), device, dir], { timeoutMs: 120_000 });
 }
 
-export async function unmount(dir: string): Promise<void> {
-  await run('umount', [dir], { timeoutMs: 120_000 });
+export async function unmount(dir: string, timeoutMs = 120_000): Promise<void> {
+  await run('umount', [dir], { timeoutMs });
   await rmdir(dir).catch(() => undefined);
 }
 

@@ -26,3 +26,14 @@ export function killAtBytes(kind: 'deploy' | 'persistent' | 'agent', configured:
     if (done >= Number(n)) killIfAsked(`${kind}-bytes:${n}`, configured);
   };
 }
+
+/**
+ * `HVINSTALL_TEST_STALL_TIMEOUT_MS=<ms>`: the stall timeout of deploy's watchdogs (source reads,
+ * target writes) in place of 120 s, so a test of a stalled disk takes seconds. Unset in production.
+ */
+export const TEST_STALL_ENV = 'HVINSTALL_TEST_STALL_TIMEOUT_MS';
+
+export function testStallTimeoutMs(env: NodeJS.ProcessEnv = process.env): number | undefined {
+  const ms = Number(env[TEST_STALL_ENV]);
+  return Number.isInteger(ms) && ms > 0 ? ms : undefined;
+}

@@ -144,7 +144,7 @@ describe('deployImages', () => {
     const checks = await verifyDeployment(stateDir, d.byLabel('COS_RECOVERY').mountpoint!);
     const bad = checks.filter((c) => !c.ok);
     expect(bad.map((c) => c.label)).toEqual(['COS_PASSIVE']);
-    expect(bad[0].problem).toMatch(/^digest sha256-4m:[0-9a-f]{64}, expected sha256-4m:[0-9a-f]{64}$/);
+    expect(bad[0].problem).toMatch(/^cOS\/passive\.img read back from the disk differs from what was written: digest sha256-4m:[0-9a-f]{64}, expected sha256-4m:[0-9a-f]{64}$/);
     const repaired = await deployImages(request(d));
     expect(repaired).toEqual(first);
     expect(chunkedDigestOf(await readFile(passive))).toBe(first.passive.digest);

@@ -77,3 +77,19 @@ describe('describeFailedInstall: what every front end says about a failed instal
     expect(refused).not.toContain('invalidated');
   });
 });
+
+describe('what could not be invalidated, and a host record that was not written', () => {
+  it('each partition that could not be invalidated gets its own line, apart from those that were', () => {
+    const notInvalidated = ['could not invalidate /dev/vda4 (COS_STATE): writing zeros at byte 0: EIO; do not boot this disk'];
+    const r = describeFailedInstall({ ...failed, journal: { ...journal, status: 'failed', invalidation: ['/dev/vda2 (COS_GRUB)'], notInvalidated } }, new Redactor());
+    expect(r.notInvalidated).toEqual(notInvalidated);
+    const text = failedInstallText(r, 'hvinstall');
+    expect(text).toContain('  invalidated: /dev/vda2 (COS_GRUB)\n');
+    expect(text).toContain(`  NOT INVALIDATED: ${notInvalidated[0]}\n`);
+  });
+
+  it('a journal that was never written is said to be so, not shown as if it were there', () => {
+    const r = describeFailedInstall({ ...failed, journal: undefined, failedStep: 'guard', hostRecordProblem: 'not written: cannot write the install\'s journal and log in /var/lib/hvinstall: ENOSPC' }, new Redactor());
+    expect(r.journal).toBe("/var/lib/hvinstall/vda.journal.json (not written: cannot write the install's journal and log in /var/lib/hvinstall: ENOSPC)");
+  });
+});

@@ -1,0 +1,202 @@
+/**
+ * Read-back verification: what the install wrote, read again from the disk (O_DIRECT: not the page
+ * cache, which still holds what was meant even where the disk stored something else or nothing)
+ * and compared with digests known before the write. The one home of "verified from the target" for
+ * the install's deploy and resume and for upgrades: images by their chunked digest (chunk-digest.ts),
+ * small files by sha256.
+ *
+ * A mismatch names the file, the offset of its first bad 4 MiB chunk, the device and, where FIEMAP
+ * maps it, the byte on that device.
+ */
+import { createHash } from 'node:crypto';
+import { constants, open, type FileHandle } from 'node:fs/promises';
+import { HvError, ExitCode } from '../../lib/errors.js';
+import { run } from '../../lib/exec.js';
+import { alignedSharedBuffer, DIRECT_IO_ALIGN } from './aligned-buffer.js';
+import { settleLater } from './checksum.js';
+import { chunkCount, chunkRange, combineChunkSha256s, DIGEST_CHUNK, zeroChunkSha256 } from './chunk-digest.js';
+import { chunksWithData, readDataExtents } from './extents.js';
+import { Sha256Pool } from './hash-pool.js';
+
+/** Chunks read ahead of hashing. */
+const SLOTS = 4;
+
+/** What a file must hold, known before it was written. */
+export interface ExpectedImage {
+  /** The file as mounted (e.g. /run/hvinstall/loop3/mnt/cos_state/cOS/active.img). */
+  path: string;
+  /** Its name for messages (cOS/active.img). */
+  name: string;
+  sizeBytes: number;
+  /** Chunked digest (sha256-4m:…). */
+  digest: string;
+  /** Each 4 MiB chunk's sha256, when known: a mismatch then names the first bad chunk. */
+  chunks?: readonly string[];
+}
+
+export interface ReadBackOptions {
+  pool: Sha256Pool;
+  /** The partition the file lives on, named in a mismatch. */
+  device?: string;
+  signal?: AbortSignal;
+  /** Bytes read so far, as each chunk is read. */
+  onBytes?: (n: number) => void;
+}
+
+/** A file whose bytes on the disk are not the ones meant. */
+export class ReadBackMismatch extends HvError {
+  constructor(
+    message: string,
+    readonly file: string,
+    readonly offset: number | undefined,
+  ) {
+    super(message, {
+      where: file,
+      hint: 'the disk did not store what was written: check dmesg and the disk (SMART, cabling, the controller), then run the same install again; a disk that keeps failing must be replaced',
+      exitCode: ExitCode.installFailed,
+    });
+    this.name = 'ReadBackMismatch';
+  }
+}
+
+/**
+ * Reads an image back from the disk and returns its chunked digest as read; throws ReadBackMismatch
+ * when it is not `expected` (size, or digest: naming the first bad chunk when the chunks are known).
+ * Holes (no extent) are not read: they hash as zeros, so a hole where data belongs is a mismatch too.
+ */
+export async function readBackImage(expected: ExpectedImage, opts: ReadBackOptions): Promise<string> {
+  const got = await readBackDigest(expected.path, opts);
+  if (got.sizeBytes !== expected.sizeBytes) throw new ReadBackMismatch(`${expected.name} on ${opts.device ?? 'the disk'} is ${got.sizeBytes} bytes, ${expected.sizeBytes} were written`, expected.name, undefined);
+  if (got.digest === expected.digest) return got.digest;
+  const bad = expected.chunks?.findIndex((c, i) => c !== got.chunks[i]) ?? -1;
+  const at = bad >= 0 ? bad * DIGEST_CHUNK : undefined;
+  const where = at === undefined ? '' : ` from byte ${at} (4 MiB chunk ${bad})${await physicalNote(expected.path, at, opts.device)}`;
+  throw new ReadBackMismatch(
+    `${expected.name} read back from ${opts.device ?? 'the disk'} differs from what was written${where}: digest ${got.digest}, expected ${expected.digest}`,
+    expected.name,
+    at,
+  );
+}
+
+/** An image's chunked digest, chunks and size as the disk holds them. */
+export async function readBackDigest(file: string, opts: ReadBackOptions): Promise<{ digest: string; chunks: string[]; sizeBytes: number }> {
+  const fh = await openDirect(file);
+  try {
+    const sizeBytes = (await fh.handle.stat()).size;
+    const chunks = await chunkSums(fh, file, sizeBytes, opts);
+    return { digest: combineChunkSha256s(chunks), chunks, sizeBytes };
+  } finally {
+    await fh.handle.close();
+  }
+}
+
+async function chunkSums(fh: DirectFile, file: string, size: number, opts: ReadBackOptions): Promise<string[]> {
+  const hasData = chunksWithData(await readDataExtents(file, size), size);
+  const arena = alignedSharedBuffer(DIGEST_CHUNK * SLOTS);
+  const slots = Array.from({ length: SLOTS }, (_, k) => arena.subarray(k * DIGEST_CHUNK, (k + 1) * DIGEST_CHUNK));
+  const inFlight: Array<Promise<unknown> | undefined> = new Array(SLOTS).fill(undefined);
+  const sums: Array<Promise<string> | string> = new Array(chunkCount(size));
+  let slot = 0;
+  for (let i = 0; i < sums.length; i++) {
+    const [at, end] = chunkRange(i, size);
+    if (!hasData[i]) {
+      sums[i] = zeroChunkSha256(end - at);
+      continue;
+    }
+    await inFlight[slot];
+    opts.signal?.throwIfAborted();
+    const buf = slots[slot]!;
+    await fh.readFully(buf, end - at, at, file);
+    opts.onBytes?.(end - at);
+    const sum = settleLater(opts.pool.hash(buf.subarray(0, end - at)));
+    sums[i] = sum;
+    inFlight[slot] = sum;
+    slot = (slot + 1) % SLOTS;
+  }
+  return Promise.all(sums);
+}
+
+/** An image's chunked digest as the disk holds it (a pool of its own). */
+export async function imageDigestOnDisk(file: string, signal?: AbortSignal): Promise<string> {
+  const pool = new Sha256Pool();
+  try {
+    return (await readBackDigest(file, { pool, signal })).digest;
+  } finally {
+    await pool.close();
+  }
+}
+
+/** The sha256 (hex) of a small file as the disk holds it. */
+export async function readBackSha256(file: string): Promise<string> {
+  const fh = await openDirect(file);
+  try {
+    const size = (await fh.handle.stat()).size;
+    const h = createHash('sha256');
+    const buf = alignedSharedBuffer(DIGEST_CHUNK);
+    for (let at = 0; at < size; at += DIGEST_CHUNK) {
+      const n = Math.min(DIGEST_CHUNK, size - at);
+      await fh.readFully(buf, n, at, file);
+      h.update(buf.subarray(0, n));
+    }
+    return h.digest('hex');
+  } finally {
+    await fh.handle.close();
+  }
+}
+
+/** Checks a small file written just before against the bytes meant (read back from the disk). */
+export async function readBackFile(file: string, name: string, meant: string | Uint8Array, device?: string): Promise<void> {
+  const want = createHash('sha256').update(meant).digest('hex');
+  const got = await readBackSha256(file);
+  if (got !== want) throw new ReadBackMismatch(`${name} read back from ${device ?? 'the disk'} differs from what was written: sha256 ${got}, expected ${want}`, name, undefined);
+}
+
+interface DirectFile {
+  handle: FileHandle;
+  readFully(buf: Buffer, length: number, position: number, file: string): Promise<void>;
+}
+
+/**
+ * Opens for direct reads. A filesystem without O_DIRECT (tmpfs) has no disk under it to bypass:
+ * the page cache is the file there. Direct reads want aligned lengths: the last piece is read
+ * rounded up and the file's end returns the short count.
+ */
+async function openDirect(file: string): Promise<DirectFile> {
+  const handle = await open(file, constants.O_RDONLY | constants.O_DIRECT).catch((err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EINVAL') throw err;
+    return open(file, 'r');
+  });
+  return {
+    handle,
+    async readFully(buf, length, position, name) {
+      let done = 0;
+      while (done < length) {
+        const want = Math.ceil((length - done) / DIRECT_IO_ALIGN) * DIRECT_IO_ALIGN;
+        const { bytesRead } = await handle.read(buf, done, Math.min(want, buf.length - done), position + done);
+        if (bytesRead === 0) throw new ReadBackMismatch(`${name} ended at byte ${position + done} while being read back`, name, position + done);
+        done += bytesRead;
+      }
+    },
+  };
+}
+
+/** " (byte N of /dev/X)" for a file offset FIEMAP maps, else "". */
+async function physicalNote(file: string, offset: number, device: string | undefined): Promise<string> {
+  const r = await run('filefrag', ['-v', file], { allowFailure: true, timeoutMs: 60_000 }).catch(() => undefined);
+  const physical = r ? physicalOffset(r.stdout, offset) : undefined;
+  return physical === undefined ? '' : `, byte ${physical} of ${device ?? 'its partition'}`;
+}
+
+/** The partition byte holding a file's byte `offset`, from `filefrag -v` output; undefined for a hole. */
+export function physicalOffset(filefrag: string, offset: number): number | undefined {
+  const unit = Number(/blocks? of (\d+) bytes/.exec(filefrag)?.[1]);
+  if (!Number.isInteger(unit) || unit <= 0) return undefined;
+  for (const line of filefrag.split('\n')) {
+    const m = /^\s*\d+:\s+(\d+)\.\.\s*(\d+):\s+(\d+)\.\.\s*(\d+):/.exec(line);
+    if (!m) continue;
+    const [first, last, phys] = [Number(m[1]), Number(m[2]), Number(m[3])];
+    const block = Math.floor(offset / unit);
+    if (block >= first && block <= last) return (phys + block - first) * unit + (offset % unit);
+  }
+  return undefined;
+}

@@ -1,0 +1,79 @@
+/**
+ * The kernel's own word on a failed write: `I/O error, dev loop3, sector 2048 op 0x1:(WRITE)` (the
+ * block layer's message). Tools and filesystems report an I/O error without a place (mkfs "can't
+ * write", wipefs nothing at all, ext4 a later EROFS); the kernel log names the device and the
+ * sector, so the install's error quotes its first line about the install's disks.
+ */
+import path from 'node:path';
+import { run } from '../../lib/exec.js';
+
+export interface KernelIoError {
+  /** The kernel's line, as printed. */
+  line: string;
+  device: string;
+  /** Byte offset on that device (sector × 512: the block layer counts 512-byte sectors); undefined when the line names none. */
+  offset?: number;
+  op: string;
+  /** Seconds since boot (dmesg's timestamp). */
+  at: number;
+}
+
+const STAMP = /^\[\s*(\d+\.\d+)\]\s+(.*)$/;
+/** The block layer's own line, with the sector. */
+const BLOCK_LAYER = /^(?:blk_update_request: )?(?:critical )?(?:I\/O|medium|target|space allocation) error, dev (\S+?),? sector (\d+)(?: op \S+:\((\w+)\))?/;
+/** A filesystem's or the buffer cache's line about an I/O error on a device (no offset in bytes). */
+const FS_DEVICE = /(?:on dev(?:ice)? |\(device |for |EXT4-fs \()([a-z]\w*?)(?:-\d+)?[,):.\s]/;
+
+/**
+ * The I/O errors in `dmesg` output about these disks (or their partitions), in order. The block
+ * layer's lines carry the sector; the kernel rate-limits them, so the filesystems' and the buffer
+ * cache's lines (`Buffer I/O error on dev sda4`, `JBD2: I/O error … for sda4-8`) count too.
+ */
+export function parseKernelIoErrors(dmesg: string, disks: readonly string[]): KernelIoError[] {
+  const names = disks.map((d) => path.basename(d));
+  const ours = (dev: string): boolean => names.some((n) => dev === n || isPartitionOf(dev, n));
+  const out: KernelIoError[] = [];
+  for (const raw of dmesg.split('\n')) {
+    const stamped = STAMP.exec(raw.trim());
+    if (!stamped) continue;
+    const [at, line] = [Number(stamped[1]), stamped[2]!.trim()];
+    const b = BLOCK_LAYER.exec(line);
+    if (b && ours(b[1]!)) {
+      out.push({ line, device: `/dev/${b[1]}`, offset: Number(b[2]) * 512, op: b[3] ?? 'I/O', at });
+      continue;
+    }
+    const f = b || !line.includes('I/O error') ? undefined : FS_DEVICE.exec(line);
+    if (f && ours(f[1]!)) out.push({ line, device: `/dev/${f[1]}`, op: /writ/i.test(line) ? 'WRITE' : /read/i.test(line) ? 'READ' : 'I/O', at });
+  }
+  return out;
+}
+
+/** sda1 of sda, loop1p4 of loop1 (kernel naming: a `p` after a name ending in a digit); not loop12 of loop1. */
+function isPartitionOf(dev: string, disk: string): boolean {
+  const rest = dev.startsWith(disk) ? dev.slice(disk.length) : undefined;
+  if (rest === undefined) return false;
+  return /\d$/.test(disk) ? /^p\d+$/.test(rest) : /^\d+$/.test(rest);
+}
+
+/** Seconds since boot now (dmesg's clock), to ask later for what came after. */
+export async function kernelClock(): Promise<number> {
+  const { readFile } = await import('node:fs/promises');
+  return Number((await readFile('/proc/uptime', 'utf8')).split(' ')[0]);
+}
+
+/**
+ * The first I/O error the kernel logged about these disks since `since` (seconds since boot), if it
+ * can be read: the block layer's (which has the byte) when there is one, else the first other.
+ */
+export async function firstKernelIoError(disks: readonly string[], since: number): Promise<KernelIoError | undefined> {
+  const r = await run('dmesg', [], { allowFailure: true, timeoutMs: 30_000 }).catch(() => undefined);
+  if (!r || r.exitCode !== 0) return undefined;
+  const errors = parseKernelIoErrors(r.stdout, disks).filter((e) => e.at >= since);
+  return errors.find((e) => e.offset !== undefined) ?? errors[0];
+}
+
+/** "write error at byte N of /dev/X (kernel: …)", or "write error on /dev/X (kernel: …)" without a byte. */
+export function describeKernelIoError(e: KernelIoError): string {
+  const op = e.op === 'I/O' ? 'I/O' : e.op.toLowerCase();
+  return `${op} error ${e.offset === undefined ? 'on' : `at byte ${e.offset} of`} ${e.device} (kernel: ${e.line})`;
+}

@@ -1,0 +1,112 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { mkdtemp, open, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { createHash, randomBytes } from 'node:crypto';
+import { physicalOffset, readBackFile, readBackImage, ReadBackMismatch } from '../../../installer/deploy/read-back.js';
+import { Sha256Pool } from '../../../installer/deploy/hash-pool.js';
+
+const MiB = 1024 * 1024;
+const dirs: string[] = [];
+afterAll(async () => {
+  for (const d of dirs) await rm(d, { recursive: true, force: true });
+});
+
+/** The chunked digest computed here, from the bytes, as coreutils would (split | sha256sum | sha256sum). */
+function chunks(data: Buffer): { digest: string; chunks: string[] } {
+  const sums: string[] = [];
+  for (let at = 0; at < data.length; at += 4 * MiB) sums.push(createHash('sha256').update(data.subarray(at, at + 4 * MiB)).digest('hex'));
+  return { digest: `sha256-4m:${createHash('sha256').update(sums.map((s) => `${s}\n`).join('')).digest('hex')}`, chunks: sums };
+}
+
+async function image(bytes: Buffer): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'hv-readback-'));
+  dirs.push(dir);
+  const file = path.join(dir, 'img');
+  await writeFile(file, bytes);
+  return file;
+}
+
+describe('readBackImage', () => {
+  it('returns the digest of an image that holds what was written (an unaligned tail too)', async () => {
+    const data = randomBytes(9 * MiB + 1234);
+    const file = await image(data);
+    const pool = new Sha256Pool(1);
+    try {
+      const want = chunks(data);
+      expect(await readBackImage({ path: file, name: 'cOS/x.img', sizeBytes: data.length, ...want }, { pool })).toBe(want.digest);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('names the image, the first bad 4 MiB chunk and the device when one byte differs', async () => {
+    const data = randomBytes(12 * MiB);
+    const want = chunks(data);
+    const bad = Buffer.from(data);
+    bad[9 * MiB + 77] ^= 0xff;
+    const file = await image(bad);
+    const pool = new Sha256Pool(1);
+    try {
+      const err = await readBackImage({ path: file, name: 'cOS/passive.img', sizeBytes: data.length, ...want }, { pool, device: '/dev/sdz4' }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ReadBackMismatch);
+      expect((err as ReadBackMismatch).offset).toBe(8 * MiB);
+      expect((err as Error).message).toMatch(/^cOS\/passive\.img read back from \/dev\/sdz4 differs from what was written from byte 8388608 \(4 MiB chunk 2\)/);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('a size other than the one written is a mismatch too', async () => {
+    const data = randomBytes(MiB);
+    const file = await image(data.subarray(0, MiB - 4096));
+    const pool = new Sha256Pool(1);
+    try {
+      await expect(readBackImage({ path: file, name: 'cOS/active.img', sizeBytes: MiB, ...chunks(data) }, { pool, device: '/dev/sdz4' })).rejects.toThrow('cOS/active.img on /dev/sdz4 is 1044480 bytes, 1048576 were written');
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('a hole where data was written reads as zeros and is found', async () => {
+    const data = randomBytes(8 * MiB);
+    const file = await image(Buffer.alloc(0));
+    const fh = await open(file, 'r+');
+    await fh.write(data, 0, 4 * MiB, 0);
+    await fh.truncate(8 * MiB);
+    await fh.close();
+    const pool = new Sha256Pool(1);
+    try {
+      await expect(readBackImage({ path: file, name: 'img', sizeBytes: 8 * MiB, ...chunks(data) }, { pool })).rejects.toThrow('from byte 4194304 (4 MiB chunk 1)');
+    } finally {
+      await pool.close();
+    }
+  });
+});
+
+describe('readBackFile', () => {
+  it('accepts the bytes meant and names the file when they differ', async () => {
+    const file = await image(Buffer.from('state: yes\n'));
+    await expect(readBackFile(file, 'state.yaml', 'state: yes\n')).resolves.toBeUndefined();
+    await expect(readBackFile(file, 'state.yaml', 'state: no\n', '/dev/sdz4')).rejects.toThrow(/^state\.yaml read back from \/dev\/sdz4 differs from what was written: sha256 /);
+  });
+});
+
+describe('physicalOffset', () => {
+  const frag = `Filesystem type is: ef53
+File size of x is 16777216 (4096 blocks of 4096 bytes)
+ ext:     logical_offset:        physical_offset: length:   expected: flags:
+   0:        0..    1023:      34816..     35839:   1024:
+   1:     2048..    2559:      40960..     41471:    512:      35840: last,eof
+x: 2 extents found
+`;
+  it('maps a file byte to its partition byte through the extent holding it', () => {
+    expect(physicalOffset(frag, 0)).toBe(34816 * 4096);
+    expect(physicalOffset(frag, 1023 * 4096 + 5)).toBe(35839 * 4096 + 5);
+    expect(physicalOffset(frag, 2050 * 4096 + 1)).toBe((40960 + 2) * 4096 + 1);
+  });
+  it('a byte in a hole has no place on the partition', () => {
+    expect(physicalOffset(frag, 1500 * 4096)).toBeUndefined();
+    expect(physicalOffset('not filefrag', 0)).toBeUndefined();
+  });
+});

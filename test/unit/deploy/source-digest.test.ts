@@ -1,0 +1,55 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import os from 'node:os';
+import path from 'node:path';
+import { contentManifest, firstDifference, manifestDigest } from '../../../installer/deploy/source-digest.js';
+
+const dirs: string[] = [];
+afterAll(async () => {
+  for (const d of dirs) await rm(d, { recursive: true, force: true });
+});
+
+async function tree(files: Record<string, string>): Promise<string> {
+  const root = await mkdtemp(path.join(os.tmpdir(), 'hv-srcdigest-'));
+  dirs.push(root);
+  for (const [rel, content] of Object.entries(files)) {
+    await mkdir(path.dirname(path.join(root, rel)), { recursive: true });
+    if (content.startsWith('->')) await symlink(content.slice(2), path.join(root, rel));
+    else await writeFile(path.join(root, rel), content, { mode: 0o644 });
+  }
+  return root;
+}
+
+describe('the source content manifest', () => {
+  it("holds every entry, each file's sha256 and each link's target", async () => {
+    const root = await tree({ 'etc/os-release': 'NAME=x\n', 'bin/sh': '->busybox' });
+    const m = await contentManifest(root);
+    expect([...m.keys()]).toEqual(['bin', 'bin/sh', 'etc', 'etc/os-release']);
+    expect(m.get('etc/os-release')).toMatchObject({ type: 'f', size: 7, sha256: createHash('sha256').update('NAME=x\n').digest('hex') });
+    expect(m.get('bin/sh')).toMatchObject({ type: 'l', link: 'busybox' });
+    expect(manifestDigest(m)).toMatch(/^sha256:[0-9a-f]{64}$/);
+  });
+
+  it('a file of the same size with other bytes changes the digest and is named as the difference', async () => {
+    const a = await contentManifest(await tree({ 'etc/x': 'aaaa' }));
+    const b = await contentManifest(await tree({ 'etc/x': 'aaab' }));
+    expect(manifestDigest(a)).not.toBe(manifestDigest(b));
+    expect(firstDifference(a, b)).toEqual({ rel: 'etc/x', text: `/etc/x has sha256 ${b.get('etc/x')!.sha256}, the source's was ${a.get('etc/x')!.sha256}` });
+  });
+
+  it('names a truncated, a missing and an extra file', async () => {
+    const want = await contentManifest(await tree({ 'a': '12345678', 'b': 'x' }));
+    expect(firstDifference(want, await contentManifest(await tree({ 'a': '1234', 'b': 'x' })))?.text).toBe('/a is 4 bytes, the source\'s was 8');
+    expect(firstDifference(want, await contentManifest(await tree({ 'a': '12345678' })))?.text).toBe('/b is missing');
+    expect(firstDifference(want, await contentManifest(await tree({ 'a': '12345678', 'b': 'x', 'c': '' })))?.text).toBe('/c is not in the source');
+    expect(firstDifference(want, want)).toBeUndefined();
+  });
+
+  it('one entry alone, for telling a changed source from a bad disk', async () => {
+    const root = await tree({ 'a/b': 'hello' });
+    const m = await contentManifest(root, { only: 'a/b' });
+    expect([...m.keys()]).toEqual(['a/b']);
+    expect((await contentManifest(root, { only: 'gone' })).size).toBe(0);
+  });
+});

@@ -1,0 +1,40 @@
+import { describe, expect, it } from 'vitest';
+import { describeKernelIoError, parseKernelIoErrors } from '../../../installer/disk/kernel-errors.js';
+
+const DMESG = `[  865.064684] EXT4-fs (loop6p2): mounted filesystem fd3c212b r/w with ordered data mode.
+[  895.545612] I/O error, dev loop1, sector 2048 op 0x1:(WRITE) flags 0xc800 phys_seg 128 prio class 2
+[ 2881.687350] operation not supported error, dev loop1, sector 48469888 op 0x9:(WRITE_ZEROES) flags 0x20000800 phys_seg 0 prio class 2
+[ 2900.000001] I/O error, dev loop12, sector 8 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 2
+[ 2901.100000] blk_update_request: I/O error, dev sda, sector 123 op 0x1:(WRITE) flags 0x0 phys_seg 1 prio class 0
+[ 2902.000000] Buffer I/O error on dev loop1p4, logical block 0, lost async page write
+`;
+
+describe('parseKernelIoErrors', () => {
+  it("keeps the block layer's I/O errors of the given disks, with the byte offset (512-byte sectors)", () => {
+    const got = parseKernelIoErrors(DMESG, ['/dev/loop1']);
+    expect(got[0]).toEqual({ line: 'I/O error, dev loop1, sector 2048 op 0x1:(WRITE) flags 0xc800 phys_seg 128 prio class 2', device: '/dev/loop1', offset: 1048576, op: 'WRITE', at: 895.545612 });
+    // the buffer cache's line about a partition of it, after
+    expect(got.slice(1)).toMatchObject([{ device: '/dev/loop1p4', op: 'WRITE' }]);
+    expect(describeKernelIoError(got[0]!)).toBe('write error at byte 1048576 of /dev/loop1 (kernel: I/O error, dev loop1, sector 2048 op 0x1:(WRITE) flags 0xc800 phys_seg 128 prio class 2)');
+  });
+  it('another disk whose name starts alike is not ours unless it is a partition of it', () => {
+    expect(parseKernelIoErrors(DMESG, ['/dev/loop1']).some((e) => e.device === '/dev/loop12')).toBe(false);
+  });
+  it('reads the older blk_update_request form', () => {
+    expect(parseKernelIoErrors(DMESG, ['/dev/sda'])).toMatchObject([{ device: '/dev/sda', offset: 123 * 512, op: 'WRITE' }]);
+  });
+});
+
+describe('when the block layer was rate-limited', () => {
+  const FS = `[ 3704.876579] JBD2: I/O error when updating journal superblock for loop9p5-8.
+[ 3704.891212] EXT4-fs (loop9p5): I/O error while writing superblock
+[ 3705.000000] Buffer I/O error on dev loop9p5, logical block 0, lost async page write
+[ 3705.100000] Buffer I/O error on dev loop19p5, logical block 0, lost async page write
+`;
+  it("the filesystems' and buffer cache's lines name the partition, without a byte", () => {
+    const got = parseKernelIoErrors(FS, ['/dev/loop9']);
+    expect(got.map((e) => e.device)).toEqual(['/dev/loop9p5', '/dev/loop9p5', '/dev/loop9p5']);
+    expect(got[0]!.offset).toBeUndefined();
+    expect(describeKernelIoError(got[1]!)).toBe('write error on /dev/loop9p5 (kernel: EXT4-fs (loop9p5): I/O error while writing superblock)');
+  });
+});
