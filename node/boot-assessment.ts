@@ -147,3 +147,38 @@ if [ -f "${script}" ]; then
 fi
 `;
 }
+
+/** /oem/hvinstall/upgrade.json: what the last upgrade replaced by what (hvinstall upgrade writes it). */
+export interface UpgradeRecord {
+  version: 1;
+  at: string;
+  from: { name: string; digest: string };
+  to: { name: string; digest: string; source: string; sourceDigest: string };
+  armed: boolean;
+}
+
+/** A name for an image from its os-release: PRETTY_NAME and IMAGE_VERSION when it has one. Pure. */
+export function imageName(osRelease: string): string {
+  const get = (k: string): string | undefined => {
+    let v: string | undefined;
+    for (const line of osRelease.split('\n')) {
+      const m = new RegExp(`^${k}=(.*)$`).exec(line.trim());
+      if (m) v = m[1]!.replace(/^(["'])(.*)\1$/, '$2');
+    }
+    return v;
+  };
+  const pretty = get('PRETTY_NAME') ?? get('NAME') ?? 'unnamed image';
+  const version = get('IMAGE_VERSION');
+  return version && !pretty.includes(version) ? `${pretty} (image ${version})` : pretty;
+}
+
+/** Which image the kernel line says was booted (`cos-img/filename=`; the last one wins, as in dracut). Pure. */
+export function bootedImage(cmdline: string): 'active' | 'passive' | 'recovery' | undefined {
+  let img: string | undefined;
+  for (const arg of cmdline.trim().split(/\s+/)) if (arg.startsWith('cos-img/filename=')) img = arg.slice('cos-img/filename='.length);
+  if (!img) return undefined;
+  if (img.endsWith('/active.img')) return 'active';
+  if (img.endsWith('/passive.img')) return 'passive';
+  if (img.endsWith('/recovery.img')) return 'recovery';
+  return undefined;
+}
