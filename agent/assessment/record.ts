@@ -29,7 +29,7 @@ export interface AssessmentRecord {
   /** One line for people: what happened and what to do. */
   message: string;
   upgrade?: UpgradeRecord;
-  attempt?: { startedAt: string; decidedAt?: string; verdict?: { guard: GuardName; evidence: string; reason: 'failed' | 'deadline' } };
+  attempt?: { startedAt: string; bootId?: string; decidedAt?: string; verdict?: { guard: GuardName; evidence: string; reason: 'failed' | 'deadline' } };
   fallback?: { committedAt: string; why: string; failedImage: string; health?: 'healthy' | 'unhealthy' | 'judging'; unhealthy?: { guard: GuardName; evidence: string } };
 }
 

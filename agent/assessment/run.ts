@@ -21,6 +21,8 @@ export interface AssessmentDeps {
   upgradeFile: string;
   metricsFile: string;
   cmdline: string;
+  /** This boot's id (/proc/sys/kernel/random/boot_id): an agent restarted on the same boot keeps the gate's start. */
+  bootId: string;
   settings: GateSettings;
   readGuards(): Promise<GuardStatus[]>;
   /** `systemctl reboot`; tests pass a recorder. */
@@ -60,9 +62,12 @@ async function judge(d: AssessmentDeps, startedAt: number, stillArmed: () => Pro
 }
 
 async function gate(d: AssessmentDeps, upgrade: UpgradeRecord | undefined): Promise<AssessmentOutcome | undefined> {
-  const startedAt = d.now();
+  // A restarted agent (Restart=on-failure) goes on with the deadline of this boot's attempt, not a fresh one.
+  const previous = await readAssessmentRecord(d.recordFile);
+  const resumed = previous?.outcome === 'trying' && previous.upgrade?.at === upgrade?.at && previous.attempt?.bootId === d.bootId ? previous.attempt.startedAt : undefined;
+  const startedAt = resumed ? Date.parse(resumed) : d.now();
   const name = imageOf(upgrade, 'to');
-  const record: AssessmentRecord = { version: 1, outcome: 'trying', updatedAt: iso(d), upgrade, attempt: { startedAt: iso(d) }, message: `judging ${name}: the node must be healthy (${d.settings.require.join(', ')}) within ${Math.round(d.settings.deadlineMs / 1000)} s, else it boots ${imageOf(upgrade, 'from')} again` };
+  const record: AssessmentRecord = { version: 1, outcome: 'trying', updatedAt: iso(d), upgrade, attempt: { startedAt: new Date(startedAt).toISOString(), bootId: d.bootId }, message: `judging ${name}: the node must be healthy (${d.settings.require.join(', ')}) within ${Math.round(d.settings.deadlineMs / 1000)} s, else it boots ${imageOf(upgrade, 'from')} again` };
   await save(d, record);
   await d.announce('info', [`boot assessment: ${record.message}`]);
   const trying = async (): Promise<boolean> => {

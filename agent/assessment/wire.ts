@@ -22,7 +22,8 @@ import { tellCluster } from './cluster.js';
 export const ASSESSMENT_METRICS_PATH = '/var/lib/node_exporter/textfile_collector/hvagent_assessment.prom';
 export const REBOOT_REQUEST_PATH = '/run/hvagent/reboot-requested';
 
-export function assessmentDeps(rootDir: string, settings: AgentSettings, log: Logger, signal: AbortSignal, cmdline: string, config?: HarvesterConfig): AssessmentDeps {
+export function assessmentDeps(rootDir: string, settings: AgentSettings, log: Logger, signal: AbortSignal, boot: { cmdline: string; bootId: string }, config?: HarvesterConfig): AssessmentDeps {
+  const { cmdline, bootId } = boot;
   const root = (p: string): string => (rootDir === '/' ? p : path.join(rootDir, p));
   const real = rootDir === '/';
   return {
@@ -31,6 +32,7 @@ export function assessmentDeps(rootDir: string, settings: AgentSettings, log: Lo
     upgradeFile: root(UPGRADE_RECORD_PATH),
     metricsFile: root(ASSESSMENT_METRICS_PATH),
     cmdline,
+    bootId,
     settings: gateSettings(settings.common),
     readGuards: async () => (await readStatus(statusFile(rootDir))).guards,
     reboot: async () => {
@@ -55,7 +57,8 @@ export async function startAssessment(rootDir: string, settings: AgentSettings, 
   try {
     const root = (p: string): string => (rootDir === '/' ? p : path.join(rootDir, p));
     const cmdline = await readFile(root('/proc/cmdline'), 'utf8').catch(() => '');
-    const outcome = await runAssessment(assessmentDeps(rootDir, settings, log, signal, cmdline, config));
+    const bootId = (await readFile(root('/proc/sys/kernel/random/boot_id'), 'utf8').catch(() => '')).trim();
+    const outcome = await runAssessment(assessmentDeps(rootDir, settings, log, signal, { cmdline, bootId }, config));
     if (outcome) log.info('boot assessment done', { outcome });
   } catch (err) {
     log.error('boot assessment failed', { error: (err as Error).message });

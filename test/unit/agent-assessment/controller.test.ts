@@ -52,6 +52,7 @@ function deps(cmdline: string, guards: () => GuardStatus[], clock = { t: 0 }): R
     upgradeFile: path.join(dir, 'oem/hvinstall/upgrade.json'),
     metricsFile: path.join(dir, 'metrics/hvagent_assessment.prom'),
     cmdline,
+    bootId: 'boot-1',
     settings: { deadlineMs: 60_000, require: ['network-online', 'node-identity', 'time-sync', 'rke2', 'longhorn-disk'], pollMs: 1000 },
     readGuards: async () => guards(),
     reboot: async () => void r.reboots++,
@@ -104,6 +105,15 @@ describe('on the attempt (the upgraded image, state trying)', () => {
     expect(await runAssessment(r.deps)).toBe('failed-rebooting');
     expect((await readAssessmentRecord(r.deps.recordFile))?.attempt?.verdict).toMatchObject({ guard: 'rke2', reason: 'deadline', evidence: 'rke2-server is activating' });
     expect(r.reboots).toBe(1);
+  });
+
+  it('an agent restarted on the same boot keeps the attempt\'s deadline (no fresh 60 s)', async () => {
+    await node('trying');
+    await writeFile(path.join(dir, 'oem/hvinstall/assessment.json'), JSON.stringify({ version: 1, outcome: 'trying', updatedAt: 'x', message: 'm', upgrade, attempt: { startedAt: new Date(-50_000).toISOString(), bootId: 'boot-1' } }));
+    const clock = { t: 0 };
+    const r = deps(ACTIVE, () => [guard('network-online', 'running', 'no carrier')], clock);
+    expect(await runAssessment(r.deps)).toBe('failed-rebooting');
+    expect(clock.t).toBe(10_000);
   });
 
   it('disarmed by the operator while the gate waits: no verdict, no reboot', async () => {
