@@ -20,13 +20,18 @@ up_mount() {
   echo "$dir"
 }
 
-# up_image_version FILE-IN-COS_STATE: the IMAGE_VERSION of an image on the attached disk ('-' when absent).
+# up_image_version FILE-IN-COS_STATE: the IMAGE_VERSION of an image on the attached disk and its
+# filesystem label, VERSION/LABEL ('-' when absent).
 up_image_version() {
-  local st v
+  local st v l
   st=$(up_mount COS_STATE)
-  if [ -e "$st/$1" ]; then v=$(debugfs -R 'cat /usr/lib/os-release' "$st/$1" 2>/dev/null | sed -n 's/^IMAGE_VERSION=//p'); else v=-; fi
+  if [ -e "$st/$1" ]; then
+    v=$(debugfs -R 'cat /usr/lib/os-release' "$st/$1" 2>/dev/null | sed -n 's/^IMAGE_VERSION=//p')
+    l=$(blkid -p -o value -s LABEL "$st/$1")
+    v="${v:-?}/$l"
+  else v=-; fi
   umount "$st"; rmdir "$st"
-  echo "${v:-?}"
+  echo "$v"
 }
 
 # up_expect_images ACTIVE PASSIVE FAILED STATE: the images' versions (v1 is the base image, '-' absent) and the grub state.
@@ -37,9 +42,15 @@ up_expect_images() {
   st=$(up_mount COS_STATE); env=$(grub-editenv "$st/hv_assessment" list | sed -n 's/^hv_assessment_state=//p'); umount "$st"; rmdir "$st"
   fb_detach
   local want_a=$1 want_p=$2 want_f=$3
-  for v in want_a want_p want_f; do case ${!v} in v1) eval "$v=\$UP_BASE" ;; -) ;; *) eval "$v=\$UP_BASE-\${!v}" ;; esac; done
+  # VERSION/LABEL: v1 is the base image; active.img must be labelled COS_ACTIVE, passive.img COS_PASSIVE.
+  local label
+  for v in want_a want_p want_f; do
+    case $v in want_a) label=COS_ACTIVE ;; want_p) label=COS_PASSIVE ;; *) label='*' ;; esac
+    case ${!v} in v1) eval "$v=\$UP_BASE/\$label" ;; -) ;; *) eval "$v=\$UP_BASE-\${!v}/\$label" ;; esac
+  done
   say "   images: active $a, passive $p, failed $f; grub state '${env}'"
-  [ "$a" = "$want_a" ] && [ "$p" = "$want_p" ] && [ "$f" = "$want_f" ] && [ "$env" = "$4" ] ||
+  # shellcheck disable=SC2053 # the failed image's label is a pattern: any
+  [ "$a" = "$want_a" ] && [ "$p" = "$want_p" ] && [[ $f == $want_f ]] && [ "$env" = "$4" ] ||
     die "upgrade: expected active $want_a, passive $want_p, failed $want_f, state '$4'"
 }
 
@@ -60,7 +71,7 @@ up_attempt_fails() {
   QEMU_SMP=$FB_SMP QEMU_WRAP="ip netns exec $FB_QNS" run_qemu "$name" "$BOOT_TIMEOUT" $FB_NO_VGA \
     -drive file="$FB_DISK",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=HVE2EFB001,drive=d0 \
     -netdev tap,id=mgmt0,ifname=fbtap0,script=no,downscript=no -device virtio-net-pci,netdev=mgmt0,id=nic0,mac="$FB_MAC",bus=pcie.0,addr=0x5 \
-    -serial stdio -fw_cfg name=opt/hvtest/report,string=0 || die "$name: QEMU exited with status $?"
+    -serial stdio -monitor none -fw_cfg name=opt/hvtest/report,string=0 || die "$name: QEMU exited with status $?"
   expect_line "$name" 'boot assessment: trying the upgraded image once' "grub did not start the armed attempt"
   expect_line "$name" 'hv.assessment=attempt' "the attempt's kernel line lacks the assessment arguments"
   if has_line "$name" 'reboot: Power down'; then die "$name: the attempt powered off instead of going back to grub"; fi
