@@ -35,6 +35,12 @@ export function assessmentLine(v: AssessmentView | undefined): string {
   return `boot assessment: ${sw}${pending}${v.record ? `; last: ${v.record.outcome}: ${v.record.message}` : ''}`;
 }
 
+/** The line for the node's status screen, only when it matters now: an attempt, a fallback, an unassessed upgrade. Pure. */
+export function notableAssessment(v: AssessmentView | undefined): string | undefined {
+  const o = v?.record?.outcome;
+  return o === 'trying' || o === 'failed-rebooting' || o === 'fell-back' || o === 'unrecorded' ? assessmentLine(v) : undefined;
+}
+
 export async function readAssessmentView(rootDir: string): Promise<AssessmentView | undefined> {
   const root = (p: string): string => (rootDir === '/' ? p : path.join(rootDir, p));
   const env = await readAssessmentEnv(cosState(root(COS_STATE_MOUNT), false)).catch(() => undefined);

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { bootAction, gateVerdict } from '../../../agent/assessment/decide.js';
-import { assessmentLine } from '../../../agent/assessment/command.js';
+import { assessmentLine, notableAssessment } from '../../../agent/assessment/command.js';
+import { dashboard } from '../../../agent/console/dashboard.js';
 import { fallbackClusterObjects } from '../../../agent/assessment/cluster.js';
 import type { GuardName, GuardStatus } from '../../../agent/guard.js';
 
@@ -50,6 +51,13 @@ describe('what is told', () => {
     expect(assessmentLine({ enabled: false, state: '' })).toMatch(/DISABLED \(hvagent assessment arm\)/);
     expect(assessmentLine({ enabled: true, state: 'fallback', record: { version: 1, outcome: 'fell-back', updatedAt: 'x', message: 'UPGRADE FAILED: v3' } })).toBe('boot assessment: enabled, pending: fallback; last: fell-back: UPGRADE FAILED: v3');
   });
+  it("the node's status screen shows the line only when it matters now", () => {
+    const rec = (outcome: 'committed' | 'fell-back') => ({ enabled: true, state: '', record: { version: 1 as const, outcome, updatedAt: 'x', message: `m ${outcome}` } });
+    expect(notableAssessment(rec('committed'))).toBeUndefined();
+    expect(notableAssessment(rec('fell-back'))).toMatch(/last: fell-back: m fell-back/);
+    expect(dashboard({ alive: false, hostname: 'h', addresses: [], now: 0, assessment: 'boot assessment: X' }).notes).toContain('boot assessment: X');
+  });
+
   it('the cluster gets the Node cordoned and annotated, and a Warning Event on it', () => {
     const { patch, event } = fallbackClusterObjects('node-1', { version: 1, outcome: 'fell-back', updatedAt: 'x', message: 'UPGRADE FAILED: v3' }, 'T');
     expect(patch).toEqual({ spec: { unschedulable: true }, metadata: { annotations: { 'hvinstall.io/upgrade-fallback': 'UPGRADE FAILED: v3' } } });
