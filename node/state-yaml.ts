@@ -69,3 +69,10 @@ export function activeDigestOf(text: string): string {
   const active = entry(entry(doc?.state)?.active);
   return typeof active?.digest === 'string' ? active.digest : '';
 }
+
+/** The source state.yaml records for active.img ('' when none): names an image no upgrade record does. Pure. */
+export function activeSourceOf(text: string): string {
+  const doc = parse(text) as Doc | null;
+  const active = entry(entry(doc?.state)?.active);
+  return typeof active?.source === 'string' ? active.source : '';
+}

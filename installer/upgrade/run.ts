@@ -13,7 +13,7 @@ import type { Logger } from '../../lib/logger.js';
 import { buildImageFile, type BuiltImage } from '../deploy/index.js';
 import { ASSESSMENT_ENV_FILE, bootedImage, FAILED_IMAGE_FILE, imageName, STATE_GRUBCUSTOM_FILE, UPGRADE_RECORD_PATH, ACTIVE_IMAGE_FILE, PASSIVE_IMAGE_FILE, type UpgradeRecord } from '../../node/boot-assessment.js';
 import { readGrubenvFile } from '../../node/grubenv.js';
-import { activeDigestOf } from '../../node/state-yaml.js';
+import { activeDigestOf, activeSourceOf } from '../../node/state-yaml.js';
 import { armAssessment, writeUpgradeRecord } from './arm.js';
 import { formatUpgradePlan, planUpgrade, type UpgradeFacts, type UpgradePlan } from './plan.js';
 import { openUpgradeSource, type UpgradeSource } from './source.js';
@@ -121,9 +121,13 @@ export async function runUpgrade(opts: UpgradeOptions): Promise<UpgradeOutcome> 
 
 /** The image now active: its digest from state.yaml, its name from the last upgrade's record when it is that image. */
 async function currentImage(t: UpgradeTarget): Promise<{ name: string; digest: string }> {
-  const digest = activeDigestOf(await readFile(path.join(t.stateDir, 'state.yaml'), 'utf8').catch(() => ''));
+  const yaml = await readFile(path.join(t.stateDir, 'state.yaml'), 'utf8').catch(() => '');
+  const digest = activeDigestOf(yaml);
   const record = await readFile(path.join(t.oemDir, path.relative('/oem', UPGRADE_RECORD_PATH)), 'utf8').then((x) => JSON.parse(x) as UpgradeRecord).catch(() => undefined);
-  return { digest, name: record?.to.digest === digest && digest ? record.to.name : 'the image installed before this upgrade' };
+  if (record?.to.digest === digest && digest) return { digest, name: record.to.name };
+  // After a committed fallback the running image is the last upgrade's `from` (relabelled, so its digest changed).
+  if (record && record.from.digest && activeSourceOf(yaml) && activeSourceOf(yaml) !== record.to.source) return { digest, name: `${record.from.name}` };
+  return { digest, name: activeSourceOf(yaml) ? `the image from ${activeSourceOf(yaml)}` : 'the image installed before this upgrade' };
 }
 
 async function buildStep(target: UpgradeTarget, journal: UpgradeJournal, opts: UpgradeOptions, sources: UpgradeSource[]): Promise<void> {
