@@ -30,7 +30,7 @@ export interface AssessmentRecord {
   message: string;
   upgrade?: UpgradeRecord;
   attempt?: { startedAt: string; bootId?: string; decidedAt?: string; verdict?: { guard: GuardName; evidence: string; reason: 'failed' | 'deadline' } };
-  fallback?: { committedAt: string; why: string; failedImage: string; health?: 'healthy' | 'unhealthy' | 'judging'; unhealthy?: { guard: GuardName; evidence: string } };
+  fallback?: { /** '' while the commit runs. */ committedAt: string; why: string; failedImage: string; health?: 'healthy' | 'unhealthy' | 'judging'; unhealthy?: { guard: GuardName; evidence: string } };
 }
 
 export async function readAssessmentRecord(file: string): Promise<AssessmentRecord | undefined> {

@@ -99,12 +99,15 @@ async function gate(d: AssessmentDeps, upgrade: UpgradeRecord | undefined): Prom
 async function fallback(d: AssessmentDeps, upgrade: UpgradeRecord | undefined, why: string): Promise<AssessmentOutcome | undefined> {
   const previous = await readAssessmentRecord(d.recordFile);
   const reason = fallbackReason(previous, upgrade);
-  const did = await commitFallback(d.cos, d.signal);
-  for (const x of did) d.log.info('boot assessment: fallback commit', { did: x });
   const message = `UPGRADE FAILED: ${imageOf(upgrade, 'to')}: ${reason}. ${why}; the node runs ${imageOf(upgrade, 'from')}, which is active.img again; the failed image is kept as ${FAILED_IMAGE_FILE} until the next upgrade`;
-  const record: AssessmentRecord = { version: 1, outcome: 'fell-back', updatedAt: iso(d), message, upgrade, attempt: previous?.upgrade?.at === upgrade?.at ? previous?.attempt : undefined, fallback: { committedAt: iso(d), why: reason, failedImage: FAILED_IMAGE_FILE, health: 'judging' } };
+  const record: AssessmentRecord = { version: 1, outcome: 'fell-back', updatedAt: iso(d), message, upgrade, attempt: previous?.upgrade?.at === upgrade?.at ? previous?.attempt : undefined, fallback: { committedAt: '', why: reason, failedImage: FAILED_IMAGE_FILE, health: 'judging' } };
+  // Told before the commit, which reads the whole previous image once (its new digest): minutes on a slow machine.
   await save(d, record);
   await d.announce('error', [`boot assessment: ${message}`]);
+  const did = await commitFallback(d.cos, d.signal);
+  for (const x of did) d.log.info('boot assessment: fallback commit', { did: x });
+  record.fallback!.committedAt = iso(d);
+  await save(d, { ...record, updatedAt: iso(d) });
   const v = await judge(d, d.now(), async () => true);
   // After the judgement: RKE2 and its API had the gate's time to come up.
   await d.tellCluster?.(record).catch((err: Error) => d.log.warn('boot assessment: could not tell the cluster', { error: err.message }));
