@@ -15,6 +15,8 @@ import { loadSettings, SETTINGS_PATH } from './settings.js';
 import { formatStatusTable, isProcessAlive, readStatus } from './status.js';
 import { detectBootstrapMode } from './mode.js';
 import { systemdNotifier } from './sd-notify.js';
+import { ASSESSMENT_USAGE, assessmentCommand, assessmentLine, readAssessmentView } from './assessment/command.js';
+import { startAssessment } from './assessment/wire.js';
 
 const COMMON = `  --guard NAME   only this guard (repeatable), without its dependencies: for debugging one guard
   --root DIR     every node path (/oem, /etc, /run, /sys, …) under DIR (default /)
@@ -56,6 +58,12 @@ export const COMMANDS = {
     usage: `usage: hvagent status [--json] [--root DIR]\n\nEach guard's phase, attempts, detail or last error, next retry and timestamps.\n  --json       the status document as JSON (always JSON, also when there is no status yet)\n  --root DIR   the node's root (default /)\nExit codes: 0 no guard failed, 1 a guard failed, 2 usage or no status to read.`,
     options: { json: { type: 'boolean' }, root: { type: 'string' } },
   },
+  assessment: {
+    name: 'assessment',
+    summary: "boot assessment of upgrades: status, or the operator's disarm and arm (docs/upgrade.md)",
+    usage: ASSESSMENT_USAGE,
+    options: { json: { type: 'boolean' }, root: { type: 'string' } },
+  },
   console: {
     name: 'console',
     summary: "the node's status screen for tty1 (docs/console.md)",
@@ -77,8 +85,9 @@ function parse(cmd: CommandName, args: string[]): Record<string, unknown> | unde
   let values: Record<string, unknown>;
   try {
     const parsed = parseArgs({ args, options: { ...def.options, ...HELP_OPTION }, allowPositionals: true, strict: true });
-    if (parsed.positionals.length > 0) throw new Error(`unexpected argument '${parsed.positionals[0]}'`);
-    values = parsed.values;
+    const allowed = cmd === 'assessment' ? 1 : 0;
+    if (parsed.positionals.length > allowed) throw new Error(`unexpected argument '${parsed.positionals[allowed]}'`);
+    values = { ...parsed.values, positionals: parsed.positionals };
   } catch (err) {
     throw new HvError((err as Error).message, { hint: `run 'hvagent ${cmd} --help' for usage`, exitCode: ExitCode.usage });
   }
@@ -122,6 +131,8 @@ async function runCommand(mode: 'run' | 'once', args: string[]): Promise<number>
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  // Boot assessment beside the guards (docs/upgrade.md): only the daemon, and only with every guard.
+  const assessment = mode === 'run' && !only ? startAssessment(rootDir, settings, log, stop.signal, node.config) : Promise.resolve();
   try {
     const result = await runGuards({
       mode,
@@ -134,6 +145,7 @@ async function runCommand(mode: 'run' | 'once', args: string[]): Promise<number>
       bootstrap,
       onReady: (status) => notify({ READY: '1', STATUS: status }),
     });
+    await assessment;
     if (result.stopped) return mode === 'run' ? ExitCode.ok : ExitCode.checkFailed;
     return result.ok ? ExitCode.ok : ExitCode.checkFailed;
   } finally {
@@ -155,8 +167,9 @@ async function statusCommand(args: string[]): Promise<number> {
     process.stdout.write(JSON.stringify({ error: { message: err.message, hint: err.hint ?? null } }, null, 2) + '\n');
     return err.exitCode;
   }
-  if (v.json) process.stdout.write(JSON.stringify(doc, null, 2) + '\n');
-  else process.stdout.write(formatStatusTable(doc, { now: Date.now(), alive: isProcessAlive(doc.pid) }));
+  const assessment = await readAssessmentView(rootDir).catch(() => undefined);
+  if (v.json) process.stdout.write(JSON.stringify({ ...doc, assessment: assessment ?? null }, null, 2) + '\n');
+  else process.stdout.write(formatStatusTable(doc, { now: Date.now(), alive: isProcessAlive(doc.pid) }) + assessmentLine(assessment) + '\n');
   return doc.guards.some((g) => g.phase === 'failed') ? ExitCode.checkFailed : ExitCode.ok;
 }
 
@@ -180,6 +193,11 @@ export const program: Program = {
   run(cmd, rest) {
     if (cmd === 'run' || cmd === 'once') return runCommand(cmd, rest);
     if (cmd === 'status') return statusCommand(rest);
+    if (cmd === 'assessment') {
+      const v = parse('assessment', rest);
+      if (!v) return Promise.resolve(ExitCode.ok);
+      return assessmentCommand((v.positionals as string[])[0] ?? 'status', path.resolve((v.root as string | undefined) ?? '/'), v.json === true);
+    }
     return consoleCommand(rest);
   },
 };

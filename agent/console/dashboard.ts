@@ -20,6 +20,8 @@ export interface DashboardInput {
   /** The node's IPv4 addresses with their interface, e.g. "mgmt-br 10.0.0.11/24". */
   addresses: string[];
   now: number;
+  /** The boot assessment's line when an operator must know it (a fallback, an attempt judged now). */
+  assessment?: string;
 }
 
 export interface GuardRow {
@@ -80,6 +82,7 @@ export function dashboard(input: DashboardInput): DashboardView {
   const role = config?.install?.role ?? 'default';
   const roleText = !config ? 'unknown (no node config)' : mode === 'create' ? `${role} (this node created the cluster)` : mode === 'join' ? `${role} (joined ${config.serverUrl ?? 'a cluster'})` : `${mode ?? 'unknown'} mode`;
   if (input.configProblem) notes.push(`node config: ${input.configProblem}`);
+  if (input.assessment) notes.push(input.assessment);
 
   let nodeState: string;
   let clusterState: string;

@@ -16,6 +16,7 @@ import { configCandidates, loadNodeConfig } from '../node-config.js';
 import { statusFile } from '../runner.js';
 import type { AgentSettings } from '../settings.js';
 import { isProcessAlive, readStatus } from '../status.js';
+import { notableAssessment, readAssessmentView } from '../assessment/command.js';
 import { dashboard, type DashboardInput, type DashboardView } from './dashboard.js';
 
 export interface DashboardOptions {
@@ -113,6 +114,7 @@ export async function runDashboard(opts: DashboardOptions): Promise<number> {
     } catch (err) {
       input.statusProblem = (err as Error).message;
     }
+    input.assessment = notableAssessment(await readAssessmentView(opts.rootDir).catch(() => undefined));
     screen.view = dashboard(input);
     screen.addresses = input.addresses;
     screen.hostname = input.hostname;

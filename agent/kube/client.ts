@@ -56,7 +56,12 @@ export class KubeClient {
     return this.call('PATCH', `/api/v1/nodes/${encodeURIComponent(name)}`, patch, 'application/merge-patch+json');
   }
 
-  private async call<T>(method: 'GET' | 'PATCH', apiPath: string, body?: unknown, contentType?: string): Promise<T> {
+  /** Creates a core/v1 Event (what `kubectl describe node` and the dashboards show). */
+  createEvent(namespace: string, event: unknown): Promise<KubeObject> {
+    return this.call('POST', `/api/v1/namespaces/${encodeURIComponent(namespace)}/events`, event, 'application/json');
+  }
+
+  private async call<T>(method: 'GET' | 'PATCH' | 'POST', apiPath: string, body?: unknown, contentType?: string): Promise<T> {
     const url = new URL(apiPath, this.creds.server).toString();
     const headers: Record<string, string> = { accept: 'application/json' };
     if (this.creds.token) headers.authorization = `Bearer ${this.creds.token}`;

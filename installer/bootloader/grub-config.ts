@@ -2,6 +2,7 @@
  * Pure renderers for the boot chain: the kernel command line of each entry, the early config
  * embedded in the EFI binary, the main grub.cfg on COS_STATE, and the environment blocks.
  */
+import { OWN_CHAIN_ENTRIES, renderAssessmentHook } from '../../node/boot-assessment.js';
 
 export const LABELS = {
   state: 'COS_STATE',
@@ -153,6 +154,9 @@ fi
 `;
 }
 
+/** The variable the boot-assessment script sets for an entry's extra kernel arguments (empty unless armed). */
+const ASSESSMENT_ARGS_VAR: Partial<Record<BootEntryId, string>> = { active: 'hv_assessment_active_args', passive: 'hv_assessment_passive_args' };
+
 /** COS_STATE/grub2/grub.cfg: entries active -> passive -> recovery, one-shot and saved entries, fallback. */
 export function renderGrubCfg(opts: GrubConfigOptions = {}): string {
   const entries = bootEntries(opts);
@@ -165,7 +169,7 @@ export function renderGrubCfg(opts: GrubConfigOptions = {}): string {
     echo "hvinstall: ERROR: the partition holding ${e.image} was not found"
   else
     loopback hv${e.id} ($${e.deviceVar})${e.image}
-    linux (hv${e.id})/boot/vmlinuz ${e.cmdline}
+    linux (hv${e.id})/boot/vmlinuz ${e.cmdline}${ASSESSMENT_ARGS_VAR[e.id] ? ` \${${ASSESSMENT_ARGS_VAR[e.id]}}` : ''}
     initrd (hv${e.id})/boot/initrd
   fi
 }`,
@@ -217,6 +221,10 @@ if [ -n "$hv_label_error" ]; then
 fi
 
 ${body}
+
+if [ -n "$hv_dev_state" ]; then
+${renderAssessmentHook(OWN_CHAIN_ENTRIES, '($hv_dev_state)').trimEnd()}
+fi
 
 if [ -n "$hv_dev_oem" ]; then
   if [ -f ($hv_dev_oem)/grubcustom ]; then

@@ -24,10 +24,12 @@ import {
 import { assertLabelsUnique } from './labels.js';
 import { espFiles, grubEntryName, patchNoFloppy, renderDebugGrubcustom, renderEspStubCfg, IMAGE_EFI_VENDOR_DIR, type ImageBootChain } from './image-chain.js';
 import { chainFiles, extractImageFiles, IMAGE_OS_RELEASE } from './image-chain-source.js';
+import { writeBootAssessment } from './assessment.js';
 
 export * from './grub-config.js';
 export { assertLabelsUnique, devicesWithLabels, duplicateLabels, labelledDevices } from './labels.js';
 export * from './image-chain.js';
+export { renderStateGrubcustom, writeBootAssessment } from './assessment.js';
 
 /** Where Debian's grub packages keep the platform modules. */
 export const GRUB_LIB = '/usr/lib/grub';
@@ -71,6 +73,7 @@ export async function installBootloader(req: BootloaderRequest): Promise<void> {
   await writeFileAtomic(path.join(req.stateDir, GRUB_CFG), renderGrubCfg({ tty: req.tty }));
   await writeGrubenv(path.join(req.stateDir, 'grub_oem_env'), stateGrubenvVars());
   await writeGrubenv(path.join(req.oemDir, 'grubenv'), oemGrubenvVars(req.thirdPartyKernelArgs ?? ''));
+  await writeBootAssessment(req.stateDir, writeGrubenv);
   // Harvester ships an empty grubcustom: without it some firmware spends minutes searching for it.
   await writeFileAtomic(path.join(req.oemDir, 'grubcustom'), '');
 }
@@ -97,7 +100,7 @@ async function installImageChain(req: BootloaderRequest, chain: ImageBootChain):
     await writeFileAtomic(path.join(req.stateDir, GRUB_CFG), grubCfg);
     const osRelease = await readFile(path.join(root, IMAGE_OS_RELEASE), 'utf8').catch(() => undefined);
     await writeGrubenv(path.join(req.stateDir, 'grub_oem_env'), { ...stateGrubenvVars(), default_menu_entry: grubEntryName(osRelease) ?? 'Harvester' });
-    await writeFileAtomic(path.join(req.stateDir, 'grubcustom'), renderDebugGrubcustom());
+    await writeBootAssessment(req.stateDir, writeGrubenv, renderDebugGrubcustom());
     await writeGrubenv(path.join(req.oemDir, 'grubenv'), oemGrubenvVars(req.thirdPartyKernelArgs ?? ''));
     await writeFileAtomic(path.join(req.oemDir, 'grubcustom'), '');
   } finally {

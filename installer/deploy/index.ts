@@ -274,3 +274,5 @@ async function fsyncFile(file: string): Promise<void> {
     await fh.close();
   }
 }
+export { buildImageFile, sidecarPath, type BuiltImage, type ImageBuildRequest } from './single-image.js';
+export { imageDigest } from './sparse-copy.js';

@@ -17,6 +17,8 @@
 # a network namespace of this stage's own (fb_net): dnsmasq leases the address with a router (the
 # network-online guard requires a default route, which QEMU's restricted user network never
 # offers) and answers DNS, a chronyd there serves NTP; nothing leaves the namespace.
+# FB_TAG: the prefix of this chain's files and namespaces (the upgrade stage runs these functions as `up`).
+FB_TAG=${FB_TAG:-fb}
 FB_NIC=enp0s5
 FB_MAC=52:54:00:e2:e0:fb
 FB_DISK=
@@ -65,40 +67,40 @@ fb_build() {
 }
 
 fb_install() {
-  FB_DISK="$OUT/fb-disk.raw"
+  FB_DISK="$OUT/$FB_TAG-disk.raw"
   truncate -s 260G "$FB_DISK"
   fb_attach
-  sed "s#@DEVICE@#$LOOP#; s#@NIC@#$FB_NIC#; s#@MAC@#$FB_MAC#" "$REPO/test/e2e/first-boot.yaml" > "$OUT/fb-config.yaml"
-  FB_NETNS="hv-e2e-fb-$$"
+  sed "s#@DEVICE@#$LOOP#; s#@NIC@#$FB_NIC#; s#@MAC@#$FB_MAC#" "$REPO/test/e2e/first-boot.yaml" > "$OUT/$FB_TAG-config.yaml"
+  FB_NETNS="hv-e2e-$FB_TAG-$$"
   ip netns add "$FB_NETNS"
   ip -n "$FB_NETNS" link add "$FB_NIC" address "$FB_MAC" type veth peer name fb-peer0 || die "first-boot: cannot create the stand-in NIC in $FB_NETNS"
   # An image bundle in Harvester's layout, copied by the install onto COS_PERSISTENT.
-  node "$REPO/test/e2e/first-boot-bundle.mjs" "$OUT/fb-bundle" > "$OUT/fb-bundle.json" || die "first-boot: cannot write the image bundle"
-  node -p "const b = require('$OUT/fb-bundle.json'); b.archive + ' ' + b.sha256" | tr -d '\n' > "$OUT/fb-bundle.txt"
-  node -p "require('$OUT/fb-bundle.json').images.join(' ')" | tr -d '\n' > "$OUT/fb-bundle-images.txt"
+  node "$REPO/test/e2e/first-boot-bundle.mjs" "$OUT/$FB_TAG-bundle" > "$OUT/$FB_TAG-bundle.json" || die "first-boot: cannot write the image bundle"
+  node -p "const b = require('$OUT/$FB_TAG-bundle.json'); b.archive + ' ' + b.sha256" | tr -d '\n' > "$OUT/$FB_TAG-bundle.txt"
+  node -p "require('$OUT/$FB_TAG-bundle.json').images.join(' ')" | tr -d '\n' > "$OUT/$FB_TAG-bundle-images.txt"
   [ "$FB_AGENT" = none ] || [ -s "$FB_AGENT/hvagent-payload.json" ] || die "first-boot: no hvagent payload in $FB_AGENT (make build writes build/hvagent-payload; HV_E2E_FB_AGENT=none installs without the agent)"
   local t0=$SECONDS
-  ip netns exec "$FB_NETNS" "$REPO/bin/hvinstall" install --config "$OUT/fb-config.yaml" --source "$FB_SQUASHFS" --bundle "$OUT/fb-bundle" \
+  ip netns exec "$FB_NETNS" "$REPO/bin/hvinstall" install --config "$OUT/$FB_TAG-config.yaml" --source "$FB_SQUASHFS" --bundle "$OUT/$FB_TAG-bundle" \
     --agent "$FB_AGENT" --yes \
-    --progress plain --state-dir "$OUT/fb-state" > "$OUT/fb-install.log" 2>&1 ||
-    { tail -n 30 "$OUT/fb-install.log" >&2; die "first-boot: hvinstall install of the systemd OS failed (see $OUT/fb-install.log)"; }
-  say "   hvinstall install: $((SECONDS - t0)) s ($(grep -E '^installed ' "$OUT/fb-install.log" | head -n 1 | cut -c1-80))"
+    --progress plain --state-dir "$OUT/$FB_TAG-state" > "$OUT/$FB_TAG-install.log" 2>&1 ||
+    { tail -n 30 "$OUT/$FB_TAG-install.log" >&2; die "first-boot: hvinstall install of the systemd OS failed (see $OUT/$FB_TAG-install.log)"; }
+  say "   hvinstall install: $((SECONDS - t0)) s ($(grep -E '^installed ' "$OUT/$FB_TAG-install.log" | head -n 1 | cut -c1-80))"
   # The test OS carries an Elemental boot chain: the disk boots through it, not hvinstall's own grub.
-  grep -q "boot chain: the image's own" "$OUT/fb-install.log" ||
-    { grep -a 'boot chain' "$OUT/fb-install.log" >&2; die "first-boot: the install did not choose the test OS's own boot chain (see $OUT/fb-install.log)"; }
+  grep -q "boot chain: the image's own" "$OUT/$FB_TAG-install.log" ||
+    { grep -a 'boot chain' "$OUT/$FB_TAG-install.log" >&2; die "first-boot: the install did not choose the test OS's own boot chain (see $OUT/$FB_TAG-install.log)"; }
   ip netns delete "$FB_NETNS"; FB_NETNS=
   local oem
   oem=$(fb_partition COS_OEM) || die "first-boot: no COS_OEM on the installed disk"
-  debugfs -R "cat /90_custom.yaml" "$oem" 2>/dev/null > "$OUT/fb-90_custom.yaml"
+  debugfs -R "cat /90_custom.yaml" "$oem" 2>/dev/null > "$OUT/$FB_TAG-90_custom.yaml"
   # What the installer's layout says, read with a YAML parser (the guest's initramfs has its own).
   FB_STATE_PATHS=$(cd "$REPO" && node --input-type=module -e "
     import { parse } from 'yaml';
     import { readFileSync } from 'node:fs';
-    const e = (parse(readFileSync('$OUT/fb-90_custom.yaml', 'utf8')).stages?.rootfs ?? []).find((x) => x.environment_file === '/run/cos/cos-layout.env');
+    const e = (parse(readFileSync('$OUT/$FB_TAG-90_custom.yaml', 'utf8')).stages?.rootfs ?? []).find((x) => x.environment_file === '/run/cos/cos-layout.env');
     process.stdout.write(String(e?.environment?.PERSISTENT_STATE_PATHS ?? ''));")
-  [ -n "$FB_STATE_PATHS" ] || die "first-boot: /oem/90_custom.yaml on the installed disk has no PERSISTENT_STATE_PATHS (see $OUT/fb-90_custom.yaml)"
+  [ -n "$FB_STATE_PATHS" ] || die "first-boot: /oem/90_custom.yaml on the installed disk has no PERSISTENT_STATE_PATHS (see $OUT/$FB_TAG-90_custom.yaml)"
   case " $FB_STATE_PATHS " in *" /var/lib/hvtest-extra "*) ;; *) die "first-boot: the installer's layout lacks the config's persistent_state_paths entry" ;; esac
-  printf '%s' "$FB_STATE_PATHS" > "$OUT/fb-state-paths.txt"
+  printf '%s' "$FB_STATE_PATHS" > "$OUT/$FB_TAG-state-paths.txt"
   fb_detach
 }
 
@@ -106,7 +108,7 @@ fb_install() {
 # 10.0.2.3 DNS), with dnsmasq (DHCP: 10.0.2.15 with a router; DNS: Debian's NTP pool names are
 # 10.0.2.2) and chronyd (NTP from the host's clock, never setting it). Lives for all three boots.
 fb_net() {
-  FB_QNS="hv-e2e-fbq-$$"
+  FB_QNS="hv-e2e-${FB_TAG}q-$$"
   ip netns add "$FB_QNS"
   ip -n "$FB_QNS" link set lo up
   ip -n "$FB_QNS" tuntap add dev fbtap0 mode tap
@@ -115,15 +117,15 @@ fb_net() {
   ip -n "$FB_QNS" link set fbtap0 up
   ip netns exec "$FB_QNS" dnsmasq --conf-file=/dev/null --keep-in-foreground --user=root --bind-interfaces --interface=fbtap0 \
     --dhcp-range=10.0.2.15,10.0.2.15,255.255.255.0,1h --dhcp-option=option:router,10.0.2.2 --dhcp-option=option:dns-server,10.0.2.3 \
-    --no-resolv --no-hosts --address=/debian.pool.ntp.org/10.0.2.2 --dhcp-leasefile="$OUT/fb-dnsmasq.leases" --pid-file= \
-    --log-dhcp --log-queries --log-facility="$OUT/fb-dnsmasq.log" &
+    --no-resolv --no-hosts --address=/debian.pool.ntp.org/10.0.2.2 --dhcp-leasefile="$OUT/$FB_TAG-dnsmasq.leases" --pid-file= \
+    --log-dhcp --log-queries --log-facility="$OUT/$FB_TAG-dnsmasq.log" &
   FB_NET_PIDS+=($!)
-  printf 'local stratum 8\nallow 10.0.2.0/24\nport 123\ncmdport 0\npidfile %s\n' "$OUT/fb-chronyd.pid" > "$OUT/fb-chrony.conf"
-  ip netns exec "$FB_QNS" chronyd -f "$OUT/fb-chrony.conf" -x -d -u root > "$OUT/fb-chronyd.log" 2>&1 &
+  printf 'local stratum 8\nallow 10.0.2.0/24\nport 123\ncmdport 0\npidfile %s\n' "$OUT/$FB_TAG-chronyd.pid" > "$OUT/$FB_TAG-chrony.conf"
+  ip netns exec "$FB_QNS" chronyd -f "$OUT/$FB_TAG-chrony.conf" -x -d -u root > "$OUT/$FB_TAG-chronyd.log" 2>&1 &
   FB_NET_PIDS+=($!)
   local i
   for i in $(seq 20); do ip netns exec "$FB_QNS" ss -Hlnu | grep -q ':67 ' && ip netns exec "$FB_QNS" ss -Hlnu | grep -q ':123 ' && return 0; sleep 0.5; done
-  die "first-boot: dnsmasq or chronyd did not start in $FB_QNS (see $OUT/fb-dnsmasq.log, $OUT/fb-chronyd.log)"
+  die "first-boot: dnsmasq or chronyd did not start in $FB_QNS (see $OUT/$FB_TAG-dnsmasq.log, $OUT/$FB_TAG-chronyd.log)"
 }
 
 # fb_slow_link NAME: the link made slow on purpose. Down from power-on (before the guest's
@@ -168,10 +170,10 @@ fb_boot() {
     -netdev tap,id=mgmt0,ifname=fbtap0,script=no,downscript=no -device virtio-net-pci,netdev=mgmt0,id=nic0,mac="$FB_MAC",bus=pcie.0,addr=0x5 \
     -serial stdio -serial file:"$tap" -monitor unix:"$OUT/monitor-$name.sock",server,nowait \
     -fw_cfg name=opt/hvtest/boot,string="$boot" -fw_cfg name=opt/hvtest/mode,string="$mode" \
-    -fw_cfg name=opt/hvtest/nic,string="$FB_NIC" -fw_cfg name=opt/hvtest/state-paths,file="$OUT/fb-state-paths.txt" \
+    -fw_cfg name=opt/hvtest/nic,string="$FB_NIC" -fw_cfg name=opt/hvtest/state-paths,file="$OUT/$FB_TAG-state-paths.txt" \
     -fw_cfg name=opt/hvtest/slow-link,string="$([ "$slow" = slow-link ] && echo 1 || echo 0)" \
-    -fw_cfg name=opt/hvtest/bundle,file="$OUT/fb-bundle.txt" -fw_cfg name=opt/hvtest/bundle-images,file="$OUT/fb-bundle-images.txt" \
-    -fw_cfg name=opt/hvtest/agent,string="$agent" -fw_cfg name=opt/hvtest/registry,string="$FB_REGISTRY" \
+    -fw_cfg name=opt/hvtest/bundle,file="$OUT/$FB_TAG-bundle.txt" -fw_cfg name=opt/hvtest/bundle-images,file="$OUT/$FB_TAG-bundle-images.txt" \
+    -fw_cfg name=opt/hvtest/agent,string="$agent" -fw_cfg name=opt/hvtest/registry,string="$FB_REGISTRY" ${FB_EXTRA_ARGS:-} \
     || die "$name: QEMU exited with status $?"
   local wall=$((SECONDS - t0))
   # The guest is gone: a link helper still waiting for its marker has nothing left to do.
@@ -198,7 +200,7 @@ fb_boot() {
 # from the removable path, must refuse that grub, and no kernel may start. The disk is not booted
 # again after this.
 fb_sb_refused() {
-  local grub="$OUT/fb-grubx64.efi" esp off byte
+  local grub="$OUT/$FB_TAG-grubx64.efi" esp off byte
   fb_attach
   esp=$(fb_partition COS_GRUB) || die "first-boot: no COS_GRUB on the installed disk"
   mcopy -n -i "$esp" ::/EFI/BOOT/grubx64.efi "$grub" || die "first-boot: no EFI/BOOT/grubx64.efi on $esp"
@@ -261,7 +263,7 @@ fb_benchmark() {
     const base = Number(b3['multi-user']);
     const line = (n, b) => n + ': all guards done ' + b['all-guards-done'] + ' s after the kernel started (READY=1 ' + b['hvagent-ready'] + ' s, multi-user.target ' + b['multi-user'] + ' s) = ' + (Number(b['all-guards-done']) / base).toFixed(2) + 'x the baseline';
     const out = [line('first boot (fb1, slow link)', b1), line('second boot (fb2)', b2), 'baseline: the passive boot (fb3) with hvagent masked reached multi-user.target ' + base + ' s after the kernel started'].join('\\n') + '\\n';
-    writeFileSync('$OUT/fb-timing.txt', out);
+    writeFileSync('$OUT/$FB_TAG-timing.txt', out);
     process.stdout.write(out);" | sed 's/^/   benchmark: /'
 }
 

@@ -42,7 +42,7 @@ GUEST_SERVER=10.0.2.100
 
 # Which stages run: HV_E2E_STAGES="install boot-installed ..." (spaces or commas), else all but 4kn
 # minus what the older switches turn off.
-ALL_STAGES="install boot-installed negative-missing-disk iso-url pxe-bios pxe-uefi http-boot pxe-secureboot console iso-cd-bios iso-cd-uefi iso-usb-sb medium-missing reproducible image-out firstboot 4kn"
+ALL_STAGES="install boot-installed negative-missing-disk iso-url pxe-bios pxe-uefi http-boot pxe-secureboot console iso-cd-bios iso-cd-uefi iso-usb-sb medium-missing reproducible image-out firstboot upgrade 4kn"
 if [ -n "${HV_E2E_STAGES:-}" ]; then
   STAGES=" ${HV_E2E_STAGES//,/ } "
 else
@@ -227,12 +227,13 @@ live_append() { # config file name
 # that needs another's result shares its chain) and HV_E2E_JOBS jobs (default 3) run at once. Under
 # TCG a guest keeps about one core busy and waits on firmware menus, DHCP and power-off countdowns
 # for the rest: one job uses ~1.0 of the two cores, two ~1.7, three ~1.9 (docs/e2e.md "How long").
-for f in install-live install-iso install-pxe install-pxe-uefi install-pxe-secureboot install-http-boot console install-media image-out first-boot install-4kn; do
+for f in install-live install-iso install-pxe install-pxe-uefi install-pxe-secureboot install-http-boot console install-media image-out first-boot upgrade install-4kn; do
   # shellcheck source=/dev/null
   . "$REPO/test/e2e/$f.sh"
 done
 run_stage() {
   if [ "$1" = firstboot ]; then firstboot_stage; return; fi # it times its own parts
+  if [ "$1" = upgrade ]; then upgrade_stage; return; fi     # so does this one
   stage_start "$1"
   case $1 in
     install) install_stage ;;                       # onto a sparse 260 GiB NVMe disk
@@ -253,7 +254,7 @@ run_stage() {
   stage_end "$1"
 }
 # The chains, longest first so that the jobs end close together (figures: docs/e2e.md "How long").
-CHAINS=("firstboot" "pxe-secureboot" "pxe-uefi" "iso-cd-bios" "iso-cd-uefi" "http-boot" "iso-usb-sb"
+CHAINS=("firstboot" "upgrade" "pxe-secureboot" "pxe-uefi" "iso-cd-bios" "iso-cd-uefi" "http-boot" "iso-usb-sb"
   "console" "pxe-bios" "install boot-installed" "iso-url" "negative-missing-disk" "4kn" "medium-missing"
   "image-out" "reproducible")
 JOBS=${HV_E2E_JOBS:-3}
@@ -313,11 +314,14 @@ if [ -f "$OUT/pxe/to-install-start" ] && [ -f "$OUT/pxe-uefi/to-install-start" ]
 fi
 TIMES[total]=$(($(date +%s) - T0))
 summed=0
-for st in $ALL_STAGES; do [ "$st" = firstboot ] || summed=$((summed + ${TIMES[$st]:-0})); done
+for st in $ALL_STAGES; do [ "$st" = firstboot ] || [ "$st" = upgrade ] || summed=$((summed + ${TIMES[$st]:-0})); done
 for part in build install boot1 boot2 passive sb-refused; do summed=$((summed + ${TIMES[firstboot-$part]:-0})); done
+UPGRADE_PARTS="upgrade-build upgrade-install upgrade-v2 upgrade-v3 upgrade-v4 upgrade-v5"
+for part in $UPGRADE_PARTS; do summed=$((summed + ${TIMES[$part]:-0})); done
 {
   echo "e2e passed $(date -u +%FT%TZ)"
-  for k in build-live ${ALL_STAGES/firstboot/firstboot-build firstboot-install firstboot-boot1 firstboot-boot2 firstboot-passive firstboot-sb-refused} total; do [ -n "${TIMES[$k]:-}" ] && echo "$k: ${TIMES[$k]} s"; done
+  stages=${ALL_STAGES/firstboot/firstboot-build firstboot-install firstboot-boot1 firstboot-boot2 firstboot-passive firstboot-sb-refused}
+  for k in build-live ${stages/upgrade/$UPGRADE_PARTS} total; do [ -n "${TIMES[$k]:-}" ] && echo "$k: ${TIMES[$k]} s"; done
   echo "stages summed: $summed s, $JOBS at a time"
   if [ -n "${TIMES[pxe-uefi-vs-bios]:-}" ]; then echo "pxe-uefi-vs-bios: ${TIMES[pxe-uefi-vs-bios]}"; fi
 } | tee "$OUT/summary.txt"

@@ -1,0 +1,211 @@
+/**
+ * hvagent's boot-assessment controller over a COS_STATE directory with real ext2 images (mke2fs,
+ * tune2fs: no root), fake guard statuses and a recorded reboot: what a node does on an attempt
+ * and on the fallback boot, and what it leaves on disk and tells.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { execa } from 'execa';
+import { link, mkdir, mkdtemp, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { parse } from 'yaml';
+import { Logger } from '../../../lib/logger.js';
+import type { GuardName, GuardStatus } from '../../../agent/guard.js';
+import { cosState, commitFallback } from '../../../agent/assessment/cos-state.js';
+import { runAssessment, type AssessmentDeps } from '../../../agent/assessment/run.js';
+import { readAssessmentRecord, type AssessmentRecord } from '../../../agent/assessment/record.js';
+import { renderGrubenv } from '../../../node/grubenv.js';
+import { upgradedStateYaml } from '../../../node/state-yaml.js';
+
+let dir: string;
+let cos: string;
+beforeEach(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'hv-assess-'));
+  cos = path.join(dir, 'cos-state');
+  await mkdir(path.join(cos, 'cOS'), { recursive: true });
+});
+afterEach(() => rm(dir, { recursive: true, force: true }));
+
+async function image(name: string, label: string, marker: string): Promise<void> {
+  const tree = path.join(dir, `tree-${marker}`);
+  await mkdir(tree, { recursive: true });
+  await writeFile(path.join(tree, 'marker'), marker);
+  await execa('truncate', ['-s', '8M', path.join(cos, 'cOS', name)]);
+  await execa('mke2fs', ['-q', '-F', '-t', 'ext2', '-L', label, '-d', tree, path.join(cos, 'cOS', name)]);
+}
+const markerOf = async (name: string) => (await execa('debugfs', ['-R', 'cat /marker', path.join(cos, 'cOS', name)], { stderr: 'ignore' })).stdout;
+const labelOf = async (name: string) => (await execa('blkid', ['-p', '-o', 'value', '-s', 'LABEL', path.join(cos, 'cOS', name)])).stdout.trim();
+const exists = (f: string) => stat(path.join(cos, f)).then(() => true, () => false);
+const envState = async () => (await execa('grub-editenv', [path.join(cos, 'hv_assessment'), 'list'])).stdout;
+const oneliner = async (f: string) => `sha256-4m:${(await execa('sh', ['-c', `split -b 4194304 --filter='sha256sum | cut -c1-64' "$1" | sha256sum | cut -c1-64`, 'sh', f])).stdout.trim()}`;
+
+const upgrade = { version: 1 as const, at: '2026-12-02T10:00:00Z', from: { name: 'test OS v2', digest: 'd2' }, to: { name: 'test OS v3', digest: 'd3', source: 'file:///v3', sourceDigest: 's3' }, armed: true };
+const guard = (name: GuardName, phase: GuardStatus['phase'], lastError?: string): GuardStatus => ({ name, phase, attempts: 1, updatedAt: 'x', lastError });
+const ALL_OK: GuardStatus[] = (['network-online', 'node-identity', 'time-sync', 'rke2', 'longhorn-disk'] as const).map((n) => guard(n, 'succeeded'));
+
+interface Run { deps: AssessmentDeps; reboots: number; console: string[]; cluster: AssessmentRecord[] }
+function deps(cmdline: string, guards: () => GuardStatus[], clock = { t: 0 }): Run {
+  const r: Run = { reboots: 0, console: [], cluster: [], deps: undefined as unknown as AssessmentDeps };
+  r.deps = {
+    cos: cosState(cos, false),
+    recordFile: path.join(dir, 'oem/hvinstall/assessment.json'),
+    upgradeFile: path.join(dir, 'oem/hvinstall/upgrade.json'),
+    metricsFile: path.join(dir, 'metrics/hvagent_assessment.prom'),
+    cmdline,
+    bootId: 'boot-1',
+    settings: { deadlineMs: 60_000, require: ['network-online', 'node-identity', 'time-sync', 'rke2', 'longhorn-disk'], pollMs: 1000 },
+    readGuards: async () => guards(),
+    reboot: async () => void r.reboots++,
+    announce: async (_l, lines) => void r.console.push(...lines),
+    tellCluster: async (rec) => void r.cluster.push(rec),
+    log: new Logger({ write: () => undefined }),
+    now: () => clock.t,
+    sleep: async (ms) => void (clock.t += ms),
+    signal: new AbortController().signal,
+  };
+  return r;
+}
+const ACTIVE = 'root=LABEL=COS_STATE cos-img/filename=/cOS/active.img panic=5 hv.assessment=attempt';
+const PASSIVE = 'root=LABEL=COS_STATE cos-img/filename=/cOS/passive.img upgrade_failure hv.assessment=fallback';
+
+async function node(state: string): Promise<void> {
+  await writeFile(path.join(cos, 'hv_assessment'), renderGrubenv({ hv_assessment_enabled: 'yes', hv_assessment_state: state }));
+  await mkdir(path.join(dir, 'oem/hvinstall'), { recursive: true });
+  await writeFile(path.join(dir, 'oem/hvinstall/upgrade.json'), JSON.stringify(upgrade));
+}
+
+describe('on the attempt (the upgraded image, state trying)', () => {
+  it('healthy: commits (nothing pending, the last failed image gone), no reboot', async () => {
+    await node('trying');
+    await writeFile(path.join(cos, 'cOS/failed.img'), 'old failure');
+    let looks = 0;
+    const r = deps(ACTIVE, () => (++looks < 3 ? [guard('network-online', 'running')] : ALL_OK));
+    expect(await runAssessment(r.deps)).toBe('committed');
+    expect(await envState()).toMatch(/^hv_assessment_state=$/m);
+    expect(await exists('cOS/failed.img')).toBe(false);
+    expect(r.reboots).toBe(0);
+    expect((await readAssessmentRecord(r.deps.recordFile))?.outcome).toBe('committed');
+    expect(await readFile(r.deps.metricsFile, 'utf8')).toMatch(/hvagent_boot_assessment_outcome\{outcome="committed"\} 1/);
+  });
+
+  it('a required guard failed: records which and why, says it on the console, reboots exactly once, leaves "trying" for grub', async () => {
+    await node('trying');
+    const r = deps(ACTIVE, () => [guard('network-online', 'failed', 'mgmt-br has no IPv4 address: no DHCP lease yet'), ...ALL_OK.slice(1)]);
+    expect(await runAssessment(r.deps)).toBe('failed-rebooting');
+    expect(r.reboots).toBe(1);
+    expect(await envState()).toContain('hv_assessment_state=trying');
+    const rec = await readAssessmentRecord(r.deps.recordFile);
+    expect(rec?.attempt?.verdict).toEqual({ guard: 'network-online', evidence: 'mgmt-br has no IPv4 address: no DHCP lease yet', reason: 'failed' });
+    expect(r.console.join('\n')).toMatch(/test OS v3 is NOT healthy: network-online failed: mgmt-br has no IPv4 address.*rebooting once into test OS v2/);
+  });
+
+  it('the deadline passes with RKE2 not ready: fails naming it and its last error', async () => {
+    await node('trying');
+    const r = deps(ACTIVE, () => [...ALL_OK.filter((g) => g.name !== 'rke2'), guard('rke2', 'waiting', 'rke2-server is activating')]);
+    expect(await runAssessment(r.deps)).toBe('failed-rebooting');
+    expect((await readAssessmentRecord(r.deps.recordFile))?.attempt?.verdict).toMatchObject({ guard: 'rke2', reason: 'deadline', evidence: 'rke2-server is activating' });
+    expect(r.reboots).toBe(1);
+  });
+
+  it('an agent restarted on the same boot keeps the attempt\'s deadline (no fresh 60 s)', async () => {
+    await node('trying');
+    await writeFile(path.join(dir, 'oem/hvinstall/assessment.json'), JSON.stringify({ version: 1, outcome: 'trying', updatedAt: 'x', message: 'm', upgrade, attempt: { startedAt: new Date(-50_000).toISOString(), bootId: 'boot-1' } }));
+    const clock = { t: 0 };
+    const r = deps(ACTIVE, () => [guard('network-online', 'running', 'no carrier')], clock);
+    expect(await runAssessment(r.deps)).toBe('failed-rebooting');
+    expect(clock.t).toBe(10_000);
+  });
+
+  it('disarmed by the operator while the gate waits: no verdict, no reboot', async () => {
+    await node('trying');
+    let looks = 0;
+    const r = deps(ACTIVE, () => {
+      if (++looks === 2) void writeFile(path.join(cos, 'hv_assessment'), renderGrubenv({ hv_assessment_enabled: 'no', hv_assessment_state: '' }));
+      return [guard('network-online', 'running')];
+    });
+    expect(await runAssessment(r.deps)).toBe('disarmed');
+    expect(r.reboots).toBe(0);
+  });
+
+  it('armed but booted without the attempt marker (grub could not write COS_STATE): loud, no reboot', async () => {
+    await node('armed');
+    const r = deps('cos-img/filename=/cOS/active.img', () => ALL_OK);
+    expect(await runAssessment(r.deps)).toBe('unrecorded');
+    expect(r.reboots).toBe(0);
+    expect(r.console.join()).toMatch(/cannot write COS_STATE/);
+  });
+
+  it('nothing pending: decides nothing, writes nothing', async () => {
+    await node('');
+    const r = deps(ACTIVE, () => ALL_OK);
+    expect(await runAssessment(r.deps)).toBeUndefined();
+    expect(await readAssessmentRecord(r.deps.recordFile)).toBeUndefined();
+  });
+});
+
+async function fellBackNode(): Promise<void> {
+  await node('fallback');
+  await image('active.img', 'COS_ACTIVE', 'v3-broken');
+  await image('passive.img', 'COS_PASSIVE', 'v2-good');
+  const installed = 'state:\n  label: COS_STATE\n  active: {source: dir:///v2, label: COS_ACTIVE, fs: ext2, file: cOS/active.img, size: 1, digest: "sha256-4m:old"}\n';
+  await writeFile(path.join(cos, 'state.yaml'), upgradedStateYaml(installed, { source: 'file:///v3', sourceDigest: 's3', sizeBytes: 8388608, digest: 'sha256-4m:v3' }, 'sha256-4m:v2p', 'D'));
+}
+
+describe('on the fallback boot (the previous image, state fallback)', () => {
+  it('makes the fallback permanent: the good image active.img and COS_ACTIVE, the failed one aside, state.yaml and grub state right, the attempt\'s reason told', async () => {
+    await fellBackNode();
+    await writeFile(path.join(dir, 'oem/hvinstall/assessment.json'), JSON.stringify({ version: 1, outcome: 'failed-rebooting', updatedAt: 'x', message: 'm', upgrade, attempt: { startedAt: 'T', verdict: { guard: 'network-online', evidence: 'mgmt-br has no carrier', reason: 'failed' } } }));
+    const r = deps(PASSIVE, () => ALL_OK);
+    expect(await runAssessment(r.deps)).toBe('fell-back');
+    expect(await markerOf('active.img')).toBe('v2-good');
+    expect(await labelOf('active.img')).toBe('COS_ACTIVE');
+    expect(await markerOf('failed.img')).toBe('v3-broken');
+    expect(await exists('cOS/passive.img')).toBe(false);
+    expect(await envState()).toMatch(/^hv_assessment_state=$/m);
+    const st = parse(await readFile(path.join(cos, 'state.yaml'), 'utf8'));
+    expect(st.state.active.digest).toBe(await oneliner(path.join(cos, 'cOS/active.img')));
+    expect(st.state.active.source).toBe('dir:///v2');
+    expect(st.state.failed.file).toBe('cOS/failed.img');
+    const rec = await readAssessmentRecord(r.deps.recordFile);
+    expect(rec?.outcome).toBe('fell-back');
+    expect(rec?.fallback?.health).toBe('healthy');
+    expect(rec?.message).toMatch(/UPGRADE FAILED: test OS v3: network-online failed: mgmt-br has no carrier.*runs test OS v2/);
+    expect(r.console.join('\n')).toMatch(/UPGRADE FAILED/);
+    expect(r.cluster).toHaveLength(1);
+    expect(r.reboots).toBe(0);
+  });
+
+  it('after a kernel panic (no verdict recorded): says the image never reached hvagent', async () => {
+    await fellBackNode();
+    const r = deps(PASSIVE, () => ALL_OK);
+    await runAssessment(r.deps);
+    expect((await readAssessmentRecord(r.deps.recordFile))?.message).toMatch(/never reached hvagent: a kernel panic/);
+  });
+
+  it('a previous image that is unhealthy too stays up: loud, no reboot', async () => {
+    await fellBackNode();
+    const r = deps(PASSIVE, () => [guard('network-online', 'failed', 'mgmt-br has no carrier'), ...ALL_OK.slice(1)]);
+    expect(await runAssessment(r.deps)).toBe('fell-back');
+    expect(r.reboots).toBe(0);
+    const rec = await readAssessmentRecord(r.deps.recordFile);
+    expect(rec?.fallback).toMatchObject({ health: 'unhealthy', unhealthy: { guard: 'network-online' } });
+    expect(r.console.join('\n')).toMatch(/NOT healthy either.*no reboot/);
+    expect(await readFile(r.deps.metricsFile, 'utf8')).toMatch(/hvagent_boot_assessment_fallback_unhealthy 1/);
+  });
+
+  it.each([
+    ['after the failed image moved aside', async () => rename(path.join(cos, 'cOS/active.img'), path.join(cos, 'cOS/failed.img'))],
+    ['after the second name was made', async () => {
+      await rename(path.join(cos, 'cOS/active.img'), path.join(cos, 'cOS/failed.img'));
+      await link(path.join(cos, 'cOS/passive.img'), path.join(cos, 'cOS/active.img'));
+    }],
+  ])('a commit cut short %s finishes on the next try with the same result', async (_what, cut) => {
+    await fellBackNode();
+    await cut();
+    await commitFallback(cosState(cos, false));
+    expect(await markerOf('active.img')).toBe('v2-good');
+    expect(await markerOf('failed.img')).toBe('v3-broken');
+    expect(await exists('cOS/passive.img')).toBe(false);
+    expect(await labelOf('active.img')).toBe('COS_ACTIVE');
+  });
+});
