@@ -1,5 +1,5 @@
 import { run } from '../../lib/exec.js';
-import { chunkCount, DIGEST_CHUNK } from './chunk-digest.js';
+import { chunkCount, DIGEST_CHUNK } from '../../node/image-digest.js';
 
 /** A byte range [start, end) of a file that may hold data (anything FIEMAP reports: written, unwritten or delayed). */
 export type Extent = [number, number];

@@ -2,7 +2,7 @@
  * Read-back verification: what the install wrote, read again from the disk (O_DIRECT: not the page
  * cache, which still holds what was meant even where the disk stored something else or nothing)
  * and compared with digests known before the write. The one home of "verified from the target" for
- * the install's deploy and resume and for upgrades: images by their chunked digest (chunk-digest.ts),
+ * the install's deploy and resume and for upgrades: images by their chunked digest (node/image-digest.ts),
  * small files by sha256.
  *
  * A mismatch names the file, the offset of its first bad 4 MiB chunk, the device and, where FIEMAP
@@ -14,7 +14,7 @@ import { HvError, ExitCode } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
 import { alignedSharedBuffer, DIRECT_IO_ALIGN } from './aligned-buffer.js';
 import { settleLater } from './checksum.js';
-import { chunkCount, chunkRange, combineChunkSha256s, DIGEST_CHUNK, zeroChunkSha256 } from './chunk-digest.js';
+import { chunkCount, chunkRange, combineChunkSha256s, DIGEST_CHUNK, zeroChunkSha256 } from '../../node/image-digest.js';
 import { chunksWithData, readDataExtents } from './extents.js';
 import { Sha256Pool } from './hash-pool.js';
 

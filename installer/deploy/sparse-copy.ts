@@ -1,7 +1,7 @@
 import { constants, open, type FileHandle } from 'node:fs/promises';
 import { alignedSharedBuffer, DIRECT_IO_ALIGN } from './aligned-buffer.js';
 import { settleLater } from './checksum.js';
-import { chunkCount, chunkRange, combineChunkSha256s, DIGEST_CHUNK, zeroChunkSha256 } from './chunk-digest.js';
+import { chunkCount, chunkRange, combineChunkSha256s, DIGEST_CHUNK, zeroChunkSha256 } from '../../node/image-digest.js';
 import { encodeExt2Label, EXT2_LABEL_LENGTH } from './ext2-label.js';
 import { chunksWithData, readDataExtents } from './extents.js';
 import { FlushBehind } from './flush-behind.js';
@@ -20,7 +20,7 @@ export interface CopyTarget {
 }
 
 export interface CopyResult {
-  /** Chunked digest (see chunk-digest.ts) of the source as read. */
+  /** Chunked digest (see node/image-digest.ts) of the source as read. */
   sourceDigest: string;
   /** Chunked digest of each target as written, in the order given. */
   targetDigests: string[];

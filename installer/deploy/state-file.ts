@@ -1,6 +1,6 @@
 import { parse, stringify } from 'yaml';
 import type { ImageRecord, OsSource } from '../disk/contracts.js';
-import { DIGEST_RE } from './chunk-digest.js';
+import { DIGEST_RE } from '../../node/image-digest.js';
 
 /**
  * state.yaml in Elemental v1's shape (InstallState: date, then one key per partition holding its

@@ -16,7 +16,7 @@ export interface ImageCheck {
 /**
  * Reads every image recorded in COS_STATE's state.yaml back from the disk (read-back.ts: not the
  * page cache) and compares its digest (and size) with the record. For resume, upgrades and
- * operators; the digest is reproducible with coreutils (see chunk-digest.ts). devices names the
+ * operators; the digest is reproducible with coreutils (see node/image-digest.ts). devices names the
  * partitions in the problems.
  */
 export async function verifyDeployment(stateDir: string, recoveryDir: string, signal?: AbortSignal, devices: { state?: string; recovery?: string } = {}): Promise<ImageCheck[]> {

@@ -39,7 +39,7 @@ export interface ImageRecord {
   label: 'COS_ACTIVE' | 'COS_PASSIVE' | 'COS_SYSTEM';
   fs: 'ext2';
   sizeBytes: number;
-  /** Chunked sha256 of the image file (`sha256-4m:<hex>`, see installer/deploy/chunk-digest.ts). */
+  /** Chunked sha256 of the image file (`sha256-4m:<hex>`, see node/image-digest.ts). */
   digest: string;
 }
 

@@ -6,7 +6,7 @@ import { mkdtemp, open, readdir, readFile, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { deployImages, parseStateYaml, verifyDeployment } from '../../../installer/deploy/index.js';
-import { chunkedDigestOf } from '../../../installer/deploy/chunk-digest.js';
+import { chunkedDigestOf } from '../../../node/image-digest.js';
 import type { DeployResult } from '../../../installer/disk/contracts.js';
 import { HvError } from '../../../lib/errors.js';
 import { buildTestOsTree, type TestOsTree } from '../../../iso-build/index.js';

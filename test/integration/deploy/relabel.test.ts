@@ -7,7 +7,7 @@ import path from 'node:path';
 import { ext2LabelOffsets } from '../../../installer/deploy/ext2-label.js';
 import { buildExt2Image } from '../../../installer/deploy/image-build.js';
 import { copyImage, imageDigest } from '../../../installer/deploy/sparse-copy.js';
-import { chunkedDigestOf } from '../../../installer/deploy/chunk-digest.js';
+import { chunkedDigestOf } from '../../../node/image-digest.js';
 import { buildTestOsTree } from '../../../iso-build/index.js';
 
 let dir: string;

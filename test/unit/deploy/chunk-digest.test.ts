@@ -1,6 +1,10 @@
 import { createHash } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { chunkCount, chunkedDigestOf, chunkRange, combineChunkSha256s, DIGEST_CHUNK, DIGEST_RE, zeroChunkSha256 } from '../../../installer/deploy/chunk-digest.js';
+import { chunkCount, chunkedDigestOf, chunkRange, combineChunkSha256s, DIGEST_CHUNK, DIGEST_RE, fileChunkDigest, zeroChunkSha256 } from '../../../node/image-digest.js';
 
 const sha = (b: Uint8Array | string): string => createHash('sha256').update(b).digest('hex');
 
@@ -35,5 +39,21 @@ describe('the chunked image digest', () => {
     expect(chunkCount(DIGEST_CHUNK + 1)).toBe(2);
     expect(chunkRange(1, DIGEST_CHUNK + 10)).toEqual([DIGEST_CHUNK, DIGEST_CHUNK + 10]);
     expect(chunkedDigestOf(new Uint8Array(0))).toBe(`sha256-4m:${sha('')}`);
+  });
+
+  it('reads a file to the digest coreutils gives (docs/deploy.md), for a partial last chunk and an exact multiple', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'hv-digest-'));
+    try {
+      for (const size of [DIGEST_CHUNK * 2 + 12345, DIGEST_CHUNK, 0]) {
+        const file = path.join(dir, `img-${size}`);
+        const data = Buffer.alloc(size);
+        for (let i = 0; i < size; i += 4093) data[i] = (i / 4093) & 0xff;
+        writeFileSync(file, data);
+        const coreutils = execFileSync('sh', ['-c', `split -b ${DIGEST_CHUNK} --filter='sha256sum | cut -c1-64' "$1" | sha256sum | cut -c1-64`, 'sh', file], { encoding: 'utf8' }).trim();
+        expect(await fileChunkDigest(file)).toBe(`sha256-4m:${coreutils}`);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DIGEST_CHUNK } from '../../../installer/deploy/chunk-digest.js';
+import { DIGEST_CHUNK } from '../../../node/image-digest.js';
 import { chunksWithData, parseFilefrag } from '../../../installer/deploy/extents.js';
 
 // filefrag 1.47.0 on an ext2 image mke2fs -d just wrote (trimmed): written, unwritten and the last extent.

@@ -4,7 +4,7 @@ import { mkdtemp, open, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chunkedDigestOf, DIGEST_CHUNK } from '../../../installer/deploy/chunk-digest.js';
+import { chunkedDigestOf, DIGEST_CHUNK } from '../../../node/image-digest.js';
 import { copyImage, dataRuns, imageDigest } from '../../../installer/deploy/sparse-copy.js';
 
 const MiB = 1024 * 1024;
