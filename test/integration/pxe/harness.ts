@@ -6,6 +6,7 @@ import { mkdir, writeFile, symlink } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 export const CLI = path.join(REPO, 'dist/pxe/cli.js');
@@ -13,6 +14,9 @@ export const CLI = path.join(REPO, 'dist/pxe/cli.js');
 export interface Running {
   proc: ChildProcess;
   url: string;
+  /** The admin listener (/machines, /metrics) and the operator token it wants. */
+  adminUrl: string;
+  token: string;
   stdout: string[];
   stderr: string[];
 }
@@ -21,9 +25,15 @@ export function sha256(b: Buffer | string): string {
   return createHash('sha256').update(b).digest('hex');
 }
 
-/** Spawns hvpxe and waits for its "serving" line (or its exit). */
-export function startHvpxe(args: string[], timeoutMs = 60_000): Promise<Running> {
-  const proc = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * Spawns hvpxe and waits for its "serving" line (or its exit). The admin listener goes on an
+ * ephemeral port unless the arguments name one. `spawnAs` runs it through another command (e.g.
+ * setpriv, to run it as another user).
+ */
+export function startHvpxe(args: string[], timeoutMs = 60_000, spawnAs: string[] = []): Promise<Running> {
+  const full = args[0] === 'serve' && !args.includes('--admin-listen') ? [...args, '--admin-listen', '127.0.0.1:0'] : args;
+  const argv = [...spawnAs, process.execPath, CLI, ...full];
+  const proc = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
   const out: string[] = [];
   const err: string[] = [];
   proc.stderr!.on('data', (d) => err.push(String(d)));
@@ -34,10 +44,10 @@ export function startHvpxe(args: string[], timeoutMs = 60_000): Promise<Running>
     }, timeoutMs);
     proc.stdout!.on('data', (d) => {
       out.push(String(d));
-      const m = /hvpxe: serving (\S+)/.exec(out.join(''));
+      const m = /hvpxe: serving (\S+) .*; admin (\S+) \(token in (\S+)\)/.exec(out.join(''));
       if (m) {
         clearTimeout(timer);
-        resolve({ proc, url: m[1], stdout: out, stderr: err });
+        resolve({ proc, url: m[1], adminUrl: m[2], token: readFileSync(m[3], 'utf8').trim(), stdout: out, stderr: err });
       }
     });
     proc.on('exit', (code) => {
@@ -45,6 +55,30 @@ export function startHvpxe(args: string[], timeoutMs = 60_000): Promise<Running>
       reject(Object.assign(new Error(`hvpxe exited with ${code}: ${err.join('')}`), { exitCode: code, stderr: err.join('') }));
     });
   });
+}
+
+/** A GET on the admin listener with the operator token. */
+export async function adminGet(r: Running, p: string): Promise<{ status: number; text: string }> {
+  const res = await fetch(`${r.adminUrl}${p}`, { headers: { Authorization: `Bearer ${r.token}` } });
+  return { status: res.status, text: await res.text() };
+}
+
+/** One machine of /machines (admin listener). */
+export async function machineOf(r: Running, name: string): Promise<Record<string, any>> {
+  return (JSON.parse((await adminGet(r, '/machines')).text) as { machines: Array<Record<string, any>> }).machines.find((x) => x.name === name)!;
+}
+
+/** The URLs a served script hands its machine, with their boot credential. */
+export function scriptUrls(script: string): { config?: string; events?: string; attest?: string; credential?: string } {
+  const arg = (k: string): string | undefined => new RegExp(`${k.replace(/\./g, '\\.')}=([^\\s']+)`).exec(script)?.[1];
+  const config = arg('harvester.install.config_url');
+  return { config, events: arg('hvinstall.events_url'), attest: arg('hvinstall.attest_url'), credential: config ? /credential=([A-Za-z0-9_-]{43})/.exec(config)?.[1] : undefined };
+}
+
+/** A machine's script from /ipxe/auto and the URLs in it. */
+export async function bootIpxe(r: Running, query: string): Promise<{ script: string } & ReturnType<typeof scriptUrls>> {
+  const script = await (await fetch(`${r.url}/ipxe/auto?${query}`)).text();
+  return { script, ...scriptUrls(script) };
 }
 
 /** Runs hvpxe to completion. */

@@ -7,7 +7,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { decideBoot, LOCAL_BOOTS_KEPT, reportsSuccess, withLocalBoot } from '../../../pxe/boot-decision.js';
-import { HistoryStore, parseHistory, type MachineActivity } from '../../../pxe/history.js';
+import { HistoryStore } from '../../../pxe/history.js';
+import { parseHistory, type MachineActivity } from '../../../pxe/history-document.js';
 import { renderLocalBootScript } from '../../../pxe/ipxe.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';
 import type { Machine } from '../../../pxe/profiles.js';
@@ -55,7 +56,7 @@ describe('renderLocalBootScript', () => {
   const m = { name: 'node-1', group: 'rack1', profile: 'hv', spec: {} } as Machine;
 
   it('BIOS: boots the first disk with sanboot, then hands back to the firmware', () => {
-    const s = renderLocalBootScript(m, { installedAt: at(0) }, { platform: 'pcbios' });
+    const s = renderLocalBootScript(m, { kind: 'local', installedAt: at(0) }, { platform: 'pcbios' });
     expect(s.split('\n')).toEqual([
       '#!ipxe',
       `# hvpxe: machine node-1 reported a finished install at ${at(0)}: boot its disk (\`hvpxe rearm node-1\` installs it again)`,
@@ -69,10 +70,10 @@ describe('renderLocalBootScript', () => {
   });
 
   it('UEFI: exits to the firmware; when looping it also tries the disk itself and says why on the console', () => {
-    const plain = renderLocalBootScript(m, { installedAt: at(0) }, { platform: 'efi' });
+    const plain = renderLocalBootScript(m, { kind: 'local', installedAt: at(0) }, { platform: 'efi' });
     expect(plain).not.toContain('sanboot');
     expect(plain).toContain('exit 0');
-    const looping = renderLocalBootScript(m, { installedAt: at(0), loop: 'asked for a local boot 3 times in 10 min: …' }, { platform: 'efi' });
+    const looping = renderLocalBootScript(m, { kind: 'local', installedAt: at(0), loop: 'asked for a local boot 3 times in 10 min: …' }, { platform: 'efi' });
     expect(looping).toContain('echo hvpxe: node-1 asked for a local boot 3 times in 10 min: …');
     expect(looping).toContain('sanboot --no-describe --drive 0x80 || goto firmware');
   });
@@ -92,26 +93,29 @@ describe('the history file', () => {
   it('round-trips what it saved', async () => {
     const store = new HistoryStore(dir, new Logger(new MemorySink()));
     expect(await store.load()).toEqual({ machines: [] });
-    store.track(() => [machine({ installed })]);
+    store.track(() => ({ machines: [machine({ installed })] }));
     store.save();
-    await store.flush();
+    expect(await store.flush()).toBe(true);
     expect((await new HistoryStore(dir, new Logger(new MemorySink())).load()).machines).toEqual([machine({ installed })]);
   });
 
-  it('sets a corrupt file aside, says where, and starts empty', async () => {
+  it('sets a corrupt file aside, says where, and marks the history lost (every machine held until re-armed)', async () => {
     await writeFile(path.join(dir, 'machines.json'), '{"version":1,"machines":[{"name":"node-1"');
     const sink = new MemorySink();
-    const loaded = await new HistoryStore(dir, new Logger(sink)).load(new Date(T0));
+    const loaded = await new HistoryStore(dir, new Logger(sink), () => new Date(T0)).load();
     expect(loaded.machines).toEqual([]);
-    expect(loaded.warning).toMatch(/machines\.json could not be read \(.*JSON.*\): kept as .*machines\.json\.corrupt-2026-12-01T10-00-00-000Z; starting with an empty history/);
+    expect(loaded.lost).toEqual({ at: at(0), keptAs: path.join(dir, 'machines.json.corrupt-2026-12-01T10-00-00-000Z'), why: expect.stringMatching(/JSON/) });
     expect((await readdir(dir)).sort()).toEqual(['machines.json.corrupt-2026-12-01T10-00-00-000Z']);
     expect(await readFile(path.join(dir, 'machines.json.corrupt-2026-12-01T10-00-00-000Z'), 'utf8')).toBe('{"version":1,"machines":[{"name":"node-1"');
-    expect(sink.lines.some((l) => l.includes('machine history unreadable'))).toBe(true);
+    expect(sink.lines.some((l) => l.includes('machine history unreadable: set aside; every machine boots its disk until re-armed'))).toBe(true);
   });
 
   it('rejects documents it did not write, naming the entry', () => {
-    expect(() => parseHistory('{"version":2,"machines":[]}')).toThrow('not a version 1 machine history');
+    expect(() => parseHistory('{"version":3,"machines":[]}')).toThrow('not a version 1 or 2 machine history');
     expect(() => parseHistory(JSON.stringify({ version: 1, machines: [{ name: '../x', group: 'g', profile: 'p', fetched: {}, events: [] }] }))).toThrow('machines[0] has no valid name, group and profile');
     expect(() => parseHistory(JSON.stringify({ version: 1, machines: [machine({ installed: 'yes' as never })] }))).toThrow('machines[0] (node-1): installed must be {at, via}');
+    expect(() => parseHistory(JSON.stringify({ version: 2, machines: [machine({ hold: 'yes' as never })] }))).toThrow('machines[0] (node-1): hold must be {since, why}');
+    expect(() => parseHistory(JSON.stringify({ version: 2, machines: [machine({ credentials: [{ issuedAt: at(0) }] as never })] }))).toThrow('credentials must be a list of {sha256, issuedAt}');
+    expect(() => parseHistory(JSON.stringify({ version: 2, lost: 'x', machines: [] }))).toThrow('lost must be {at, keptAs, why}');
   });
 });

@@ -96,7 +96,7 @@ describe('parseListen', () => {
 
 describe('summariseEvent', () => {
   it('says in one line how far an install got', async () => {
-    const { summariseEvent } = await import('../../../pxe/server.js');
+    const { summariseEvent } = await import('../../../pxe/event-body.js');
     expect(summariseEvent({ type: 'step', phase: 'done', step: 'deploy', index: 4, total: 9 })).toBe('step 4/9 deploy done');
     expect(summariseEvent({ type: 'bytes', step: 'deploy', done: 512 * 1048576, total: 1024 * 1048576 })).toBe('deploy: 50% of 1024 MiB');
     expect(summariseEvent({ type: 'install', phase: 'failed', device: '/dev/sda', message: 'disk busy' })).toBe('install failed on /dev/sda: disk busy');
