@@ -222,6 +222,7 @@ async function serve(argv: string[]): Promise<number> {
   const style = values['log-format'];
   if (style !== undefined && !isLogFormat(style)) throw usageError(`--log-format must be text or json, got '${style}'`);
   const log = new Logger(stderrSink(), undefined, level, {}, undefined, chooseLogFormat(style));
+  log.info('starting', { root: opts.root, profiles: opts.profilesPath, stateDir: opts.stateDir });
   const { token, created } = await loadAdminToken(opts.admin.tokenFile);
   if (created) log.info('admin token created', { file: opts.admin.tokenFile });
   const server = new PxeServer({ ...opts, log, admin: { ...opts.admin, token } });

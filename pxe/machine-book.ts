@@ -66,7 +66,8 @@ export class MachineBook {
     const installed = loaded.machines.filter((a) => a.installed).map((a) => a.name);
     this.log.info('machine history restored', { file: this.store.file, machines: loaded.machines.length, installed });
     if (held.length > 0) this.log.warn('machines whose install was running when hvpxe stopped boot their disk until they report or are re-armed', { machines: held });
-    if (this.lost || held.length > 0) await this.store.saveNow();
+    // Written at once when it changed; a history that cannot be written is retried and reported (not a reason to stay down).
+    if (this.lost || held.length > 0) await this.store.saveNow().catch(() => undefined);
     await this.applyRearms();
   }
 

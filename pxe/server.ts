@@ -23,7 +23,7 @@ import { tftpDevice } from './grub.js';
 import { TftpServer } from './tftp.js';
 import { HistoryStore } from './history.js';
 import { PxeMetrics, type ServerHealth } from './metrics.js';
-import { loadState, type ServedState, type Validator } from './state.js';
+import { loadState, refuseServedPrivatePaths, type ServedState, type Validator } from './state.js';
 import { MachineBook } from './machine-book.js';
 import { Attestations } from './tpm/attestation.js';
 import { findRoute, JSON_TYPE, LIMITS, routeLabel, send, TEXT, type RequestContext, type RequestNote, type Route } from './http.js';
@@ -101,6 +101,8 @@ export class PxeServer implements ServeContext {
 
   async start(): Promise<string> {
     try {
+      // Before anything reads a key or listens: nothing secret may sit where it would be served.
+      await refuseServedPrivatePaths(this.opts.root, this.notServed());
       this.server = await this.listen('boot', this.opts.host, this.opts.port);
       const addr = this.server.address() as AddressInfo;
       this.url = this.opts.serverUrl?.replace(/\/+$/, '') ?? `${this.opts.tls ? 'https' : 'http'}://${hostOf(addr)}:${addr.port}`;

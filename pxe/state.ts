@@ -77,6 +77,13 @@ function formatFindings(prefix: string, r: ValidationResult): string[] {
   return [...r.errors, ...r.warnings.filter((f) => f.kind === 'placeholder')].map((f) => `${prefix}: ${f.path ? `${f.path}: ` : ''}${f.message}${f.hint ? ` (${f.hint})` : ''}`);
 }
 
+/** Throws (exit 2) when profiles.yaml, a key or the state directory is under the served root. */
+export async function refuseServedPrivatePaths(root: string, notServed: Array<{ what: string; path: string }>): Promise<void> {
+  const rootReal = await realpath(root).catch(() => undefined);
+  const exposed = rootReal ? await servedPrivatePaths(rootReal, notServed) : [];
+  if (exposed.length > 0) throw new HvError(exposed.join('\n'), { where: root, hint: 'keep profiles.yaml, TLS keys, the admin token and --state-dir outside --root', exitCode: ExitCode.usage });
+}
+
 export async function loadState(opts: LoadStateOptions): Promise<ServedState> {
   const file = await readProfiles(opts.profilesPath);
   const catalog = buildCatalog(file, opts.profilesPath);
@@ -87,8 +94,7 @@ export async function loadState(opts: LoadStateOptions): Promise<ServedState> {
   } catch (err) {
     throw new HvError(`--root ${opts.root} is not a readable directory: ${(err as Error).message}`, { where: opts.root });
   }
-  const exposed = await servedPrivatePaths(rootReal, opts.notServed ?? []);
-  if (exposed.length > 0) throw new HvError(exposed.join('\n'), { where: opts.root, hint: 'keep profiles.yaml, TLS keys, the admin token and --state-dir outside --root', exitCode: ExitCode.usage });
+  await refuseServedPrivatePaths(rootReal, opts.notServed ?? []);
   const errors: string[] = [];
   const artifactsByPath = new Map<string, { name: string; sha256: string; size: number }>();
   for (const [name, a] of Object.entries(file.artifacts)) {

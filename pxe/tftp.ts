@@ -159,8 +159,11 @@ export class TftpServer {
   private admitted = 0;
   private readonly perClient = new Map<string, number>();
   private readonly running = new Map<Transfer, Promise<void>>();
-  /** Transfers by the client's address and port (a repeated request before the first ACK resends). */
-  private readonly byPeer = new Map<string, Transfer>();
+  /**
+   * Transfers by the client's address and port, from the request on (null while its name is being
+   * resolved): a repeated request is the same transfer, answered again only before the first ACK.
+   */
+  private readonly byPeer = new Map<string, Transfer | null>();
   private closing = false;
 
   constructor(private readonly opts: TftpServerOptions) {}
@@ -215,8 +218,11 @@ export class TftpServer {
     if (!req) return; // stray packets on the request port are not ours to answer
     const client = rinfo.address;
     const key = `${client}:${rinfo.port}`;
-    const same = this.byPeer.get(key);
-    if (same?.awaitingFirstAck) return same.resendFirst();
+    if (this.byPeer.has(key)) {
+      const same = this.byPeer.get(key);
+      if (same?.awaitingFirstAck) same.resendFirst();
+      return;
+    }
     const done = (e: Omit<TftpDone, 'filename' | 'client'>): void => this.opts.done?.({ filename: req.filename, client, ...e });
     if (req.op === 'write') {
       this.reject(rinfo, ERR.access, 'hvpxe serves TFTP read-only');
@@ -234,9 +240,11 @@ export class TftpServer {
     // Counted now, before anything is awaited: concurrent requests cannot pass the caps together.
     this.admitted++;
     this.perClient.set(client, (this.perClient.get(client) ?? 0) + 1);
+    this.byPeer.set(key, null);
     void this.serve(req.filename, req.options, rinfo, key)
       .then(done)
       .finally(() => {
+        this.byPeer.delete(key);
         this.admitted--;
         const n = (this.perClient.get(client) ?? 1) - 1;
         if (n > 0) this.perClient.set(client, n);
@@ -278,7 +286,6 @@ export class TftpServer {
     } catch (err) {
       return { bytes: 0, ok: false, error: (err as Error).message };
     } finally {
-      if (this.byPeer.get(key) === t) this.byPeer.delete(key);
       this.running.delete(t);
       peer.close();
       if ('fh' in source) await source.fh.close().catch(() => undefined);

@@ -44,10 +44,12 @@ export function startHvpxe(args: string[], timeoutMs = 60_000, spawnAs: string[]
     }, timeoutMs);
     proc.stdout!.on('data', (d) => {
       out.push(String(d));
-      const m = /hvpxe: serving (\S+) .*; admin (\S+) \(token in (\S+)\)/.exec(out.join(''));
+      const m = /hvpxe: serving (\S+) .*\n/.exec(out.join(''));
       if (m) {
         clearTimeout(timer);
-        resolve({ proc, url: m[1], adminUrl: m[2], token: readFileSync(m[3], 'utf8').trim(), stdout: out, stderr: err });
+        // Without an admin listener (an hvpxe before it), /machines was on the boot listener.
+        const admin = /; admin (\S+) \(token in (\S+)\)/.exec(m[0]);
+        resolve({ proc, url: m[1]!, adminUrl: admin?.[1] ?? m[1]!, token: admin ? readFileSync(admin[2]!, 'utf8').trim() : '', stdout: out, stderr: err });
       }
     });
     proc.on('exit', (code) => {
@@ -81,23 +83,39 @@ export async function bootIpxe(r: Running, query: string): Promise<{ script: str
   return { script, ...scriptUrls(script) };
 }
 
-/** Runs hvpxe to completion. */
-export function runHvpxe(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const proc = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * Runs hvpxe to completion (`spawnAs`: through another command, e.g. setpriv). One that is still
+ * running after `timeoutMs` (a `serve` that should have refused to start) is stopped, and says so.
+ */
+export function runHvpxe(args: string[], spawnAs: string[] = [], timeoutMs = 60_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const argv = [...spawnAs, process.execPath, CLI, ...args];
+  const proc = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   proc.stdout.on('data', (d) => (stdout += d));
   proc.stderr.on('data', (d) => (stderr += d));
-  return new Promise((resolve) => proc.on('exit', (code) => resolve({ code, stdout, stderr })));
+  const timer = setTimeout(() => {
+    stderr += `\n[test: still running after ${timeoutMs} ms: stopped]`;
+    proc.kill('SIGKILL');
+  }, timeoutMs);
+  return new Promise((resolve) =>
+    proc.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    }),
+  );
 }
 
-export async function stopHvpxe(r: Running | undefined): Promise<void> {
-  if (!r || r.proc.exitCode !== null) return;
-  const exited = new Promise((res) => r.proc.once('exit', res));
+/** Stops hvpxe with SIGTERM (SIGKILL after 10 s); how it ended. */
+export async function stopHvpxe(r: Running | undefined): Promise<{ code: number | null; signal: NodeJS.Signals | null } | undefined> {
+  if (!r) return undefined;
+  if (r.proc.exitCode !== null || r.proc.signalCode !== null) return { code: r.proc.exitCode, signal: r.proc.signalCode };
+  const exited = new Promise<void>((res) => r.proc.once('exit', () => res()));
   r.proc.kill('SIGTERM');
   const t = setTimeout(() => r.proc.kill('SIGKILL'), 10_000);
   await exited;
   clearTimeout(t);
+  return { code: r.proc.exitCode, signal: r.proc.signalCode };
 }
 
 /** Sends bytes exactly as given (no client-side path normalisation) and returns status and body. */

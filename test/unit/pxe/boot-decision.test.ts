@@ -6,9 +6,9 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { decideBoot, LOCAL_BOOTS_KEPT, reportsSuccess, withLocalBoot } from '../../../pxe/boot-decision.js';
+import { decideBoot, LOCAL_BOOTS_KEPT, reportsFailure, reportsSuccess, withLocalBoot } from '../../../pxe/boot-decision.js';
 import { HistoryStore } from '../../../pxe/history.js';
-import { parseHistory, type MachineActivity } from '../../../pxe/history-document.js';
+import { heldByLostHistory, holdUnfinishedInstalls, parseHistory, type MachineActivity } from '../../../pxe/history-document.js';
 import { renderLocalBootScript } from '../../../pxe/ipxe.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';
 import type { Machine } from '../../../pxe/profiles.js';
@@ -49,6 +49,70 @@ describe('decideBoot', () => {
     expect(reportsSuccess({ event: 'STARTED' })).toBe(false);
     expect(reportsSuccess('SUCCEEDED')).toBe(false);
     expect(reportsSuccess(['SUCCEEDED'])).toBe(false);
+  });
+});
+
+describe('failing closed: a machine whose end hvpxe cannot know boots its disk', () => {
+  const lost = { at: at(5), keptAs: '/s/machines.json.corrupt-x', why: 'Unexpected end of JSON input' };
+
+  it('holds a machine with a hold, and says why; a loop is still seen', () => {
+    const hold = { since: at(0), why: 'hvpxe stopped while its install was running' };
+    expect(decideBoot({ hold }, 'local', T0)).toEqual({ kind: 'hold', why: hold.why });
+    const looping = decideBoot({ hold, localBoots: [at(1), at(2)] }, 'local', T0 + 3 * 60_000);
+    expect(looping).toMatchObject({ kind: 'hold', loop: expect.stringMatching(/^asked for a local boot 3 times/) });
+    // A finished install wins over a hold (it is what the machine said last); reinstall profiles reinstall.
+    expect(decideBoot({ hold, installed }, 'local', T0).kind).toBe('local');
+    expect(decideBoot({ hold }, 'reinstall', T0)).toEqual({ kind: 'install', why: 'the profile says after_install: reinstall' });
+  });
+
+  it('after a lost history, holds every machine not re-armed since the loss', () => {
+    expect(decideBoot(undefined, 'local', T0, lost)).toEqual({ kind: 'hold', why: `hvpxe's machine history was lost at ${at(5)} (Unexpected end of JSON input; kept as /s/machines.json.corrupt-x): whether this machine finished installing is unknown` });
+    expect(decideBoot({ rearmedAt: at(4) }, 'local', T0, lost).kind).toBe('hold');
+    expect(decideBoot({ rearmedAt: at(5) }, 'local', T0, lost).kind).toBe('install');
+    expect(decideBoot({ rearmedAt: at(6) }, 'local', T0, lost)).toEqual({ kind: 'install', why: 'no finished install reported' });
+    expect(decideBoot({ installed }, 'local', T0, lost).kind).toBe('local');
+    expect(heldByLostHistory(undefined, undefined)).toBe(false);
+    expect(heldByLostHistory({ installed }, lost)).toBe(false);
+  });
+
+  it('holds, at start-up, exactly the machines whose install was running (config served, no outcome)', () => {
+    const ms: MachineActivity[] = [
+      { name: 'running', group: 'g', profile: 'p', fetched: { artifacts: {} }, events: [], installing: { since: at(1) } },
+      { name: 'finished', group: 'g', profile: 'p', fetched: { artifacts: {} }, events: [], installing: { since: at(1) }, installed },
+      { name: 'booting', group: 'g', profile: 'p', fetched: { artifacts: {} }, events: [] },
+      { name: 'held', group: 'g', profile: 'p', fetched: { artifacts: {} }, events: [], installing: { since: at(1) }, hold: { since: at(2), why: 'earlier' } },
+    ];
+    expect(holdUnfinishedInstalls(ms, at(9))).toEqual(['running']);
+    expect(ms[0]!.hold).toEqual({ since: at(9), why: `hvpxe stopped while its install was running (config served ${at(1)}): whether it finished is unknown` });
+    expect(ms[3]!.hold!.why).toBe('earlier');
+    expect(ms[1]!.hold).toBeUndefined();
+  });
+
+  it('knows a failed install from both sources, nothing else', () => {
+    expect(reportsFailure({ type: 'install', phase: 'failed' })).toBe(true);
+    expect(reportsFailure({ event: 'FAILED' })).toBe(true);
+    expect(reportsFailure({ event: 'SUCCEEDED' })).toBe(false);
+    expect(reportsFailure({ type: 'step', phase: 'failed' })).toBe(false);
+    expect(reportsFailure('FAILED')).toBe(false);
+    expect(reportsFailure(null)).toBe(false);
+    expect(reportsFailure(['FAILED'])).toBe(false);
+  });
+});
+
+describe('renderLocalBootScript for a held machine', () => {
+  const m = { name: 'node-1', group: 'rack1', profile: 'hv', spec: {} } as Machine;
+  it('says why on the console, how to install it, and boots the disk', () => {
+    expect(renderLocalBootScript(m, { kind: 'hold', why: 'whether it finished is unknown ${evil}' }, { platform: 'pcbios' }).split('\n')).toEqual([
+      '#!ipxe',
+      '# hvpxe: machine node-1 is held: boot its disk (`hvpxe rearm node-1` installs it)',
+      'echo hvpxe: node-1: whether it finished is unknown ?{evil}',
+      'echo hvpxe: so it boots its local disk, not the installer; `hvpxe rearm node-1` on the boot server installs it',
+      'sanboot --no-describe --drive 0x80 || goto firmware',
+      ':firmware',
+      'echo hvpxe: handing back to the firmware for the next boot device',
+      'exit 0',
+      '',
+    ]);
   });
 });
 
