@@ -68,7 +68,9 @@ export const REFUSAL_TEXT: Record<Exclude<CredentialCheck, { ok: true }>['reason
 
 /**
  * Whether `credential` lets a request use `use` for this machine now. `attested`: the machine is
- * enrolled by its TPM, so the config needs an attested credential. Pure.
+ * enrolled by its TPM, so its config and its events need an attested credential (someone with its
+ * MAC but not its TPM gets a script, but can neither fetch the config nor report a finished
+ * install). Pure.
  */
 export function checkCredential(records: readonly CredentialRecord[] | undefined, credential: string | null | undefined, use: CredentialUse, now: number, attested = false): CredentialCheck {
   if (!credential) return { ok: false, reason: 'missing' };
@@ -78,8 +80,9 @@ export function checkCredential(records: readonly CredentialRecord[] | undefined
   if (!record) return { ok: false, reason: 'unknown' };
   const ttl = use === 'events' ? CREDENTIAL.eventsTtlMs : CREDENTIAL.configTtlMs;
   if (age(record, now) > ttl) return { ok: false, reason: 'expired' };
+  // An enrolled machine's config and events come only from the boot that proved its TPM.
+  if (use !== 'attest' && attested && !record.attestedAt) return { ok: false, reason: 'not attested' };
   if (use === 'events') return { ok: true, record };
   if (record.configAt) return { ok: false, reason: 'used' };
-  if (use === 'config' && attested && !record.attestedAt) return { ok: false, reason: 'not attested' };
   return { ok: true, record };
 }

@@ -1,7 +1,8 @@
 /**
  * POST /events/<machine>?credential=…: install progress from the installer (Harvester's webhooks
  * and hvinstall's own events), only with a boot credential of one of the machine's current boots
- * (credentials.ts). What is kept is a bounded, redacted summary (event-body.ts); an outcome
+ * (credentials.ts; for a machine enrolled by its TPM, of the boot that proved it). What is kept is a
+ * bounded, redacted summary (event-body.ts); an outcome
  * (success or failure) is written to the history before the answer.
  */
 import { BOOT_CREDENTIAL_PARAM } from '../config/hvpxe-protocol.js';
@@ -14,13 +15,13 @@ import type { ServeContext } from './serve-context.js';
 async function events(ctx: ServeContext, c: RequestContext, name: string): Promise<void> {
   const t = target(ctx, c, name);
   if (!t) return;
-  const { a } = t;
+  const { m, a } = t;
   const body = await readBounded(c.req, EVENT_BODY.maxBytes);
   if (body === undefined) {
     c.res.setHeader('Connection', 'close');
     return c.reply(413, `event body larger than ${EVENT_BODY.maxBytes} bytes\n`);
   }
-  const check = ctx.book.checkCredential(a, c.query.get(BOOT_CREDENTIAL_PARAM), 'events', false);
+  const check = ctx.book.checkCredential(a, c.query.get(BOOT_CREDENTIAL_PARAM), 'events', !!m.tpmEkSha256);
   if (!check.ok) return refuseCredential(ctx, c, a, 'events', check);
   const summary = summariseEventBody(body, c.state.redactor);
   ctx.book.seen(a, c.client);

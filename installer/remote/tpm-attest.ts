@@ -26,7 +26,7 @@ export function attestUrlFromCmdline(cmdlineText: string): string | undefined {
 }
 
 export interface TpmAttestOptions {
-  /** tpm2-tools' TCTI (TPM2TOOLS_TCTI), e.g. `swtpm:host=127.0.0.1,port=2321`; default: the kernel's /dev/tpmrm0. */
+  /** tpm2-tools' TCTI (TPM2TOOLS_TCTI), e.g. `swtpm:host=127.0.0.1,port=2321`; default: the kernel's resource manager. */
   tcti?: string;
   caFile?: string;
   /** Per tool and per request. */
@@ -65,7 +65,7 @@ class Tpm {
   ) {}
 
   async tool(name: string, args: string[]): Promise<void> {
-    const env = { ...process.env, ...(this.opts.tcti ? { TPM2TOOLS_TCTI: this.opts.tcti } : {}) };
+    const env = { ...process.env, TPM2TOOLS_TCTI: this.opts.tcti ?? 'device:/dev/tpmrm0' };
     await run(name, args, { cwd: this.dir, env, timeoutMs: this.opts.timeoutMs ?? 30_000 });
     await run('tpm2_flushcontext', ['-t'], { cwd: this.dir, env, timeoutMs: this.opts.timeoutMs ?? 30_000, allowFailure: true });
   }

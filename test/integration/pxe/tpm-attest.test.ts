@@ -123,6 +123,10 @@ describe('TPM 2.0 attestation', () => {
     expect(m.refusals.map((r: { what: string; reason: string }) => `${r.what}: ${r.reason}`)).toEqual(
       expect.arrayContaining([`attest: the machine's TPM has endorsement key sha256 ${other}, not the enrolled ${enrolled}`, 'config: this machine is enrolled by its TPM and has not proven it for this boot']),
     );
+    // Nor can it report a finished install for the enrolled machine.
+    const succeeded = await fetch(boot.events!, { method: 'POST', body: '{"event":"SUCCEEDED"}' });
+    expect(succeeded.status).toBe(403);
+    expect((await machineOf(hv!, 'node-1')).installed).toBeUndefined();
     const metrics = (await adminGet(hv!, '/metrics')).text;
     expect(metrics).toMatch(/^hvpxe_refused_total\{what="attest",reason="tpm mismatch"\} 1$/m);
     expect(metrics).toMatch(/^hvpxe_refused_total\{what="config",reason="not attested"\} 1$/m);

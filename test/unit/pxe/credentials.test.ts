@@ -77,6 +77,10 @@ describe('checkCredential', () => {
     expect(checkCredential(records, A, 'attest', T0 + CREDENTIAL.configTtlMs + 1)).toEqual({ ok: false, reason: 'expired' });
     // attested=false (not enrolled): an unattested credential is enough.
     expect(checkCredential(records, A, 'config', T0, false)).toMatchObject({ ok: true });
+    // Events of an enrolled machine: only from the boot that proved its TPM (an impostor cannot report a finished install).
+    expect(checkCredential(records, A, 'events', T0, true)).toEqual({ ok: false, reason: 'not attested' });
+    expect(checkCredential(attested, A, 'events', T0 + MIN, true)).toMatchObject({ ok: true });
+    expect(checkCredential(records, A, 'events', T0, false)).toMatchObject({ ok: true });
   });
 
   it('finds the credential among several current boots', () => {
