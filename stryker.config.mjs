@@ -24,6 +24,22 @@ const SCOPES = {
   ],
   disk: ['installer/disk/**/*.ts', '!installer/disk/types.ts', '!installer/disk/contracts.ts'],
   'redact-safe-path': ['lib/redact.ts', 'pxe/safe-path.ts'],
+  // hvpxe's decision modules (docs/testing.md, "the pxe scope"): who gets a config and when (boot
+  // credentials, TPM attestation), what a network boot gets (the history's holds), what is kept of
+  // an event, fleet conflicts, TFTP's limits, who a machine is. Their effects (the HTTP and TFTP
+  // servers, the history file) are the integration tests'.
+  pxe: [
+    'pxe/credentials.ts',
+    'pxe/event-body.ts',
+    'pxe/boot-decision.ts',
+    'pxe/history-document.ts',
+    'pxe/fleet-conflicts.ts',
+    'pxe/tftp-protocol.ts',
+    'pxe/tpm/*.ts',
+    'pxe/admin.ts:44-70', // authorised, healthReport
+    'pxe/profiles.ts:114-135', // normaliseMac, normaliseUuid, macHex, defaultMachineName
+    'pxe/profiles.ts:227-320', // buildCatalog, matchMachine, machineByName, requestIdentifies
+  ],
 };
 const scope = process.env.HV_MUTATION_SCOPE ?? 'redact-safe-path';
 if (!SCOPES[scope]) throw new Error(`HV_MUTATION_SCOPE=${scope}: use one of ${Object.keys(SCOPES).join(', ')}`);

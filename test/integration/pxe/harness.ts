@@ -7,6 +7,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { scriptUrls } from '../../unit/pxe/script-urls.js';
+
+export { scriptUrls };
 
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 export const CLI = path.join(REPO, 'dist/pxe/cli.js');
@@ -68,13 +71,6 @@ export async function adminGet(r: Running, p: string): Promise<{ status: number;
 /** One machine of /machines (admin listener). */
 export async function machineOf(r: Running, name: string): Promise<Record<string, any>> {
   return (JSON.parse((await adminGet(r, '/machines')).text) as { machines: Array<Record<string, any>> }).machines.find((x) => x.name === name)!;
-}
-
-/** The URLs a served script hands its machine, with their boot credential. */
-export function scriptUrls(script: string): { config?: string; events?: string; attest?: string; credential?: string } {
-  const arg = (k: string): string | undefined => new RegExp(`${k.replace(/\./g, '\\.')}=([^\\s']+)`).exec(script)?.[1];
-  const config = arg('harvester.install.config_url');
-  return { config, events: arg('hvinstall.events_url'), attest: arg('hvinstall.attest_url'), credential: config ? /credential=([A-Za-z0-9_-]{43})/.exec(config)?.[1] : undefined };
 }
 
 /** A machine's script from /ipxe/auto and the URLs in it. */

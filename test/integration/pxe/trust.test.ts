@@ -61,6 +61,17 @@ async function health(): Promise<{ status: string; problems: string[] }> {
   return JSON.parse((await adminGet(hv!, '/healthz')).text) as { status: string; problems: string[] };
 }
 
+/** The first problem /healthz reports (after a SIGHUP: the refused reload), once there is one. */
+async function firstProblem(): Promise<string> {
+  return waitUntil(
+    async () => {
+      const h = await health();
+      return h.problems.length ? { done: true as const, value: h.problems[0]! } : { done: false as const, reason: 'no reload yet' };
+    },
+    { what: 'the refused reload', timeoutMs: 30_000, intervalMs: 200 },
+  );
+}
+
 describe('the machine history cannot be lost or silently stop', () => {
   it('a body nested 7000 levels deep is kept as a bounded summary; a later SUCCEEDED survives a restart and SIGTERM is prompt', async () => {
     const state = path.join(dir, 'state-nested');
@@ -99,13 +110,7 @@ describe('the machine history cannot be lost or silently stop', () => {
     hv = await startHvpxe(serveArgs(state), 60_000, AS_NOBODY);
     await chown(file, 0, 0);
     hv.proc.kill('SIGHUP');
-    const problem = await waitUntil(
-      async () => {
-        const h = await health();
-        return h.problems.length ? { done: true as const, value: h.problems[0]! } : { done: false as const, reason: 'no reload yet' };
-      },
-      { what: 'the refused reload', timeoutMs: 30_000, intervalMs: 200 },
-    );
+    const problem = await firstProblem();
     expect(problem).toContain(`the last reload of profiles.yaml was refused (still serving the previous profiles): cannot read the machine history ${file}: EACCES`);
   });
 
@@ -171,13 +176,7 @@ describe('what must never be served', () => {
     await rm(link);
     await symlink(inside, link);
     hv.proc.kill('SIGHUP');
-    const problem = await waitUntil(
-      async () => {
-        const h = await health();
-        return h.problems.length ? { done: true as const, value: h.problems[0]! } : { done: false as const, reason: 'no reload yet' };
-      },
-      { what: 'the refused reload', timeoutMs: 30_000, intervalMs: 200 },
-    );
+    const problem = await firstProblem();
     expect(problem).toContain(`profiles.yaml (every machine's secrets) ${link} is inside --root`);
     await rm(inside);
   });

@@ -5,6 +5,9 @@ import path from 'node:path';
 import type { ValidationResult } from '../../../config/types.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';
 import { PxeServer } from '../../../pxe/server.js';
+import { scriptUrls } from './script-urls.js';
+
+export { scriptUrls };
 
 /**
  * Test double for the one validator (config validateConfig): a few of its rules, so the
@@ -130,13 +133,6 @@ export async function adminText(server: PxeServer, p: string): Promise<string> {
 /** One machine of /machines. */
 export async function machineOf(server: PxeServer, name: string): Promise<Record<string, any>> {
   return (await adminJson(server, '/machines')).machines.find((m) => m.name === name)!;
-}
-
-/** The URLs a served script hands its machine (config, events, attestation), with their boot credential. */
-export function scriptUrls(script: string): { config?: string; events?: string; attest?: string; credential?: string } {
-  const arg = (k: string): string | undefined => new RegExp(`${k.replace(/\./g, '\\.')}=([^\\s']+)`).exec(script)?.[1];
-  const config = arg('harvester.install.config_url');
-  return { config, events: arg('hvinstall.events_url'), attest: arg('hvinstall.attest_url'), credential: config ? /credential=([A-Za-z0-9_-]{43})/.exec(config)?.[1] : undefined };
 }
 
 /** Boots a machine over iPXE (its script from /ipxe/auto) and returns the script and its URLs. */
