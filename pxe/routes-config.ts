@@ -23,7 +23,7 @@ async function config(ctx: ServeContext, c: RequestContext, name: string): Promi
   if (!check.ok) return refuseCredential(ctx, c, a, 'config', check);
   const credential = c.query.get(BOOT_CREDENTIAL_PARAM)!;
   const yaml = serialiseServedConfig(m, renderMachineConfig(c.state.catalog, m, ctx.url, credential));
-  const before = a.installing;
+  const before = { installing: a.installing, fetched: a.fetched.config };
   ctx.book.seen(a, c.client);
   ctx.book.configServed(a, check.record);
   try {
@@ -31,7 +31,8 @@ async function config(ctx: ServeContext, c: RequestContext, name: string): Promi
     await ctx.book.persistNow();
   } catch (err) {
     check.record.configAt = undefined;
-    a.installing = before;
+    a.installing = before.installing;
+    a.fetched.config = before.fetched;
     ctx.log.error('config not served: the machine history cannot be written', { machine: m.name, error: (err as Error).message });
     return c.reply(503, 'hvpxe cannot record this install in its machine history right now; retry shortly\n', undefined, { 'Retry-After': '10' });
   }
