@@ -46,6 +46,11 @@ export class Attestations {
   /** Open challenges by the sha256 of the boot credential they were asked with. */
   private readonly pending = new Map<string, Pending>();
 
+  /** Challenges not yet answered (expired ones go at the next challenge; at most ATTEST.pendingKept). */
+  get open(): number {
+    return this.pending.size;
+  }
+
   /** A challenge for an EK that must hash to `enrolled`. */
   challenge(credentialSha256: string, enrolled: string, req: AttestRequest, now: number): AttestOutcome<AttestChallenge> {
     let ekHash: string;

@@ -181,5 +181,21 @@ describe('the history file', () => {
     expect(() => parseHistory(JSON.stringify({ version: 2, machines: [machine({ hold: 'yes' as never })] }))).toThrow('machines[0] (node-1): hold must be {since, why}');
     expect(() => parseHistory(JSON.stringify({ version: 2, machines: [machine({ credentials: [{ issuedAt: at(0) }] as never })] }))).toThrow('credentials must be a list of {sha256, issuedAt}');
     expect(() => parseHistory(JSON.stringify({ version: 2, lost: 'x', machines: [] }))).toThrow('lost must be {at, keptAs, why}');
+    expect(() => parseHistory(JSON.stringify({ version: 2, lost: { keptAs: 'x' }, machines: [] }))).toThrow('lost must be {at, keptAs, why}');
+    expect(() => parseHistory(JSON.stringify({ version: 2, machines: [machine({ installing: { at: 'x' } as never })] }))).toThrow('machines[0] (node-1): installing must be {since}');
+    expect(() => parseHistory(JSON.stringify({ version: 2, machines: [machine({ hold: { why: 'x' } as never })] }))).toThrow('machines[0] (node-1): hold must be {since, why}');
+    expect(() => parseHistory(JSON.stringify({ version: 2, machines: [machine({ installed: { via: 'x' } as never })] }))).toThrow('machines[0] (node-1): installed must be {at, via}');
+    expect(() => parseHistory(JSON.stringify({ version: 2, machines: [{ ...machine(), events: {} }] }))).toThrow('machines[0] (node-1): has no fetched/events records');
+    expect(() => parseHistory(JSON.stringify({ version: 2, machines: [{ ...machine(), fetched: 'x' }] }))).toThrow('machines[0] (node-1): has no fetched/events records');
+    expect(() => parseHistory(JSON.stringify({ version: 2, machines: [machine({ credentials: {} as never })] }))).toThrow('credentials must be a list');
+    expect(() => parseHistory(JSON.stringify({ version: 2, machines: [machine({ credentials: [{ sha256: 1, issuedAt: 'x' }] as never })] }))).toThrow('credentials must be a list');
+    expect(() => parseHistory(JSON.stringify({ version: 2, machines: [{ name: 'n', group: 1, profile: 'p' }] }))).toThrow('machines[0] has no valid name, group and profile');
+    expect(() => parseHistory(JSON.stringify({ version: 2, machines: [null] }))).toThrow('machines[0] has no valid name, group and profile');
+    expect(() => parseHistory(JSON.stringify({ version: 2, machines: {} }))).toThrow('not a version 1 or 2 machine history');
+    expect(() => parseHistory('null')).toThrow('not a version 1 or 2 machine history');
+    // What it accepts: both versions, the lost marker kept, nothing added.
+    expect(parseHistory(JSON.stringify({ version: 1, machines: [machine()] }))).toEqual({ machines: [machine()] });
+    const lost = { at: at(1), keptAs: 'k', why: 'w' };
+    expect(parseHistory(JSON.stringify({ version: 2, lost, machines: [] }))).toEqual({ machines: [], lost });
   });
 });

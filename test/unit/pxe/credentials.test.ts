@@ -110,3 +110,26 @@ describe('withIssued', () => {
     expect(later.at(-1)!.sha256).toBe(record(B).sha256);
   });
 });
+
+describe('the credential rules, as the operator reads them', () => {
+  it('has these lifetimes and bounds', () => {
+    expect(CREDENTIAL).toEqual({ bytes: 32, configTtlMs: 60 * 60_000, eventsTtlMs: 24 * 60 * 60_000, unusedKept: 4, usedKept: 4 });
+  });
+
+  it('says each refusal in these words', () => {
+    expect(REFUSAL_TEXT).toEqual({
+      missing: 'no boot credential: only the URL in the script hvpxe served to this machine works',
+      malformed: 'not a boot credential',
+      unknown: "not a boot credential hvpxe gave this machine (another machine's, or an older boot's)",
+      expired: 'the boot credential expired: boot the machine again for a new one',
+      used: 'the config was already served for this boot credential: boot the machine again for a new one',
+      'not attested': 'this machine is enrolled by its TPM and has not proven it for this boot',
+    });
+  });
+
+  it('keeps a record exactly as old as the events lifetime, drops one a millisecond older', () => {
+    const edge = record(A, { issuedAt: iso(0) });
+    expect(withIssued([edge], record(B, { issuedAt: iso(1) }), T0 + CREDENTIAL.eventsTtlMs)).toHaveLength(2);
+    expect(withIssued([edge], record(B, { issuedAt: iso(1) }), T0 + CREDENTIAL.eventsTtlMs + 1)).toHaveLength(1);
+  });
+});

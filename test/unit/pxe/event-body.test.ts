@@ -80,3 +80,24 @@ describe('summariseEventBody', () => {
     expect(Object.keys(s.data as object)).toEqual(['__proto__', 'constructor', 'event']);
   });
 });
+
+describe('event-body limits, exactly', () => {
+  it('are these', () => {
+    expect(EVENT_BODY).toEqual({ maxBytes: 64 * 1024, maxDepth: 8, maxFields: 16, maxKey: 64, maxString: 200, maxEventName: 64 });
+  });
+
+  it('keeps a string of exactly the limit whole, and 16 fields without a note', () => {
+    const fields: Record<string, string> = { event: 'x'.repeat(EVENT_BODY.maxEventName), s: 's'.repeat(EVENT_BODY.maxString) };
+    for (let i = 0; i < 14; i++) fields[`f${i}`] = 'v';
+    const s = summariseEventBody(body(fields), redactor);
+    expect(s.event).toBe('x'.repeat(EVENT_BODY.maxEventName));
+    expect((s.data as Record<string, string>).s).toBe('s'.repeat(EVENT_BODY.maxString));
+    expect(s.note).toBeUndefined();
+    expect(summariseEventBody(body({ ...fields, one: 1 }), redactor).note).toBe('1 more field not kept');
+  });
+
+  it('keeps null and numbers as text when they are the whole body', () => {
+    expect(summariseEventBody(body('null'), redactor)).toEqual({ event: 'event', data: 'null' });
+    expect(summariseEventBody(body('42'), redactor)).toEqual({ event: 'event', data: '42' });
+  });
+});

@@ -71,3 +71,36 @@ describe('TPM enrolment', () => {
     expect(() => buildCatalog(file)).toThrow(`machines 'node-1' (group rack1) and 'node-4' (group named) have the same TPM endorsement key ${ek}`);
   });
 });
+
+describe('buildCatalog, the rest of its rules', () => {
+  it("refuses a machine named like the default group's made-up names", async () => {
+    const file = await parseProfiles(profilesText('  - name: more\n    profile: hv\n    machines: [{ name: spare-x, mac: "52:54:00:00:00:42" }]\n'));
+    expect(() => buildCatalog(file)).toThrow("machine name 'spare-x' collides with the default group's generated names (spare-<mac>)");
+  });
+
+  it('numbers the machines of a fleet (0 creates the cluster), not the others; names fall back to the hostname, then mac-, then uuid-', async () => {
+    const cat = buildCatalog(await parseProfiles(profilesText('  - name: bare\n    profile: hv\n    machines: [{ mac: "52:54:00:00:00:43" }, { uuid: "22222222-3333-4444-5555-666666666666" }]\n')));
+    expect(cat.machines.map((m) => [m.name, m.fleetIndex])).toEqual([
+      ['node-1', 0],
+      ['node-2', 1],
+      ['node-3', 2],
+      ['node-4', undefined],
+      ['mac-525400000043', undefined],
+      ['uuid-22222222-3333-4444-5555-666666666666', undefined],
+    ]);
+    expect(cat.defaultGroup?.name).toBe('spare');
+    expect(cat.byHostname.get('node-4')?.name).toBe('node-4');
+    expect(cat.byUuid.get('22222222-3333-4444-5555-666666666666')?.name).toBe('uuid-22222222-3333-4444-5555-666666666666');
+  });
+
+  it('a machine declared by hostname alone matches its hostname in any case; the default group only with a MAC', async () => {
+    const cat = buildCatalog(await parseProfiles(profilesText()));
+    expect(matchMachine(cat, { hostname: ' Node-4 ' })).toMatchObject({ by: 'hostname', machine: { name: 'node-4' } });
+    expect(requestIdentifies(machineByName(cat, 'node-4')!, { hostname: 'NODE-4' })).toBe(true);
+    expect(requestIdentifies(machineByName(cat, 'node-4')!, {})).toBe(false);
+    expect(matchMachine(cat, { uuid: '99999999-0000-0000-0000-000000000000' })).toBeUndefined();
+    expect(machineByName(cat, 'spare-52540000004')).toBeUndefined();
+    expect(machineByName(cat, 'spare-52540000004g')).toBeUndefined();
+    expect(machineByName(cat, 'nobody')).toBeUndefined();
+  });
+});

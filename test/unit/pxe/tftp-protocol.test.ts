@@ -4,7 +4,7 @@
  * lock-step with block numbers wrapping past 65535.
  */
 import { describe, expect, it } from 'vitest';
-import { admit, LockStep, negotiate, oackPacket, parseClientPacket, parseRequest, TFTP } from '../../../pxe/tftp-protocol.js';
+import { admit, ERR, errorPacket, LockStep, negotiate, oackPacket, OP, parseClientPacket, parseRequest, TFTP } from '../../../pxe/tftp-protocol.js';
 
 const opts = (o: Record<string, string>): Map<string, string> => new Map(Object.entries(o));
 
@@ -38,6 +38,25 @@ describe('negotiate', () => {
     const p = oackPacket(negotiate(opts({ blksize: '65464', timeout: '5', tsize: '0' }), 92 * 1024 * 1024).reply);
     expect(p.length).toBeLessThan(64);
     expect(p.subarray(2).toString('latin1')).toBe('blksize\u00001468\u0000timeout\u00005\u0000tsize\u000096468992\u0000');
+  });
+});
+
+describe('the limits and packets, exactly', () => {
+  it('are these', () => {
+    expect(TFTP).toEqual({ defaultBlock: 512, maxBlock: 1468, defaultTimeoutMs: 2000, maxTimeoutS: 5, retries: 5, transferCapMs: 600_000, maxTransfers: 64, maxPerClient: 8, firstPacketSends: 3 });
+    expect(OP).toEqual({ RRQ: 1, WRQ: 2, DATA: 3, ACK: 4, ERROR: 5, OACK: 6 });
+    expect(ERR).toEqual({ undefined: 0, notFound: 1, access: 2, illegal: 4, unknownTid: 5, option: 8 });
+  });
+
+  it('an ERROR packet: opcode 5, the code, the message, a NUL', () => {
+    expect([...errorPacket(1, 'file not found')]).toEqual([0, 5, 0, 1, ...Buffer.from('file not found'), 0]);
+    expect([...errorPacket(0x102, 'x')]).toEqual([0, 5, 1, 2, 0x78, 0]);
+  });
+
+  it('takes the largest blksize RFC 2348 allows (capped), not one more', () => {
+    expect(negotiate(opts({ blksize: '65464' }), 1).reply).toEqual(opts({ blksize: '1468' }));
+    expect(negotiate(opts({ blksize: '1469' }), 1).blockSize).toBe(1468);
+    expect(negotiate(opts({ blksize: '1467' }), 1).blockSize).toBe(1467);
   });
 });
 

@@ -109,6 +109,23 @@ describe('public areas', () => {
     expect(ekSha256(ek)).toBe(createHash('sha256').update(der).digest('hex'));
   });
 
+  it('hashes an EK with another exponent as openssl does, and takes an AES-256 EK template', () => {
+    const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048, publicExponent: 3 });
+    const jwk = privateKey.export({ format: 'jwk' });
+    const n = Buffer.from(jwk.n!, 'base64url');
+    const area = Buffer.from(ekArea(n));
+    // The exponent field (after the modulus size) carries 3; 0 means 65537.
+    area.writeUInt32BE(3, area.length - n.length - 2 - 4);
+    const ek = parseRsaEk(area);
+    expect(ek.exponent).toBe(3);
+    const der = execFileSync('openssl', ['pkey', '-pubout', '-outform', 'DER'], { input: privateKey.export({ type: 'pkcs8', format: 'pem' }) });
+    expect(ekSha256(ek)).toBe(createHash('sha256').update(der).digest('hex'));
+    expect(parseRsaEk(ekArea(n, { symBits: 256 })).symmetricKeyBits).toBe(256);
+    expect(() => parseRsaEk(ekArea(n, { symBits: 192 }))).toThrow(/AES-192 mode 0x43 \(AES-128 or -256 CFB expected\)/);
+    expect(EK_ATTRIBUTES).toBe(0x000300b2);
+    expect(TPM_ALG).toEqual({ RSA: 0x0001, SHA256: 0x000b, NULL: 0x0010, AES: 0x0006, CFB: 0x0043, ECC: 0x0023 });
+  });
+
   it('refuses what credential activation cannot use, saying why', () => {
     const n = Buffer.from(key.export({ format: 'jwk' }).n!, 'base64url');
     expect(() => parseRsaEk(ekArea(n, { type: 0x0023 }))).toThrow('EK public area: type 0x23 (an RSA key expected, as tpm2_createek -G rsa makes it)');
@@ -180,6 +197,33 @@ describe('Attestations', () => {
   it('refuses a malformed AK or EK as malformed', () => {
     const a = new Attestations();
     expect(a.challenge(cred, 'x', { step: 'challenge', ekPublic: Buffer.from([0, 1, 2]).toString('base64'), akPublic: 'AA==' }, 0)).toMatchObject({ ok: false, reason: 'malformed' });
+  });
+});
+
+describe('what Attestations keeps', () => {
+  it('one open challenge per boot credential, expired ones dropped, never more than the bound', () => {
+    const a = new Attestations();
+    const enrolled = ekSha256(parseRsaEk(ekPub));
+    const req = { step: 'challenge' as const, ekPublic: ekPub.toString('base64'), akPublic: tpm2b(Buffer.concat([u16(1), u16(0x000b), Buffer.alloc(8)])).toString('base64') };
+    expect(a.challenge('a'.repeat(64), enrolled, req, 0).ok).toBe(true);
+    expect(a.challenge('a'.repeat(64), enrolled, req, 10).ok).toBe(true);
+    expect(a.open).toBe(1);
+    expect(a.challenge('b'.repeat(64), enrolled, req, ATTEST.challengeTtlMs).ok).toBe(true);
+    expect(a.open).toBe(2);
+    // Past the first one's lifetime: a new challenge clears it.
+    expect(a.challenge('c'.repeat(64), enrolled, req, ATTEST.challengeTtlMs + 11).ok).toBe(true);
+    expect(a.open).toBe(2);
+    expect(a.challenge('x', 'f'.repeat(64), req, 0).ok).toBe(false);
+    expect(a.open).toBe(2);
+  });
+
+  it('holds at most ATTEST.pendingKept challenges', () => {
+    const a = new Attestations();
+    const enrolled = ekSha256(parseRsaEk(ekPub));
+    const req = { step: 'challenge' as const, ekPublic: ekPub.toString('base64'), akPublic: tpm2b(Buffer.concat([u16(1), u16(0x000b), Buffer.alloc(8)])).toString('base64') };
+    for (let i = 0; i <= ATTEST.pendingKept + 5; i++) a.challenge(String(i).padStart(64, '0'), enrolled, req, 0);
+    expect(a.open).toBe(ATTEST.pendingKept);
+    expect(ATTEST).toEqual({ challengeTtlMs: 120_000, secretBytes: 32, pendingKept: 1000, maxField: 4096 });
   });
 });
 
