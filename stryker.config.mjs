@@ -55,7 +55,8 @@ export default {
   tempDirName: '.stryker-tmp',
   // The sandbox is a copy of the tree: not what the unit tests never read (the sysfs-like fixture
   // trees hold symlinked directories the copy cannot follow; preflight is outside every scope).
-  ignorePatterns: ['/test/fixtures/sysroot', '/test/integration', '/test/e2e', '/test/unit/preflight', '/iso-build/out', '/bench', '/demo-out', '/out'],
+  // The e2e outputs too: a stage's sparse 260 GiB disk image would be copied whole.
+  ignorePatterns: ['/test/fixtures/sysroot', '/test/integration', '/test/e2e', '/test/unit/preflight', '/iso-build/out', '/bench', '/demo-out', '/out', '/.e2e-out', '/.e2e-cache', '/reports'],
   cleanTempDir: 'always',
   reporters: ['clear-text', 'progress', 'json'],
   jsonReporter: { fileName: `reports/mutation/${scope}.json` },

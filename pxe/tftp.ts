@@ -80,7 +80,7 @@ class Transfer {
 
   /** The client asked again before its first ACK: it did not get the first packet. */
   resendFirst(): void {
-    if (!this.lock.acked && this.firstSends < TFTP.firstPacketSends) {
+    if (!this.lock.acked && this.firstSends > 0 && this.firstSends < TFTP.firstPacketSends) {
       this.firstSends++;
       this.send(this.packet);
     }
