@@ -6,6 +6,7 @@
  * scalar fields, each string cut to a fixed length after redaction. Pure.
  */
 import type { Redactor } from '../lib/redact.js';
+import { setOwn } from '../lib/own-keys.js';
 
 export const EVENT_BODY = {
   /** Bytes read from a request; a larger body is refused (413). */
@@ -73,14 +74,14 @@ function flatten(obj: Record<string, unknown>): { fields: Record<string, EventSc
   for (const k of keys.slice(0, EVENT_BODY.maxFields)) {
     const v = obj[k];
     const scalar = v === null || typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' ? v : describe(v);
-    Object.defineProperty(fields, cut(k, EVENT_BODY.maxKey), { value: scalar, enumerable: true, writable: true, configurable: true });
+    setOwn(fields, cut(k, EVENT_BODY.maxKey), scalar);
   }
   return { fields, dropped: Math.max(0, keys.length - EVENT_BODY.maxFields) };
 }
 
 function cutStrings(fields: Record<string, EventScalar>): Record<string, EventScalar> {
   const out: Record<string, EventScalar> = {};
-  for (const [k, v] of Object.entries(fields)) Object.defineProperty(out, k, { value: typeof v === 'string' ? cut(v, EVENT_BODY.maxString) : v, enumerable: true, writable: true, configurable: true });
+  for (const [k, v] of Object.entries(fields)) setOwn(out, k, typeof v === 'string' ? cut(v, EVENT_BODY.maxString) : v);
   return out;
 }
 

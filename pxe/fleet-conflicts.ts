@@ -21,13 +21,9 @@ export interface FleetFacts {
   hwAddrs: string[];
 }
 
+/** A URL's host as an address compares (an IPv6 host without its brackets). */
 function hostOf(url: string | undefined): string | undefined {
-  if (!url) return undefined;
-  try {
-    return new URL(url).hostname.replace(/^\[|\]$/g, '');
-  } catch {
-    return undefined;
-  }
+  return url !== undefined && URL.canParse(url) ? new URL(url).hostname.replace(/[[\]]/g, '') : undefined;
 }
 
 /** The facts of one machine's config. Pure. */
@@ -43,10 +39,11 @@ function duplicates(facts: FleetFacts[], values: (f: FleetFacts) => string[], wh
   const owner = new Map<string, string>();
   const out: string[] = [];
   for (const f of facts) {
+    // A value listed twice by one machine counts once.
     for (const v of new Set(values(f))) {
       const first = owner.get(v);
-      if (first !== undefined && first !== f.machine) out.push(`machines ${first} and ${f.machine} both have ${what} ${v}`);
-      else owner.set(v, f.machine);
+      if (first === undefined) owner.set(v, f.machine);
+      else out.push(`machines ${first} and ${f.machine} both have ${what} ${v}`);
     }
   }
   return out;
@@ -55,10 +52,9 @@ function duplicates(facts: FleetFacts[], values: (f: FleetFacts) => string[], wh
 /** Every conflict between the machines' configs, each naming both machines. Pure. */
 export function fleetConflicts(facts: FleetFacts[]): string[] {
   const out = [...duplicates(facts, (f) => (f.ip ? [f.ip] : []), 'the static address'), ...duplicates(facts, (f) => f.hwAddrs, 'a management interface with hardware address')];
-  const vips = facts.filter((f) => f.vip);
   for (const f of facts) {
     if (!f.ip) continue;
-    for (const v of vips) {
+    for (const v of facts) {
       if (v.vip === f.ip) out.push(`machine ${f.machine}'s static address ${f.ip} is the VIP that machine ${v.machine} creates${v.machine === f.machine ? ' (a node cannot be its own cluster VIP)' : ''}`);
     }
     if (f.mode === 'join' && f.serverHost === f.ip) {

@@ -43,7 +43,7 @@ export interface TftpRequest {
 
 /** Parses a read or write request; undefined when the packet is not one. */
 export function parseRequest(msg: Buffer): ({ op: 'read' | 'write' } & TftpRequest) | undefined {
-  if (msg.length < 4) return undefined;
+  if (msg.length < 2) return undefined;
   const op = msg.readUInt16BE(0);
   if (op !== OP.RRQ && op !== OP.WRQ) return undefined;
   const fields = msg.subarray(2).toString('latin1').split('\0');
@@ -69,12 +69,13 @@ export function negotiate(asked: Map<string, string>, size: number): Negotiated 
   let blockSize: number = TFTP.defaultBlock;
   let timeoutMs: number = TFTP.defaultTimeoutMs;
   const blk = Number(asked.get('blksize'));
-  if (asked.has('blksize') && Number.isInteger(blk) && blk >= 8 && blk <= 65464) {
+  // An option not asked for is NaN here, which no check passes.
+  if (Number.isInteger(blk) && blk >= 8 && blk <= 65464) {
     blockSize = Math.min(blk, TFTP.maxBlock);
     reply.set('blksize', String(blockSize));
   }
   const t = Number(asked.get('timeout'));
-  if (asked.has('timeout') && Number.isInteger(t) && t >= 1 && t <= TFTP.maxTimeoutS) {
+  if (Number.isInteger(t) && t >= 1 && t <= TFTP.maxTimeoutS) {
     timeoutMs = t * 1000;
     reply.set('timeout', String(t));
   }

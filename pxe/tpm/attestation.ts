@@ -21,10 +21,10 @@ interface Pending {
 
 export type AttestOutcome<T> = { ok: true; value: T } | { ok: false; reason: 'malformed' | 'tpm mismatch' | 'no challenge' | 'wrong secret'; detail: string };
 
-function field(o: Record<string, unknown>, k: string): Buffer | undefined {
+/** Whether a message's field is base64 of a sensible length. */
+function base64Field(o: Record<string, unknown>, k: string): boolean {
   const v = o[k];
-  if (typeof v !== 'string' || v.length === 0 || v.length > ATTEST.maxField || !/^[A-Za-z0-9+/]+=*$/.test(v)) return undefined;
-  return Buffer.from(v, 'base64');
+  return typeof v === 'string' && v.length <= ATTEST.maxField && /^[A-Za-z0-9+/]+=*$/.test(v);
 }
 
 /** The message in a body, or why it is not one. Pure. */
@@ -35,10 +35,10 @@ export function parseAttestMessage(body: Buffer): AttestRequest | AttestProof | 
   } catch {
     return undefined;
   }
-  if (!o || typeof o !== 'object' || Array.isArray(o)) return undefined;
-  const m = o as Record<string, unknown>;
-  if (m.step === 'challenge' && field(m, 'ekPublic') && field(m, 'akPublic')) return { step: 'challenge', ekPublic: m.ekPublic as string, akPublic: m.akPublic as string };
-  if (m.step === 'proof' && typeof m.challenge === 'string' && field(m, 'secret')) return { step: 'proof', challenge: m.challenge, secret: m.secret as string };
+  // Object(): null and scalars become objects without these fields.
+  const m = Object(o) as Record<string, unknown>;
+  if (m.step === 'challenge' && base64Field(m, 'ekPublic') && base64Field(m, 'akPublic')) return { step: 'challenge', ekPublic: m.ekPublic as string, akPublic: m.akPublic as string };
+  if (m.step === 'proof' && typeof m.challenge === 'string' && base64Field(m, 'secret')) return { step: 'proof', challenge: m.challenge, secret: m.secret as string };
   return undefined;
 }
 

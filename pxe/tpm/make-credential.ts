@@ -39,7 +39,7 @@ export function tpm2b(b: Buffer): Buffer {
 export function kdfa(key: Buffer, label: string, contextU: Buffer, contextV: Buffer, bits: number): Buffer {
   const out: Buffer[] = [];
   for (let i = 1; out.length * DIGEST_BYTES * 8 < bits; i++) {
-    out.push(createHmac('sha256', key).update(Buffer.concat([u32(i), Buffer.from(`${label}\0`, 'latin1'), contextU, contextV, u32(bits)])).digest());
+    out.push(createHmac('sha256', key).update(Buffer.concat([u32(i), Buffer.from(`${label}\0`), contextU, contextV, u32(bits)])).digest());
   }
   return Buffer.concat(out).subarray(0, Math.ceil(bits / 8));
 }
@@ -57,7 +57,7 @@ export function sealCredential(seed: Buffer, ek: Pick<RsaEkPublic, 'symmetricKey
 
 /** The seed sealed to the EK (the TPM2B_ENCRYPTED_SECRET's contents). */
 export function encryptSeed(ek: RsaEkPublic, seed: Buffer): Buffer {
-  return publicEncrypt({ key: ekKey(ek), padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: 'sha256', oaepLabel: Buffer.from('IDENTITY\0', 'latin1') }, seed);
+  return publicEncrypt({ key: ekKey(ek), padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: 'sha256', oaepLabel: Buffer.from('IDENTITY\0') }, seed);
 }
 
 /** TPM2_MakeCredential: the TPM2B_ID_OBJECT and TPM2B_ENCRYPTED_SECRET (each with its size) that only the EK's TPM opens. */

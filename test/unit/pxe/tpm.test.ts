@@ -7,7 +7,7 @@
  * test/integration/pxe/tpm-attest.test.ts.)
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { constants, createDecipheriv, createHash, generateKeyPairSync, privateDecrypt, type KeyObject } from 'node:crypto';
+import { constants, createDecipheriv, createHash, createHmac, generateKeyPairSync, privateDecrypt, type KeyObject } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -18,7 +18,9 @@ import { ATTEST, Attestations, parseAttestMessage } from '../../../pxe/tpm/attes
 
 let dir: string;
 let key: KeyObject;
-let ekPub: Buffer;
+/** The software EK's public area (built in each test: a failure in it must fail a test, not a hook). */
+let ekModulus: Buffer;
+const ekPubOf = (): Buffer => ekArea(ekModulus);
 
 function u16(n: number): Buffer {
   const b = Buffer.alloc(2);
@@ -52,9 +54,7 @@ function ekArea(modulus: Buffer, over: { type?: number; attributes?: number; sym
 beforeAll(async () => {
   dir = await mkdtemp(path.join(tmpdir(), 'hvpxe-tpm-'));
   ({ privateKey: key } = generateKeyPairSync('rsa', { modulusLength: 2048 }));
-  const jwk = key.export({ format: 'jwk' });
-  ekPub = ekArea(Buffer.from(jwk.n!, 'base64url'));
-  await writeFile(path.join(dir, 'ek.pub'), ekPub);
+  ekModulus = Buffer.from(key.export({ format: 'jwk' }).n!, 'base64url');
 });
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
@@ -68,6 +68,7 @@ describe('MakeCredential, checked against tpm2_makecredential', () => {
   it('gives the TPM2B_ID_OBJECT tpm2-tools gives for the same seed, byte for byte', async () => {
     const name = Buffer.concat([u16(0x000b), createHash('sha256').update('an attestation key').digest()]);
     const secret = Buffer.from('0123456789abcdef0123456789abcdef');
+    await writeFile(path.join(dir, 'ek.pub'), ekPubOf());
     await writeFile(path.join(dir, 'secret'), secret);
     execFileSync('tpm2_makecredential', ['-T', 'none', '-e', path.join(dir, 'ek.pub'), '-s', path.join(dir, 'secret'), '-n', name.toString('hex'), '-o', path.join(dir, 'cred.out')], { stdio: 'pipe' });
     const out = await readFile(path.join(dir, 'cred.out'));
@@ -81,7 +82,7 @@ describe('MakeCredential, checked against tpm2_makecredential', () => {
   });
 
   it('seals its own seed to the EK so that only the private key opens it, with the IDENTITY label', () => {
-    const ek = parseRsaEk(ekPub);
+    const ek = parseRsaEk(ekPubOf());
     const seed = Buffer.alloc(32, 7);
     expect(openSeed(encryptSeed(ek, seed)).equals(seed)).toBe(true);
     const { idObject, encryptedSecret } = makeCredential(ek, Buffer.concat([u16(0x000b), Buffer.alloc(32)]), Buffer.alloc(32, 1));
@@ -103,7 +104,7 @@ describe('MakeCredential, checked against tpm2_makecredential', () => {
 
 describe('public areas', () => {
   it('parses the EK template and hashes the EK as `openssl pkey -pubout -outform der | sha256sum` would', () => {
-    const ek = parseRsaEk(ekPub);
+    const ek = parseRsaEk(ekPubOf());
     expect(ek).toMatchObject({ nameAlg: TPM_ALG.SHA256, attributes: EK_ATTRIBUTES, symmetricKeyBits: 128, keyBits: 2048, exponent: 65537 });
     const der = execFileSync('openssl', ['pkey', '-pubout', '-outform', 'DER'], { input: key.export({ type: 'pkcs8', format: 'pem' }) });
     expect(ekSha256(ek)).toBe(createHash('sha256').update(der).digest('hex'));
@@ -134,8 +135,8 @@ describe('public areas', () => {
     expect(() => parseRsaEk(ekArea(n, { attributes: 0x00060072 }))).toThrow(/are not an endorsement key's/);
     expect(() => parseRsaEk(ekArea(n, { nameAlg: 0x0004 }))).toThrow(/name algorithm 0x4 \(SHA-256 expected\)/);
     expect(() => parseRsaEk(ekArea(n.subarray(0, 128)))).toThrow(/a 1024-bit modulus for 1024 key bits \(2048 or more expected\)/);
-    expect(() => parseRsaEk(ekPub.subarray(0, 100))).toThrow(/truncated at byte/);
-    expect(() => parseRsaEk(Buffer.concat([ekPub, Buffer.from([0])]))).toThrow(/1 bytes after the end/);
+    expect(() => parseRsaEk(ekPubOf().subarray(0, 100))).toThrow(/truncated at byte/);
+    expect(() => parseRsaEk(Buffer.concat([ekPubOf(), Buffer.from([0])]))).toThrow(/1 bytes after the end/);
     expect(() => parseRsaEk(Buffer.from([0, 1, 0]))).toThrow(/empty public area/);
   });
 
@@ -151,15 +152,15 @@ describe('Attestations', () => {
 
   it('refuses an EK other than the enrolled one, naming the one it saw', () => {
     const a = new Attestations();
-    const r = a.challenge(cred, 'f'.repeat(64), { step: 'challenge', ekPublic: ekPub.toString('base64'), akPublic: tpm2b(Buffer.alloc(40, 1)).toString('base64') }, 0);
-    expect(r).toEqual({ ok: false, reason: 'tpm mismatch', detail: `the machine's TPM has endorsement key sha256 ${ekSha256(parseRsaEk(ekPub))}, not the enrolled ${'f'.repeat(64)}` });
+    const r = a.challenge(cred, 'f'.repeat(64), { step: 'challenge', ekPublic: ekPubOf().toString('base64'), akPublic: tpm2b(Buffer.alloc(40, 1)).toString('base64') }, 0);
+    expect(r).toEqual({ ok: false, reason: 'tpm mismatch', detail: `the machine's TPM has endorsement key sha256 ${ekSha256(parseRsaEk(ekPubOf()))}, not the enrolled ${'f'.repeat(64)}` });
   });
 
   it('answers the enrolled EK with a sealed secret, takes one answer, and only the right one, in time', () => {
     const a = new Attestations();
-    const enrolled = ekSha256(parseRsaEk(ekPub));
+    const enrolled = ekSha256(parseRsaEk(ekPubOf()));
     const ak = tpm2b(Buffer.concat([u16(1), u16(0x000b), Buffer.alloc(30, 2)]));
-    const req = { step: 'challenge' as const, ekPublic: ekPub.toString('base64'), akPublic: ak.toString('base64') };
+    const req = { step: 'challenge' as const, ekPublic: ekPubOf().toString('base64'), akPublic: ak.toString('base64') };
     const c = a.challenge(cred, enrolled, req, 1000);
     if (!c.ok) throw new Error(c.detail);
     // The secret as the TPM recovers it (KDFa checked against tpm2-tools above): open the seed, then the inner wrapper.
@@ -203,8 +204,8 @@ describe('Attestations', () => {
 describe('what Attestations keeps', () => {
   it('one open challenge per boot credential, expired ones dropped, never more than the bound', () => {
     const a = new Attestations();
-    const enrolled = ekSha256(parseRsaEk(ekPub));
-    const req = { step: 'challenge' as const, ekPublic: ekPub.toString('base64'), akPublic: tpm2b(Buffer.concat([u16(1), u16(0x000b), Buffer.alloc(8)])).toString('base64') };
+    const enrolled = ekSha256(parseRsaEk(ekPubOf()));
+    const req = { step: 'challenge' as const, ekPublic: ekPubOf().toString('base64'), akPublic: tpm2b(Buffer.concat([u16(1), u16(0x000b), Buffer.alloc(8)])).toString('base64') };
     expect(a.challenge('a'.repeat(64), enrolled, req, 0).ok).toBe(true);
     expect(a.challenge('a'.repeat(64), enrolled, req, 10).ok).toBe(true);
     expect(a.open).toBe(1);
@@ -219,11 +220,71 @@ describe('what Attestations keeps', () => {
 
   it('holds at most ATTEST.pendingKept challenges', () => {
     const a = new Attestations();
-    const enrolled = ekSha256(parseRsaEk(ekPub));
-    const req = { step: 'challenge' as const, ekPublic: ekPub.toString('base64'), akPublic: tpm2b(Buffer.concat([u16(1), u16(0x000b), Buffer.alloc(8)])).toString('base64') };
+    const enrolled = ekSha256(parseRsaEk(ekPubOf()));
+    const req = { step: 'challenge' as const, ekPublic: ekPubOf().toString('base64'), akPublic: tpm2b(Buffer.concat([u16(1), u16(0x000b), Buffer.alloc(8)])).toString('base64') };
     for (let i = 0; i <= ATTEST.pendingKept + 5; i++) a.challenge(String(i).padStart(64, '0'), enrolled, req, 0);
     expect(a.open).toBe(ATTEST.pendingKept);
     expect(ATTEST).toEqual({ challengeTtlMs: 120_000, secretBytes: 32, pendingKept: 1000, maxField: 4096 });
+  });
+});
+
+/** The secret a challenge sealed, recovered as the TPM does (the seed with the private key, then the inner wrapper). */
+function secretOf(c: { idObject: string; encryptedSecret: string }, akName: Buffer): Buffer {
+  const seed = openSeed(Buffer.from(c.encryptedSecret, 'base64').subarray(2));
+  const idObject = Buffer.from(c.idObject, 'base64').subarray(2);
+  const d = createDecipheriv('aes-128-cfb', kdfa(seed, 'STORAGE', akName, Buffer.alloc(0), 128), Buffer.alloc(16));
+  const identity = Buffer.concat([d.update(idObject.subarray(2 + idObject.readUInt16BE(0))), d.final()]);
+  return identity.subarray(2, 2 + identity.readUInt16BE(0));
+}
+
+describe('Attestations at their edges', () => {
+  const ak = (): Buffer => tpm2b(Buffer.concat([u16(1), u16(0x000b), Buffer.alloc(12, 3)]));
+  const req = (): { step: 'challenge'; ekPublic: string; akPublic: string } => ({ step: 'challenge', ekPublic: ekPubOf().toString('base64'), akPublic: ak().toString('base64') });
+
+  it('a right answer at the last moment of the challenge counts, a moment later not', () => {
+    const a = new Attestations();
+    const enrolled = ekSha256(parseRsaEk(ekPubOf()));
+    const c = a.challenge('a'.repeat(64), enrolled, req(), 0);
+    if (!c.ok) throw new Error(c.detail);
+    // Another machine's challenge exactly when this one ends does not clear it.
+    expect(a.challenge('b'.repeat(64), enrolled, req(), ATTEST.challengeTtlMs).ok).toBe(true);
+    expect(a.open).toBe(2);
+    const secret = secretOf(c.value, objectName(ak(), 'AK'));
+    expect(a.prove('a'.repeat(64), { step: 'proof', challenge: c.value.challenge, secret: secret.toString('base64') }, ATTEST.challengeTtlMs)).toEqual({ ok: true, value: true });
+    const late = a.challenge('a'.repeat(64), enrolled, req(), 0);
+    if (!late.ok) throw new Error(late.detail);
+    const lateSecret = secretOf(late.value, objectName(ak(), 'AK')).toString('base64');
+    expect(a.prove('a'.repeat(64), { step: 'proof', challenge: late.value.challenge, secret: lateSecret }, ATTEST.challengeTtlMs + 1)).toEqual({
+      ok: false,
+      reason: 'no challenge',
+      detail: 'no open challenge for this boot credential (expired, answered already, or never asked)',
+    });
+  });
+
+  it('a secret of another length is a wrong answer, not a crash', () => {
+    const a = new Attestations();
+    const c = a.challenge('a'.repeat(64), ekSha256(parseRsaEk(ekPubOf())), req(), 0);
+    if (!c.ok) throw new Error(c.detail);
+    expect(a.prove('a'.repeat(64), { step: 'proof', challenge: c.value.challenge, secret: Buffer.alloc(5).toString('base64') }, 1)).toMatchObject({ ok: false, reason: 'wrong secret' });
+  });
+
+  it('says which public area is malformed', () => {
+    const a = new Attestations();
+    const r = a.challenge('a'.repeat(64), ekSha256(parseRsaEk(ekPubOf())), { ...req(), akPublic: Buffer.from([0, 9, 1]).toString('base64') }, 0);
+    expect(r).toEqual({ ok: false, reason: 'malformed', detail: 'AK public area: truncated at byte 2' });
+  });
+});
+
+describe('KDFa over more than one block', () => {
+  it('counts its blocks 1, 2, … (SP 800-108), written out here', () => {
+    const block = (i: number): Buffer => {
+      const n = Buffer.alloc(4);
+      n.writeUInt32BE(i);
+      const bits = Buffer.alloc(4);
+      bits.writeUInt32BE(512);
+      return createHmac('sha256', Buffer.from('k')).update(Buffer.concat([n, Buffer.from('STORAGE\0'), Buffer.from('u'), Buffer.from('v'), bits])).digest();
+    };
+    expect(kdfa(Buffer.from('k'), 'STORAGE', Buffer.from('u'), Buffer.from('v'), 512).equals(Buffer.concat([block(1), block(2)]))).toBe(true);
   });
 });
 
@@ -231,6 +292,10 @@ describe('parseAttestMessage', () => {
   it('reads the two messages and nothing else', () => {
     expect(parseAttestMessage(Buffer.from('{"step":"challenge","ekPublic":"AAEC","akPublic":"AAEC"}'))).toEqual({ step: 'challenge', ekPublic: 'AAEC', akPublic: 'AAEC' });
     expect(parseAttestMessage(Buffer.from('{"step":"proof","challenge":"ab","secret":"AAEC"}'))).toEqual({ step: 'proof', challenge: 'ab', secret: 'AAEC' });
+    expect(parseAttestMessage(Buffer.from(`{"step":"challenge","ekPublic":"${'A'.repeat(4096)}","akPublic":"AAEC"}`))).toMatchObject({ step: 'challenge' });
+    for (const bad of ['null', '5', '"s"', '{"step":"other","ekPublic":"AAEC","akPublic":"AAEC","challenge":"ab","secret":"AAEC"}', '{"step":"challenge","ekPublic":"!AAEC","akPublic":"AAEC"}', '{"step":"challenge","ekPublic":"","akPublic":"AAEC"}', '{"step":"proof","challenge":"ab","secret":"AA EC"}', `{"step":"challenge","ekPublic":"${'A'.repeat(4097)}","akPublic":"AAEC"}`]) {
+      expect(parseAttestMessage(Buffer.from(bad))).toBeUndefined();
+    }
     for (const bad of ['', 'x', '[]', '{"step":"challenge","ekPublic":"AAEC"}', '{"step":"challenge","ekPublic":"not base64!","akPublic":"AAEC"}', `{"step":"challenge","ekPublic":"${'A'.repeat(5000)}","akPublic":"AAEC"}`, '{"step":"proof","secret":"AAEC"}', '{"step":"other"}']) {
       expect(parseAttestMessage(Buffer.from(bad))).toBeUndefined();
     }
