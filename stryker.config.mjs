@@ -24,6 +24,22 @@ const SCOPES = {
   ],
   disk: ['installer/disk/**/*.ts', '!installer/disk/types.ts', '!installer/disk/contracts.ts'],
   'redact-safe-path': ['lib/redact.ts', 'pxe/safe-path.ts'],
+  // hvpxe's decision modules (docs/testing.md, "the pxe scope"): who gets a config and when (boot
+  // credentials, TPM attestation), what a network boot gets (the history's holds), what is kept of
+  // an event, fleet conflicts, TFTP's limits, who a machine is. Their effects (the HTTP and TFTP
+  // servers, the history file) are the integration tests'.
+  pxe: [
+    'pxe/credentials.ts',
+    'pxe/event-body.ts',
+    'pxe/boot-decision.ts',
+    'pxe/history-document.ts',
+    'pxe/fleet-conflicts.ts',
+    'pxe/tftp-protocol.ts',
+    'pxe/tpm/*.ts',
+    'pxe/admin.ts:44-70', // authorised, healthReport
+    'pxe/profiles.ts:114-135', // normaliseMac, normaliseUuid, macHex, defaultMachineName
+    'pxe/profiles.ts:227-320', // buildCatalog, matchMachine, machineByName, requestIdentifies
+  ],
 };
 const scope = process.env.HV_MUTATION_SCOPE ?? 'redact-safe-path';
 if (!SCOPES[scope]) throw new Error(`HV_MUTATION_SCOPE=${scope}: use one of ${Object.keys(SCOPES).join(', ')}`);
@@ -39,7 +55,8 @@ export default {
   tempDirName: '.stryker-tmp',
   // The sandbox is a copy of the tree: not what the unit tests never read (the sysfs-like fixture
   // trees hold symlinked directories the copy cannot follow; preflight is outside every scope).
-  ignorePatterns: ['/test/fixtures/sysroot', '/test/integration', '/test/e2e', '/test/unit/preflight', '/iso-build/out', '/bench', '/demo-out', '/out'],
+  // The e2e outputs too: a stage's sparse 260 GiB disk image would be copied whole.
+  ignorePatterns: ['/test/fixtures/sysroot', '/test/integration', '/test/e2e', '/test/unit/preflight', '/iso-build/out', '/bench', '/demo-out', '/out', '/.e2e-out', '/.e2e-cache', '/reports'],
   cleanTempDir: 'always',
   reporters: ['clear-text', 'progress', 'json'],
   jsonReporter: { fileName: `reports/mutation/${scope}.json` },

@@ -129,7 +129,7 @@ groups:
   );
 
   const hvPort = await freePort();
-  hv = track(spawn(process.execPath, [path.join(REPO, 'dist/pxe/cli.js'), 'serve', '--root', root, '--profiles', profiles, '--listen', `127.0.0.1:${hvPort}`], { stdio: ['ignore', 'ignore', 'pipe'] }));
+  hv = track(spawn(process.execPath, [path.join(REPO, 'dist/pxe/cli.js'), 'serve', '--root', root, '--profiles', profiles, '--listen', `127.0.0.1:${hvPort}`, '--admin-listen', '127.0.0.1:0', '--state-dir', path.join(dir, 'state')], { stdio: ['ignore', 'ignore', 'pipe'] }));
   let hvErr = '';
   hv.stderr.on('data', (d) => {
     if (hvErr.length < 65536) hvErr += d;

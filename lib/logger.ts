@@ -17,9 +17,22 @@ export interface LogSink {
   write(line: string, level: LogLevel): void;
 }
 
+/**
+ * Characters a terminal or a log viewer would act on, beyond what JSON escapes: DEL, the C1 controls
+ * (CSI 0x9b starts an escape sequence like ESC [) and the Unicode line and paragraph separators.
+ */
+// eslint-disable-next-line no-control-regex
+const UNSAFE = /[\u007f-\u009f\u2028\u2029]/g;
+
+function escapeUnsafe(s: string): string {
+  return s.replace(UNSAFE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** A field's value in a text line: bare when it is one plain word, else JSON (control characters escaped). */
 function textValue(v: unknown): string {
-  if (typeof v === 'string') return /^[^\s"=]+$/.test(v) ? v : JSON.stringify(v);
-  return JSON.stringify(v) ?? String(v);
+  // eslint-disable-next-line no-control-regex
+  if (typeof v === 'string') return /^[^\s"=\u0000-\u001f\u007f-\u009f\u2028\u2029]+$/.test(v) ? v : escapeUnsafe(JSON.stringify(v));
+  return escapeUnsafe(JSON.stringify(v) ?? String(v));
 }
 
 /**
@@ -44,10 +57,12 @@ export class Logger {
     if (ORDER[level] < ORDER[this.level]) return;
     const record = this.redactor.redact({ ts: this.now().toISOString(), level, msg, ...this.fields, ...fields }) as Record<string, unknown>;
     let line: string;
-    if (this.format === 'json') line = JSON.stringify(record);
+    if (this.format === 'json') line = escapeUnsafe(JSON.stringify(record));
     else {
       const { ts, level: _level, msg: text, ...rest } = record;
-      line = [ts, level.toUpperCase().padEnd(5), text, ...Object.entries(rest).map(([k, v]) => `${k}=${textValue(v)}`)].join(' ');
+      // A field left undefined is left out: a line never says `machine=undefined`.
+      const fieldsText = Object.entries(rest).filter(([, v]) => v !== undefined).map(([k, v]) => `${k}=${textValue(v)}`);
+      line = [ts, level.toUpperCase().padEnd(5), escapeUnsafe(String(text)), ...fieldsText].join(' ');
     }
     this.sink.write(line + '\n', level);
   }

@@ -15,7 +15,10 @@ import { guessSubnet, renderDnsmasqConfig, secureBootClients } from './dnsmasq.j
 import { initExample } from './init.js';
 import { PxeServer } from './server.js';
 import { renderAndValidateConfigs, type Validator } from './state.js';
-import { HISTORY_FILE, parseHistory, requestRearm } from './history.js';
+import { HISTORY_FILE, requestRearm } from './history.js';
+import { parseHistory } from './history-document.js';
+import { ADMIN_TOKEN_FILE, DEFAULT_ADMIN_LISTEN, loadAdminToken } from './admin.js';
+import { listMachines } from './machines-command.js';
 import { readFile } from 'node:fs/promises';
 
 const STRING = { type: 'string' } as const;
@@ -31,30 +34,61 @@ export const COMMANDS = {
   },
   serve: {
     name: 'serve',
-    summary: 'serve boot scripts, configs, artifacts and /metrics (SIGHUP or systemctl reload re-reads profiles.yaml)',
+    summary: 'serve boot scripts, configs and artifacts; /machines and /metrics on the admin listener (SIGHUP or systemctl reload re-reads profiles.yaml)',
     usage: `usage: hvpxe serve --root DIR --profiles FILE [--listen ADDR:PORT] [--server-url URL] [--tls-cert FILE --tls-key FILE]
-                   [--tftp ADDR[:PORT]] [--state-dir DIR] [--log-level LEVEL] [--log-format text|json]
+                   [--tftp ADDR[:PORT]] [--state-dir DIR] [--admin-listen ADDR:PORT] [--admin-token-file FILE]
+                   [--log-level LEVEL] [--log-format text|json]
 
-Serves boot scripts, configs and artifacts, and /metrics (Prometheus text format). SIGHUP (systemctl
-reload hvpxe) re-reads profiles.yaml.
-  --root DIR          the artifacts to serve
+Serves boot scripts, configs and artifacts to booting machines; /machines and /metrics (Prometheus
+text format) on the admin listener, to the operator's token only. SIGHUP (systemctl reload hvpxe)
+re-reads profiles.yaml.
+  --root DIR          the artifacts to serve (profiles.yaml, keys and the state directory must be outside it)
   --profiles FILE     profiles.yaml
-  --listen ADDR:PORT  where to listen (default 0.0.0.0:8080)
+  --listen ADDR:PORT  where machines reach it (default 0.0.0.0:8080)
   --server-url URL    the URL machines reach this server at (default: profiles.yaml's server_url)
-  --tls-cert FILE, --tls-key FILE   serve https
+  --tls-cert FILE, --tls-key FILE   serve https (both listeners)
   --tftp ADDR[:PORT]  serve TFTP too (port 69 by default): shim, grub and its scripts for boot: grub-signed
   --state-dir DIR     the machine history (default: state/ next to profiles.yaml)
+  --admin-listen ADDR:PORT   the admin listener: /machines, /metrics, /healthz (default ${DEFAULT_ADMIN_LISTEN})
+  --admin-token-file FILE    the operator's bearer token, 0600 (default: <state dir>/${ADMIN_TOKEN_FILE}, created when missing)
   --log-level LEVEL   debug, info, warn or error (default info)
   --log-format F      text (a terminal's default) or json (JSON lines, the default otherwise)`,
-    options: { root: STRING, profiles: STRING, listen: STRING, 'server-url': STRING, 'tls-cert': STRING, 'tls-key': STRING, tftp: STRING, 'state-dir': STRING, 'log-level': { type: 'string', choices: LOG_LEVELS }, 'log-format': { type: 'string', choices: LOG_FORMATS } },
+    options: {
+      root: STRING,
+      profiles: STRING,
+      listen: STRING,
+      'server-url': STRING,
+      'tls-cert': STRING,
+      'tls-key': STRING,
+      tftp: STRING,
+      'state-dir': STRING,
+      'admin-listen': STRING,
+      'admin-token-file': STRING,
+      'log-level': { type: 'string', choices: LOG_LEVELS },
+      'log-format': { type: 'string', choices: LOG_FORMATS },
+    },
+  },
+  machines: {
+    name: 'machines',
+    summary: 'list the machines a running hvpxe serve knows: what they boot next, how far their install got',
+    usage: `usage: hvpxe machines [--admin-url URL] [--admin-token-file FILE | --state-dir DIR | --profiles FILE] [--json]
+
+Lists the machines a running hvpxe serve knows (its admin listener's /machines, with the operator's
+token): what each boots next and why, its install's progress, refused requests.
+  --admin-url URL          the admin listener (default http://${DEFAULT_ADMIN_LISTEN})
+  --admin-token-file FILE  the operator's token (default: <state dir>/${ADMIN_TOKEN_FILE})
+  --state-dir DIR          the state directory hvpxe serve uses
+  --profiles FILE          or the profiles.yaml whose state/ is next to it
+  --json                   print /machines as it is`,
+    options: { 'admin-url': STRING, 'admin-token-file': STRING, 'state-dir': STRING, profiles: STRING, json: BOOLEAN },
   },
   rearm: {
     name: 'rearm',
-    summary: 'install MACHINE again on its next network boot',
-    usage: `usage: hvpxe rearm [--state-dir DIR | --profiles FILE] MACHINE
+    summary: 'install MACHINE again on its next network boot (after a finished install, or a hold)',
+    usage: `usage: hvpxe rearm [--state-dir DIR | --profiles FILE] MACHINE...
 
-Installs MACHINE again on its next network boot (it reported a finished install, so hvpxe serves it a
-local boot until then).
+Installs each MACHINE (again) on its next network boot, wiping its disk: one that reported a
+finished install, or one hvpxe holds on local boot because it cannot tell whether it finished.
   --state-dir DIR   the state directory hvpxe serve uses
   --profiles FILE   or the profiles.yaml whose state/ is next to it`,
     options: { 'state-dir': STRING, profiles: STRING },
@@ -143,43 +177,64 @@ export function stateDirFor(stateDir: string | undefined, profilesPath: string, 
   return dir;
 }
 
-async function serve(argv: string[]): Promise<number> {
-  const { values } = parse('serve', COMMANDS.serve.options, argv);
-  if (values.help) return help('serve');
-  if (!values.root || !values.profiles) throw usageError('serve needs --root DIR and --profiles FILE');
-  const stateDir = stateDirFor(values['state-dir'], values.profiles, values.root);
-  if (!!values['tls-cert'] !== !!values['tls-key']) throw usageError('--tls-cert and --tls-key go together');
-  const { host, port } = parseListen(values.listen ?? '0.0.0.0:8080');
-  const tftp = values.tftp === undefined ? undefined : parseListen(/:\d{1,5}$/.test(values.tftp) ? values.tftp : `${values.tftp}:69`, '--tftp');
-  const profilesPath = path.resolve(values.profiles);
-  let serverUrl = values['server-url'] ?? (await readProfiles(profilesPath)).server_url;
+/** serve's options, checked, as PxeServer takes them (the admin token is read later). */
+async function serveOptions(values: Record<string, string | boolean | undefined>): Promise<Omit<ConstructorParameters<typeof PxeServer>[0], 'log' | 'admin'> & { admin: { host: string; port: number; tokenFile: string } }> {
+  const v = values as Record<string, string | undefined>;
+  if (!v.root || !v.profiles) throw usageError('serve needs --root DIR and --profiles FILE');
+  const stateDir = stateDirFor(v['state-dir'], v.profiles, v.root);
+  if (!!v['tls-cert'] !== !!v['tls-key']) throw usageError('--tls-cert and --tls-key go together');
+  const { host, port } = parseListen(v.listen ?? '0.0.0.0:8080');
+  const admin = parseListen(v['admin-listen'] ?? DEFAULT_ADMIN_LISTEN, '--admin-listen');
+  const tftp = v.tftp === undefined ? undefined : parseListen(/:\d{1,5}$/.test(v.tftp) ? v.tftp : `${v.tftp}:69`, '--tftp');
+  const profilesPath = path.resolve(v.profiles);
+  let serverUrl = v['server-url'] ?? (await readProfiles(profilesPath)).server_url;
   const wildcard = host === '0.0.0.0' || host === '::' || host === '';
   if (!serverUrl && wildcard) throw usageError(`listening on ${host} needs a URL machines can reach: pass --server-url or set server_url in profiles.yaml`);
   if (serverUrl && !/^https?:\/\/[^/\s?#]+\/?$/.test(serverUrl)) throw usageError(`server URL must look like http://HOST[:PORT], got '${serverUrl}'`);
   serverUrl = serverUrl?.replace(/\/+$/, '');
+  return {
+    root: path.resolve(v.root),
+    profilesPath,
+    host,
+    port,
+    serverUrl,
+    tls: v['tls-cert'] ? { certFile: path.resolve(v['tls-cert']), keyFile: path.resolve(v['tls-key']!) } : undefined,
+    validate,
+    stateDir,
+    tftp,
+    admin: { ...admin, tokenFile: path.resolve(v['admin-token-file'] ?? path.join(stateDir, ADMIN_TOKEN_FILE)) },
+  };
+}
+
+async function serve(argv: string[]): Promise<number> {
+  // A SIGHUP during start-up (systemctl reload right after start) must not kill hvpxe: it is
+  // remembered and applied once the server is up.
+  let hupDuringStart = false;
+  const earlyHup = (): void => {
+    hupDuringStart = true;
+  };
+  process.on('SIGHUP', earlyHup);
+  const { values } = parse('serve', COMMANDS.serve.options, argv);
+  if (values.help) return help('serve');
+  const opts = await serveOptions(values);
   const level = values['log-level'] ?? 'info';
   if (!isLogLevel(level)) throw usageError(`--log-level must be ${LOG_LEVELS.join(', ')}, got '${level}'`);
   const style = values['log-format'];
   if (style !== undefined && !isLogFormat(style)) throw usageError(`--log-format must be text or json, got '${style}'`);
   const log = new Logger(stderrSink(), undefined, level, {}, undefined, chooseLogFormat(style));
-  const server = new PxeServer({
-    root: path.resolve(values.root),
-    profilesPath,
-    host,
-    port,
-    serverUrl,
-    tls: values['tls-cert'] ? { certFile: values['tls-cert'], keyFile: values['tls-key']! } : undefined,
-    log,
-    validate,
-    stateDir,
-    tftp,
-  });
+  log.info('starting', { root: opts.root, profiles: opts.profilesPath, stateDir: opts.stateDir });
+  const { token, created } = await loadAdminToken(opts.admin.tokenFile);
+  if (created) log.info('admin token created', { file: opts.admin.tokenFile });
+  const server = new PxeServer({ ...opts, log, admin: { ...opts.admin, token } });
   const url = await server.start();
-  process.stdout.write(`hvpxe: serving ${url} (root ${values.root}, profiles ${values.profiles}); SIGHUP reloads\n`);
+  process.stdout.write(`hvpxe: serving ${url} (root ${values.root}, profiles ${values.profiles}); admin ${server.adminUrl} (token in ${opts.admin.tokenFile}); SIGHUP reloads\n`);
   let reloading = Promise.resolve(true);
-  process.on('SIGHUP', () => {
+  const reload = (): void => {
     reloading = reloading.then(() => server.reload());
-  });
+  };
+  process.on('SIGHUP', reload);
+  process.off('SIGHUP', earlyHup);
+  if (hupDuringStart) reload();
   await new Promise<void>((resolve) => {
     const stop = (sig: string): void => {
       log.info('stopping', { signal: sig });
@@ -191,34 +246,53 @@ async function serve(argv: string[]): Promise<number> {
   return ExitCode.ok;
 }
 
-async function rearm(argv: string[]): Promise<number> {
-  const { values, positionals } = parse('rearm', COMMANDS.rearm.options, argv, true);
-  if (values.help) return help('rearm');
-  if (positionals.length !== 1) throw usageError('rearm needs exactly one machine name');
-  if (!values['state-dir'] && !values.profiles) throw usageError('rearm needs --state-dir DIR (or --profiles FILE, for the state/ next to it)');
-  const name = positionals[0]!;
-  const dir = stateDirFor(values['state-dir'], values.profiles ?? '.');
-  const file = path.join(dir, HISTORY_FILE);
+/** The machine history as `hvpxe rearm` reads it: exit 2 when it cannot be read or is not a history. */
+async function readHistoryFile(file: string): Promise<ReturnType<typeof parseHistory>> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (err) {
     throw new HvError(`cannot read the machine history ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, { hint: 'pass the --state-dir hvpxe serve uses', exitCode: ExitCode.usage });
   }
-  let machines;
   try {
-    machines = parseHistory(text);
+    return parseHistory(text);
   } catch (err) {
     throw new HvError(`${file}: ${(err as Error).message}`, { hint: 'hvpxe serve sets a broken history aside at start-up; restart it first', exitCode: ExitCode.usage });
   }
-  const m = machines.find((x) => x.name === name);
-  if (!m) throw new HvError(`no machine named ${name} in ${file}`, { hint: `machines in the history: ${machines.map((x) => x.name).join(', ') || 'none'}`, exitCode: ExitCode.checkFailed });
-  if (!m.installed) {
-    process.stdout.write(`hvpxe: ${name} has not reported a finished install: its next network boot installs it anyway\n`);
-    return ExitCode.ok;
+}
+
+async function rearm(argv: string[]): Promise<number> {
+  const { values, positionals } = parse('rearm', COMMANDS.rearm.options, argv, true);
+  if (values.help) return help('rearm');
+  if (positionals.length === 0) throw usageError('rearm needs at least one machine name');
+  if (!values['state-dir'] && !values.profiles) throw usageError('rearm needs --state-dir DIR (or --profiles FILE, for the state/ next to it)');
+  const dir = stateDirFor(values['state-dir'], values.profiles ?? '.');
+  const file = path.join(dir, HISTORY_FILE);
+  const history = await readHistoryFile(file);
+  const unknown = positionals.filter((name) => !history.machines.some((x) => x.name === name) && !history.lost);
+  if (unknown.length > 0) {
+    throw new HvError(`no machine named ${unknown.join(', ')} in ${file}`, { hint: `machines in the history: ${history.machines.map((x) => x.name).join(', ') || 'none'}`, exitCode: ExitCode.checkFailed });
   }
-  const marker = await requestRearm(dir, name);
-  process.stdout.write(`hvpxe: ${name} (installed ${m.installed.at}) re-armed: its next network boot installs it again, wiping its disk (${marker})\n`);
+  for (const name of positionals) {
+    const m = history.machines.find((x) => x.name === name);
+    if (m && !m.installed && !m.hold && !history.lost) {
+      process.stdout.write(`hvpxe: ${name} has not reported a finished install: its next network boot installs it anyway\n`);
+      continue;
+    }
+    const marker = await requestRearm(dir, name);
+    const was = m?.installed ? `installed ${m.installed.at}` : m?.hold ? `held: ${m.hold.why}` : `history lost at ${history.lost?.at}`;
+    process.stdout.write(`hvpxe: ${name} (${was}) re-armed: its next network boot installs it again, wiping its disk (${marker})\n`);
+  }
+  return ExitCode.ok;
+}
+
+async function machines(argv: string[]): Promise<number> {
+  const { values } = parse('machines', COMMANDS.machines.options, argv);
+  if (values.help) return help('machines');
+  const tokenFile = values['admin-token-file'] ?? path.join(stateDirFor(values['state-dir'], values.profiles ?? '.'), ADMIN_TOKEN_FILE);
+  if (!values['admin-token-file'] && !values['state-dir'] && !values.profiles) throw usageError('machines needs --admin-token-file FILE, --state-dir DIR or --profiles FILE (for the operator token)');
+  const { token } = await loadAdminToken(tokenFile, false);
+  process.stdout.write(await listMachines(values['admin-url'] ?? `http://${DEFAULT_ADMIN_LISTEN}`, token, !!values.json));
   return ExitCode.ok;
 }
 
@@ -283,7 +357,7 @@ async function init(argv: string[]): Promise<number> {
   return ExitCode.ok;
 }
 
-const RUN: Record<CommandName, (argv: string[]) => Promise<number>> = { init, serve, rearm, 'render-dnsmasq': renderDnsmasq, 'render-ipxe': renderIpxe };
+const RUN: Record<CommandName, (argv: string[]) => Promise<number>> = { init, serve, machines, rearm, 'render-dnsmasq': renderDnsmasq, 'render-ipxe': renderIpxe };
 
 export const program: Program = {
   name: 'hvpxe',

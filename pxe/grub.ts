@@ -16,6 +16,7 @@ import type { Catalog, Machine } from './profiles.js';
 import { normaliseMac, normaliseUuid } from './profiles.js';
 import { kernelArgs } from './kernel-args.js';
 import { unsupportedArchLines } from './arch.js';
+import { localBootLines, type LocalBootReason } from './ipxe.js';
 
 /** Where the machine script is asked for (a TFTP file name; grub has no HTTP in Debian's signed build). */
 export const GRUB_AUTO = 'grub/auto';
@@ -54,13 +55,13 @@ export function renderGrubBootstrap(tftp: string): string {
 }
 
 /** A machine's grub script: the signed kernel with its arguments, the initrd, boot; a failure says so and exits. */
-export function renderGrubMachineScript(cat: Catalog, m: Machine, serverUrl: string, tftp: string, opts: { matchedBy?: string } = {}): string {
+export function renderGrubMachineScript(cat: Catalog, m: Machine, serverUrl: string, tftp: string, opts: { matchedBy?: string; credential?: string } = {}): string {
   const profile = cat.file.profiles[m.profile];
   const file = (name: string): string => grubQuote(`${tftp}/${cat.file.artifacts[name].path}`);
   return [
     `# hvpxe: machine ${m.name} (group ${m.group}, profile ${m.profile}${opts.matchedBy ? `, matched by ${opts.matchedBy}` : ''})`,
     `echo ${grubQuote(`hvpxe: installing ${m.name} with profile ${m.profile}`)}`,
-    `linux ${file(profile.kernel)} ${kernelArgs(cat, m, serverUrl, { initrdArg: false }).map(grubQuote).join(' ')}`,
+    `linux ${file(profile.kernel)} ${kernelArgs(cat, m, serverUrl, { initrdArg: false, credential: opts.credential }).map(grubQuote).join(' ')}`,
     `initrd ${file(profile.initrd)}`,
     'boot',
     `echo ${grubQuote(`hvpxe: downloading or booting the installer for ${m.name} failed (under Secure Boot the kernel must be signed); trying the next boot device in 30 s`)}`,
@@ -86,13 +87,25 @@ export function renderGrubUnsupportedArchScript(m: Machine, arch: string): strin
   return [`# hvpxe: machine ${m.name}: architecture ${arch} not served`, ...unsupportedArchLines(m, arch).map((l) => `echo ${grubQuote(l)}`), ...FAIL_TAIL].join('\n');
 }
 
-/** A finished machine's grub script: hand back to the firmware, which boots the next entry (its disk). */
-export function renderGrubLocalBootScript(m: Machine, d: { installedAt: string; loop?: string }): string {
+/** A finished (or held) machine's grub script: hand back to the firmware, which boots the next entry (its disk). */
+export function renderGrubLocalBootScript(m: Machine, d: LocalBootReason): string {
+  const { comment, say } = localBootLines(m, d);
+  const lines = d.kind === 'local' ? [`hvpxe: ${m.name} is installed (${d.installedAt}); handing back to the firmware to boot the local disk`] : say;
   return [
-    `# hvpxe: machine ${m.name} reported a finished install at ${d.installedAt}: boot its disk (\`hvpxe rearm ${m.name}\` installs it again)`,
-    `echo ${grubQuote(`hvpxe: ${m.name} is installed (${d.installedAt}); handing back to the firmware to boot the local disk`)}`,
+    `# hvpxe: ${comment}`,
+    ...lines.map((l) => `echo ${grubQuote(l)}`),
     ...(d.loop ? [`echo ${grubQuote(`hvpxe: ${m.name} ${d.loop}`)}`, 'sleep 10'] : []),
     'exit 0',
     '',
+  ].join('\n');
+}
+
+/** What a machine's grub shows when hvpxe cannot keep track of another machine of the default group. */
+export function renderGrubUntrackedScript(m: Machine): string {
+  return [
+    `# hvpxe: machine ${m.name}: not tracked`,
+    `echo ${grubQuote(`hvpxe: ${m.name}: hvpxe already tracks as many machines as it can, and could not record this one's install.`)}`,
+    `echo ${grubQuote('hvpxe: declare this machine in profiles.yaml (mac: or uuid:), then reload hvpxe; trying the next boot device in 30 s')}`,
+    ...FAIL_TAIL,
   ].join('\n');
 }

@@ -82,7 +82,7 @@ export function exampleReadme(): string {
    undionly.kpxe and ipxe.efi into \`tftp/\`, and \`dnsmasq -d -C dnsmasq.conf\`.
    **Your DHCP server must send a router (default gateway)**: the installer aborts without a
    default route (harvester#5675).
-5. Power the machines on with network boot first. Follow them with \`curl http://10.0.0.1:8080/machines\`.
+5. Power the machines on with network boot first. Follow them with \`hvpxe machines --profiles profiles.yaml\` (on the boot server: the admin listener is 127.0.0.1:8081).
 `;
 }
 

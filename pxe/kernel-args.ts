@@ -6,20 +6,23 @@
  */
 import path from 'node:path';
 import type { Catalog, Machine } from './profiles.js';
-import { artifactUrl, configUrl } from './render-config.js';
+import { attestUrl, artifactUrl, configUrl, eventsUrl } from './render-config.js';
+import { ATTEST_URL_ARG, EVENTS_URL_ARG } from '../config/hvpxe-protocol.js';
 
 /** Harvester's kernel parameters for a live PXE boot (docs pxe-boot-install.md). */
 export const DEFAULT_KERNEL_ARGS = ['ip=dhcp', 'net.ifnames=1', 'rd.cos.disable', 'rd.noverifyssl', 'console=tty1'];
 
 /** Keys hvpxe sets itself: a profile's kernel_args cannot replace them. */
-const OURS = ['root', 'harvester.install.automatic', 'harvester.install.config_url', 'hvinstall.events_url', 'initrd'];
+const OURS = ['root', 'harvester.install.automatic', 'harvester.install.config_url', EVENTS_URL_ARG, ATTEST_URL_ARG, 'initrd'];
 
 /**
  * Kernel arguments for a machine. `initrdArg`: name the initrd on the command line (`initrd=NAME`),
  * which a UEFI kernel started by iPXE needs to find the initrd iPXE registered; BIOS iPXE and grub
- * hand the initrd over themselves.
+ * hand the initrd over themselves. `credential`: the boot credential of this script (hvpxe serve),
+ * which the config, event and attestation URLs carry; a machine enrolled by its TPM gets the
+ * attestation URL too.
  */
-export function kernelArgs(cat: Catalog, m: Machine, serverUrl: string, opts: { initrdArg: boolean }): string[] {
+export function kernelArgs(cat: Catalog, m: Machine, serverUrl: string, opts: { initrdArg: boolean; credential?: string }): string[] {
   const profile = cat.file.profiles[m.profile];
   const extra = profile.kernel_args ?? [];
   const key = (a: string): string => a.split('=')[0];
@@ -30,9 +33,10 @@ export function kernelArgs(cat: Catalog, m: Machine, serverUrl: string, opts: { 
     ...DEFAULT_KERNEL_ARGS.filter((a) => !overridden.has(key(a))),
     `root=live:${artifactUrl(serverUrl, cat.file, profile.rootfs)}`,
     'harvester.install.automatic=true',
-    `harvester.install.config_url=${configUrl(serverUrl, m)}`,
-    // Ours, ignored by Harvester's installer: where hvinstall posts its progress events.
-    ...(profile.report_events === false ? [] : [`hvinstall.events_url=${serverUrl}/events/${m.name}`]),
+    `harvester.install.config_url=${configUrl(serverUrl, m, opts.credential)}`,
+    // Ours, ignored by Harvester's installer: where hvinstall posts its progress events, and proves its TPM.
+    ...(profile.report_events === false ? [] : [`${EVENTS_URL_ARG}=${eventsUrl(serverUrl, m, opts.credential)}`]),
+    ...(m.tpmEkSha256 && opts.credential ? [`${ATTEST_URL_ARG}=${attestUrl(serverUrl, m, opts.credential)}`] : []),
     ...extra.filter((a) => !OURS.includes(key(a))),
   ];
 }

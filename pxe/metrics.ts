@@ -1,51 +1,97 @@
 /**
  * hvpxe's /metrics (Prometheus text format): machines by state, artifact bytes served, requests by
- * route and status code, profile reloads. Counters live for the process; the machine gauge is
- * computed from the machine history at each scrape.
+ * route and status code, refusals, configs served, profile reloads, the history's health and the
+ * TFTP transfers. Counters live for the process; gauges are computed at each scrape.
  */
-import { formatMetrics, LabelledCounter, type MetricFamily } from '../lib/prometheus.js';
+import { formatMetrics, LabelledCounter, type MetricFamily, type Sample } from '../lib/prometheus.js';
 import { versionInfo } from '../lib/cli/version.js';
-import type { MachineActivity } from './history.js';
+import type { MachineActivity } from './history-document.js';
 
 /** Every state a machine is counted in (all are exported, zeros included, so a query never finds none). */
-export const MACHINE_STATES = ['unseen', 'booting', 'installing', 'failed', 'installed'] as const;
+export const MACHINE_STATES = ['unseen', 'booting', 'installing', 'failed', 'installed', 'held'] as const;
 export type MachineState = (typeof MACHINE_STATES)[number];
 
 /** Where a machine's install stands, from what hvpxe saw of it. */
 export function machineState(a: MachineActivity): MachineState {
   if (a.installed) return 'installed';
+  if (a.hold) return 'held';
   const ev = a.progress?.event ?? '';
   if (/fail/i.test(ev)) return 'failed';
   if (a.events.length > 0 || a.fetched.config) return 'installing';
-  if (a.fetched.ipxe || a.lastSeen) return 'booting';
+  if (a.fetched.ipxe || a.fetched.grub || a.lastSeen) return 'booting';
   return 'unseen';
+}
+
+/** What a scrape reports besides the machines. */
+export interface ServerHealth {
+  /** The last write of the history succeeded (1) or not (0); undefined without a state directory. */
+  historyWritable?: boolean;
+  historyWriteFailures?: number;
+  /** An earlier history was set aside: machines are held until re-armed. */
+  historyLost: boolean;
+  /** The last reload of profiles.yaml was refused. */
+  reloadRefused: boolean;
+  tftpActive?: number;
+}
+
+function gauge(name: string, help: string, value: number, labels?: Record<string, string>): MetricFamily {
+  return { name, help, type: 'gauge', samples: [{ ...(labels ? { labels } : {}), value }] };
+}
+
+/** A counter's samples with the given label sets present even at zero. */
+function withZeros<K extends string>(counter: LabelledCounter<K>, zeros: Array<Record<K, string>>): Sample[] {
+  const have = counter.samples();
+  const key = (l: Record<string, string> | undefined): string => JSON.stringify(l ?? {});
+  return [...zeros.filter((z) => !have.some((s) => key(s.labels) === key(z))).map((labels) => ({ labels, value: 0 })), ...have];
 }
 
 export class PxeMetrics {
   readonly requests = new LabelledCounter<'route' | 'code'>();
   readonly reloads = new LabelledCounter<'result'>();
+  readonly refusals = new LabelledCounter<'what' | 'reason'>();
+  readonly tftp = new LabelledCounter<'result'>();
   artifactBytes = 0;
+  configsServed = 0;
 
+  /** One answered request; artifact bytes count only what was served (200, 206), never an error body. */
   request(route: string, code: number, artifactBytes: number): void {
     this.requests.inc({ route, code: String(code) });
-    if (route === '/artifacts/' && artifactBytes > 0) this.artifactBytes += artifactBytes;
+    if (route === '/artifacts/' && (code === 200 || code === 206) && artifactBytes > 0) this.artifactBytes += artifactBytes;
   }
 
   reload(ok: boolean): void {
     this.reloads.inc({ result: ok ? 'ok' : 'refused' });
   }
 
-  render(machines: MachineActivity[]): string {
+  refused(what: string, reason: string): void {
+    this.refusals.inc({ what, reason });
+  }
+
+  tftpTransfer(result: 'ok' | 'failed' | 'refused'): void {
+    this.tftp.inc({ result });
+  }
+
+  render(machines: MachineActivity[], health: ServerHealth): string {
     const byState = new Map<MachineState, number>(MACHINE_STATES.map((s) => [s, 0]));
     for (const m of machines) byState.set(machineState(m), byState.get(machineState(m))! + 1);
     const v = versionInfo('hvpxe');
     const families: MetricFamily[] = [
-      { name: 'hvpxe_build_info', help: 'The hvpxe version and the commit it was built from.', type: 'gauge', samples: [{ labels: { version: v.version, commit: v.commit }, value: 1 }] },
-      { name: 'hvpxe_machines', help: 'Machines known to hvpxe, by install state.', type: 'gauge', samples: MACHINE_STATES.map((s) => ({ labels: { state: s }, value: byState.get(s)! })) },
+      gauge('hvpxe_build_info', 'The hvpxe version and the commit it was built from.', 1, { version: v.version, commit: v.commit }),
+      { name: 'hvpxe_machines', help: 'Machines known to hvpxe, by install state (held: booting its disk because hvpxe cannot tell whether it finished).', type: 'gauge', samples: MACHINE_STATES.map((s) => ({ labels: { state: s }, value: byState.get(s)! })) },
       { name: 'hvpxe_artifact_bytes_served_total', help: 'Bytes of artifacts (kernel, initrd, ISO, squashfs) sent to machines.', type: 'counter', samples: [{ value: this.artifactBytes }] },
+      { name: 'hvpxe_configs_served_total', help: 'Configs handed to machines (one per boot credential).', type: 'counter', samples: [{ value: this.configsServed }] },
       { name: 'hvpxe_http_requests_total', help: 'HTTP requests answered, by route and status code.', type: 'counter', samples: this.requests.samples() },
-      { name: 'hvpxe_reloads_total', help: 'Reloads of profiles.yaml (SIGHUP, systemctl reload), by result.', type: 'counter', samples: [{ labels: { result: 'ok' }, value: 0 }, { labels: { result: 'refused' }, value: 0 }].map((z) => this.reloads.samples().find((s) => s.labels?.result === z.labels.result) ?? z) },
+      { name: 'hvpxe_refused_total', help: 'Requests refused for a machine (config, events, attest), by reason.', type: 'counter', samples: this.refusals.samples() },
+      { name: 'hvpxe_reloads_total', help: 'Reloads of profiles.yaml (SIGHUP, systemctl reload), by result.', type: 'counter', samples: withZeros(this.reloads, [{ result: 'ok' }, { result: 'refused' }]) },
+      gauge('hvpxe_last_reload_refused', 'Whether the last reload of profiles.yaml was refused (the previous profiles are still served).', health.reloadRefused ? 1 : 0),
+      gauge('hvpxe_history_lost', 'Whether an unreadable machine history was set aside at start-up (machines boot their disk until re-armed).', health.historyLost ? 1 : 0),
+      { name: 'hvpxe_tftp_transfers_total', help: 'TFTP transfers, by result (refused: over a concurrency cap).', type: 'counter', samples: withZeros(this.tftp, [{ result: 'ok' }, { result: 'failed' }, { result: 'refused' }]) },
     ];
+    if (health.historyWritable !== undefined) {
+      families.push(gauge('hvpxe_history_writable', 'Whether the last write of the machine history succeeded.', health.historyWritable ? 1 : 0));
+      families.push({ name: 'hvpxe_history_write_failures_total', help: 'Failed writes of the machine history (each is retried).', type: 'counter', samples: [{ value: health.historyWriteFailures ?? 0 }] });
+    }
+    if (health.tftpActive !== undefined) families.push(gauge('hvpxe_tftp_transfers_active', 'TFTP transfers in progress.', health.tftpActive));
     return formatMetrics(families);
   }
 }

@@ -43,6 +43,8 @@ export interface MachineSpec {
   gateway?: string;
   dns?: string[];
   role?: string;
+  /** Enrolls the machine by its TPM: sha256 of its EK's SubjectPublicKeyInfo (DER). */
+  tpm_ek_sha256?: string;
   values?: Values;
   config?: Record<string, unknown>;
 }
@@ -75,6 +77,8 @@ export interface Machine {
   fleetIndex?: number;
   /** True for a machine synthesised for a default group from its MAC. */
   viaDefault?: boolean;
+  /** Lowercase sha256 of its TPM's endorsement key, when it is enrolled by its TPM. */
+  tpmEkSha256?: string;
 }
 
 export interface Catalog {
@@ -89,6 +93,22 @@ export interface Catalog {
 
 export const MAC_RE = /^[0-9a-f]{2}(?:[:-][0-9a-f]{2}){5}$/i;
 export const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/**
+ * A machine's id in URLs, the history and `hvpxe rearm`: its name, else its hostname (dots allowed),
+ * else mac-<hex> or uuid-<uuid>. Never starts with a dot and holds no slash: it is a file name too.
+ */
+export const MACHINE_NAME_RE = /^[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?$/;
+
+/**
+ * SMBIOS UUIDs that identify no machine: all zeros ("not present") and all ones ("not set", SMBIOS
+ * 3.x 7.2.1), and the placeholder many white-box firmwares ship on every board (AMI's default).
+ * A machine reporting one of these could be any machine.
+ */
+export const UNIDENTIFYING_UUIDS: ReadonlySet<string> = new Set([
+  '00000000-0000-0000-0000-000000000000',
+  'ffffffff-ffff-ffff-ffff-ffffffffffff',
+  '03000200-0400-0500-0006-000700080009',
+]);
 
 /** Canonical MAC (lowercase, colons), or undefined when the text is not a MAC. */
 export function normaliseMac(mac: string | undefined | null): string | undefined {
@@ -100,7 +120,7 @@ export function normaliseMac(mac: string | undefined | null): string | undefined
 export function normaliseUuid(uuid: string | undefined | null): string | undefined {
   if (!uuid) return undefined;
   const u = uuid.trim().toLowerCase();
-  return UUID_RE.test(u) && u !== '00000000-0000-0000-0000-000000000000' ? u : undefined;
+  return UUID_RE.test(u) && !UNIDENTIFYING_UUIDS.has(u) ? u : undefined;
 }
 
 export function macHex(mac: string): string {
@@ -206,6 +226,7 @@ export async function readProfiles(file: string): Promise<ProfilesFile> {
 /** Builds the machine catalogue; throws HvError on duplicate names, MACs, UUIDs or hostnames. */
 export function buildCatalog(file: ProfilesFile, source = 'profiles.yaml'): Catalog {
   const cat: Catalog = { file, machines: [], byName: new Map(), byMac: new Map(), byUuid: new Map(), byHostname: new Map() };
+  const byEk = new Map<string, Machine>();
   const errors: string[] = [];
   for (const g of file.groups) {
     if (g.default) cat.defaultGroup = g;
@@ -213,19 +234,21 @@ export function buildCatalog(file: ProfilesFile, source = 'profiles.yaml'): Cata
       const mac = normaliseMac(spec.mac);
       const uuid = normaliseUuid(spec.uuid);
       const name = spec.name ?? spec.hostname ?? (mac ? `mac-${macHex(mac)}` : `uuid-${uuid}`);
-      const m: Machine = { name, group: g.name, profile: g.profile, mac, uuid, hostname: spec.hostname, spec, fleetIndex: g.fleet ? i : undefined };
+      const tpmEkSha256 = spec.tpm_ek_sha256?.toLowerCase();
+      const m: Machine = { name, group: g.name, profile: g.profile, mac, uuid, hostname: spec.hostname, spec, fleetIndex: g.fleet ? i : undefined, ...(tpmEkSha256 ? { tpmEkSha256 } : {}) };
       const where = `groups.${g.name}.machines[${i}]`;
-      if (spec.uuid && !uuid) errors.push(`${where}.uuid: the all-zero UUID identifies no machine`);
+      if (spec.uuid && !uuid) errors.push(`${where}.uuid: ${spec.uuid} identifies no machine (firmware reports it when no UUID is set, or on every board of a model): use mac:`);
       const claim = <K>(map: Map<K, Machine>, key: K | undefined, what: string): void => {
         if (key === undefined) return;
         const other = map.get(key);
-        if (other) errors.push(`${where}: ${what} ${String(key)} is already used by machine '${other.name}' (group ${other.group})`);
+        if (other) errors.push(`${where}: machines '${other.name}' (group ${other.group}) and '${name}' (group ${g.name}) have the same ${what} ${String(key)}`);
         else map.set(key, m);
       };
       claim(cat.byName, name, 'name');
       claim(cat.byMac, mac, 'MAC');
       claim(cat.byUuid, uuid, 'UUID');
       claim(cat.byHostname, spec.hostname, 'hostname');
+      claim(byEk, tpmEkSha256, 'TPM endorsement key');
       if (spec.ip && !(spec.gateway && spec.dns?.length)) errors.push(`${where}: a static ip needs gateway and dns`);
       cat.machines.push(m);
     });

@@ -6,6 +6,7 @@
  * every key we set replaces all spellings of that key, so the fuzzy-name loader never sees two.
  */
 import { ownValue, setOwn } from '../lib/own-keys.js';
+import { withBootCredential } from '../config/hvpxe-protocol.js';
 import type { Catalog, Machine, ProfilesFile } from './profiles.js';
 
 export class RenderError extends Error {
@@ -96,7 +97,7 @@ export function artifactUrl(serverUrl: string, file: ProfilesFile, name: string)
   return `${serverUrl}/artifacts/${a.path.split('/').map(encodeURIComponent).join('/')}`;
 }
 
-/** The per-machine query that identifies the machine to hvpxe (its MAC, else its UUID, else its hostname). */
+/** The per-machine query that identifies the machine to a static server (its MAC, else its UUID, else its hostname). */
 export function identityQuery(m: Machine): string {
   if (m.mac) return `mac=${m.mac}`;
   if (m.uuid) return `uuid=${m.uuid}`;
@@ -104,24 +105,44 @@ export function identityQuery(m: Machine): string {
   return '';
 }
 
-export function configUrl(serverUrl: string, m: Machine): string {
+/**
+ * The machine's config URL: with the boot credential of the script that carries it (hvpxe serve), or
+ * the machine's identity for a static server (render-ipxe).
+ */
+export function configUrl(serverUrl: string, m: Machine, credential?: string): string {
+  const base = `${serverUrl}/config/${m.name}.yaml`;
+  if (credential) return withBootCredential(base, credential);
   const q = identityQuery(m);
-  return `${serverUrl}/config/${m.name}.yaml${q ? `?${q}` : ''}`;
+  return `${base}${q ? `?${q}` : ''}`;
+}
+
+/** Where the machine's install events go: hvpxe's /events/<machine>, with the boot credential when there is one. */
+export function eventsUrl(serverUrl: string, m: Machine, credential?: string): string {
+  const base = `${serverUrl}/events/${m.name}`;
+  return credential ? withBootCredential(base, credential) : base;
+}
+
+/** Where an enrolled machine proves its TPM for this boot (hvpxe's /attest/<machine>). */
+export function attestUrl(serverUrl: string, m: Machine, credential: string): string {
+  return withBootCredential(`${serverUrl}/attest/${m.name}`, credential);
 }
 
 /** The webhooks that report install progress back to hvpxe's /events/<machine>. */
-export function progressWebhooks(serverUrl: string, m: Machine): Obj[] {
+export function progressWebhooks(serverUrl: string, m: Machine, credential?: string): Obj[] {
   return (['STARTED', 'SUCCEEDED', 'FAILED'] as const).map((event) => ({
     event,
     method: 'POST',
-    url: `${serverUrl}/events/${m.name}`,
+    url: eventsUrl(serverUrl, m, credential),
     headers: { 'Content-Type': ['application/json'] },
     payload: `{"event":"${event}","hostname":"{{.Hostname}}","mac":"{{.MACAddr}}","ipv4":"{{.IPAddrV4}}","ipv6":"{{.IPAddrV6}}"}`,
   }));
 }
 
-/** The config a machine gets from /config/<machine>.yaml (throws RenderError on a bad template). */
-export function renderMachineConfig(cat: Catalog, m: Machine, serverUrl: string): Obj {
+/**
+ * The config a machine gets from /config/<machine>.yaml (throws RenderError on a bad template).
+ * `credential`: the boot credential its webhooks report with.
+ */
+export function renderMachineConfig(cat: Catalog, m: Machine, serverUrl: string, credential?: string): Obj {
   const file = cat.file;
   const profile = file.profiles[m.profile];
   const group = file.groups.find((g) => g.name === m.group)!;
@@ -176,7 +197,7 @@ export function renderMachineConfig(cat: Catalog, m: Machine, serverUrl: string)
   if (profile.report_events !== false) {
     const existing = getIn(cfg, ['install', 'webhooks']);
     if (existing !== undefined && !Array.isArray(existing)) throw new RenderError(`${where}.install.webhooks: must be a list`);
-    setIn(cfg, ['install', 'webhooks'], [...((existing as unknown[] | undefined) ?? []), ...progressWebhooks(serverUrl, m)]);
+    setIn(cfg, ['install', 'webhooks'], [...((existing as unknown[] | undefined) ?? []), ...progressWebhooks(serverUrl, m, credential)]);
   }
   const withGroup = group.config ? deepMerge(cfg, substitute(group.config, vars, '') as Obj) : cfg;
   return spec.config ? deepMerge(withGroup, substitute(spec.config, vars, '') as Obj) : withGroup;

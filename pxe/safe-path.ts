@@ -67,3 +67,28 @@ export async function openInsideRoot(rootReal: string, segments: string[]): Prom
   }
   return { fh, stat, real };
 }
+
+/** A path's real location: its realpath, or (when it does not exist yet) its nearest existing parent's, plus the rest. */
+async function realLocation(p: string): Promise<string> {
+  const abs = path.resolve(p);
+  try {
+    return await realpath(abs);
+  } catch {
+    const parent = path.dirname(abs);
+    return parent === abs ? abs : path.join(await realLocation(parent), path.basename(abs));
+  }
+}
+
+/**
+ * Which of `paths` lie under the served root (followed through symlinks, so a link from inside
+ * counts): each would be served to anyone who asks. Returns a message per path.
+ */
+export async function servedPrivatePaths(rootReal: string, paths: Array<{ what: string; path: string }>): Promise<string[]> {
+  const out: string[] = [];
+  for (const { what, path: p } of paths) {
+    const real = await realLocation(p);
+    const rel = path.relative(rootReal, real);
+    if (rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel))) out.push(`${what} ${p} is inside --root ${rootReal}, which hvpxe serves to anyone who asks: move it out`);
+  }
+  return out;
+}

@@ -14,7 +14,8 @@ import { configSecrets } from '../config/secrets.js';
 import { bootChainOf, buildCatalog, defaultMachine, readProfiles, type Catalog, type Machine } from './profiles.js';
 import { checkSignedChain } from './signed-chain.js';
 import { asInstallSees, renderMachineConfig, RenderError } from './render-config.js';
-import { checkRequestPath, openInsideRoot } from './safe-path.js';
+import { checkRequestPath, openInsideRoot, servedPrivatePaths } from './safe-path.js';
+import { fleetConflicts, fleetFacts, type FleetFacts } from './fleet-conflicts.js';
 
 export type Validator = (raw: unknown, opts: { source?: string }) => Promise<ValidationResult>;
 
@@ -38,6 +39,8 @@ export interface LoadStateOptions {
   validate: Validator;
   /** Skip hashing artifacts (tests of unrelated behaviour); the CLI always verifies. */
   verifyArtifacts?: boolean;
+  /** Files and directories that must not be under the root (profiles.yaml, keys, the history). */
+  notServed?: Array<{ what: string; path: string }>;
 }
 
 /** Placeholder MAC used to render and validate a default group's template at start-up. */
@@ -74,6 +77,13 @@ function formatFindings(prefix: string, r: ValidationResult): string[] {
   return [...r.errors, ...r.warnings.filter((f) => f.kind === 'placeholder')].map((f) => `${prefix}: ${f.path ? `${f.path}: ` : ''}${f.message}${f.hint ? ` (${f.hint})` : ''}`);
 }
 
+/** Throws (exit 2) when profiles.yaml, a key or the state directory is under the served root. */
+export async function refuseServedPrivatePaths(root: string, notServed: Array<{ what: string; path: string }>): Promise<void> {
+  const rootReal = await realpath(root).catch(() => undefined);
+  const exposed = rootReal ? await servedPrivatePaths(rootReal, notServed) : [];
+  if (exposed.length > 0) throw new HvError(exposed.join('\n'), { where: root, hint: 'keep profiles.yaml, TLS keys, the admin token and --state-dir outside --root', exitCode: ExitCode.usage });
+}
+
 export async function loadState(opts: LoadStateOptions): Promise<ServedState> {
   const file = await readProfiles(opts.profilesPath);
   const catalog = buildCatalog(file, opts.profilesPath);
@@ -84,6 +94,7 @@ export async function loadState(opts: LoadStateOptions): Promise<ServedState> {
   } catch (err) {
     throw new HvError(`--root ${opts.root} is not a readable directory: ${(err as Error).message}`, { where: opts.root });
   }
+  await refuseServedPrivatePaths(rootReal, opts.notServed ?? []);
   const errors: string[] = [];
   const artifactsByPath = new Map<string, { name: string; sha256: string; size: number }>();
   for (const [name, a] of Object.entries(file.artifacts)) {
@@ -131,6 +142,7 @@ export async function renderAndValidateConfigs(
   const errors: string[] = [];
   const configs = new Map<string, string>();
   const redactor = new Redactor();
+  const facts: FleetFacts[] = [];
   const toCheck: Array<{ m: Machine; label: string }> = catalog.machines.map((m) => ({ m, label: `machine ${m.name} (group ${m.group})` }));
   if (catalog.defaultGroup) {
     toCheck.push({ m: defaultMachine(catalog.defaultGroup, SAMPLE_MAC), label: `default group ${catalog.defaultGroup.name} (rendered for sample MAC ${SAMPLE_MAC})` });
@@ -154,7 +166,11 @@ export async function renderAndValidateConfigs(
     }
     redactor.add(...configSecrets(result.config));
     errors.push(...formatFindings(label, result));
-    if (!m.viaDefault) configs.set(m.name, serialiseServedConfig(m, cfg));
+    if (!m.viaDefault) {
+      configs.set(m.name, serialiseServedConfig(m, cfg));
+      facts.push(fleetFacts(m.name, result.config));
+    }
   }
+  errors.push(...fleetConflicts(facts));
   return { configs, errors, redactor };
 }

@@ -1,78 +1,29 @@
 /**
- * A read-only TFTP server (RFC 1350, with the option extension RFC 2347 and blksize, timeout and
- * tsize, RFC 2348/2349) for what firmware, shim and Debian's signed grub fetch: they speak TFTP
- * only. Octet mode, one ephemeral socket per transfer, lock-step with retransmission; every wait
- * has a deadline. What a name means is the caller's `resolve` (files under --root, or a script
- * rendered for the asking machine); writes are refused.
+ * A read-only TFTP server for what firmware, shim and Debian's signed grub fetch (they speak TFTP
+ * only): octet mode, one ephemeral socket per transfer, lock-step with retransmission. The protocol
+ * and its limits are tftp-protocol.ts (at most one small packet before the client's first ACK, a
+ * fixed cap on every transfer, concurrency caps per server and per client); this file drives it
+ * over UDP. What a name means is the caller's `resolve`; writes are refused. close() ends every
+ * transfer and waits for them, so a stop mid-transfer neither throws nor leaves a socket behind.
  */
 import dgram from 'node:dgram';
 import type { FileHandle } from 'node:fs/promises';
 import type { Logger } from '../lib/logger.js';
+import { admit, ERR, errorPacket, LockStep, negotiate, oackPacket, OP, parseClientPacket, parseRequest, TFTP, type Negotiated } from './tftp-protocol.js';
 
-export const TFTP = {
-  /** RFC 1350's block size, used when the client asks for none. */
-  defaultBlock: 512,
-  /** Larger blocks than this would fragment on a 1500-byte Ethernet. */
-  maxBlock: 1468,
-  defaultTimeoutMs: 2_000,
-  retries: 5,
-  maxTransfers: 64,
-} as const;
-
-const OP = { RRQ: 1, WRQ: 2, DATA: 3, ACK: 4, ERROR: 5, OACK: 6 } as const;
-const ERR = { undefined: 0, notFound: 1, access: 2, illegal: 4, option: 8 } as const;
+export { TFTP, negotiate, parseRequest, errorPacket } from './tftp-protocol.js';
 
 /** What a name resolves to: bytes rendered now, or an opened file (closed by the server). */
 export type TftpSource = { data: Buffer } | { fh: FileHandle; size: number };
 
-export interface TftpRequest {
+export interface TftpDone {
   filename: string;
-  mode: string;
-  options: Map<string, string>;
-}
-
-/** Parses a read or write request; undefined when the packet is not one. Pure. */
-export function parseRequest(msg: Buffer): ({ op: 'read' | 'write' } & TftpRequest) | undefined {
-  if (msg.length < 4) return undefined;
-  const op = msg.readUInt16BE(0);
-  if (op !== OP.RRQ && op !== OP.WRQ) return undefined;
-  const fields = msg.subarray(2).toString('latin1').split('\0');
-  // A well-formed request ends with a NUL, so the last field is empty.
-  if (fields.length < 3 || fields.at(-1) !== '') return undefined;
-  const [filename, mode, ...rest] = fields.slice(0, -1);
-  if (!filename || rest.length % 2 !== 0) return undefined;
-  const options = new Map<string, string>();
-  for (let i = 0; i < rest.length; i += 2) options.set(rest[i].toLowerCase(), rest[i + 1]);
-  return { op: op === OP.RRQ ? 'read' : 'write', filename, mode: mode.toLowerCase(), options };
-}
-
-/** The options we accept and their answers (RFC 2347: the server may leave out any it does not take). Pure. */
-export function negotiate(asked: Map<string, string>, size: number): { blockSize: number; timeoutMs: number; reply: Map<string, string> } {
-  const reply = new Map<string, string>();
-  let blockSize: number = TFTP.defaultBlock;
-  let timeoutMs: number = TFTP.defaultTimeoutMs;
-  const blk = Number(asked.get('blksize'));
-  if (asked.has('blksize') && Number.isInteger(blk) && blk >= 8) {
-    blockSize = Math.min(blk, TFTP.maxBlock);
-    reply.set('blksize', String(blockSize));
-  }
-  const t = Number(asked.get('timeout'));
-  if (asked.has('timeout') && Number.isInteger(t) && t >= 1 && t <= 255) {
-    timeoutMs = t * 1000;
-    reply.set('timeout', String(t));
-  }
-  if (asked.get('tsize') === '0') reply.set('tsize', String(size));
-  return { blockSize, timeoutMs, reply };
-}
-
-export function errorPacket(code: number, message: string): Buffer {
-  return Buffer.concat([u16(OP.ERROR), u16(code), Buffer.from(`${message}\0`, 'latin1')]);
-}
-
-function u16(n: number): Buffer {
-  const b = Buffer.alloc(2);
-  b.writeUInt16BE(n & 0xffff);
-  return b;
+  client: string;
+  bytes: number;
+  ok: boolean;
+  error?: string;
+  /** Not started: over a concurrency cap. */
+  refused?: boolean;
 }
 
 export interface TftpServerOptions {
@@ -82,17 +33,148 @@ export interface TftpServerOptions {
   /** What a name means for the asking client; undefined: not found. */
   resolve: (filename: string, client: string) => Promise<TftpSource | undefined>;
   /** Called once a transfer ends (for the request log and /metrics). */
-  done?: (e: { filename: string; client: string; bytes: number; ok: boolean; error?: string }) => void;
+  done?: (e: TftpDone) => void;
+}
+
+
+/** One read transfer on its own socket. */
+class Transfer {
+  private readonly inbox: Buffer[] = [];
+  private wake: (() => void) | undefined;
+  private aborted = false;
+  private firstSends = 0;
+  private packet: Buffer = Buffer.alloc(0);
+  private readonly lock: LockStep;
+  private readonly data: Buffer;
+
+  constructor(
+    private readonly peer: dgram.Socket,
+    private readonly to: dgram.RemoteInfo,
+    private readonly source: TftpSource,
+    private readonly n: Negotiated,
+  ) {
+    const size = 'data' in source ? source.data.length : source.size;
+    this.lock = new LockStep(size, n.blockSize, n.reply.size > 0);
+    this.data = Buffer.alloc(4 + n.blockSize);
+    peer.on('message', (m, r) => this.receive(m, r));
+  }
+
+  private receive(m: Buffer, r: dgram.RemoteInfo): void {
+    if (r.address !== this.to.address || r.port !== this.to.port) {
+      // RFC 1350: a packet from another port is answered with an error and does not end the transfer.
+      this.send(errorPacket(ERR.unknownTid, 'unknown transfer ID'), r.port, r.address);
+      return;
+    }
+    this.inbox.push(m);
+    this.wake?.();
+  }
+
+  private send(p: Buffer, port = this.to.port, address = this.to.address): void {
+    if (this.aborted) return;
+    try {
+      this.peer.send(p, port, address, () => undefined);
+    } catch {
+      // the socket closed under us (a stop): the transfer is ending anyway
+    }
+  }
+
+  /** The client asked again before its first ACK: it did not get the first packet. */
+  resendFirst(): void {
+    if (!this.lock.acked && this.firstSends > 0 && this.firstSends < TFTP.firstPacketSends) {
+      this.firstSends++;
+      this.send(this.packet);
+    }
+  }
+
+  abort(): void {
+    this.aborted = true;
+    this.wake?.();
+  }
+
+  private async build(): Promise<Buffer> {
+    const current = this.lock.current;
+    if (current === 0) return oackPacket(this.n.reply);
+    const { offset, length } = this.lock.range(current);
+    this.data.writeUInt16BE(OP.DATA, 0);
+    this.data.writeUInt16BE(LockStep.wire(current), 2);
+    const got = 'data' in this.source ? this.source.data.copy(this.data, 4, offset, offset + length) : length === 0 ? 0 : (await this.source.fh.read(this.data, 4, length, offset)).bytesRead;
+    return this.data.subarray(0, 4 + got);
+  }
+
+  /** Waits for the next packet until `until`; undefined at the deadline. */
+  private async next(until: number): Promise<Buffer | undefined> {
+    while (!this.aborted) {
+      const m = this.inbox.shift();
+      if (m) return m;
+      const left = until - Date.now();
+      if (left <= 0) return undefined;
+      await new Promise<void>((r) => {
+        const t = setTimeout(r, left);
+        this.wake = () => {
+          clearTimeout(t);
+          r();
+        };
+      });
+      this.wake = undefined;
+    }
+    throw new Error('hvpxe is stopping');
+  }
+
+  /** Sends until the client acknowledges the current packet; false when the transfer is complete. */
+  private async exchange(deadline: number): Promise<boolean> {
+    this.packet = await this.build();
+    for (let attempt = 0; attempt <= TFTP.retries; attempt++) {
+      // Before the first ACK nothing goes out unasked: a resend answers the client's repeated request.
+      if (attempt === 0 || this.lock.acked) this.send(this.packet);
+      if (attempt === 0 && !this.lock.acked) this.firstSends = 1;
+      const until = Math.min(deadline, Date.now() + this.n.timeoutMs);
+      for (let m = await this.next(until); m; m = await this.next(until)) {
+        const p = parseClientPacket(m);
+        if (p.kind === 'error') throw new Error(`the client ended the transfer: ${p.message}`);
+        if (p.kind !== 'ack') continue;
+        const r = this.lock.ack(p.block);
+        if (r !== 'ignore') return r === 'next';
+      }
+      if (Date.now() >= deadline) throw new Error(`transfer not finished within ${TFTP.transferCapMs / 1000} s`);
+    }
+    throw new Error(`no acknowledgement of ${this.lock.current === 0 ? 'the options' : `block ${this.lock.current}`} after ${TFTP.retries + 1} waits of ${this.n.timeoutMs / 1000} s`);
+  }
+
+  /** Whether the client has not acknowledged anything yet. */
+  get awaitingFirstAck(): boolean {
+    return !this.lock.acked;
+  }
+
+  /** Runs the transfer to its last acknowledged block; resolves with the file's size. */
+  async run(): Promise<number> {
+    const deadline = Date.now() + TFTP.transferCapMs;
+    while (await this.exchange(deadline));
+    return this.lock.size;
+  }
 }
 
 export class TftpServer {
   private socket?: dgram.Socket;
-  private readonly transfers = new Set<dgram.Socket>();
+  /** Transfers admitted and not ended (resolving their name or sending), counted when admitted. */
+  private admitted = 0;
+  private readonly perClient = new Map<string, number>();
+  private readonly running = new Map<Transfer, Promise<void>>();
+  /**
+   * Transfers by the client's address and port, from the request on (null while its name is being
+   * resolved): a repeated request is the same transfer, answered again only before the first ACK.
+   */
+  private readonly byPeer = new Map<string, Transfer | null>();
+  private closing = false;
 
   constructor(private readonly opts: TftpServerOptions) {}
 
   get address(): { address: string; port: number } | undefined {
     return this.socket?.address();
+  }
+
+  /** Transfers in progress. */
+  get active(): number {
+    return this.admitted;
   }
 
   async start(): Promise<void> {
@@ -105,114 +187,109 @@ export class TftpServer {
       });
     });
     socket.on('error', (err) => this.opts.log.error('tftp socket error', { error: err.message }));
-    socket.on('message', (msg, rinfo) => void this.request(msg, rinfo));
+    socket.on('message', (msg, rinfo) => this.request(msg, rinfo));
     this.socket = socket;
   }
 
+  /** Ends every transfer, waits for them (bounded), then closes the request socket. */
   async close(): Promise<void> {
-    for (const t of this.transfers) t.close();
-    this.transfers.clear();
+    this.closing = true;
+    for (const t of this.running.keys()) t.abort();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.allSettled(this.running.values()), new Promise((r) => (timer = setTimeout(r, 2_000)))]);
+    clearTimeout(timer);
     const s = this.socket;
     this.socket = undefined;
     if (s) await new Promise<void>((r) => s.close(() => r()));
   }
 
-  private async request(msg: Buffer, rinfo: dgram.RemoteInfo): Promise<void> {
+  /** An error answer from the request socket (no transfer, no new socket). */
+  private reject(rinfo: dgram.RemoteInfo, code: number, message: string): void {
+    try {
+      this.socket?.send(errorPacket(code, message), rinfo.port, rinfo.address, () => undefined);
+    } catch {
+      // stopping
+    }
+  }
+
+  private request(msg: Buffer, rinfo: dgram.RemoteInfo): void {
+    if (this.closing) return;
     const req = parseRequest(msg);
     if (!req) return; // stray packets on the request port are not ours to answer
     const client = rinfo.address;
-    const peer = dgram.createSocket(rinfo.family === 'IPv6' ? 'udp6' : 'udp4');
-    const fail = (code: number, message: string): void => {
-      peer.send(errorPacket(code, message), rinfo.port, rinfo.address, () => peer.close());
-      this.opts.done?.({ filename: req.filename, client, bytes: 0, ok: false, error: message });
-    };
-    await new Promise<void>((r) => peer.bind(0, this.opts.host, () => r()));
-    if (req.op === 'write') return fail(ERR.access, 'hvpxe serves TFTP read-only');
-    if (req.mode !== 'octet') return fail(ERR.illegal, `only octet mode is served, not ${req.mode}`);
-    if (this.transfers.size >= TFTP.maxTransfers) return fail(ERR.undefined, 'too many transfers, try again');
-    let source: TftpSource | undefined;
-    try {
-      source = await this.opts.resolve(req.filename, client);
-    } catch (err) {
-      this.opts.log.error('tftp request failed', { filename: req.filename, client, error: (err as Error).message });
-      return fail(ERR.undefined, 'internal error');
-    }
-    if (!source) return fail(ERR.notFound, 'file not found');
-    this.transfers.add(peer);
-    let bytes = 0;
-    let error: string | undefined;
-    try {
-      bytes = await send(peer, rinfo, source, req.options);
-    } catch (err) {
-      error = (err as Error).message;
-    } finally {
-      this.transfers.delete(peer);
-      peer.close();
-      if ('fh' in source) await source.fh.close().catch(() => undefined);
-    }
-    this.opts.done?.({ filename: req.filename, client, bytes, ok: error === undefined, ...(error ? { error } : {}) });
-  }
-}
-
-/** Sends the source to the client in lock-step; resolves with the bytes acknowledged. */
-async function send(peer: dgram.Socket, to: dgram.RemoteInfo, source: TftpSource, asked: Map<string, string>): Promise<number> {
-  const size = 'data' in source ? source.data.length : source.size;
-  const { blockSize, timeoutMs, reply } = negotiate(asked, size);
-  const inbox: Buffer[] = [];
-  let wake: (() => void) | undefined;
-  peer.on('message', (m, r) => {
-    if (r.address !== to.address || r.port !== to.port) {
-      // RFC 1350: a packet from another port is answered with an error and does not end the transfer.
-      peer.send(errorPacket(5, 'unknown transfer ID'), r.port, r.address);
+    const key = `${client}:${rinfo.port}`;
+    if (this.byPeer.has(key)) {
+      const same = this.byPeer.get(key);
+      if (same?.awaitingFirstAck) same.resendFirst();
       return;
     }
-    inbox.push(m);
-    wake?.();
-  });
-  const transmit = (p: Buffer): Promise<void> => new Promise((res, rej) => peer.send(p, to.port, to.address, (e) => (e ? rej(e) : res())));
-  /** Sends p until the client acknowledges `block` (16 bits, wrapping); throws after the retries. */
-  const exchange = async (p: Buffer, block: number): Promise<void> => {
-    for (let attempt = 0; attempt <= TFTP.retries; attempt++) {
-      await transmit(p);
-      const deadline = Date.now() + timeoutMs;
-      while (Date.now() < deadline) {
-        const m = inbox.shift();
-        if (!m) {
-          await new Promise<void>((r) => {
-            const t = setTimeout(r, deadline - Date.now());
-            wake = () => {
-              clearTimeout(t);
-              r();
-            };
-          });
-          wake = undefined;
-          continue;
-        }
-        const op = m.length >= 2 ? m.readUInt16BE(0) : 0;
-        if (op === OP.ERROR) throw new Error(`the client ended the transfer: ${m.subarray(4).toString('latin1').replace(/\0.*$/s, '')}`);
-        if (op === OP.ACK && m.length >= 4 && m.readUInt16BE(2) === (block & 0xffff)) return;
-        // a duplicate ACK of an earlier block: wait on (resending on it would start the sorcerer's apprentice)
-      }
+    const done = (e: Omit<TftpDone, 'filename' | 'client'>): void => this.opts.done?.({ filename: req.filename, client, ...e });
+    if (req.op === 'write') {
+      this.reject(rinfo, ERR.access, 'hvpxe serves TFTP read-only');
+      return done({ bytes: 0, ok: false, error: 'write request' });
     }
-    throw new Error(`no acknowledgement of block ${block} after ${TFTP.retries + 1} tries`);
-  };
-  if (reply.size > 0) {
-    const fields = [...reply].flatMap(([k, v]) => [k, v]).join('\0') + '\0';
-    await exchange(Buffer.concat([u16(OP.OACK), Buffer.from(fields, 'latin1')]), 0);
+    if (req.mode !== 'octet') {
+      this.reject(rinfo, ERR.illegal, 'only octet mode is served');
+      return done({ bytes: 0, ok: false, error: `mode ${req.mode.slice(0, 20)}` });
+    }
+    const admission = admit(this.admitted, this.perClient.get(client) ?? 0);
+    if (admission !== 'ok') {
+      this.reject(rinfo, ERR.undefined, 'too many transfers, try again');
+      return done({ bytes: 0, ok: false, error: admission, refused: true });
+    }
+    // Counted now, before anything is awaited: concurrent requests cannot pass the caps together.
+    this.admitted++;
+    this.perClient.set(client, (this.perClient.get(client) ?? 0) + 1);
+    this.byPeer.set(key, null);
+    void this.serve(req.filename, req.options, rinfo, key)
+      .then(done)
+      .finally(() => {
+        this.byPeer.delete(key);
+        this.admitted--;
+        const n = (this.perClient.get(client) ?? 1) - 1;
+        if (n > 0) this.perClient.set(client, n);
+        else this.perClient.delete(client);
+      });
   }
-  const buf = Buffer.alloc(4 + blockSize);
-  buf.writeUInt16BE(OP.DATA, 0);
-  let sent = 0;
-  for (let block = 1; ; block++) {
-    const off = (block - 1) * blockSize;
-    const want = Math.max(0, Math.min(blockSize, size - off));
-    let n: number;
-    if ('data' in source) n = source.data.copy(buf, 4, off, off + want);
-    else n = want === 0 ? 0 : (await source.fh.read(buf, 4, want, off)).bytesRead;
-    buf.writeUInt16BE(block & 0xffff, 2);
-    await exchange(buf.subarray(0, 4 + n), block);
-    sent += n;
-    // The block shorter than blockSize (possibly empty) ends the transfer.
-    if (n < blockSize) return sent;
+
+  private async serve(filename: string, options: Map<string, string>, rinfo: dgram.RemoteInfo, key: string): Promise<Omit<TftpDone, 'filename' | 'client'>> {
+    let source: TftpSource | undefined;
+    try {
+      source = await this.opts.resolve(filename, rinfo.address);
+    } catch (err) {
+      this.opts.log.error('tftp request failed', { filename, client: rinfo.address, error: (err as Error).message });
+      this.reject(rinfo, ERR.undefined, 'internal error');
+      return { bytes: 0, ok: false, error: 'internal error' };
+    }
+    if (!source) {
+      this.reject(rinfo, ERR.notFound, 'file not found');
+      return { bytes: 0, ok: false, error: 'file not found' };
+    }
+    if (this.closing) {
+      if ('fh' in source) await source.fh.close().catch(() => undefined);
+      return { bytes: 0, ok: false, error: 'hvpxe is stopping' };
+    }
+    return this.transfer(source, options, rinfo, key);
+  }
+
+  private async transfer(source: TftpSource, options: Map<string, string>, rinfo: dgram.RemoteInfo, key: string): Promise<Omit<TftpDone, 'filename' | 'client'>> {
+    const peer = dgram.createSocket(rinfo.family === 'IPv6' ? 'udp6' : 'udp4');
+    peer.on('error', () => undefined);
+    const size = 'data' in source ? source.data.length : source.size;
+    const t = new Transfer(peer, rinfo, source, negotiate(options, size));
+    let finish = (): void => undefined;
+    this.running.set(t, new Promise<void>((r) => (finish = r)));
+    this.byPeer.set(key, t);
+    try {
+      await new Promise<void>((r) => peer.bind(0, this.opts.host, () => r()));
+      return { bytes: await t.run(), ok: true };
+    } catch (err) {
+      return { bytes: 0, ok: false, error: (err as Error).message };
+    } finally {
+      this.running.delete(t);
+      peer.close();
+      if ('fh' in source) await source.fh.close().catch(() => undefined);
+      finish();
+    }
   }
 }

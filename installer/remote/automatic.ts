@@ -12,6 +12,7 @@ import { caFileFromCmdline } from '../../config/cmdline.js';
 import type { HarvesterConfig } from '../../config/types.js';
 import { sendWebhooks, type WebhookVars } from './webhooks.js';
 import { HvpxeEventsSink, postProgressEvent } from './events-sink.js';
+import { attestBootCredential, attestUrlFromCmdline, type TpmAttestOptions } from './tpm-attest.js';
 
 export { postProgressEvent };
 
@@ -39,7 +40,7 @@ export interface AutomaticInstall {
   config: HarvesterConfig;
   /** The CA bundle for https fetches: the options', else the command line's hvinstall.ca_file. */
   caFile?: string;
-  /** What was read: the config_url, or `<cmdline>` when the command line carried everything. */
+  /** What was read: the config_url (a boot credential in it redacted), or `<cmdline>` when the command line carried everything. */
   source: string;
   loaded: LoadedConfig;
   media: MediaSource;
@@ -91,7 +92,7 @@ export function isAutomaticCmdline(cmdlineText: string): boolean {
 
 export async function prepareAutomaticInstall(
   cmdlineText: string,
-  opts: { fetch?: ConfigFetchOptions; log?: Logger } = {},
+  opts: { fetch?: ConfigFetchOptions; log?: Logger; tpm?: TpmAttestOptions } = {},
 ): Promise<AutomaticInstall> {
   const log = opts.log ?? new Logger();
   if (!isAutomaticCmdline(cmdlineText)) {
@@ -103,12 +104,16 @@ export async function prepareAutomaticInstall(
   }
   const f = { ...HARVESTER_CONFIG_FETCH, ...opts.fetch };
   const caFile = f.caFile ?? caFileFromCmdline(cmdlineText);
+  // A machine enrolled by its TPM proves it before hvpxe releases its config (tpm-attest.ts).
+  const attestUrl = attestUrlFromCmdline(cmdlineText);
+  if (attestUrl) await attestBootCredential(attestUrl, log, { caFile, ...opts.tpm });
   let loaded: LoadedConfig;
   try {
     loaded = await loadConfig(undefined, { cmdline: cmdlineText, attempts: f.attempts, retryDelayMs: f.retryDelayMs, timeoutMs: f.timeoutMs, caFile: f.caFile, sha256: f.sha256 });
   } catch (err) {
     if (err instanceof HvError) {
-      throw new HvError(`automatic install: ${err.message}`, { where: err.where, hint: err.hint, exitCode: ExitCode.installFailed, cause: err });
+      // The config URL may carry hvpxe's boot credential: redacted (lib/redact.ts) before it is printed.
+      throw new HvError(`automatic install: ${log.redactor.redactString(err.message)}`, { where: err.where && log.redactor.redactString(err.where), hint: err.hint, exitCode: ExitCode.installFailed, cause: err });
     }
     throw err;
   }
@@ -128,7 +133,8 @@ export async function prepareAutomaticInstall(
   return {
     config,
     caFile,
-    source: loaded.source,
+    // Printed and recorded as the config's name: without the boot credential its URL may carry.
+    source: log.redactor.redactString(loaded.source),
     loaded,
     media: mediaSource(config),
     webhooks: { send: (event, vars) => sendWebhooks(event, config, { vars, log }) },

@@ -26,7 +26,7 @@ import { BUSYBOX } from '../host-tools.js';
 import { buildInitramfs, buildPxeInitrd } from './initramfs.js';
 import { buildOsImage } from './os-image.js';
 import { LIVE_INIT, UDHCPC_SCRIPT } from './init-script.js';
-import { LIVE_DATA_DIRS, LIVE_MODULES, LIVE_TOOLS, OPTIONAL_TOOLS } from './tools.js';
+import { LIVE_DATA_DIRS, LIVE_LIBRARIES, LIVE_MODULES, LIVE_TOOLS, OPTIONAL_TOOLS } from './tools.js';
 
 export interface LiveBuildOptions {
   /** The repository whose dist/, bin/, package.json and package-lock.json are packed. */
@@ -97,7 +97,7 @@ export async function buildLiveInstaller(opts: LiveBuildOptions): Promise<LiveBu
       else if (OPTIONAL_TOOLS.has(tool)) missingOptionalTools.push(tool);
       else throw new HvError(`${tool} is not installed on the build host`, { where: 'iso-build/live', hint: 'run make deps (it installs .ci/apt-packages.txt)', exitCode: ExitCode.usage });
     }
-    for (const bin of binaries) await copyWithLibraries(root, bin);
+    for (const bin of [...binaries, ...LIVE_LIBRARIES]) await copyWithLibraries(root, bin);
     if (path.resolve(process.execPath) !== '/usr/bin/node') await symlink(process.execPath, path.join(root, 'usr/bin/node')).catch(() => undefined);
     for (const dir of LIVE_DATA_DIRS) {
       if (await stat(dir).catch(() => undefined)) await cp(dir, path.join(root, dir), { recursive: true, verbatimSymlinks: true });

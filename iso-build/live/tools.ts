@@ -55,7 +55,15 @@ export const LIVE_TOOLS = [
   'grub-script-check', 'efibootmgr',
   // coreutils and friends the engine calls with GNU options
   'du', 'sync', 'cat', 'dd', 'cp', 'sha256sum', 'stat', 'truncate', 'tar', 'gzip', 'flock', 'fallocate', 'zstd', 'xorriso',
+  // TPM 2.0 attestation with hvpxe (installer/remote/tpm-attest.ts; Debian's tpm2-tools, one multi-call binary)
+  'tpm2_createek', 'tpm2_createak', 'tpm2_startauthsession', 'tpm2_policysecret', 'tpm2_activatecredential', 'tpm2_flushcontext',
 ] as const;
+
+/**
+ * Libraries loaded with dlopen, which ldd does not list: tpm2-tools' TPM access (its TCTI) for the
+ * kernel's /dev/tpmrm0.
+ */
+export const LIVE_LIBRARIES = ['/usr/lib/x86_64-linux-gnu/libtss2-tcti-device.so.0'] as const;
 
 /** Tools that may be absent on the build host (their callers tolerate absence). */
 export const OPTIONAL_TOOLS: ReadonlySet<string> = new Set(['dmsetup', 'mdadm', 'xorriso', 'grub-probe', 'grub-install', 'grub-bios-setup', 'debugfs', 'mksquashfs']);

@@ -103,7 +103,7 @@ http_boot_stage() {
   expect_line http-boot-install 'HV-LIVE: OS image sha256 [0-9a-f]{64} verified' "the OS image was not fetched from root=live: and verified"
   expect_line http-boot-install '^installed /dev/nvme0n1' "the installer did not report a completed install"
   expect_line http-boot-install '^automatic install: poweroff' "the automatic install did not power off by itself"
-  ip netns exec "$ns" curl -fsS "$server/machines" > "$dir/machines.json" || die "http-boot: GET /machines failed"
+  pxe_machines "$dir" "$dir/machines.json" ip netns exec "$ns"
   pxe_check_events "$dir/machines.json"
   say "   firmware: $(console http-boot-install | grep -aoE 'BdsDxe: starting Boot[0-9A-F]{4} "UEFI HTTPv4[^"]*"' | head -n 1); dnsmasq leased $(cut -d' ' -f3 "$dir/leases" | sort -u | tr '\n' ' ')"
   say "   hvpxe: $(grep -cE '^(HEAD|GET) /artifacts/ipxe\.efi 200' "$dir/requests.txt") requests for ipxe.efi ($efi_size bytes), power-on to install start $(cat "$dir/to-install-start" 2>/dev/null || echo '?') s"

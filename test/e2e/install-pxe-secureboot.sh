@@ -66,7 +66,7 @@ pxe_secureboot_stage() {
   expect_line pxe-sb-install 'HV-LIVE: OS image sha256 [0-9a-f]{64} verified' "the OS image was not fetched from root=live: and verified"
   expect_line pxe-sb-install '^installed /dev/nvme0n1' "the installer did not report a completed install"
   expect_line pxe-sb-install '^automatic install: poweroff' "the automatic install did not power off by itself"
-  ip netns exec "$hvpxe_ns" curl -fsS "$server/machines" > "$dir/machines.json" || die "pxe-secureboot: GET /machines failed"
+  pxe_machines "$dir" "$dir/machines.json" ip netns exec "$hvpxe_ns"
   pxe_check_events "$dir/machines.json"
   say "   Secure Boot: $(console pxe-sb-install | grep -aE 'EFI stub: UEFI Secure Boot is enabled|^HV-LIVE: kernel lockdown' | tr '\n' ';' | cut -c1-160)"
   say "   hvpxe TFTP: $(grep -acF '"msg":"tftp"' "$dir/hvpxe.log") transfers (shim, grub, grub/grub.cfg, grub/auto, kernel, initrd); dnsmasq leased $(cut -d' ' -f3 "$dir/leases" | sort -u | tr '\n' ' ')"

@@ -60,7 +60,7 @@ pxe_uefi_stage() {
   expect_line pxe-uefi-install 'HV-LIVE: OS image sha256 [0-9a-f]{64} verified' "the OS image was not fetched from root=live: and verified"
   expect_line pxe-uefi-install '^installed /dev/nvme0n1' "the installer did not report a completed install"
   expect_line pxe-uefi-install '^automatic install: poweroff' "the automatic install did not power off by itself"
-  ip netns exec "$ns" curl -fsS "$server/machines" > "$dir/machines.json" || die "pxe-uefi: GET /machines failed"
+  pxe_machines "$dir" "$dir/machines.json" ip netns exec "$ns"
   pxe_check_events "$dir/machines.json"
   say "   dnsmasq (hvpxe's proxy config): $(grep -acE 'proxy' "$dir/proxy.log") proxy-DHCP lines, $(grep -ac '^dnsmasq-tftp.*: sent ' "$dir/proxy.log") TFTP transfers; the site's DHCP leased $(cut -d' ' -f3 "$dir/leases" | sort -u | tr '\n' ' ')"
 

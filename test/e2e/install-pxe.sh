@@ -3,7 +3,8 @@
 # binaries, not iPXE scripts): slirp's TFTP hands iPXE a script that chains to `hvpxe serve`'s
 # /boot.ipxe; hvpxe matches the machine by MAC and answers with its kernel, initrd and kernel line
 # (root=live:<rootfs URL>, harvester.install.automatic=true, harvester.install.config_url=
-# <hvpxe>/config/<machine>.yaml?mac=…, hvinstall.events_url=…). The live system fetches the OS
+# <hvpxe>/config/<machine>.yaml?credential=…, hvinstall.events_url=…?credential=…: the boot credential of
+# this script, good for one config fetch). The live system fetches the OS
 # image from root=live: (checked against hvpxe's .sha256), fetches its config from hvpxe, installs
 # a BIOS layout (bios_grub + grub-install i386-pc) and powers off; then the disk boots under SeaBIOS.
 
@@ -46,11 +47,13 @@ EOF
 }
 
 # pxe_serve DIR LISTEN SERVER_URL HEALTH_URL [WRAP...]: starts `hvpxe serve` on DIR's artifacts and
-# profiles (under WRAP, e.g. `ip netns exec NS`; HVPXE_EXTRA_ARGS: more serve options) and waits for its /healthz.
+# profiles (under WRAP, e.g. `ip netns exec NS`; HVPXE_EXTRA_ARGS: more serve options) and waits for
+# its /healthz. Its history and operator token go to DIR/state; its admin listener (/machines,
+# /metrics) to an ephemeral port on 127.0.0.1 (of WRAP's namespace), read by pxe_machines.
 pxe_serve() {
   local dir=$1 listen=$2 server=$3 health=$4; shift 4
   "$@" "$REPO/bin/hvpxe" serve --root "$dir/artifacts" --profiles "$dir/profiles.yaml" --listen "$listen" \
-    --server-url "$server" ${HVPXE_EXTRA_ARGS:-} > "$dir/hvpxe.log" 2>&1 &
+    --server-url "$server" --state-dir "$dir/state" --admin-listen 127.0.0.1:0 ${HVPXE_EXTRA_ARGS:-} > "$dir/hvpxe.log" 2>&1 &
   local pid=$! _
   PIDS+=("$pid")
   for _ in $(seq 100); do
@@ -86,6 +89,21 @@ pxe_bridge_peer() {
   ip -n "$peer" link set lo up
   ip -n "$peer" addr add "$addr/24" dev "${ifname}1"
   ip -n "$peer" link set "${ifname}1" up
+}
+
+# pxe_machines DIR OUT [WRAP...]: what `hvpxe machines --json` says into OUT (the admin listener
+# with the operator token); and that the boot listener does not list machines, and that no boot
+# credential reached hvpxe's log.
+pxe_machines() {
+  local dir=$1 out=$2 admin server code; shift 2
+  admin=$(sed -n 's/^hvpxe: serving .*; admin \([^ ]*\) (token in .*/\1/p' "$dir/hvpxe.log" | head -n 1)
+  server=$(sed -n 's/^hvpxe: serving \([^ ]*\) .*/\1/p' "$dir/hvpxe.log" | head -n 1)
+  [ -n "$admin" ] || die "pxe: no admin listener in $dir/hvpxe.log"
+  "$@" "$REPO/bin/hvpxe" machines --admin-url "$admin" --admin-token-file "$dir/state/admin-token" --json > "$out" \
+    || die "pxe: hvpxe machines failed (admin $admin)"
+  code=$("$@" curl -s -o /dev/null -w '%{http_code}' "${PXE_LOCAL_URL:-$server}/machines")
+  [ "$code" = 404 ] || die "pxe: the boot listener answered /machines with $code, not 404"
+  if grep -aE 'credential=[A-Za-z0-9_-]{43}' "$dir/hvpxe.log" > /dev/null; then die "pxe: a boot credential reached hvpxe's log ($dir/hvpxe.log)"; fi
 }
 
 # pxe_check_events MACHINES_JSON: hvpxe received the install's STARTED and SUCCEEDED webhooks.
@@ -128,8 +146,8 @@ pxe_stage() {
   expect_line pxe-install 'HV-LIVE: OS image sha256 [0-9a-f]{64} verified' "the OS image was not fetched from root=live: and verified"
   expect_line pxe-install '^installed /dev/nvme0n1' "the installer did not report a completed install"
   expect_line pxe-install '^automatic install: poweroff' "the automatic install did not power off by itself"
-  curl -fsS "http://127.0.0.1:$port/machines" > "$OUT/pxe-machines.json" || die "pxe: GET /machines failed"
-  # report_events: hvpxe added webhooks to the served config; the install posts them back.
+  PXE_LOCAL_URL="http://127.0.0.1:$port" pxe_machines "$dir" "$OUT/pxe-machines.json"
+  # report_events: hvpxe added webhooks to the served config; the install posts them back (with the boot credential).
   pxe_check_events "$OUT/pxe-machines.json"
 
   boot_installed_disk pxe-boot bios "$OUT/disk-pxe.raw" HVE2E0003 "the BIOS-installed disk"

@@ -42,7 +42,7 @@ GUEST_SERVER=10.0.2.100
 
 # Which stages run: HV_E2E_STAGES="install boot-installed ..." (spaces or commas), else all but 4kn
 # minus what the older switches turn off.
-ALL_STAGES="install boot-installed negative-missing-disk iso-url pxe-bios pxe-uefi http-boot pxe-secureboot console iso-cd-bios iso-cd-uefi iso-usb-sb medium-missing reproducible image-out firstboot upgrade 4kn"
+ALL_STAGES="install boot-installed negative-missing-disk iso-url pxe-bios pxe-uefi http-boot pxe-secureboot pxe-tpm console iso-cd-bios iso-cd-uefi iso-usb-sb medium-missing reproducible image-out firstboot upgrade 4kn"
 if [ -n "${HV_E2E_STAGES:-}" ]; then
   STAGES=" ${HV_E2E_STAGES//,/ } "
 else
@@ -74,6 +74,8 @@ command -v mksquashfs >/dev/null || need+=(squashfs-tools)
 [ -x /bin/busybox ] || need+=(busybox-static)
 [ -f /usr/lib/ipxe/ipxe.efi ] || need+=(ipxe)
 command -v dnsmasq >/dev/null || need+=(dnsmasq)
+command -v swtpm >/dev/null || need+=(swtpm)
+command -v tpm2_createek >/dev/null || need+=(tpm2-tools)
 if ((${#need[@]})); then
   say "installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -227,7 +229,7 @@ live_append() { # config file name
 # that needs another's result shares its chain) and HV_E2E_JOBS jobs (default 3) run at once. Under
 # TCG a guest keeps about one core busy and waits on firmware menus, DHCP and power-off countdowns
 # for the rest: one job uses ~1.0 of the two cores, two ~1.7, three ~1.9 (docs/e2e.md "How long").
-for f in install-live install-iso install-pxe install-pxe-uefi install-pxe-secureboot install-http-boot console install-media image-out first-boot upgrade install-4kn; do
+for f in install-live install-iso install-pxe install-pxe-uefi install-pxe-secureboot install-http-boot install-pxe-tpm console install-media image-out first-boot upgrade install-4kn; do
   # shellcheck source=/dev/null
   . "$REPO/test/e2e/$f.sh"
 done
@@ -244,6 +246,7 @@ run_stage() {
     pxe-uefi) pxe_uefi_stage ;;                     # PXE under UEFI, a real dnsmasq running hvpxe's proxy-DHCP
     http-boot) http_boot_stage ;;                   # UEFI HTTP Boot through hvpxe, no PXE or TFTP
     pxe-secureboot) pxe_secureboot_stage ;;         # shim -> signed grub -> signed kernel from hvpxe
+    pxe-tpm) pxe_tpm_stage ;;                       # a machine enrolled by its TPM's EK installs; another TPM is refused
     console) console_stage ;;                       # hvinstall console driven over the serial line
     iso-cd-bios | iso-cd-uefi | iso-usb-sb) media_stage "$1" ;; # the hybrid ISO as a CD-ROM or a USB stick
     medium-missing) medium_missing_stage ;;         # a medium the initramfs cannot find
@@ -254,7 +257,7 @@ run_stage() {
   stage_end "$1"
 }
 # The chains, longest first so that the jobs end close together (figures: docs/e2e.md "How long").
-CHAINS=("firstboot" "upgrade" "pxe-secureboot" "pxe-uefi" "iso-cd-bios" "iso-cd-uefi" "http-boot" "iso-usb-sb"
+CHAINS=("firstboot" "upgrade" "pxe-secureboot" "pxe-uefi" "pxe-tpm" "iso-cd-bios" "iso-cd-uefi" "http-boot" "iso-usb-sb"
   "console" "pxe-bios" "install boot-installed" "iso-url" "negative-missing-disk" "4kn" "medium-missing"
   "image-out" "reproducible")
 JOBS=${HV_E2E_JOBS:-3}

@@ -56,12 +56,12 @@ describe('secret-named keys', () => {
     'identitytoken', 'identity_token', 'identity-token', 'basicauth', 'basic_auth', 'basicAuth', 'basic-auth',
     'private_key', 'privatekey', 'private-key', 'key_file', 'keyfile', 'key-file', 'tls_key', 'tlskey', 'tls-key',
     'agent_token', 'agenttoken', 'agent-token', 'server_token', 'servertoken', 'client_secret', 'clientsecret', 'client-secret',
-    'admin_password', 'adminPassword', 'admin-password',
+    'admin_password', 'adminPassword', 'admin-password', 'credential', 'Credential',
   ])('%s names a secret', (k) => {
     expect(isSecretKey(k)).toBe(true);
   });
 
-  it.each(['tokens', 'mytoken', 'token_id', 'hostname', 'username', 'user', 'author', 'keyfiles', 'secrets', 'passwordless', 'private', 'key', 'tls', 'basic', 'x-auth', 'auth_url', ''])(
+  it.each(['credentials', 'credential_id', 'tokens', 'mytoken', 'token_id', 'hostname', 'username', 'user', 'author', 'keyfiles', 'secrets', 'passwordless', 'private', 'key', 'tls', 'basic', 'x-auth', 'auth_url', ''])(
     '%j does not',
     (k) => {
       expect(isSecretKey(k)).toBe(false);
@@ -107,6 +107,16 @@ describe('Redactor.add and addFrom', () => {
   it('a secret-named key holding nothing (null, a number, an empty list) registers nothing and does not fail', () => {
     const r = new Redactor().addFrom({ token: null, password: 1234, auth: [], secret: {} });
     expect(r.redactString('null 1234 [] {}')).toBe('null 1234 [] {}');
+  });
+
+  it("scrubs the value of a query parameter named as a secret (hvpxe's boot credential), and only that", () => {
+    const c = 'Zx9_-'.repeat(8) + 'abc';
+    expect(new Redactor().redactString(`GET http://h:8080/config/n-1.yaml?credential=${c} failed`)).toBe(`GET http://h:8080/config/n-1.yaml?credential=${REDACTED} failed`);
+    expect(new Redactor().redactString(`http://h/e?a=1&credential=${c}&b=2#f`)).toBe(`http://h/e?a=1&credential=${REDACTED}&b=2#f`);
+    expect(new Redactor().redactString(`sha256 mismatch for http://h/c.yaml?credential=${c}: expected 0`)).toBe(`sha256 mismatch for http://h/c.yaml?credential=${REDACTED}: expected 0`);
+    expect(new Redactor().redactString(`(http://h/c?token=${c}).`)).toBe(`(http://h/c?token=${REDACTED}).`);
+    expect(new Redactor().redactString('http://h/c?mac=52:54:00:00:00:01&uuid=1&credentials=x&q=credential')).toBe('http://h/c?mac=52:54:00:00:00:01&uuid=1&credentials=x&q=credential');
+    expect(new Redactor().redactString('"url":"http://h/c?credential=abcd"')).toBe(`"url":"http://h/c?credential=${REDACTED}"`);
   });
 
   it('scrubs user:password@ in URLs whatever the user name', () => {

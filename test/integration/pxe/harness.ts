@@ -6,6 +6,10 @@ import { mkdir, writeFile, symlink } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { scriptUrls } from '../../unit/pxe/script-urls.js';
+
+export { scriptUrls };
 
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 export const CLI = path.join(REPO, 'dist/pxe/cli.js');
@@ -13,6 +17,9 @@ export const CLI = path.join(REPO, 'dist/pxe/cli.js');
 export interface Running {
   proc: ChildProcess;
   url: string;
+  /** The admin listener (/machines, /metrics) and the operator token it wants. */
+  adminUrl: string;
+  token: string;
   stdout: string[];
   stderr: string[];
 }
@@ -21,9 +28,15 @@ export function sha256(b: Buffer | string): string {
   return createHash('sha256').update(b).digest('hex');
 }
 
-/** Spawns hvpxe and waits for its "serving" line (or its exit). */
-export function startHvpxe(args: string[], timeoutMs = 60_000): Promise<Running> {
-  const proc = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * Spawns hvpxe and waits for its "serving" line (or its exit). The admin listener goes on an
+ * ephemeral port unless the arguments name one. `spawnAs` runs it through another command (e.g.
+ * setpriv, to run it as another user).
+ */
+export function startHvpxe(args: string[], timeoutMs = 60_000, spawnAs: string[] = []): Promise<Running> {
+  const full = args[0] === 'serve' && !args.includes('--admin-listen') ? [...args, '--admin-listen', '127.0.0.1:0'] : args;
+  const argv = [...spawnAs, process.execPath, CLI, ...full];
+  const proc = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
   const out: string[] = [];
   const err: string[] = [];
   proc.stderr!.on('data', (d) => err.push(String(d)));
@@ -34,10 +47,12 @@ export function startHvpxe(args: string[], timeoutMs = 60_000): Promise<Running>
     }, timeoutMs);
     proc.stdout!.on('data', (d) => {
       out.push(String(d));
-      const m = /hvpxe: serving (\S+)/.exec(out.join(''));
+      const m = /hvpxe: serving (\S+) .*\n/.exec(out.join(''));
       if (m) {
         clearTimeout(timer);
-        resolve({ proc, url: m[1], stdout: out, stderr: err });
+        // Without an admin listener (an hvpxe before it), /machines was on the boot listener.
+        const admin = /; admin (\S+) \(token in (\S+)\)/.exec(m[0]);
+        resolve({ proc, url: m[1]!, adminUrl: admin?.[1] ?? m[1]!, token: admin ? readFileSync(admin[2]!, 'utf8').trim() : '', stdout: out, stderr: err });
       }
     });
     proc.on('exit', (code) => {
@@ -47,23 +62,56 @@ export function startHvpxe(args: string[], timeoutMs = 60_000): Promise<Running>
   });
 }
 
-/** Runs hvpxe to completion. */
-export function runHvpxe(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const proc = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+/** A GET on the admin listener with the operator token. */
+export async function adminGet(r: Running, p: string): Promise<{ status: number; text: string }> {
+  const res = await fetch(`${r.adminUrl}${p}`, { headers: { Authorization: `Bearer ${r.token}` } });
+  return { status: res.status, text: await res.text() };
+}
+
+/** One machine of /machines (admin listener). */
+export async function machineOf(r: Running, name: string): Promise<Record<string, any>> {
+  return (JSON.parse((await adminGet(r, '/machines')).text) as { machines: Array<Record<string, any>> }).machines.find((x) => x.name === name)!;
+}
+
+/** A machine's script from /ipxe/auto and the URLs in it. */
+export async function bootIpxe(r: Running, query: string): Promise<{ script: string } & ReturnType<typeof scriptUrls>> {
+  const script = await (await fetch(`${r.url}/ipxe/auto?${query}`)).text();
+  return { script, ...scriptUrls(script) };
+}
+
+/**
+ * Runs hvpxe to completion (`spawnAs`: through another command, e.g. setpriv). One that is still
+ * running after `timeoutMs` (a `serve` that should have refused to start) is stopped, and says so.
+ */
+export function runHvpxe(args: string[], spawnAs: string[] = [], timeoutMs = 60_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const argv = [...spawnAs, process.execPath, CLI, ...args];
+  const proc = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   proc.stdout.on('data', (d) => (stdout += d));
   proc.stderr.on('data', (d) => (stderr += d));
-  return new Promise((resolve) => proc.on('exit', (code) => resolve({ code, stdout, stderr })));
+  const timer = setTimeout(() => {
+    stderr += `\n[test: still running after ${timeoutMs} ms: stopped]`;
+    proc.kill('SIGKILL');
+  }, timeoutMs);
+  return new Promise((resolve) =>
+    proc.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    }),
+  );
 }
 
-export async function stopHvpxe(r: Running | undefined): Promise<void> {
-  if (!r || r.proc.exitCode !== null) return;
-  const exited = new Promise((res) => r.proc.once('exit', res));
+/** Stops hvpxe with SIGTERM (SIGKILL after 10 s); how it ended. */
+export async function stopHvpxe(r: Running | undefined): Promise<{ code: number | null; signal: NodeJS.Signals | null } | undefined> {
+  if (!r) return undefined;
+  if (r.proc.exitCode !== null || r.proc.signalCode !== null) return { code: r.proc.exitCode, signal: r.proc.signalCode };
+  const exited = new Promise<void>((res) => r.proc.once('exit', () => res()));
   r.proc.kill('SIGTERM');
   const t = setTimeout(() => r.proc.kill('SIGKILL'), 10_000);
   await exited;
   clearTimeout(t);
+  return { code: r.proc.exitCode, signal: r.proc.signalCode };
 }
 
 /** Sends bytes exactly as given (no client-side path normalisation) and returns status and body. */

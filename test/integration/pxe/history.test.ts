@@ -9,7 +9,7 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { makeTree, profilesYaml, runHvpxe, startHvpxe, stopHvpxe, type Running, type Tree } from './harness.js';
+import { adminGet, bootIpxe, machineOf, makeTree, profilesYaml, runHvpxe, startHvpxe, stopHvpxe, type Running, type Tree } from './harness.js';
 
 let dir: string;
 let tree: Tree;
@@ -29,8 +29,13 @@ async function get(p: string, init?: RequestInit): Promise<{ status: number; tex
 }
 
 async function machine(name: string): Promise<Record<string, any>> {
-  const m = JSON.parse((await get('/machines')).text) as { machines: Array<Record<string, any>> };
-  return m.machines.find((x) => x.name === name)!;
+  return machineOf(hv!, name);
+}
+
+/** Boots the machine, then posts an event with the boot credential of its script. */
+async function report(query: string, body: unknown): Promise<number> {
+  const { events } = await bootIpxe(hv!, query);
+  return (await fetch(events!, { method: 'POST', body: typeof body === 'string' ? body : JSON.stringify(body) })).status;
 }
 
 beforeAll(async () => {
@@ -54,13 +59,14 @@ describe('hvpxe machine history', () => {
   it('serves a local boot after SUCCEEDED, keeps doing so across a restart, and installs again after hvpxe rearm', async () => {
     await start();
     expect((await get(NODE1)).text).toContain('kernel ');
-    expect((await get('/events/node-1', { method: 'POST', body: '{"event":"SUCCEEDED","hostname":"node-1"}' })).status).toBe(204);
+    expect(await report('mac=52:54:00:00:00:01', '{"event":"SUCCEEDED","hostname":"node-1"}')).toBe(204);
     const local = (await get(NODE1)).text;
     expect(local).toContain('sanboot --no-describe --drive 0x80 || goto firmware');
     expect(local).not.toContain('kernel ');
     const m = await machine('node-1');
     expect(m.installed.via).toBe('SUCCEEDED webhook');
     expect(m.boot).toMatchObject({ next: 'local', localBoots: 1 });
+    expect(local).not.toContain('credential=');
     expect(m.boot.why).toContain('`hvpxe rearm node-1` installs it again');
 
     // A real restart: the SUCCEEDED must come back from the state directory.
@@ -91,7 +97,7 @@ describe('hvpxe machine history', () => {
 
   it('knows success from hvinstall\'s own events and calls a machine that keeps coming back looping', async () => {
     await start();
-    await get('/events/node-2', { method: 'POST', body: JSON.stringify({ type: 'install', phase: 'succeeded', device: '/dev/nvme0n1' }) });
+    expect(await report('mac=52:54:00:00:00:02', { type: 'install', phase: 'succeeded', device: '/dev/nvme0n1' })).toBe(204);
     const efi = '/ipxe/auto?mac=52:54:00:00:00:02&platform=efi';
     expect((await get(efi)).text).not.toContain('sanboot');
     await get(efi);
@@ -103,23 +109,41 @@ describe('hvpxe machine history', () => {
     expect(m.boot.loop).toMatch(/no NVRAM boot entry for it/);
   });
 
-  it('starts with a fresh history and a warning when the file is corrupt, keeping the bad file', async () => {
+  it('sets a corrupt history aside and holds every machine on local boot until it is re-armed', async () => {
     await writeFile(path.join(state, 'machines.json'), '{"version":1,"machines":[{"name":');
     await start();
-    const health = JSON.parse((await get('/healthz')).text);
-    expect(health.history.warning).toMatch(/machines\.json could not be read .*kept as .*machines\.json\.corrupt-.*; starting with an empty history/);
+    const health = JSON.parse((await adminGet(hv!, '/healthz')).text);
+    expect(health.status).toBe('degraded');
+    expect(health.problems[0]).toMatch(/^the machine history was lost at .* \(kept as .*machines\.json\.corrupt-.*\): every machine boots its disk until `hvpxe rearm`$/);
+    expect(JSON.parse((await get('/healthz')).text)).toEqual({ status: 'degraded' });
+    expect((await adminGet(hv!, '/metrics')).text).toMatch(/^hvpxe_history_lost 1$/m);
     const aside = (await readdir(state)).filter((f) => f.startsWith('machines.json.corrupt-'));
     expect(aside).toHaveLength(1);
     expect(await readFile(path.join(state, aside[0]!), 'utf8')).toBe('{"version":1,"machines":[{"name":');
-    expect(hv!.stderr.join('')).toContain('machine history unreadable');
+    expect(hv!.stderr.join('')).toContain('machine history unreadable: set aside; every machine boots its disk until re-armed');
+    // Fail closed: hvpxe cannot tell whether node-1 finished installing, so it boots its disk.
+    const held = (await get(NODE1)).text;
+    expect(held).not.toContain('kernel ');
+    expect(held).toContain("echo hvpxe: node-1: hvpxe's machine history was lost at");
+    expect(held).toContain('sanboot --no-describe --drive 0x80');
+    expect((await machine('node-1')).boot).toMatchObject({ next: 'local', why: expect.stringMatching(/^held: hvpxe's machine history was lost/) });
+    // Re-armed (a declared machine the lost history did not know): the installer again; node-2 stays held.
+    const r = await runHvpxe(['rearm', '--state-dir', state, 'node-1']);
+    expect(r.stdout).toMatch(/^hvpxe: node-1 \(history lost at .*\) re-armed: its next network boot installs it again/);
     expect((await get(NODE1)).text).toContain('kernel ');
+    expect((await get('/ipxe/auto?mac=52:54:00:00:00:02')).text).not.toContain('kernel ');
+    // The loss survives a restart until each machine is re-armed.
+    await stopHvpxe(hv);
+    await start();
+    expect((await get(NODE1)).text).toContain('kernel ');
+    expect((await get('/ipxe/auto?mac=52:54:00:00:00:02')).text).not.toContain('kernel ');
   });
 
   it('reinstalls after success when the profile says after_install: reinstall', async () => {
     const reinstall = path.join(dir, 'profiles-reinstall.yaml');
     await writeFile(reinstall, profilesYaml(tree).replace('    kernel_args:', '    after_install: reinstall\n    kernel_args:'));
     await start(reinstall);
-    await get('/events/node-3', { method: 'POST', body: '{"event":"SUCCEEDED"}' });
+    expect(await report('uuid=11111111-2222-3333-4444-555555555555', '{"event":"SUCCEEDED"}')).toBe(204);
     expect((await get('/ipxe/auto?uuid=11111111-2222-3333-4444-555555555555')).text).toContain('kernel ');
     expect((await machine('node-3')).boot.why).toContain('after_install: reinstall');
   });

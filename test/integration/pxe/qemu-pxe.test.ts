@@ -9,11 +9,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chmod, copyFile, cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { parse } from 'yaml';
 import { run } from '../../../lib/exec.js';
 import { copyWithLibs } from '../guest-initrd.js';
 import { fetchDebianKernel } from '../../../iso-build/boot-chain.js';
-import { freePort, REPO, sha256, startHvpxe, stopHvpxe, type Running } from './harness.js';
+import { freePort, machineOf, REPO, scriptUrls, sha256, startHvpxe, stopHvpxe, type Running } from './harness.js';
 
 const KERNEL_CACHE = process.env.HV_KERNEL_CACHE ?? '/var/cache/hvinstall/debian-kernel';
 let dir: string;
@@ -29,9 +28,6 @@ modprobe virtio_pci 2>/dev/null; modprobe virtio_net
 ip link set eth0 up
 udhcpc -i eth0 -n -q -t 10 -s /udhcpc.sh >/dev/null 2>&1
 url=$(sed -n 's/.*harvester\\.install\\.config_url=\\([^ ]*\\).*/\\1/p' /proc/cmdline)
-echo HVPXE-CONFIG-BEGIN
-wget -q -O - "$url"
-echo HVPXE-CONFIG-END
 echo HVPXE-AUTO-BEGIN
 cd /hv && node --input-type=module -e '
 import { readFileSync } from "node:fs";
@@ -39,10 +35,14 @@ import { prepareAutomaticInstall } from "/hv/dist/installer/remote/automatic.js"
 import { Logger, MemorySink } from "/hv/dist/lib/logger.js";
 const a = await prepareAutomaticInstall(readFileSync("/proc/cmdline", "utf8"), { fetch: { attempts: 3, retryDelayMs: 1000 }, log: new Logger(new MemorySink()) });
 console.log(JSON.stringify({ source: a.source, mode: a.config.install.mode, automatic: a.config.install.automatic, events: a.events.url }));
+console.log("HVPXE-CONFIG-BEGIN");
+console.log(JSON.stringify(a.config));
+console.log("HVPXE-CONFIG-END");
 await a.webhooks.send("STARTED");
 await a.events.post({ type: "step", step: "fetch-config", status: "done" });
 ' 2>&1
 echo HVPXE-AUTO-END
+wget -q -O /dev/null "$url"; echo "HVPXE-REFETCH: $?"
 poweroff -f
 `;
 
@@ -148,13 +148,16 @@ describe('PXE boot through hvpxe in QEMU', () => {
     const cmdline = /HVPXE-CMDLINE: (.*)/.exec(out)?.[1];
     expect(cmdline, out.slice(-3000)).toBeDefined();
     expect(cmdline).toContain('root=live:http://10.0.2.100/artifacts/rootfs.squashfs harvester.install.automatic=true');
-    expect(cmdline).toContain('harvester.install.config_url=http://10.0.2.100/config/pxe-node-1.yaml?mac=52:54:00:12:34:61');
+    const urls = scriptUrls(cmdline!);
+    expect(urls.config).toMatch(/^http:\/\/10\.0\.2\.100\/config\/pxe-node-1\.yaml\?credential=[A-Za-z0-9_-]{43}$/);
+    expect(urls.events).toBe(`http://10.0.2.100/events/pxe-node-1?credential=${urls.credential}`);
     const config = /HVPXE-CONFIG-BEGIN\r?\n([\s\S]*?)HVPXE-CONFIG-END/.exec(out)?.[1];
     expect(config, out.slice(-3000)).toBeDefined();
-    const doc = parse(config!.replace(/\r/g, ''));
+    const doc = JSON.parse(config!.replace(/\r/g, ''));
+    // The config is served once per boot credential: the guest's second fetch of the same URL is refused.
+    expect(/HVPXE-REFETCH: (\d+)/.exec(out)?.[1]).not.toBe('0');
     expect(doc).toMatchObject({ token: 'qemu-cluster-token-1', install: { mode: 'create', vip: '10.0.2.200' }, os: { hostname: 'pxe-node-1' } });
-    const m = (await (await fetch(`http://127.0.0.1:${port}/machines`)).json()) as { machines: Array<Record<string, any>> };
-    const node = m.machines.find((x) => x.name === 'pxe-node-1')!;
+    const node = await machineOf(hv!, 'pxe-node-1');
     expect(node.matchedBy).toBe('mac');
     expect(node.fetched.ipxe).toBeTruthy();
     expect(node.fetched.config).toBeTruthy();
@@ -162,11 +165,12 @@ describe('PXE boot through hvpxe in QEMU', () => {
     expect(node.fetched.artifacts['initrd.zst'].status).toBe(200);
     // The installer's automatic mode ran in the guest: config from hvpxe, STARTED webhook with the guest's own NIC values, our progress event.
     const auto = /HVPXE-AUTO-BEGIN\r?\n([\s\S]*?)HVPXE-AUTO-END/.exec(out)?.[1]?.trim();
-    expect(JSON.parse(auto!.split('\n')[0])).toEqual({
-      source: 'http://10.0.2.100/config/pxe-node-1.yaml?mac=52:54:00:12:34:61',
+    expect(JSON.parse(auto!.split('\n')[0]!)).toEqual({
+      // The installer names its config by the URL without its boot credential.
+      source: urls.config!.replace(urls.credential!, '<redacted>'),
       mode: 'create',
       automatic: true,
-      events: 'http://10.0.2.100/events/pxe-node-1',
+      events: urls.events,
     });
     const started = node.events.find((e: { event: string }) => e.event === 'STARTED');
     expect(started.data).toEqual({ event: 'STARTED', hostname: 'pxe-node-1', mac: '52:54:00:12:34:61', ipv4: '10.0.2.15', ipv6: expect.any(String) });

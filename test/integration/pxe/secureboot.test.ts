@@ -74,7 +74,7 @@ describe('hvpxe serve, boot: grub-signed', () => {
     it("serves the machine's own script by MAC (the name's ? as %3F for curl)", async () => {
       const r = curl(['-sS', `${tftp}/grub/auto%3Fmac=52:54:00:00:00:02&arch=x86_64&platform=efi`]);
       expect(r.code).toBe(0);
-      expect(r.stdout).toMatch(/^linux '\(tftp,127\.0\.0\.1:\d+\)\/k\/vmlinuz' .*'harvester\.install\.config_url=http:\/\/127\.0\.0\.1:\d+\/config\/node-2\.yaml\?mac=52:54:00:00:00:02'/m);
+      expect(r.stdout).toMatch(/^linux '\(tftp,127\.0\.0\.1:\d+\)\/k\/vmlinuz' .*'harvester\.install\.config_url=http:\/\/127\.0\.0\.1:\d+\/config\/node-2\.yaml\?credential=[A-Za-z0-9_-]{43}'/m);
       expect(r.stdout).not.toMatch(/cluster-token-xyz123|root-password-secret/);
     });
 

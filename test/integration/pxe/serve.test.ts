@@ -8,7 +8,7 @@ import { sendWebhooks } from '../../../installer/remote/webhooks.js';
 import { waitUntil } from '../../../lib/wait.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';
 import {
-  curl, makeTree, profilesYaml, rawGet, rawRequest, runHvpxe, SECRET_OUTSIDE, sha256, startHvpxe, stopHvpxe,
+  adminGet, bootIpxe, curl, machineOf, makeTree, profilesYaml, rawGet, rawRequest, runHvpxe, SECRET_OUTSIDE, sha256, startHvpxe, stopHvpxe,
   type Running, type Tree,
 } from './harness.js';
 
@@ -36,10 +36,11 @@ async function get(p: string, init?: RequestInit): Promise<{ status: number; tex
 }
 
 describe('hvpxe serve: scripts and matching', () => {
-  it('answers /healthz', async () => {
+  it('answers /healthz: a status to machines, the details to the operator', async () => {
     const r = await get('/healthz');
     expect(r.status).toBe(200);
-    expect(JSON.parse(r.text)).toMatchObject({ status: 'ok', machines: 3 });
+    expect(JSON.parse(r.text)).toEqual({ status: 'ok' });
+    expect(JSON.parse((await adminGet(hv!, '/healthz')).text)).toMatchObject({ status: 'ok', problems: [], machines: 3 });
   });
 
   it('/boot.ipxe chains to /ipxe/auto with the iPXE variables', async () => {
@@ -50,12 +51,14 @@ describe('hvpxe serve: scripts and matching', () => {
 
   it('matches by MAC and serves the script line by line (UEFI: initrd=)', async () => {
     const u = hv!.url;
-    const lines = (await get('/ipxe/auto?mac=52:54:00:00:00:01&uuid=&hostname=&buildarch=x86_64&platform=efi')).text.split('\n');
+    const text = (await get('/ipxe/auto?mac=52:54:00:00:00:01&uuid=&hostname=&buildarch=x86_64&platform=efi')).text;
+    const credential = /credential=([A-Za-z0-9_-]{43}) /.exec(text)![1];
+    const lines = text.split('\n');
     expect(lines).toEqual([
       '#!ipxe',
       '# hvpxe: machine node-1 (group rack1, profile hv, matched by mac)',
       'echo hvpxe: installing node-1 with profile hv',
-      `kernel ${u}/artifacts/k/vmlinuz initrd=initrd.img ip=dhcp net.ifnames=1 rd.cos.disable rd.noverifyssl console=tty1 root=live:${u}/artifacts/rootfs.squashfs harvester.install.automatic=true harvester.install.config_url=${u}/config/node-1.yaml?mac=52:54:00:00:00:01 hvinstall.events_url=${u}/events/node-1 rd.net.dhcp.retry=3 || goto failed`,
+      `kernel ${u}/artifacts/k/vmlinuz initrd=initrd.img ip=dhcp net.ifnames=1 rd.cos.disable rd.noverifyssl console=tty1 root=live:${u}/artifacts/rootfs.squashfs harvester.install.automatic=true harvester.install.config_url=${u}/config/node-1.yaml?credential=${credential} hvinstall.events_url=${u}/events/node-1?credential=${credential} rd.net.dhcp.retry=3 || goto failed`,
       `initrd ${u}/artifacts/k/initrd.img || goto failed`,
       'boot || goto failed',
       ':failed',
@@ -71,13 +74,13 @@ describe('hvpxe serve: scripts and matching', () => {
     // A default group exists, but the UUID match wins over it.
     expect(lines[1]).toBe('# hvpxe: machine node-3 (group rack1, profile hv, matched by uuid)');
     expect(lines[3]).not.toContain('initrd=');
-    expect(lines[3]).toContain(`config_url=${hv!.url}/config/node-3.yaml?uuid=11111111-2222-3333-4444-555555555555`);
+    expect(lines[3]).toMatch(new RegExp(`config_url=${hv!.url}/config/node-3\\.yaml\\?credential=[A-Za-z0-9_-]{43} `));
   });
 
   it('falls back to the default group for an unknown MAC', async () => {
-    const lines = (await get('/ipxe/auto?mac=de:ad:be:ef:00:01&platform=efi')).text.split('\n');
-    expect(lines[1]).toBe('# hvpxe: machine spare-deadbeef0001 (group spare, profile hv, matched by default)');
-    const cfg = await get('/config/spare-deadbeef0001.yaml?mac=de:ad:be:ef:00:01');
+    const boot = await bootIpxe(hv!, 'mac=de:ad:be:ef:00:01&platform=efi');
+    expect(boot.script.split('\n')[1]).toBe('# hvpxe: machine spare-deadbeef0001 (group spare, profile hv, matched by default)');
+    const cfg = await get(boot.config!.slice(hv!.url.length));
     expect(cfg.status).toBe(200);
     const doc = parse(cfg.text);
     expect(doc.install.mode).toBe('join');
@@ -103,9 +106,10 @@ describe('hvpxe serve: scripts and matching', () => {
 
 describe('hvpxe serve: configs', () => {
   it('serves each machine its validated config: first creates, others join the VIP', async () => {
-    const c1 = parse((await get('/config/node-1.yaml?mac=52:54:00:00:00:01')).text);
-    const c2 = parse((await get('/config/node-2.yaml?mac=52-54-00-00-00-02')).text);
-    const c3 = parse((await get('/config/node-3.yaml?uuid=11111111-2222-3333-4444-555555555555')).text);
+    const config = async (q: string): Promise<any> => parse(await (await fetch((await bootIpxe(hv!, q)).config!)).text());
+    const c1 = await config('mac=52:54:00:00:00:01');
+    const c2 = await config('mac=52-54-00-00-00-02');
+    const c3 = await config('uuid=11111111-2222-3333-4444-555555555555');
     expect(c1.install).toMatchObject({ mode: 'create', vip: '10.0.0.100', vip_mode: 'static', iso_url: `${hv!.url}/artifacts/harvester.iso` });
     expect(c2).toMatchObject({ server_url: 'https://10.0.0.100:443', install: { mode: 'join' } });
     expect(c3.install.management_interface).toMatchObject({ method: 'static', ip: '10.0.0.13', subnet_mask: '255.255.255.0', gateway: '10.0.0.1' });
@@ -115,19 +119,56 @@ describe('hvpxe serve: configs', () => {
     }
   });
 
-  it("never serves a machine's config (token, password) to a request that does not identify it", async () => {
-    for (const q of ['', '?mac=52:54:00:00:00:02', '?uuid=11111111-2222-3333-4444-555555555555', '?mac=garbage']) {
+  it("never serves a machine's config (token, password) without a boot credential of its own; a replay is refused and recorded", async () => {
+    // Knowing the machine's MAC or UUID is no longer enough; neither is another machine's credential.
+    const node2 = await bootIpxe(hv!, 'mac=52:54:00:00:00:02');
+    for (const q of ['', '?mac=52:54:00:00:00:01', '?uuid=11111111-2222-3333-4444-555555555555', '?credential=garbage', `?credential=${node2.credential}`, `?credential=${'A'.repeat(43)}`]) {
       const r = await get(`/config/node-1.yaml${q}`);
-      expect(r.status).toBe(404);
+      expect({ q, status: r.status }).toEqual({ q, status: 404 });
       expect(r.text).not.toContain('cluster-token-xyz123');
     }
-    expect((await get('/config/nobody.yaml?mac=52:54:00:00:00:01')).status).toBe(404);
+    expect((await get(`/config/nobody.yaml?credential=${node2.credential}`)).status).toBe(404);
     expect((await get('/ipxe/node-1')).status).toBe(404);
     // Claiming node-1's DHCP hostname does not get its script (which carries its config URL).
     const claimed = (await get('/ipxe/auto?hostname=node-1')).text;
     expect(claimed).toContain('no profile matches this machine');
     expect(claimed).not.toContain('52:54:00:00:00:01');
     expect((await get('/ipxe/node-1?mac=52:54:00:00:00:01')).status).toBe(200);
+    // The config once per credential: a second fetch is refused, recorded and counted.
+    const first = await get(node2.config!.slice(hv!.url.length));
+    expect(first.status).toBe(200);
+    expect(first.text).toContain('cluster-token-xyz123');
+    const again = await get(node2.config!.slice(hv!.url.length));
+    expect(again.status).toBe(403);
+    expect(again.text).toBe('refused: the config was already served for this boot credential: boot the machine again for a new one\n');
+    expect(again.text).not.toContain('cluster-token-xyz123');
+    const m = await machineOf(hv!, 'node-2');
+    expect(m.refusals.at(-1)).toMatchObject({ what: 'config', reason: 'the config was already served for this boot credential: boot the machine again for a new one', address: '127.0.0.1' });
+    expect(m.refusals.filter((r: { what: string }) => r.what === 'config')).toHaveLength(1);
+    expect((await machineOf(hv!, 'node-1')).refusals.map((r: { reason: string }) => r.reason)).toEqual(expect.arrayContaining([expect.stringMatching(/^no boot credential/), expect.stringMatching(/^not a boot credential hvpxe gave this machine/)]));
+    expect((await adminGet(hv!, '/metrics')).text).toMatch(/^hvpxe_refused_total\{what="config",reason="used"\} 1$/m);
+    expect(hv!.stderr.join('')).toMatch(/"msg":"refused","what":"config","machine":"node-2","reason":"the config was already served/);
+  });
+
+  it('serves /machines and /metrics only on the admin listener, only with the operator token', async () => {
+    for (const p of ['/machines', '/metrics']) {
+      const boot = await get(p);
+      expect({ p, status: boot.status }).toEqual({ p, status: 404 });
+      expect(boot.text).not.toContain('52:54:00');
+      const anonymous = await fetch(`${hv!.adminUrl}${p}`);
+      expect(anonymous.status).toBe(401);
+      expect(await anonymous.text()).not.toContain('52:54:00');
+      expect((await fetch(`${hv!.adminUrl}${p}`, { headers: { Authorization: `Bearer ${hv!.token}x` } })).status).toBe(401);
+      expect((await fetch(`${hv!.adminUrl}${p}`, { headers: { Authorization: hv!.token } })).status).toBe(401);
+      expect((await adminGet(hv!, p)).status).toBe(200);
+    }
+    expect(hv!.adminUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    // /machines never shows a credential or its hash.
+    const boot = await bootIpxe(hv!, 'mac=52:54:00:00:00:02');
+    const listing = (await adminGet(hv!, '/machines')).text;
+    expect(listing).not.toContain(boot.credential);
+    expect(listing).not.toContain('"sha256"');
+    expect(JSON.parse(listing).machines.find((x: { name: string }) => x.name === 'node-2').credentials.at(-1)).toEqual({ issuedAt: expect.any(String), via: 'ipxe', address: '127.0.0.1' });
   });
 
   it('keeps secrets out of its log', () => {
@@ -135,6 +176,9 @@ describe('hvpxe serve: configs', () => {
     expect(logs).toContain('"msg":"request"');
     expect(logs).not.toContain('cluster-token-xyz123');
     expect(logs).not.toContain('root-password-secret');
+    // Nor a boot credential, nor the operator token.
+    expect(logs).not.toMatch(/credential=|[A-Za-z0-9_-]{43}/);
+    expect(logs).not.toContain(hv!.token);
   });
 });
 
@@ -251,7 +295,8 @@ describe('hvpxe serve: nothing outside --root', () => {
     const bigHeader = await rawRequest(hv!.url, `GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: ${'a'.repeat(20_000)}\r\nConnection: close\r\n\r\n`);
     expect(bigHeader.status).toBe(431);
     expect((await rawGet(hv!.url, `/healthz?${'q'.repeat(5000)}`)).status).toBe(414);
-    const big = await get('/events/node-1', { method: 'POST', body: 'x'.repeat(70_000) });
+    const events = (await bootIpxe(hv!, 'mac=52:54:00:00:00:01')).events!;
+    const big = await fetch(events, { method: 'POST', body: 'x'.repeat(70_000) });
     expect(big.status).toBe(413);
     expect((await get('/artifacts/k/vmlinuz', { method: 'DELETE' })).status).toBe(405);
     expect((await get('/events/nobody', { method: 'POST', body: '{}' })).status).toBe(404);
@@ -261,19 +306,37 @@ describe('hvpxe serve: nothing outside --root', () => {
 describe('hvpxe serve: /machines and install events', () => {
   it('records fetches and the webhook progress the installer posts back', async () => {
     // What a booting node-1 does: its script, its config, an artifact (attributed by client address), then STARTED.
-    await get('/ipxe/auto?mac=52:54:00:00:00:01');
-    const c1 = parse((await get('/config/node-1.yaml?mac=52:54:00:00:00:01')).text);
+    const boot = await bootIpxe(hv!, 'mac=52:54:00:00:00:01');
+    const c1 = parse(await (await fetch(boot.config!)).text());
     expect((await get('/artifacts/k/vmlinuz')).status).toBe(200);
     const { config } = await validateConfig(c1);
+    expect(config.install?.webhooks?.map((w) => w.url)).toContain(boot.events);
     const sink = new MemorySink();
     await sendWebhooks('STARTED', config, { vars: { Hostname: 'node-1', MACAddr: '52:54:00:00:00:01', IPAddrV4: '10.0.0.11' }, log: new Logger(sink) });
     expect(sink.lines.join('')).toContain('webhook sent');
-    const m = JSON.parse((await get('/machines')).text).machines.find((x: { name: string }) => x.name === 'node-1');
+    // The installer's log never shows the credential in the URLs it prints.
+    expect(sink.lines.join('')).not.toContain(boot.credential);
+    const m = await machineOf(hv!, 'node-1');
     expect(m.fetched.ipxe).toBeTruthy();
     expect(m.fetched.config).toBeTruthy();
     expect(m.progress.event).toBe('STARTED');
     expect(m.events.at(-1).data).toEqual({ event: 'STARTED', hostname: 'node-1', mac: '52:54:00:00:00:01', ipv4: '10.0.0.11', ipv6: '' });
     expect(m.fetched.artifacts['k/vmlinuz']).toMatchObject({ status: 200, bytes: tree.files['k/vmlinuz'].length });
+  });
+
+  it('refuses events without a credential of a current boot of that machine, and records the refusal', async () => {
+    const node3 = await bootIpxe(hv!, 'uuid=11111111-2222-3333-4444-555555555555');
+    const node2 = await bootIpxe(hv!, 'mac=52:54:00:00:00:02');
+    const succeeded = JSON.stringify({ event: 'SUCCEEDED' });
+    for (const q of ['', '?credential=nope', `?credential=${node2.credential}`]) {
+      expect((await get(`/events/node-3${q}`, { method: 'POST', body: succeeded })).status).toBe(404);
+    }
+    const m = await machineOf(hv!, 'node-3');
+    expect(m.installed).toBeUndefined();
+    expect(m.boot.next).toBe('install');
+    expect(m.refusals.filter((r: { what: string }) => r.what === 'events')).toHaveLength(3);
+    expect((await get(node3.events!.slice(hv!.url.length), { method: 'POST', body: succeeded })).status).toBe(204);
+    expect((await machineOf(hv!, 'node-3')).installed.via).toBe('SUCCEEDED webhook');
   });
 });
 
@@ -284,25 +347,29 @@ describe('hvpxe serve: reload', () => {
     hv!.proc.kill('SIGHUP');
     const err = await waitUntil(
       async () => {
-        const h = JSON.parse((await get('/healthz')).text);
-        return h.lastReloadError ? { done: true as const, value: h.lastReloadError as string } : { done: false as const, reason: 'no reload yet' };
+        const h = JSON.parse((await adminGet(hv!, '/healthz')).text);
+        return h.problems.length ? { done: true as const, value: h.problems[0] as string } : { done: false as const, reason: 'no reload yet' };
       },
       { what: 'the refused reload', timeoutMs: 60_000, intervalMs: 200 },
     );
-    expect(err).toMatch(/machine node-1 \(group rack1\): .*token/i);
-    expect((await get('/ipxe/auto?mac=52:54:00:00:00:01')).text).toBe(before);
-    expect((await get('/config/node-1.yaml?mac=52:54:00:00:00:01')).text).toContain('cluster-token-xyz123');
+    expect(err).toMatch(/^the last reload of profiles.yaml was refused \(still serving the previous profiles\): .*machine node-1 \(group rack1\): .*token/is);
+    // A refused reload says so on both listeners' /healthz.
+    expect(JSON.parse((await get('/healthz')).text)).toEqual({ status: 'degraded' });
+    const again = await bootIpxe(hv!, 'mac=52:54:00:00:00:01');
+    expect(again.script.replace(/credential=[A-Za-z0-9_-]{43}/g, '')).toBe(before.replace(/credential=[A-Za-z0-9_-]{43}/g, ''));
+    expect(await (await fetch(again.config!)).text()).toContain('cluster-token-xyz123');
 
     await writeFile(profiles, profilesYaml(tree, { extraArg: 'hv.marker=new' }));
     hv!.proc.kill('SIGHUP');
     await waitUntil(
       async () => {
-        const h = JSON.parse((await get('/healthz')).text);
+        const h = JSON.parse((await adminGet(hv!, '/healthz')).text);
         return h.reloads >= 1 ? { done: true as const, value: h } : { done: false as const, reason: 'not reloaded' };
       },
       { what: 'the accepted reload', timeoutMs: 60_000, intervalMs: 200 },
     );
     expect((await get('/ipxe/auto?mac=52:54:00:00:00:01')).text).toContain(' hv.marker=new || goto failed');
+    expect(JSON.parse((await get('/healthz')).text)).toEqual({ status: 'ok' });
   });
 });
 

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { sendWebhooks } from '../../../installer/remote/webhooks.js';
 import { downloadFile } from '../../../installer/remote/iso.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';
-import { curl, makeTree, profilesYaml, sha256, startHvpxe, stopHvpxe, type Running, type Tree } from './harness.js';
+import { curl, makeTree, profilesYaml, scriptUrls, sha256, startHvpxe, stopHvpxe, type Running, type Tree } from './harness.js';
 
 let dir: string;
 let tree: Tree;
@@ -35,18 +35,22 @@ describe('hvpxe serve over TLS', () => {
     expect(curl(['--cacert', cert, '-o', '/dev/null', '-w', '%{http_code}', `${hv!.url}/healthz`]).stdout).toBe('200');
     expect(curl(['-o', '/dev/null', `${hv!.url}/healthz`]).code).toBe(60);
     const script = curl(['--cacert', cert, `${hv!.url}/ipxe/auto?mac=52:54:00:00:00:01`]).stdout;
-    expect(script).toContain(`harvester.install.config_url=${hv!.url}/config/node-1.yaml?mac=52:54:00:00:00:01`);
+    expect(script).toMatch(new RegExp(`harvester\\.install\\.config_url=${hv!.url}/config/node-1\\.yaml\\?credential=[A-Za-z0-9_-]{43} `));
+    // The admin listener is https too, and wants the operator token.
+    expect(hv!.adminUrl).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
+    expect(curl(['--cacert', cert, '-o', '/dev/null', '-w', '%{http_code}', `${hv!.adminUrl}/machines`]).stdout).toBe('401');
   });
 
   it('webhooks: insecure skips verification, otherwise a TLS failure is logged and nothing throws', async () => {
-    const hook = (insecure: boolean) => ({ install: { webhooks: [{ event: 'SUCCEEDED', method: 'POST', url: `${hv!.url}/events/node-1`, payload: '{"event":"SUCCEEDED"}', insecure }] } });
+    const { events } = scriptUrls(curl(['--cacert', cert, `${hv!.url}/ipxe/auto?mac=52:54:00:00:00:01`]).stdout);
+    const hook = (insecure: boolean) => ({ install: { webhooks: [{ event: 'SUCCEEDED', method: 'POST', url: events!, payload: '{"event":"SUCCEEDED"}', insecure }] } });
     const ok = new MemorySink();
     await sendWebhooks('SUCCEEDED', hook(true), { vars: {}, log: new Logger(ok) });
     expect(ok.lines.join('')).toContain('webhook sent');
     const bad = new MemorySink();
     await sendWebhooks('SUCCEEDED', hook(false), { vars: {}, log: new Logger(bad) });
     expect(bad.lines.join('')).toMatch(/webhook failed.*(self.signed|certificate|verify)/i);
-    const m = JSON.parse(curl(['--cacert', cert, `${hv!.url}/machines`]).stdout);
+    const m = JSON.parse(curl(['--cacert', cert, '-H', `Authorization: Bearer ${hv!.token}`, `${hv!.adminUrl}/machines`]).stdout);
     expect(m.machines.find((x: { name: string }) => x.name === 'node-1').progress.event).toBe('SUCCEEDED');
   });
 

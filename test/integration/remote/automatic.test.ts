@@ -9,7 +9,7 @@ import path from 'node:path';
 import { prepareAutomaticInstall, isAutomaticCmdline, mediaSource, postProgressEvent } from '../../../installer/remote/automatic.js';
 import { fetchInstallIso } from '../../../installer/remote/install-media.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';
-import { makeTree, profilesYaml, REPO, sha256, startHvpxe, stopHvpxe, type Running, type Tree } from '../pxe/harness.js';
+import { bootIpxe, machineOf, makeTree, profilesYaml, REPO, sha256, startHvpxe, stopHvpxe, type Running, type Tree } from '../pxe/harness.js';
 
 let dir: string;
 let tree: Tree;
@@ -32,8 +32,13 @@ beforeAll(async () => {
   profiles = path.join(dir, 'profiles.yaml');
   await writeFile(profiles, profilesYaml(tree));
   hv = await startHvpxe(['serve', '--root', tree.root, '--profiles', profiles, '--listen', '127.0.0.1:0']);
-  configText = await (await fetch(`${hv.url}/config/node-1.yaml?mac=52:54:00:00:00:01`)).text();
+  configText = await (await fetch(await configUrl('52:54:00:00:00:01'))).text();
 });
+
+/** A config URL as hvpxe hands it to a booting machine (with a boot credential, good for one fetch). */
+async function configUrl(mac: string): Promise<string> {
+  return (await bootIpxe(hv!, `mac=${mac}`)).config!;
+}
 
 afterAll(async () => {
   await stopHvpxe(hv);
@@ -66,13 +71,14 @@ async function freePort(): Promise<number> {
 
 describe('prepareAutomaticInstall', () => {
   it('fetches config_url from hvpxe, merges the command line over it, validates, and reports media and webhooks', async () => {
-    const a = await prepareAutomaticInstall(`${cmdline(`${hv!.url}/config/node-1.yaml?mac=52:54:00:00:00:01`)} harvester.install.skipchecks=true`, { fetch: fast, log: quiet() });
-    expect(a.source).toBe(`${hv!.url}/config/node-1.yaml?mac=52:54:00:00:00:01`);
+    const url = await configUrl('52:54:00:00:00:01');
+    const a = await prepareAutomaticInstall(`${cmdline(url)} harvester.install.skipchecks=true`, { fetch: fast, log: quiet() });
+    // Named without its boot credential (it is printed and recorded).
+    expect(a.source).toBe(url.replace(/credential=[A-Za-z0-9_-]{43}$/, 'credential=<redacted>'));
     expect(a.config.install).toMatchObject({ mode: 'create', automatic: true, skipchecks: true, vip: '10.0.0.100' });
     expect(a.media).toEqual({ kind: 'url', url: `${hv!.url}/artifacts/harvester.iso` });
     await a.webhooks.send('STARTED', { Hostname: 'node-1' });
-    const m = (await (await fetch(`${hv!.url}/machines`)).json()) as { machines: Array<{ name: string; progress?: { event: string } }> };
-    expect(m.machines.find((x) => x.name === 'node-1')?.progress?.event).toBe('STARTED');
+    expect((await machineOf(hv!, 'node-1')).progress?.event).toBe('STARTED');
     expect(a.events.url).toBeUndefined();
   });
 
@@ -81,10 +87,9 @@ describe('prepareAutomaticInstall', () => {
     const kernelLine = script.split('\n').find((l) => l.startsWith('kernel '))!;
     const args = kernelLine.replace(/^kernel \S+ /, '').replace(/ \|\| goto failed$/, '');
     const a = await prepareAutomaticInstall(args, { fetch: fast, log: quiet() });
-    expect(a.events.url).toBe(`${hv!.url}/events/node-2`);
+    expect(a.events.url).toMatch(new RegExp(`^${hv!.url}/events/node-2\\?credential=[A-Za-z0-9_-]{43}$`));
     await a.events.post({ type: 'step', step: 'partition', status: 'done', token: a.config.token });
-    const m = (await (await fetch(`${hv!.url}/machines`)).json()) as { machines: Array<{ name: string; progress?: { event: string }; events: Array<{ data: Record<string, unknown> }> }> };
-    const n2 = m.machines.find((x) => x.name === 'node-2')!;
+    const n2 = await machineOf(hv!, 'node-2');
     expect(n2.progress?.event).toBe('step');
     expect(n2.events.at(-1)!.data).toMatchObject({ type: 'step', step: 'partition', status: 'done', token: '<redacted>' });
     // An unreachable events URL costs at most the timeout and never throws.
@@ -103,7 +108,9 @@ describe('prepareAutomaticInstall', () => {
 
   it('waits for a server that is down and comes up (Harvester-style retries)', async () => {
     const port = await freePort();
-    const url = `http://127.0.0.1:${port}/config/node-1.yaml?mac=52:54:00:00:00:01`;
+    // The credential comes from the running hvpxe; the late one shares its state directory, so it knows it.
+    const url = (await configUrl('52:54:00:00:00:01')).replace(new URL(hv!.url).port, String(port));
+    await new Promise((r) => setTimeout(r, 500));
     setTimeout(() => {
       void startHvpxe(['serve', '--root', tree.root, '--profiles', profiles, '--listen', `127.0.0.1:${port}`]).then((r) => late.push(r));
     }, 1_000);
@@ -150,7 +157,7 @@ describe('prepareAutomaticInstall', () => {
     await expect(prepareAutomaticInstall(cmdline(html.url), { fetch: fast, log: quiet() })).rejects.toThrow(/invalid configuration .*\n.*returned an HTML page/);
     await expect(prepareAutomaticInstall(cmdline('http://no-such-host.invalid/c.yaml'), { fetch: { attempts: 1 }, log: quiet() })).rejects.toThrow(/cannot resolve host no-such-host\.invalid/);
     await expect(
-      prepareAutomaticInstall(cmdline(`${hv!.url}/config/node-1.yaml?mac=52:54:00:00:00:01`), { fetch: { ...fast, sha256: '0'.repeat(64) }, log: quiet() }),
+      prepareAutomaticInstall(cmdline(await configUrl('52:54:00:00:00:01')), { fetch: { ...fast, sha256: '0'.repeat(64) }, log: quiet() }),
     ).rejects.toThrow(/sha256 mismatch for .*: expected 0{64}, got [0-9a-f]{64}/);
   });
 
@@ -210,7 +217,7 @@ describe('hvinstall fetch', () => {
     expect(r.out).toContain(`sha256 ${sha256(tree.files['harvester.iso'])} (verified)`);
     expect(r.err).toMatch(/by-hand\.iso: \d+\.\d\/2\.0 MiB/);
     const cfgOut = path.join(dir, 'merged.yaml');
-    const c = await run(['config', '--cmdline', cmdline(`${hv!.url}/config/node-2.yaml?mac=52:54:00:00:00:02`), '--attempts', '2', '--output', cfgOut]);
+    const c = await run(['config', '--cmdline', cmdline(await configUrl('52:54:00:00:00:02')), '--attempts', '2', '--output', cfgOut]);
     expect(c.code).toBe(0);
     expect(c.out).toContain('valid; merged config written to');
     expect(await readFile(cfgOut, 'utf8')).toMatch(/serverurl: https:\/\/10\.0\.0\.100:443/i);

@@ -87,7 +87,7 @@ describe('hvpxe serve reloads on SIGHUP', () => {
     const port = await freePort();
     const url = `http://127.0.0.1:${port}`;
     const profiles = path.join(dir, 'profiles.yaml');
-    const child = spawn(path.join(REPO, 'bin/hvpxe'), ['serve', '--root', path.join(dir, 'artifacts'), '--profiles', profiles, '--listen', `127.0.0.1:${port}`, '--server-url', url, '--log-format', 'json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(path.join(REPO, 'bin/hvpxe'), ['serve', '--root', path.join(dir, 'artifacts'), '--profiles', profiles, '--listen', `127.0.0.1:${port}`, '--server-url', url, '--admin-listen', '127.0.0.1:0', '--log-format', 'json'], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (d) => (out += d));
     child.stderr.on('data', (d) => (out += d));
@@ -96,8 +96,10 @@ describe('hvpxe serve reloads on SIGHUP', () => {
       for (let i = 0; i < 600 && !re.test(out); i++) await new Promise((r) => setTimeout(r, 50));
       if (!re.test(out)) throw new Error(`hvpxe never logged ${re}:\n${out}`);
     };
+    // /metrics is the operator's: on the admin listener, with the token hvpxe wrote to its state directory.
     const reloads = async (result: string): Promise<number> => {
-      const text = await (await fetch(`${url}/metrics`)).text();
+      const [, admin, tokenFile] = /; admin (\S+) \(token in (\S+)\)/.exec(out)!;
+      const text = await (await fetch(`${admin}/metrics`, { headers: { Authorization: `Bearer ${readFileSync(tokenFile!, 'utf8').trim()}` } })).text();
       return Number(new RegExp(`^hvpxe_reloads_total\\{result="${result}"\\} (\\d+)$`, 'm').exec(text)?.[1]);
     };
     try {

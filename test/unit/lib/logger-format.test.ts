@@ -61,6 +61,27 @@ describe('Logger formats', () => {
   });
 });
 
+describe('what a log line never says', () => {
+  it('leaves out fields that are undefined (no `machine=undefined`), in both formats', () => {
+    for (const format of ['text', 'json'] as const) {
+      const { sink, log } = logger(format);
+      log.info('serving', { url: 'http://x', tftp: undefined, default: undefined, n: 0, empty: '' });
+      expect(sink.lines[0]).not.toContain('undefined');
+      expect(sink.lines[0]).toContain(format === 'text' ? 'n=0 empty=""' : '"n":0,"empty":""');
+    }
+  });
+
+  it('escapes what a terminal would act on: C0 and C1 controls, DEL, line separators', () => {
+    for (const format of ['text', 'json'] as const) {
+      const { sink, log } = logger(format);
+      log.warn('tftp', { filename: 'a\u001b[31mred\u009b2J\u007f\u2028b', other: '\u001b' });
+      expect(sink.lines[0]).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u2028\u2029]/);
+      expect(sink.lines[0]).toContain('a\\u001b[31mred\\u009b2J\\u007f\\u2028b');
+      if (format === 'json') expect(JSON.parse(sink.lines[0]!).filename).toBe('a\u001b[31mred\u009b2J\u007f\u2028b');
+    }
+  });
+});
+
 describe('journald priorities (journalctl -p warning shows warn and error only)', () => {
   it('prefixes lines with the syslog priority of their level: error 3, warn 4, info 6, debug 7', () => {
     expect(journalLine('{"msg":"x"}\n', 'error')).toBe('<3>{"msg":"x"}\n');

@@ -139,7 +139,7 @@ describe('grub scripts (boot: grub-signed)', () => {
     expect(none.split('\n').filter((l) => l.startsWith('echo ')).map((l) => grubWords(l).slice(1).join(' '))[0]).toBe('hvpxe: no profile matches this machine (MAC 52:54:00:aa:bb:cc, UUID unknown).');
     const arch = renderGrubUnsupportedArchScript(m, 'arm64');
     expect(arch).toMatch(/node-1 booted as arm64, but profile hv serves an x86_64 installer only/);
-    const local = renderGrubLocalBootScript(m, { installedAt: '2026-01-01T00:00:00Z', loop: 'asked for a local boot 3 times' });
+    const local = renderGrubLocalBootScript(m, { kind: 'local', installedAt: '2026-01-01T00:00:00Z', loop: 'asked for a local boot 3 times' });
     expect(local.trim().split('\n').at(-1)).toBe('exit 0');
     for (const s of [none, arch, local]) {
       expect(s.trim().split('\n').at(-1)).toMatch(/^exit [01]$/);

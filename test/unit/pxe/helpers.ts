@@ -5,6 +5,9 @@ import path from 'node:path';
 import type { ValidationResult } from '../../../config/types.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';
 import { PxeServer } from '../../../pxe/server.js';
+import { scriptUrls } from './script-urls.js';
+
+export { scriptUrls };
 
 /**
  * Test double for the one validator (config validateConfig): a few of its rules, so the
@@ -76,7 +79,7 @@ ${extra}`;
  */
 export async function startFixtureServer(
   prefix: string,
-  opts: { edit?: (text: string) => string; files?: Record<string, Buffer | string>; tftp?: boolean } = {},
+  opts: { edit?: (text: string) => string; files?: Record<string, Buffer | string>; tftp?: boolean; stateDir?: boolean } = {},
 ): Promise<{ dir: string; server: PxeServer; log: MemorySink }> {
   const dir = await mkdtemp(path.join(tmpdir(), prefix));
   const root = path.join(dir, 'root');
@@ -96,6 +99,8 @@ export async function startFixtureServer(
     port: 0,
     log: new Logger(log),
     validate: validatorDouble,
+    admin: { host: '127.0.0.1', port: 0, token: ADMIN_TOKEN },
+    ...(opts.stateDir ? { stateDir: path.join(dir, 'state') } : {}),
     ...(opts.tftp ? { tftp: { host: '127.0.0.1', port: 0 } } : {}),
   });
   try {
@@ -109,3 +114,36 @@ export async function startFixtureServer(
 
 /** An EFI executable as far as hvpxe's check goes (the PE "MZ" magic), standing in for Debian's signed shim and grub. */
 export const FAKE_EFI = Buffer.concat([Buffer.from('MZ'), Buffer.alloc(3000, 7)]);
+
+/** The operator token the fixture server's admin listener wants. */
+export const ADMIN_TOKEN = 'fixture-admin-token-0123456789';
+
+/** GET on the admin listener with the operator token, as JSON. */
+export async function adminJson<T = { machines: Array<Record<string, any>> }>(server: PxeServer, p: string): Promise<T> {
+  const r = await fetch(`${server.adminUrl}${p}`, { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } });
+  if (!r.ok) throw new Error(`${p}: HTTP ${r.status}`);
+  return (await r.json()) as T;
+}
+
+/** GET on the admin listener with the operator token, as text. */
+export async function adminText(server: PxeServer, p: string): Promise<string> {
+  return (await fetch(`${server.adminUrl}${p}`, { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } })).text();
+}
+
+/** One machine of /machines. */
+export async function machineOf(server: PxeServer, name: string): Promise<Record<string, any>> {
+  return (await adminJson(server, '/machines')).machines.find((m) => m.name === name)!;
+}
+
+/** Boots a machine over iPXE (its script from /ipxe/auto) and returns the script and its URLs. */
+export async function bootIpxe(server: PxeServer, query: string): Promise<{ script: string } & ReturnType<typeof scriptUrls>> {
+  const script = await (await fetch(`${server.url}/ipxe/auto?${query}`)).text();
+  return { script, ...scriptUrls(script) };
+}
+
+/** Posts an event body to a URL; the status. */
+export async function postEvent(url: string, body: unknown): Promise<number> {
+  const r = await fetch(url, { method: 'POST', body: typeof body === 'string' ? body : JSON.stringify(body) });
+  await r.arrayBuffer();
+  return r.status;
+}

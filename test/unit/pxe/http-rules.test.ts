@@ -96,11 +96,16 @@ describe('parseListen', () => {
 
 describe('summariseEvent', () => {
   it('says in one line how far an install got', async () => {
-    const { summariseEvent } = await import('../../../pxe/server.js');
+    const { summariseEvent } = await import('../../../pxe/event-body.js');
     expect(summariseEvent({ type: 'step', phase: 'done', step: 'deploy', index: 4, total: 9 })).toBe('step 4/9 deploy done');
     expect(summariseEvent({ type: 'bytes', step: 'deploy', done: 512 * 1048576, total: 1024 * 1048576 })).toBe('deploy: 50% of 1024 MiB');
     expect(summariseEvent({ type: 'install', phase: 'failed', device: '/dev/sda', message: 'disk busy' })).toBe('install failed on /dev/sda: disk busy');
     expect(summariseEvent({ event: 'SUCCEEDED', hostname: 'n1' })).toBe('webhook SUCCEEDED');
     expect(summariseEvent({ other: 1 })).toBeUndefined();
+    expect(summariseEvent({ type: 'bytes', step: 'deploy', done: 5, total: 0 })).toBe('deploy: 0% of 0 MiB');
+    expect(summariseEvent({ type: 'install', phase: 'started' })).toBe('install started');
+    expect(summariseEvent({ type: 'step', phase: 'failed', step: 'oem', index: 7, total: 9, message: 'no space' })).toBe('step 7/9 oem failed: no space');
+    expect(summariseEvent({ type: 'message', level: 'warn', message: 'slow disk' })).toBe('warn: slow disk');
+    expect(summariseEvent({ type: 'step', phase: true, step: null, index: 1, total: 2 })).toBe('step 1/2  ');
   });
 });

@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { PxeServer } from '../../../pxe/server.js';
-import { startFixtureServer } from './helpers.js';
+import { ADMIN_TOKEN, bootIpxe, postEvent, startFixtureServer } from './helpers.js';
 
 let dir: string;
 let server: PxeServer;
@@ -22,7 +22,7 @@ afterAll(async () => {
 
 /** One scrape, as sample line -> value (written independently of the product's formatter). */
 async function scrape(): Promise<{ text: string; value: (series: string) => number | undefined }> {
-  const r = await fetch(`${server.url}/metrics`);
+  const r = await fetch(`${server.adminUrl}/metrics`, { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } });
   expect(r.status).toBe(200);
   expect(r.headers.get('content-type')).toBe('text/plain; version=0.0.4; charset=utf-8');
   const text = await r.text();
@@ -48,26 +48,35 @@ describe('hvpxe /metrics', () => {
     expect(before.value('hvpxe_machines{state="installed"}')).toBe(0);
     expect(before.value('hvpxe_artifact_bytes_served_total')).toBe(0);
     expect(before.value('hvpxe_reloads_total{result="ok"}')).toBe(0);
+    expect(before.value('hvpxe_last_reload_refused')).toBe(0);
 
     expect(await (await fetch(`${server.url}/artifacts/k/vmlinuz`)).text()).toBe('k/vmlinuz');
     const ranged = await fetch(`${server.url}/artifacts/harvester.iso`, { headers: { Range: 'bytes=0-3' } });
     expect(ranged.status).toBe(206);
     expect(await ranged.text()).toBe('harv');
     expect((await fetch(`${server.url}/nothing-here`)).status).toBe(404);
+    // A 404 under /artifacts/ sends a body, but no artifact: it is not counted as artifact bytes.
+    expect((await fetch(`${server.url}/artifacts/k/not-there`)).status).toBe(404);
     await (await fetch(`${server.url}/ipxe/auto?mac=52:54:00:00:00:01`)).text();
-    await (await fetch(`${server.url}/ipxe/auto?mac=52:54:00:00:00:02`)).text();
-    const ev = await fetch(`${server.url}/events/node-2`, { method: 'POST', body: JSON.stringify({ event: 'SUCCEEDED' }), headers: { 'Content-Type': 'application/json' } });
-    expect(ev.status).toBe(204);
+    const node2 = await bootIpxe(server, 'mac=52:54:00:00:00:02');
+    expect(await postEvent(node2.events!, { event: 'SUCCEEDED' })).toBe(204);
+    expect(await postEvent(node2.events!.replace(/credential=.*/, 'credential=x'), { event: 'STARTED' })).toBe(404);
+    expect((await fetch(node2.config!)).status).toBe(200);
+    expect((await fetch(node2.config!)).status).toBe(403);
 
     const after = await scrape();
     expect(after.value('hvpxe_artifact_bytes_served_total')).toBe('k/vmlinuz'.length + 4);
     expect(after.value('hvpxe_http_requests_total{route="/artifacts/",code="200"}')).toBe(1);
     expect(after.value('hvpxe_http_requests_total{route="/artifacts/",code="206"}')).toBe(1);
+    expect(after.value('hvpxe_http_requests_total{route="/artifacts/",code="404"}')).toBe(1);
     expect(after.value('hvpxe_http_requests_total{route="other",code="404"}')).toBe(1);
     expect(after.value('hvpxe_http_requests_total{route="/ipxe/auto",code="200"}')).toBe(2);
     expect(after.value('hvpxe_http_requests_total{route="/events/",code="204"}')).toBe(1);
-    // The first scrape is counted once it has been answered.
-    expect(after.value('hvpxe_http_requests_total{route="/metrics",code="200"}')).toBe(1);
+    expect(after.value('hvpxe_refused_total{what="events",reason="malformed"}')).toBe(1);
+    expect(after.value('hvpxe_refused_total{what="config",reason="used"}')).toBe(1);
+    expect(after.value('hvpxe_configs_served_total')).toBe(1);
+    // The admin listener's own requests are not the boot server's.
+    expect(after.value('hvpxe_http_requests_total{route="/metrics",code="200"}')).toBeUndefined();
     expect(after.value('hvpxe_machines{state="booting"}')).toBe(1);
     expect(after.value('hvpxe_machines{state="installed"}')).toBe(1);
     expect(after.value('hvpxe_machines{state="unseen"}')).toBe(2);
@@ -77,10 +86,12 @@ describe('hvpxe /metrics', () => {
     const good = await readFile(profiles, 'utf8');
     await writeFile(profiles, 'profiles: [not, a, map\n');
     expect(await server.reload()).toBe(false);
+    expect((await scrape()).value('hvpxe_last_reload_refused')).toBe(1);
     await writeFile(profiles, good);
     const reloaded = await scrape();
     expect(reloaded.value('hvpxe_reloads_total{result="ok"}')).toBe(1);
     expect(reloaded.value('hvpxe_reloads_total{result="refused"}')).toBe(1);
+    expect(reloaded.value('hvpxe_last_reload_refused')).toBe(1);
     expect(reloaded.text).toMatch(/^hvpxe_build_info\{version="[^"]+",commit="[^"]+"\} 1$/m);
 
     const lint = promtool(reloaded.text);

@@ -32,9 +32,9 @@ describe('parseProfiles', () => {
 describe('buildCatalog', () => {
   it('refuses duplicate MACs (in either spelling), UUIDs and names', async () => {
     const dupMac = profilesText('  - name: g2\n    profile: hv\n    machines: [{ hostname: node-9, mac: "52:54:00:00:00:02" }]\n');
-    expect(() => buildCatalog((parse(dupMac) as never))).toThrow(/MAC 52:54:00:00:00:02 is already used by machine 'node-2'/);
+    expect(() => buildCatalog((parse(dupMac) as never))).toThrow("machines 'node-2' (group rack1) and 'node-9' (group g2) have the same MAC 52:54:00:00:00:02");
     const dupName = profilesText('  - name: g2\n    profile: hv\n    machines: [{ hostname: node-1, mac: "52:54:00:00:00:09" }]\n');
-    expect(() => buildCatalog(parse(dupName) as never)).toThrow(/name node-1 is already used/);
+    expect(() => buildCatalog(parse(dupName) as never)).toThrow("machines 'node-1' (group rack1) and 'node-1' (group g2) have the same name node-1");
   });
   it('needs gateway and dns with a static ip', async () => {
     const t = profilesText('  - name: g2\n    profile: hv\n    machines: [{ hostname: node-9, mac: "52:54:00:00:00:09", ip: 10.0.0.9/24 }]\n');

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rm } from 'node:fs/promises';
 import type { PxeServer } from '../../../pxe/server.js';
-import { FAKE_EFI, startFixtureServer } from './helpers.js';
+import { adminJson, FAKE_EFI, postEvent, scriptUrls, startFixtureServer } from './helpers.js';
 import { tftpGet, type TftpResult } from './tftp-client.js';
 
 const grubSigned = (t: string): string => t.replace('    kernel_args:', '    boot: grub-signed\n    kernel_args:');
@@ -34,7 +34,7 @@ function text(r: TftpResult): string {
 }
 
 async function machines(): Promise<Array<{ name: string; fetched: Record<string, unknown>; events: Array<{ event: string; data: Record<string, unknown> }> }>> {
-  return ((await (await fetch(`${server.url}/machines`)).json()) as { machines: never[] }).machines;
+  return (await adminJson<{ machines: never[] }>(server, '/machines')).machines;
 }
 
 describe('hvpxe serve --tftp (boot: grub-signed)', () => {
@@ -45,7 +45,7 @@ describe('hvpxe serve --tftp (boot: grub-signed)', () => {
     const script = text(await tftpGet(port, '/grub/auto?mac=52:54:00:00:00:01&uuid=00000000-0000-0000-0000-000000000000&arch=x86_64&platform=efi'));
     const linux = script.split('\n').find((l) => l.startsWith('linux '))!;
     expect(linux).toContain(`'(tftp,127.0.0.1:${port})/k/vmlinuz'`);
-    expect(linux).toContain(`'harvester.install.config_url=${server.url}/config/node-1.yaml?mac=52:54:00:00:00:01'`);
+    expect(linux).toMatch(new RegExp(`'harvester\\.install\\.config_url=${server.url}/config/node-1\\.yaml\\?credential=[A-Za-z0-9_-]{43}'`));
     expect(script.split('\n').find((l) => l.startsWith('initrd '))).toBe(`initrd '(tftp,127.0.0.1:${port})/k/initrd.img'`);
     const node1 = (await machines()).find((m) => m.name === 'node-1')!;
     expect(node1.fetched.grub).toEqual(expect.any(String));
@@ -56,10 +56,13 @@ describe('hvpxe serve --tftp (boot: grub-signed)', () => {
     const other = text(await tftpGet(port, 'grub/auto?mac=52:54:00:00:00:99&arch=x86_64&platform=efi'));
     for (const s of [mine, other]) expect(s).not.toMatch(/tok-alpha|pw-secret|ssh-ed25519/);
     expect(other).not.toMatch(/node-1/);
-    expect(other).toContain(`config/spare-525400000099.yaml?mac=52:54:00:00:00:99`);
-    // The config behind the URL is only for the machine's own MAC.
-    expect((await fetch(`${server.url}/config/node-1.yaml?mac=52:54:00:00:00:99`)).status).toBe(404);
-    expect(await (await fetch(`${server.url}/config/node-1.yaml?mac=52:54:00:00:00:01`)).text()).toContain('tok-alpha');
+    expect(other).toContain(`config/spare-525400000099.yaml?credential=`);
+    // The config behind the URL is only for the credential's own machine, and only once.
+    const spareCredential = scriptUrls(other).credential!;
+    expect((await fetch(`${server.url}/config/node-1.yaml?credential=${spareCredential}`)).status).toBe(404);
+    const node1 = scriptUrls(mine).config!;
+    expect(await (await fetch(node1)).text()).toContain('tok-alpha');
+    expect((await fetch(node1)).status).toBe(403);
   });
 
   it('serves the signed binaries byte for byte, with the block size and size it was asked for, and sends a block again when its ACK is lost', async () => {
@@ -78,9 +81,9 @@ describe('hvpxe serve --tftp (boot: grub-signed)', () => {
   });
 
   it('a machine that reported a finished install gets a local boot from grub, not the installer again', async () => {
-    expect(text(await tftpGet(port, 'grub/auto?mac=52:54:00:00:00:77&arch=x86_64&platform=efi'))).toMatch(/^linux /m);
-    const posted = await fetch(`${server.url}/events/spare-525400000077`, { method: 'POST', body: JSON.stringify({ event: 'SUCCEEDED' }) });
-    expect(posted.status).toBe(204);
+    const script = text(await tftpGet(port, 'grub/auto?mac=52:54:00:00:00:77&arch=x86_64&platform=efi'));
+    expect(script).toMatch(/^linux /m);
+    expect(await postEvent(scriptUrls(script).events!, { event: 'SUCCEEDED' })).toBe(204);
     const local = text(await tftpGet(port, 'grub/auto?mac=52:54:00:00:00:77&arch=x86_64&platform=efi'));
     expect(local).not.toMatch(/^(linux|initrd|boot)\b/m);
     expect(local).toMatch(/^echo 'hvpxe: spare-525400000077 is installed \(.*\); handing back to the firmware to boot the local disk'$/m);
@@ -89,7 +92,7 @@ describe('hvpxe serve --tftp (boot: grub-signed)', () => {
 
   it('refuses writes, netascii and names outside the root, with TFTP errors', async () => {
     expect(await tftpGet(port, 'x', { write: true })).toEqual({ error: 2, message: 'hvpxe serves TFTP read-only' });
-    expect(await tftpGet(port, 'shimx64.efi', { mode: 'netascii' })).toEqual({ error: 4, message: 'only octet mode is served, not netascii' });
+    expect(await tftpGet(port, 'shimx64.efi', { mode: 'netascii' })).toEqual({ error: 4, message: 'only octet mode is served' });
     for (const name of ['../profiles.yaml', '/etc/passwd', 'k/../../profiles.yaml', 'nothere.efi']) expect(await tftpGet(port, name)).toEqual({ error: 1, message: 'file not found' });
   });
 

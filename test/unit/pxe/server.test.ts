@@ -4,7 +4,7 @@ import path from 'node:path';
 import { createHash } from 'node:crypto';
 import { artifactContentType, PxeServer } from '../../../pxe/server.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';
-import { startFixtureServer, validatorDouble } from './helpers.js';
+import { adminJson, startFixtureServer, validatorDouble } from './helpers.js';
 
 let dir: string;
 let server: PxeServer;
@@ -23,7 +23,7 @@ describe('PxeServer (validator test double)', () => {
       const mac = `02:00:00:00:${((i >> 8) & 0xff).toString(16).padStart(2, '0')}:${(i & 0xff).toString(16).padStart(2, '0')}`;
       await (await fetch(`${server.url}/ipxe/auto?mac=${mac}`)).text();
     }
-    const { machines } = (await (await fetch(`${server.url}/machines`)).json()) as { machines: Array<{ name: string }> };
+    const { machines } = await adminJson(server, '/machines');
     expect(machines.length).toBeLessThanOrEqual(1000 + 4); // the cap plus the four declared machines
     expect(machines.map((m) => m.name)).toEqual(expect.arrayContaining(['node-1', 'node-2', 'node-3', 'spare-0200000003f1']));
   });
