@@ -26,6 +26,8 @@ export interface InstallContext {
   signal?: AbortSignal;
   /** Fresh machine facts (re-gathered by the guard). */
   facts: () => Promise<MachineFacts>;
+  /** The machine the node is for when it is not this one (RunInstallOptions.nodeFacts). */
+  nodeFacts?: MachineFacts;
   /** Test-only fault injection (HVINSTALL_TEST_SIGKILL_AT), see pipeline.ts. */
   killPoint?: string;
 }

@@ -93,6 +93,7 @@ export async function runInstall(opts: RunInstallOptions): Promise<InstallOutcom
     redactor: opts.redactor,
     signal: opts.signal,
     facts: currentFacts,
+    nodeFacts: opts.nodeFacts,
     killPoint: opts.killPoint,
   };
 
