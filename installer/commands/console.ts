@@ -12,6 +12,7 @@ import { Redactor } from '../../lib/redact.js';
 import { Terminal } from '../../lib/tui/terminal.js';
 import type { MachineFacts } from '../preflight/types.js';
 import { HELP_OPTION, type OptionDefs } from '../../lib/cli/definition.js';
+import { describeParseError } from '../../lib/cli/parse-error.js';
 
 export const USAGE = `usage: hvinstall console [--dry-run --write-config FILE] [--sysroot DIR | --facts FILE] [--cmdline-file F]
                          [--source S] [--bundle DIR|none] [--agent DIR|none] [--state-dir DIR] [--system-size MIB] [--no-reboot]
@@ -74,7 +75,7 @@ export default async function consoleCommand(argv: string[]): Promise<number> {
       strict: true,
     }));
   } catch (err) {
-    throw usageError((err as Error).message);
+    throw usageError(describeParseError(err, { ...OPTIONS, ...HELP_OPTION }) ?? (err as Error).message);
   }
   if (values.help) {
     process.stdout.write(USAGE + '\n');

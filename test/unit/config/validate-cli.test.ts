@@ -117,7 +117,7 @@ describe('hvinstall validate', () => {
   });
 
   it.each([
-    [['--bogus', 'x.yaml'], "Unknown option '--bogus'"],
+    [['--bogus', 'x.yaml'], 'unknown option --bogus'],
     [['a.yaml', 'b.yaml'], 'one config at a time (got 2)'],
     [[], 'no config given'],
     [['--cmdline', 'x', '--cmdline-file', 'y'], 'give --cmdline or --cmdline-file, not both'],

@@ -62,7 +62,7 @@ describe('hvinstall preflight', () => {
     await expect(main(['preflight', '--sysroot', root('no-such-fixture')])).rejects.toSatisfy(
       (e: unknown) => e instanceof HvError && e.exitCode === 2 && e.message.startsWith('sysroot is not a directory: '),
     );
-    await expect(main(['preflight', '--frobnicate'])).rejects.toMatchObject({ exitCode: 2, message: expect.stringContaining("'--frobnicate'") });
+    await expect(main(['preflight', '--frobnicate'])).rejects.toMatchObject({ exitCode: 2, message: 'unknown option --frobnicate' });
     expect(out).toBe('');
   });
 
