@@ -11,6 +11,7 @@ import { readFile } from 'node:fs/promises';
 import { rootCertificates } from 'node:tls';
 import { EnvHttpProxyAgent, interceptors, request, type Dispatcher } from 'undici';
 import { classifyNetworkError } from './net-error.js';
+import { redactUrl, withoutUserinfo } from './url-secrets.js';
 
 export type FetchErrorKind =
   | 'bad-url'
@@ -181,11 +182,14 @@ async function attemptOnce(url: URL, dispatcher: Dispatcher, opts: Required<Pick
 /** Fetches a URL into memory with bounded retries; throws FetchError. */
 export async function fetchBytes(rawUrl: string, options: FetchOptions = {}): Promise<FetchResult> {
   let url: URL;
+  // user:pass@ is sent as Basic credentials (as Go's net/http does) and kept out of every message.
+  const { url: withoutCredentials, authorization } = withoutUserinfo(rawUrl);
   try {
-    url = new URL(rawUrl);
+    url = new URL(withoutCredentials);
   } catch {
-    throw new FetchError('bad-url', rawUrl, `not a URL: ${JSON.stringify(rawUrl)}`, { hint: 'write it as http(s)://host/path' });
+    throw new FetchError('bad-url', redactUrl(rawUrl), `not a URL: ${JSON.stringify(redactUrl(rawUrl))}`, { hint: 'write it as http(s)://host/path' });
   }
+  if (authorization) options = { ...options, headers: { authorization, ...options.headers } };
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
     throw new FetchError('bad-url', rawUrl, `only http and https URLs can be fetched (got ${url.protocol})`);
   }

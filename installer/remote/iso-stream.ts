@@ -14,6 +14,7 @@ import { run } from '../../lib/exec.js';
 import type { Logger } from '../../lib/logger.js';
 import { sleep } from '../../lib/wait.js';
 import { describeNetworkError } from './net-errors.js';
+import { withoutUserinfo } from '../../lib/url-secrets.js';
 import { fileRanges, parseLsdl, parseReportLba, type IsoEntry, type IsoFile } from './iso-placement.js';
 
 export interface IsoProbe {
@@ -42,11 +43,17 @@ function withRedirects(a: Agent): Dispatcher {
   return a.compose(interceptors.redirect({ maxRedirections: 5 }));
 }
 
+/** user:pass@ of the ISO's URL as the request's Basic credentials. */
+function credentials(t: { authorization?: string }): Record<string, string> {
+  return t.authorization ? { authorization: t.authorization } : {};
+}
+
 /** Size, range support and a validator, from a one-byte range request (no body worth reading). */
 export async function probeIso(url: string, opts: StreamOptions = {}): Promise<IsoProbe> {
   const agent = await dispatcherFor(opts);
   try {
-    const res = await request(url, { method: 'GET', headers: { range: 'bytes=0-0' }, dispatcher: withRedirects(agent), signal: opts.signal });
+    const target = withoutUserinfo(url);
+    const res = await request(target.url, { method: 'GET', headers: { range: 'bytes=0-0', ...credentials(target) }, dispatcher: withRedirects(agent), signal: opts.signal });
     const etag = typeof res.headers.etag === 'string' && !res.headers.etag.startsWith('W/') ? res.headers.etag : undefined;
     const lastModified = typeof res.headers['last-modified'] === 'string' ? res.headers['last-modified'] : undefined;
     const validator = etag ?? lastModified;
@@ -86,9 +93,10 @@ async function readOrdered(url: string, from: number, to: number, validator: str
   let delay = opts.retryDelayMs ?? 2_000;
   for (let attempt = 1; ; attempt++) {
     try {
-      const headers: Record<string, string> = { range: `bytes=${pos}-${to - 1}` };
+      const target = withoutUserinfo(url);
+      const headers: Record<string, string> = { range: `bytes=${pos}-${to - 1}`, ...credentials(target) };
       if (validator) headers['if-range'] = validator;
-      const res = await request(url, { method: 'GET', headers, dispatcher, signal: opts.signal });
+      const res = await request(target.url, { method: 'GET', headers, dispatcher, signal: opts.signal });
       const start = Number(/^bytes (\d+)-/.exec(String(res.headers['content-range'] ?? ''))?.[1]);
       if (res.statusCode !== 206 || start !== pos) {
         await res.body.dump().catch(() => undefined);

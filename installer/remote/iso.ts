@@ -14,6 +14,7 @@ import { HvError, ExitCode } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logger.js';
 import { sleep } from '../../lib/wait.js';
 import { describeNetworkError } from './net-errors.js';
+import { withoutUserinfo } from '../../lib/url-secrets.js';
 
 export interface DownloadProgress {
   bytes: number;
@@ -144,7 +145,10 @@ async function fetchOnce(
     headers.range = `bytes=${have}-`;
     if (meta?.validator) headers['if-range'] = meta.validator;
   }
-  const res = await request(url, { method: 'GET', headers, dispatcher, signal: opts.signal });
+  // user:pass@ is sent as Basic credentials, never as part of the URL (or a message).
+  const target = withoutUserinfo(url);
+  if (target.authorization) headers.authorization = target.authorization;
+  const res = await request(target.url, { method: 'GET', headers, dispatcher, signal: opts.signal });
   const status = res.statusCode;
   if (status === 416 && have > 0) {
     // Everything is already here when the server's total equals what we have.

@@ -55,6 +55,25 @@ async function failure(p: Promise<unknown>): Promise<FetchError> {
 
 const fast = { retryDelayMs: 5, maxRetryDelayMs: 20 };
 
+describe('fetchBytes: credentials in the URL', () => {
+  it('user:pass@ is sent as Basic credentials, and no message carries the password', async () => {
+    const seen: Array<string | undefined> = [];
+    handler = (req, res) => {
+      seen.push(req.headers.authorization);
+      if (req.url === '/ok') return void res.end('config');
+      res.statusCode = 404;
+      res.end();
+    };
+    const withCreds = base.replace('http://', 'http://ops:p%40ss-Secret9@');
+    const ok = await fetchBytes(`${withCreds}/ok`);
+    expect(ok.body.toString()).toBe('config');
+    expect(seen[0]).toBe(`Basic ${Buffer.from('ops:p@ss-Secret9').toString('base64')}`);
+    const e = await failure(fetchBytes(`${withCreds}/missing`, fast));
+    expect(`${e.message} ${e.url} ${e.hint}`).not.toMatch(/Secret9|p%40ss/);
+    expect(e.message).toBe(`HTTP 404 from ${base}/missing`);
+  });
+});
+
 describe('fetchBytes', () => {
   it('returns body, status, content type and the final URL after redirects', async () => {
     handler = (req, res) => {
