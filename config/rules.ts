@@ -195,15 +195,26 @@ function ipToNum(ip: string): number {
   return ip.split('.').reduce((a, o) => a * 256 + Number(o), 0);
 }
 
+/**
+ * Harvester's checkVip (pkg/console/validator.go) in create mode: the address first (checkIP: an
+ * empty one is " is not a valid IP address" whatever the mode, except dhcp, where the installer
+ * leases one before validating), then the mode (static and none need nothing more, dhcp a MAC,
+ * anything else "unknown vip mode: X"). Both are reported, so a config with neither key hears that
+ * the VIP is missing, not only that the mode is unknown.
+ */
 function checkVip(cfg: HarvesterConfig, out: FindingList): void {
   const install = cfg.install ?? {};
   const vipMode = install.vipMode ?? '';
+  if (!install.vip && vipMode !== 'dhcp') {
+    out.error(
+      '/install/vip',
+      `vip is required in create mode${vipMode ? ` with vip_mode ${vipMode}` : ''}`,
+      'set install.vip to a free IPv4 address in the management network, or vip_mode: dhcp to lease one (Harvester reports: " is not a valid IP address")',
+    );
+  }
   if (!vipMode) {
     out.error('/install/vipMode', 'unknown vip mode: ', 'set install.vip_mode to static, dhcp or none');
     return;
-  }
-  if (vipMode === 'static' && !install.vip) {
-    out.error('/install/vip', 'vip is required in create mode with vip_mode static', 'set install.vip to a free IPv4 address in the management network (Harvester reports: " is not a valid IP address")');
   }
   if (vipMode === 'dhcp' && !install.vip && install.vipHwAddr) {
     out.warn('/install/vipHwAddr', 'vip_hw_addr is replaced when vip is empty: Harvester leases both by DHCP', 'set vip too, or remove vip_hw_addr');

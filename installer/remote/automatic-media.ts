@@ -47,6 +47,11 @@ export interface MediaOptions {
   workDir?: string;
 }
 
+/** install.iso_url as the log shows it: the URL (its credentials redacted by the log), `local`, or none. */
+export function isoUrlOf(media: AutomaticInstall['media']): string {
+  return media.kind === 'url' ? media.url : media.kind === 'local' ? 'local' : '(none)';
+}
+
 export function isUrl(s: string | undefined): s is string {
   return !!s && /^https?:\/\//i.test(s);
 }
@@ -64,7 +69,7 @@ export async function openAutomaticMedia(auto: Pick<AutomaticInstall, 'media' | 
   const workDir = o.workDir ?? MEDIA_DIR;
   if (isUrl(o.given)) return downloadRootfs(o.given, auto, o, workDir);
   const from = automaticOsSource(auto.media, o.given, o.fallback);
-  o.log.info('automatic install: where the OS comes from', { from: from.from, path: 'path' in from ? from.path : undefined, isoUrl: auto.media.kind });
+  o.log.info('automatic install: where the OS comes from', { from: from.from, path: 'path' in from ? from.path : undefined, isoUrl: isoUrlOf(auto.media) });
   if (from.from !== 'iso') {
     const verified = from.from === 'default' ? 'the live root, not downloaded' : `${from.path}, a local path given on the command line, not downloaded`;
     return { source: 'path' in from ? from.path : undefined, verified, close: async () => undefined };

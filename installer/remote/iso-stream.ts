@@ -8,7 +8,7 @@
 import { createHash, type Hash } from 'node:crypto';
 import { chmod, mkdir, open, readFile, rm, symlink, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
-import { Agent, interceptors, request, type Dispatcher } from 'undici';
+import { EnvHttpProxyAgent, interceptors, request, type Dispatcher } from 'undici';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
 import type { Logger } from '../../lib/logger.js';
@@ -33,13 +33,14 @@ export interface StreamOptions {
   log?: Logger;
 }
 
-async function dispatcherFor(opts: StreamOptions): Promise<Agent> {
+async function dispatcherFor(opts: StreamOptions): Promise<EnvHttpProxyAgent> {
   const stall = opts.stallTimeoutMs ?? 60_000;
   const ca = opts.caFile ? await readFile(opts.caFile, 'utf8') : undefined;
-  return new Agent({ connect: ca ? { ca } : undefined, headersTimeout: stall, bodyTimeout: stall, connectTimeout: stall });
+  // The proxy environment, as for the download to RAM (iso.ts): a site behind a proxy streams through it too.
+  return new EnvHttpProxyAgent({ connect: ca ? { ca } : undefined, requestTls: ca ? { ca } : undefined, headersTimeout: stall, bodyTimeout: stall, connectTimeout: stall });
 }
 
-function withRedirects(a: Agent): Dispatcher {
+function withRedirects(a: EnvHttpProxyAgent): Dispatcher {
   return a.compose(interceptors.redirect({ maxRedirections: 5 }));
 }
 

@@ -122,13 +122,24 @@ export function jsonSink(out: Writer): Sink {
   return { event: (e) => void out.write(JSON.stringify(e) + '\n') };
 }
 
-/** Lines for a serial console: every step event, byte progress at most every `intervalMs`. */
+/**
+ * Lines for a serial console: every step event; byte progress at most every `intervalMs`, except a
+ * step's first line and the first that reaches its total (once per step: a total that keeps growing
+ * with the count, as a copy whose size is learned on the way reports it, is not a new finish each time).
+ */
 export function plainSink(out: Writer, intervalMs = 5000): Sink {
   let lastBytesAt = -Infinity;
+  let step: string | undefined;
+  let finished = false;
   return {
     event: (e) => {
     if (e.type === 'bytes') {
-      if (e.elapsedMs - lastBytesAt < intervalMs && e.done < e.total) return;
+      const first = e.step !== step;
+      const finishing = e.done >= e.total && !(finished && !first);
+      if (!first && !finishing && e.elapsedMs - lastBytesAt < intervalMs) return;
+      if (first) finished = false;
+      step = e.step;
+      finished ||= e.done >= e.total;
       lastBytesAt = e.elapsedMs;
     }
     const line = describeEvent(e);

@@ -3,7 +3,7 @@ import type { HarvesterConfig } from '../../../config/types.js';
 import type { DiskFacts, MachineFacts } from '../types.js';
 import type { PreflightCheck, Profile } from '../report.js';
 import { locateDevice, type LocatedDevice } from '../resolve.js';
-import { suggestInstallDevice } from '../suggest.js';
+import { isInstallCandidate, suggestInstallDevice } from '../suggest.js';
 import { DISK_MESSAGES, installDiskMinGiB, DATA_DISK_MIN_GIB, wholeGiB } from '../../../config/disk-sizes.js';
 
 export interface DiskCheckInput {
@@ -46,6 +46,19 @@ function wipeRequested(config: HarvesterConfig | undefined, d: DiskFacts, aliase
   return list.some((n) => namesOf(d).includes(n) || namesOf(d).includes(aliases[n] ?? ''));
 }
 
+/**
+ * What to name instead: only disks that could take it now (installer/preflight/suggest.ts: fixed,
+ * writable, not the boot medium, nothing mounted or held, not a loop device); the rest are counted,
+ * not offered (a disk mounted at / is no answer).
+ */
+function candidatesHint(role: Role, disks: DiskFacts[]): string {
+  const usable = disks.filter(isInstallCandidate).map((d) => d.path);
+  const others = disks.length - usable.length;
+  const left = others ? ` (${others} other disk${others === 1 ? ' is' : 's are'} removable, USB, a loop device, the boot medium or in use)` : '';
+  if (usable.length === 0) return `No disk here can take it${left || ': none was found'}.`;
+  return `Set ${ROLE_KEY[role]} to one of: ${usable.join(', ')}${left}.`;
+}
+
 /** Exists, whole disk; returns the disk when both hold. */
 function checkPresence(role: Role, name: string, input: DiskCheckInput, out: PreflightCheck[]): DiskFacts | undefined {
   const found = locate(input, name);
@@ -59,7 +72,7 @@ function checkPresence(role: Role, name: string, input: DiskCheckInput, out: Pre
       measured: 'not found',
       threshold: 'a disk on this machine',
       message: `device not found: ${name}`,
-      whatToDo: `Set ${ROLE_KEY[role]} to one of: ${input.facts.disks.map((d) => d.path).join(', ') || '(no disks found)'}.`,
+      whatToDo: candidatesHint(role, input.facts.disks),
       skippable: false,
     });
     return undefined;

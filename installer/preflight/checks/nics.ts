@@ -106,7 +106,8 @@ export function checkNics(facts: MachineFacts, config: HarvesterConfig | undefin
         measured: 'not found',
         threshold: 'present',
         message: `interface not found: ${label}`,
-        whatToDo: `Use one of: ${facts.nics.filter((n) => !n.loopback).map((n) => `${n.name} (${n.mac ?? 'no MAC'})`).join(', ') || '(no NICs found)'}.`,
+        // Physical NICs only: a bond, bridge, veth or ifb (under /sys/devices/virtual) is no management NIC.
+        whatToDo: `Use one of: ${facts.nics.filter((n) => !n.loopback && !n.virtual).map((n) => `${n.name} (${n.mac ?? 'no MAC'})`).join(', ') || '(no physical NIC found)'}.`,
         skippable: false,
       });
       continue;

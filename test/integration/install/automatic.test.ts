@@ -104,6 +104,8 @@ describe('hvinstall install --cmdline-file (automatic mode)', () => {
     const r = await hvinstallOnUefiMachine([...autoArgs(t.cmdline, t.stateDir), '--fallback-source', fallback]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout + r.stderr).not.toContain('integration-secret-token');
+    // The log names the ISO it installs from, not its kind.
+    expect(r.stderr).toContain(`"isoUrl":"${t.srv.url}/hv.iso"`);
     await verifyAsInstalled(t, { bundle: t.bundle });
     expect(t.srv.events).toContainEqual(expect.objectContaining({ type: 'message', step: 'persistent', message: expect.stringMatching(/^image bundle from the install ISO \(.*\/bundle\): 4 files/) }));
     const done = t.srv.events.filter((e) => e.type === 'step' && e.phase === 'done').map((e) => e.step);

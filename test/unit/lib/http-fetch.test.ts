@@ -257,3 +257,26 @@ describe('fetchBytes', () => {
     }
   });
 });
+
+describe('fetchBytes through a proxy', () => {
+  const saved = { ...process.env };
+  afterEach(() => {
+    for (const k of ['http_proxy', 'HTTP_PROXY', 'https_proxy', 'HTTPS_PROXY', 'no_proxy', 'NO_PROXY']) {
+      if (saved[k] === undefined) delete process.env[k];
+      else process.env[k] = saved[k];
+    }
+  });
+
+  it('a proxy that does not resolve is named as the proxy, not as the target', async () => {
+    for (const k of ['http_proxy', 'no_proxy', 'NO_PROXY']) delete process.env[k];
+    process.env.HTTP_PROXY = 'http://user:proxy-pass@no-such-proxy.invalid:3128';
+    const e = await failure(fetchBytes(`${base}/x`, { ...fast, attempts: 1 }));
+    expect(e.kind).toBe('dns');
+    expect(e.message).toBe(`cannot resolve the proxy no-such-proxy.invalid:3128 (HTTP_PROXY) (ENOTFOUND) to fetch ${base}/x`);
+    expect(e.message + e.hint).not.toContain('proxy-pass');
+    expect(e.hint).toContain('add 127.0.0.1 to no_proxy');
+    // The target in no_proxy: fetched directly, the proxy never asked.
+    process.env.NO_PROXY = 'localhost,127.0.0.1';
+    expect((await fetchBytes(`${base}/x`, fast)).body.toString()).toBe('ok');
+  });
+});
