@@ -46,6 +46,14 @@ describe('checkDropIns', () => {
     ]);
   });
 
+  it('a join node whose token is in `token-file:` has its token (RKE2 reads either)', () => {
+    expect(checkDropIns('agent', { server: 'https://vip.example.com:9345', 'token-file': '/etc/rancher/rke2/token' }, join, true)).toEqual({ missing: [], toWrite: {} });
+    expect(checkDropIns('agent', { server: 'https://vip.example.com:9345', token: 't' }, join, true)).toEqual({ missing: [], toWrite: {} });
+    expect(checkDropIns('agent', { server: 'https://vip.example.com:9345' }, join, true).missing).toEqual(['no `token:` in any drop-in (the installer writes it, mode 0600)']);
+    // A node that is not joining needs no token in a drop-in.
+    expect(checkDropIns('server', {}, { install: { mode: 'create' } }, false)).toEqual({ missing: [], toWrite: {} });
+  });
+
   it('refuses a create node configured to join somewhere', () => {
     expect(checkDropIns('server', { server: 'https://x:9345' }, { install: { mode: 'create' } }, false).missing).toEqual([
       'a create node must not have `server: https://x:9345` (it would try to join instead of cluster-init)',

@@ -136,6 +136,16 @@ describe('runGuards retries and deadlines', () => {
     expect(s.finishedAt).toBeDefined();
   });
 
+  it('the wait before a retry never runs past the deadline: it is clamped to what is left', async () => {
+    settings.backoff = { initialMs: 60_000, maxMs: 60_000 };
+    const g = testDoubleGuard('network-online', { deadlineMs: 120, reconcile: async () => ({ status: 'retry', reason: 'no carrier' }) });
+    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online'], guards: guardSet([g]) });
+    expect(r.status.guards[0]!.phase).toBe('failed');
+    const waits = sink.lines.map((l) => JSON.parse(l) as { msg: string; retryInMs?: number }).filter((l) => l.msg === 'guard not there yet').map((l) => l.retryInMs!);
+    expect(waits.length).toBeGreaterThan(0);
+    for (const w of waits) expect(w).toBeLessThanOrEqual(120);
+  });
+
   it('a deadline in the settings overrides the guard default', async () => {
     settings.guards['network-online'] = { deadline: '100ms' };
     const g = testDoubleGuard('network-online', { deadlineMs: 3_600_000, reconcile: async () => ({ status: 'retry', reason: 'no carrier on mgmt-br' }) });
