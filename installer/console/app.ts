@@ -32,6 +32,8 @@ import type { ProbeResult } from './probes.js';
 
 export interface ConsoleOptions {
   facts: MachineFacts;
+  /** hvinstall.legacy_bios on the kernel command line (docs/preflight.md). */
+  allowLegacyBios?: boolean;
   /** Re-reads the machine (F5 on the disk and network pages). */
   rescan: () => Promise<MachineFacts>;
   base: ConsoleState['base'];
@@ -84,7 +86,7 @@ export class ConsoleApp {
     private readonly opts: ConsoleOptions,
   ) {
     const hardware = runPreflightChecks(opts.facts, { profile: 'testing' }).checks.filter((c) => MACHINE_CHECKS.has(c.id) && c.result !== 'pass');
-    this.state = { answers: opts.answers, facts: opts.facts, base: opts.base, skipchecks: opts.base.install?.skipchecks === true, hardware };
+    this.state = { answers: opts.answers, facts: opts.facts, base: opts.base, skipchecks: opts.base.install?.skipchecks === true, allowLegacyBios: opts.allowLegacyBios === true, hardware };
     this.state.answers.device ??= defaultDisk(opts.facts);
     this.app = new App(term, {
       name: 'Harvester installer (hvinstall console)',

@@ -7,7 +7,7 @@
 import type { FieldMessage, Item, Option } from '../../lib/tui/form.js';
 import { BOND_MODES } from '../../config/rules.js';
 import type { HarvesterConfig } from '../../config/types.js';
-import type { PreflightCheck } from '../preflight/index.js';
+import { LEGACY_BIOS_CHECK, type PreflightCheck } from '../preflight/index.js';
 import type { MachineFacts } from '../preflight/types.js';
 import type { Answers } from './answers.js';
 import { defaultPersistentSize, diskName, diskOptions, findListedDisk, listedDisks, nicOptions, staleInstallDisks } from './machine.js';
@@ -21,6 +21,8 @@ export interface ConsoleState {
   base: HarvesterConfig;
   remote?: RemoteConfig;
   skipchecks: boolean;
+  /** hvinstall.legacy_bios on the kernel command line: legacy BIOS can be acknowledged like the other checks. */
+  allowLegacyBios?: boolean;
   /** The machine checks that did not pass (the Hardware Checks page). */
   hardware: PreflightCheck[];
   summary?: Summary;
@@ -62,7 +64,7 @@ function checkLines(checks: PreflightCheck[]): string[] {
 }
 
 export function hardFailures(s: ConsoleState): PreflightCheck[] {
-  return s.hardware.filter((c) => c.result === 'fail' && !c.skippable);
+  return s.hardware.filter((c) => c.result === 'fail' && !c.skippable && !(s.allowLegacyBios && c.id === LEGACY_BIOS_CHECK));
 }
 
 export const MACHINE_CHECKS = new Set(['cpu.cores', 'memory', 'virt.cpu-flags', 'virt.kvm', 'virt.host', 'firmware.uefi', 'firmware.secure-boot']);
@@ -391,7 +393,7 @@ function summaryItems(s: ConsoleState): Item[] {
   ];
   const notes = [
     ...sum.acknowledge.map((c) => `check failed: ${c.message}${c.whatToDo ? ` What to do: ${c.whatToDo}` : ''}`),
-    ...sum.overridden.map((c) => `allowed by install.skipchecks: ${c.message}`),
+    ...sum.overridden.map((c) => `allowed by ${c.id === LEGACY_BIOS_CHECK ? 'hvinstall.legacy_bios' : 'install.skipchecks'}: ${c.message}`),
     ...sum.warnings.map((f) => `warning: ${f.path ? `${f.path}: ` : ''}${f.message}`),
   ];
   if (problems.length) {

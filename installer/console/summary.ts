@@ -33,7 +33,7 @@ export async function summarise(ctx: CheckContext, passwordAs?: (clear: string) 
   const config = v.config;
   const report = runPreflightChecks(ctx.facts, { config, profile: 'testing' });
   const skipchecks = config.install?.skipchecks === true || ctx.skipchecks;
-  const gate = decideInstallGate(report, { mode: 'interactive', skipchecks });
+  const gate = decideInstallGate(report, { mode: 'interactive', skipchecks, allowLegacyBios: ctx.allowLegacyBios });
   const { blocking, acknowledge } = gate;
   let plan: InstallPlan | undefined;
   const planProblems: string[] = [];

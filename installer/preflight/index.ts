@@ -7,7 +7,7 @@ export { gatherMachineFacts, type GatherOptions } from './gather.js';
 export { resolveDevice, resolveLocated, resolveConfigAliases, locateDevice, type LocatedDevice } from './resolve.js';
 export { runPreflightChecks, type PreflightOptions } from './checks.js';
 export type { ImageBootFacts } from './checks/hardware.js';
-export { decideInstallGate, gateLines, type GateInput, type GateMode, type InstallGate } from './gate.js';
+export { decideInstallGate, gateLines, LEGACY_BIOS_CHECK, type GateInput, type GateMode, type InstallGate } from './gate.js';
 export { judgeInstall, nodeFactsFor, gateDecision, gateEvent, gateRefusal, type GateDecision, type GateTarget, type GateVerdict } from './judge.js';
 export { suggestInstallDevice, isInstallCandidate } from './suggest.js';
 export { formatPreflightReport } from './format.js';

@@ -109,6 +109,19 @@ describe('hvinstall console: navigation', () => {
     expect(await s.exit()).toBe(1);
   }, 30_000);
 
+  it('legacy BIOS with hvinstall.legacy_bios on the kernel command line: acknowledged like the other checks', async () => {
+    const { mkdtempSync, writeFileSync } = await import('node:fs');
+    const dir = mkdtempSync('/tmp/hv-console-cmdline-');
+    writeFileSync(`${dir}/cmdline`, 'console=ttyS0 hvinstall.legacy_bios\n');
+    ({ s } = startDryRun({ sysroot: 'legacy-bios' }, ['--cmdline-file', `${dir}/cmdline`]));
+    await s.page(TITLES.hardware);
+    const text = await s.waitForText('Do you wish to proceed?');
+    expect(text).toContain('FAIL Legacy BIOS systems are no longer supported.');
+    expect(text).not.toContain('nothing can override');
+    await s.keys(KEYS.enter);
+    await s.page(TITLES.mode);
+  }, 30_000);
+
   it('legacy BIOS: Ctrl-C asks, No stays, Yes quits', async () => {
     ({ s } = startDryRun({ sysroot: 'legacy-bios' }));
     await s.page(TITLES.hardware);
