@@ -16,7 +16,7 @@ import { Document, Scalar, isScalar, visit } from 'yaml';
 import type { HarvesterConfig } from '../../config/types.js';
 import { ExitCode, HvError } from '../../lib/errors.js';
 import { LONGHORN_DEFAULT_DISK } from '../../node/layout.js';
-import { DEFAULT_CLUSTER_DNS, DEFAULT_POD_CIDR, DEFAULT_SERVICE_CIDR } from './rke2.js';
+import { DEFAULT_CLUSTER_DNS, DEFAULT_CLUSTER_POD_CIDR, DEFAULT_CLUSTER_SERVICE_CIDR } from '../../config/defaults.js';
 import { vipMode } from '../../node/kube-vip.js';
 import type { BootstrapVersions } from './release.js';
 import { renderAddons, type HarvesterTemplates } from './harvester-templates.js';
@@ -84,8 +84,8 @@ export function harvesterChartValues(config: HarvesterConfig): Record<string, un
   values['kube-vip'] = { enabled: true };
   values['kube-vip-cloud-provider'] = { enabled: true };
   values.promote = {
-    clusterPodCIDR: config.install?.clusterPodCidr || DEFAULT_POD_CIDR,
-    clusterServiceCIDR: config.install?.clusterServiceCidr || DEFAULT_SERVICE_CIDR,
+    clusterPodCIDR: config.install?.clusterPodCidr || DEFAULT_CLUSTER_POD_CIDR,
+    clusterServiceCIDR: config.install?.clusterServiceCidr || DEFAULT_CLUSTER_SERVICE_CIDR,
     clusterDNS: config.install?.clusterDns || DEFAULT_CLUSTER_DNS,
   };
   return values;

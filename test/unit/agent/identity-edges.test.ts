@@ -20,7 +20,7 @@ describe('judgeAddress', () => {
   it('a match names where the expectation came from: the static address installed, or the installer', () => {
     expect(judgeAddress(f({ method: 'static', install: { address: '10.0.0.5/24', source: 'config' } })).text).toBe('mgmt-br 10.0.0.5/24 (the static address installed)');
     expect(judgeAddress(f({ install: { address: '10.0.0.5/24', source: 'install' } })).text).toBe('mgmt-br 10.0.0.5/24 (as the installer saw it)');
-    expect(judgeAddress(f({ install: { address: '10.0.0.5/16', source: 'install' }, seen: { address: '10.0.0.5/24', recordedAt: '2026-12-01T10:00:00Z', why: 'first-boot' } }))).toEqual({ verdict: 'ok', text: 'mgmt-br 10.0.0.5/24 (recorded 2026-12-01T10:00:00Z)', address: '10.0.0.5/24' });
+    expect(judgeAddress(f({ install: { address: '10.0.0.5/16', source: 'install' }, seen: { version: 1, interface: 'mgmt-br', address: '10.0.0.5/24', recordedAt: '2026-12-01T10:00:00Z', why: 'first-boot' } }))).toEqual({ verdict: 'ok', text: 'mgmt-br 10.0.0.5/24 (recorded 2026-12-01T10:00:00Z)', address: '10.0.0.5/24' });
   });
 
   it('a static node without its address is changed, whatever RKE2 did; a DHCP first boot adopts the new lease only while the cluster knows nothing', () => {
@@ -33,7 +33,7 @@ describe('judgeAddress', () => {
     // The installer's lease of a static-method node (no config source) is not adopted.
     expect(judgeAddress(f({ method: 'static', samples: [['10.0.0.9/24']], install: { address: '10.0.0.5/24', source: 'install' } })).verdict).toBe('changed');
     expect(judgeAddress(f({ samples: [['10.0.0.9/24']], install: { address: '10.0.0.5/24', source: 'install' }, clusterKnows: true })).verdict).toBe('changed');
-    const seen = { address: '10.0.0.5/24', recordedAt: 't', why: 'first-boot' as const };
+    const seen = { version: 1 as const, interface: 'mgmt-br', address: '10.0.0.5/24', recordedAt: 't', why: 'first-boot' as const };
     const later = judgeAddress(f({ samples: [['10.0.0.9/24']], seen, mac: '52:54:00:aa:bb:cc' }));
     expect(later.text).toBe('management address changed: mgmt-br has 10.0.0.9/24 from DHCP, but the cluster knows this node as 10.0.0.5 (recorded at its first boot, t). etcd and kubelet would come up on an address the other members do not know ("not a member of the etcd cluster")');
     expect(judgeAddress(f({ method: 'static', samples: [['10.0.0.9/24']], seen })).text).toMatch(/^management address changed: mgmt-br has 10\.0\.0\.9\/24, but/);
