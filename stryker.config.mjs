@@ -31,8 +31,9 @@ const SCOPES = {
     'agent/network/assess.ts:81-202', // assessNetwork and what it reads (links, addresses, resolv.conf, leases)
     'agent/preload/plan.ts',
     'agent/preload/diagnosis.ts',
-    'agent/registries/ownership.ts:39-52', // registriesOwner
-    'agent/registries/ownership.ts:90-112', // explainClusterFile
+    'agent/registries/ownership.ts:39-53', // registriesOwner
+    'agent/registries/ownership.ts:91-113', // explainClusterFile
+    'agent/runner.ts:125-140', // waitForDependencies: which guard runs when
     'agent/runner.ts:166-215', // reconcileUntilDeadline: retry, backoff, the deadline
     'agent/time/clock.ts:68-182', // judgeClock, the offsets, chronyc and timesyncd parsers
     'agent/identity/address.ts',
@@ -40,6 +41,7 @@ const SCOPES = {
     'agent/rke2/role.ts',
     'agent/rke2/dropins.ts:49-64', // checkDropIns
     'agent/promote/server-dropin.ts',
+    'agent/guards/promotion.ts:46-55', // judgePromotionUnderRancherd
   ],
   'redact-safe-path': ['lib/redact.ts', 'pxe/safe-path.ts'],
 };

@@ -104,4 +104,13 @@ describe('vip and promotion under rancherd', () => {
     expect(judgePromotionUnderRancherd('n2', { 'harvesterhci.io/promote-status': 'failed' }).status).toBe('fail');
     expect(judgePromotionUnderRancherd('n2', undefined)).toMatchObject({ status: 'ok', detail: expect.stringContaining('hvagent watches only') });
   });
+  it('names the Node and the annotation in each state of the promotion', () => {
+    expect(judgePromotionUnderRancherd('n2', { 'harvesterhci.io/promote-status': 'running' })).toEqual({ status: 'ok', detail: "Node n2 is being promoted (harvesterhci.io/promote-status=running; Harvester's promote controller promotes through rancher-system-agent; hvagent watches only)" });
+    expect(judgePromotionUnderRancherd('n2', { 'harvesterhci.io/promote-status': 'complete' })).toEqual({ status: 'ok', detail: 'Node n2 was promoted to control-plane (harvesterhci.io/promote-status=complete)' });
+    const failed = judgePromotionUnderRancherd('n2', { 'harvesterhci.io/promote-status': 'failed' });
+    expect(failed).toMatchObject({ status: 'fail', diagnosis: "Harvester's promotion of Node n2 failed (harvesterhci.io/promote-status=failed)" });
+    expect((failed as { hint: string }).hint).toMatch(/kubectl -n harvester-system get jobs/);
+    expect(judgePromotionUnderRancherd('n2', {})).toEqual({ status: 'ok', detail: "worker; Harvester's promote controller promotes through rancher-system-agent; hvagent watches only" });
+    expect(judgePromotionUnderRancherd('n2', { 'harvesterhci.io/promote-status': 'unknown' })).toMatchObject({ status: 'ok', detail: expect.stringMatching(/^worker; /) });
+  });
 });
