@@ -108,7 +108,7 @@ describe('hvinstall image', () => {
     expect(judged.code, judged.stderr).toBe(0);
     expect(judged.stdout + judged.stderr).toMatch(new RegExp(`hardware gate \\(the facts in ${facts.replace(/[/.]/g, '\\$&')}\\): passed`));
     const forIt = await nodeFiles(t.dir, out);
-    expect(forIt.reserved).toContain('system-reserved=cpu=204m'); // 16 CPUs
+    expect(forIt.reserved).toContain('system-reserved=cpu=408m'); // 16 CPUs: R = 60 + 10 + 10 + 2.5·12 + 400 = 510, 0.8·R
     expect(forIt.keyfile).toContain('interface-name=ens3');
 
     // A legacy-BIOS machine's facts: refused before any file or loop device is made.
