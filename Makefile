@@ -50,10 +50,10 @@ bench: build
 	@$(NODE) bench/run.mjs
 
 # Mutation testing (docs/testing.md): long and CPU-bound, so niced and not part of `make test`.
-# One scope per run (config, config-spellings, disk, redact-safe-path, pxe); `make mutation SCOPE=disk` runs one.
+# One scope per run (config, config-spellings, disk, redact-safe-path, pxe, agent); `make mutation SCOPE=disk` runs one.
 # Incremental: a re-run tests only the mutants whose code or covering tests changed since the last
 # (reports/mutation/<scope>-incremental.json); MUTATION_ARGS=--force re-tests every mutant.
-MUTATION_SCOPES ?= $(or $(SCOPE),redact-safe-path disk config config-spellings pxe)
+MUTATION_SCOPES ?= $(or $(SCOPE),redact-safe-path disk config config-spellings pxe agent)
 mutation: build
 	@for s in $(MUTATION_SCOPES); do \
 	  echo "== mutation scope $$s"; \

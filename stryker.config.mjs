@@ -10,8 +10,9 @@ const SCOPES = {
     'config/server-url.ts',
     'config/secrets.ts',
     'lib/own-keys.ts',
-    'config/rules.ts:31-74', // the placeholder pattern; commonCheck; automatic only from the command line
-    'config/rules.ts:355-387', // SSH-key and placeholder checks
+    'config/rules.ts:31-31', // the placeholder pattern
+    'config/rules.ts:49-86', // commonCheck; automatic only from the command line
+    'config/rules.ts:378-410', // SSH-key and placeholder checks
   ],
   // The next slice of config: how a key's spelling finds its field (Harvester's FuzzyNames),
   // the removed keys' lookup, and how a scalar becomes a string, a boolean or a number (normalise.ts:
@@ -20,9 +21,28 @@ const SCOPES = {
     'config/spellings.ts',
     'config/legacy.ts:94-98', // removedKey (the table above it is data)
     'config/normalise.ts:34-35', // the words Harvester reads as true and as false
-    'config/normalise.ts:349-405', // toStringValue, toBool, toInt, flattenDotted
+    'config/normalise.ts:370-426', // toStringValue, toBool, toInt, flattenDotted
   ],
   disk: ['installer/disk/**/*.ts', '!installer/disk/types.ts', '!installer/disk/contracts.ts'],
+  // hvagent's decisions (docs/testing.md, "the agent scope"): a wrong one fights a controller of the
+  // cluster, waits forever or starts a second RKE2. The effects around them (systemd, containerd,
+  // the kube client) are the integration tests' business.
+  agent: [
+    'agent/network/assess.ts:81-202', // assessNetwork and what it reads (links, addresses, resolv.conf, leases)
+    'agent/preload/plan.ts',
+    'agent/preload/diagnosis.ts',
+    'agent/registries/ownership.ts:39-53', // registriesOwner
+    'agent/registries/ownership.ts:91-113', // explainClusterFile
+    'agent/runner.ts:125-140', // waitForDependencies: which guard runs when
+    'agent/runner.ts:166-215', // reconcileUntilDeadline: retry, backoff, the deadline
+    'agent/time/clock.ts:68-182', // judgeClock, the offsets, chronyc and timesyncd parsers
+    'agent/identity/address.ts',
+    'agent/identity/nics.ts',
+    'agent/rke2/role.ts',
+    'agent/rke2/dropins.ts:49-64', // checkDropIns
+    'agent/promote/server-dropin.ts',
+    'agent/guards/promotion.ts:46-55', // judgePromotionUnderRancherd
+  ],
   'redact-safe-path': ['lib/redact.ts', 'pxe/safe-path.ts'],
   // hvpxe's decision modules (docs/testing.md, "the pxe scope"): who gets a config and when (boot
   // credentials, TPM attestation), what a network boot gets (the history's holds), what is kept of

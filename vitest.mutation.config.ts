@@ -8,10 +8,13 @@ import { defineConfig } from 'vitest/config';
 const CONFIG_TESTS = ['test/unit/config/**/*.test.ts', 'test/unit/render/registries.test.ts', 'test/unit/lib.redact.test.ts'];
 const CONFIG_EXCLUDED = ['test/unit/config/property.test.ts', 'test/unit/config/any-input.property.test.ts', 'test/unit/config/validate-cli.test.ts'];
 const configScope = process.env.HV_MUTATION_SCOPE === 'config' || process.env.HV_MUTATION_SCOPE === 'config-spellings';
+// The agent scope runs the agent's unit tests, without the ones that spawn the built dist/ (no mutant reaches it).
+const AGENT_TESTS = ['test/unit/agent/**/*.test.ts', 'test/unit/agent-rke2/**/*.test.ts', 'test/unit/agent-preload/**/*.test.ts'];
+const agentScope = process.env.HV_MUTATION_SCOPE === 'agent';
 
 export default defineConfig({
   test: {
-    include: configScope ? CONFIG_TESTS : ['test/unit/**/*.test.ts'],
+    include: configScope ? CONFIG_TESTS : agentScope ? AGENT_TESTS : ['test/unit/**/*.test.ts'],
     // Preflight reads the sysfs-like fixture trees, which the mutation sandbox leaves out.
     exclude: ['test/unit/preflight/**', '**/node_modules/**', ...(configScope ? CONFIG_EXCLUDED : [])],
     testTimeout: 60_000,

@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import { runCli } from '../lib/run-cli.js';
 import { ExitCode, HvError } from '../lib/errors.js';
 import { HELP_OPTION, type CommandDef, type OptionDefs } from '../lib/cli/definition.js';
+import { describeParseError } from '../lib/cli/parse-error.js';
 import { programUsage, runProgram, type Program } from '../lib/cli/program.js';
 import { stderrSink } from '../lib/journal-sink.js';
 import { chooseLogFormat, isLogFormat, isLogLevel, LOG_FORMATS, LOG_LEVELS, Logger } from '../lib/logger.js';
@@ -89,7 +90,7 @@ function parse(cmd: CommandName, args: string[]): Record<string, unknown> | unde
     if (parsed.positionals.length > allowed) throw new Error(`unexpected argument '${parsed.positionals[allowed]}'`);
     values = { ...parsed.values, positionals: parsed.positionals };
   } catch (err) {
-    throw new HvError((err as Error).message, { hint: `run 'hvagent ${cmd} --help' for usage`, exitCode: ExitCode.usage });
+    throw new HvError(describeParseError(err, { ...def.options, ...HELP_OPTION }) ?? (err as Error).message, { hint: `run 'hvagent ${cmd} --help' for usage`, exitCode: ExitCode.usage });
   }
   if (values.help) {
     process.stdout.write(def.usage + '\n');

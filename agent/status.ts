@@ -81,36 +81,45 @@ export class StatusStore {
     this.schedule();
   }
 
-  /** Resolves once everything changed so far is on disk. */
+  /** Resolves once everything changed so far is on disk (or its write failed and was logged). */
   async flush(): Promise<void> {
     this.schedule();
     while (this.writing) await this.writing;
   }
 
-  /** Coalesces bursts: one write in flight, at most one more queued with the latest state. */
+  /**
+   * Coalesces bursts: one write in flight, at most one more queued with the latest state. A write
+   * that fails, however it fails (serialising included), is logged and never stops the next one:
+   * `writing` is cleared whatever happened, so a later change is written again.
+   */
   private schedule(): void {
     this.dirty = true;
     if (this.writing) return;
-    this.writing = (async () => {
-      while (this.dirty) {
-        this.dirty = false;
+    this.writing = this.writeWhileDirty().finally(() => {
+      this.writing = undefined;
+      // A change made between the last write and now is written too.
+      if (this.dirty) this.schedule();
+    });
+  }
+
+  private async writeWhileDirty(): Promise<void> {
+    while (this.dirty) {
+      this.dirty = false;
+      try {
         const text = JSON.stringify(this.redactor.redact(this.doc), null, 2) + '\n';
+        await writeFileAtomic(this.file, text, { mode: 0o644 });
+      } catch (err) {
+        this.log.warn('cannot write the status document', { file: this.file, error: (err as Error).message });
+      }
+      if (this.metricsFile) {
         try {
-          await writeFileAtomic(this.file, text, { mode: 0o644 });
+          await mkdir(path.dirname(this.metricsFile), { recursive: true });
+          await writeFileAtomic(this.metricsFile, formatAgentMetrics(this.doc, this.lastSuccess), { mode: 0o644 });
         } catch (err) {
-          this.log.warn('cannot write the status document', { file: this.file, error: (err as Error).message });
-        }
-        if (this.metricsFile) {
-          try {
-            await mkdir(path.dirname(this.metricsFile), { recursive: true });
-            await writeFileAtomic(this.metricsFile, formatAgentMetrics(this.doc, this.lastSuccess), { mode: 0o644 });
-          } catch (err) {
-            this.log.warn('cannot write the metrics textfile', { file: this.metricsFile, error: (err as Error).message });
-          }
+          this.log.warn('cannot write the metrics textfile', { file: this.metricsFile, error: (err as Error).message });
         }
       }
-      this.writing = undefined;
-    })();
+    }
   }
 }
 
@@ -122,7 +131,8 @@ export async function readStatus(file: string): Promise<StatusDocument> {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
       throw new HvError(`no status document at ${file}`, {
         hint: 'hvagent has not run on this node yet (start it: systemctl start hvagent, or hvagent run)',
-        exitCode: ExitCode.checkFailed,
+        // Nothing to read is not a failed guard (1): `hvagent status --help` says 2.
+        exitCode: ExitCode.usage,
       });
     }
     throw new HvError(`cannot read ${file}: ${(err as Error).message}`, { exitCode: ExitCode.usage });

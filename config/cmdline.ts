@@ -70,9 +70,33 @@ export function tokenizeCmdline(text: string): CmdlineToken[] {
  * no way to pass one; `validate --cmdline-file` and `fetch config` honour it too. Pure.
  */
 export function caFileFromCmdline(text: string): string | undefined {
+  return hvinstallParam(text, 'ca_file') || undefined;
+}
+
+/** The last `hvinstall.NAME=VALUE` on the command line (a bare `hvinstall.NAME` is `true`), quotes removed. Pure. */
+export function hvinstallParam(text: string, name: string): string | undefined {
   let found: string | undefined;
-  for (const tok of tokenizeCmdline(text)) if (tok.text.startsWith('hvinstall.ca_file=')) found = tok.text.slice('hvinstall.ca_file='.length) || undefined;
+  const key = `hvinstall.${name}`;
+  for (const tok of tokenizeCmdline(text)) {
+    if (tok.text === key) found = 'true';
+    else if (tok.text.startsWith(`${key}=`)) found = tok.text.slice(key.length + 1).replace(/^"(.*)"$/, '$1');
+  }
   return found;
+}
+
+/** `hvinstall.legacy_bios` (or `=true`): this run consents to installing a legacy-BIOS machine, which Harvester v1.8 refuses. Pure. */
+export function legacyBiosFromCmdline(text: string): boolean {
+  return /^(true|t|yes|y|1)$/i.test(hvinstallParam(text, 'legacy_bios') ?? '');
+}
+
+/**
+ * How this run checks the media it downloads (docs/install.md): `hvinstall.iso_sha256=HEX` pins the
+ * install ISO's digest, `hvinstall.unverified_media=true` consents to a medium nobody published a
+ * digest for. Pure.
+ */
+export function mediaTrustFromCmdline(text: string): { isoSha256?: string; allowUnverified: boolean } {
+  const pinned = hvinstallParam(text, 'iso_sha256');
+  return { ...(pinned ? { isoSha256: pinned } : {}), allowUnverified: /^(true|t|yes|y|1)$/i.test(hvinstallParam(text, 'unverified_media') ?? '') };
 }
 
 export function parseCmdline(text: string, source = '<cmdline>'): ParsedCmdline {

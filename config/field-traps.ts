@@ -8,6 +8,7 @@ import type { FindingList } from './findings.js';
 import type { HarvesterConfig } from './types.js';
 import { DEFAULT_CLUSTER_POD_CIDR, DEFAULT_CLUSTER_SERVICE_CIDR } from './defaults.js';
 import { cidrContains, cidrsOverlap, formatCidr as showCidr, ipv4ToInt, isIPv4, networkOf, parseCidr, subnetMaskError } from './net.js';
+import { dns1123SubdomainErrors } from './k8s-names.js';
 
 export interface Cidr {
   base: number;
@@ -171,7 +172,8 @@ function checkVipPlacement(cfg: HarvesterConfig, out: FindingList, ctx: TrapCont
 /** A dotted hostname: Harvester releases before v1.6 registered such a node twice (its short name and the FQDN) and never finished setting it up. */
 function checkHostname(cfg: HarvesterConfig, out: FindingList): void {
   const h = cfg.os?.hostname;
-  if (!h || !h.includes('.')) return;
+  // An invalid name already has its error; a short name cut from it would be no better advice.
+  if (!h || !h.includes('.') || dns1123SubdomainErrors(h).length > 0) return;
   out.warn('/os/hostname', `${h} is a fully qualified name: Harvester releases before v1.6 register such a node twice (as ${h.split('.')[0]} and as ${h}) and never finish setting it up`, `use the short name ${h.split('.')[0]} unless the image is v1.6 or later; the domain belongs in DNS`);
 }
 

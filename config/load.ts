@@ -6,6 +6,7 @@
  */
 import { closeSync, openSync, readFileSync, readSync, statSync, type Stats } from 'node:fs';
 import { HvError, ExitCode } from '../lib/errors.js';
+import { redactUrl } from '../lib/url-secrets.js';
 import { parseYamlWithPositions } from './parse-yaml.js';
 import { caFileFromCmdline, parseCmdline } from './cmdline.js';
 import { normaliseRaw, type NormalisedSource } from './normalise.js';
@@ -71,6 +72,8 @@ async function readPath(file: string): Promise<Buffer> {
 
 async function readUrl(url: string, opts: LoadOptions): Promise<RawSource> {
   const { fetchBytes, FetchError } = await import('../lib/http-fetch.js');
+  // The name the config is known by in findings and logs: its credentials redacted (they are sent, never shown).
+  const shown = redactUrl(url);
   try {
     const r = await fetchBytes(url, {
       timeoutMs: opts.timeoutMs,
@@ -80,12 +83,12 @@ async function readUrl(url: string, opts: LoadOptions): Promise<RawSource> {
       sha256: opts.sha256,
       maxBytes: MAX_CONFIG_BYTES + 1,
     });
-    return { name: url, bytes: r.body, contentType: r.contentType };
+    return { name: shown, bytes: r.body, contentType: r.contentType };
   } catch (err) {
     if (err instanceof FetchError) {
-      if (err.kind === 'too-large') return { name: url, bytes: Buffer.alloc(MAX_CONFIG_BYTES + 1) };
+      if (err.kind === 'too-large') return { name: shown, bytes: Buffer.alloc(MAX_CONFIG_BYTES + 1) };
       const hint = err.kind === 'ca-file' && opts.caFileFrom === 'cmdline' ? `the kernel command line's hvinstall.ca_file=${opts.caFile} names it: ${err.hint ?? 'give a PEM file'}` : err.hint;
-      throw new HvError(`cannot fetch config: ${err.message}`, { where: url, hint, exitCode: ExitCode.usage, cause: err });
+      throw new HvError(`cannot fetch config: ${err.message}`, { where: shown, hint, exitCode: ExitCode.usage, cause: err });
     }
     throw err;
   }

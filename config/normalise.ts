@@ -199,151 +199,172 @@ function unknownKey(node: FieldNode, key: string, value: unknown, rawPtr: string
   rawFinding(ctx, 'warning', userPath, rawPtr, `unknown key ${JSON.stringify(key)}: Harvester ignores it`, hint, true);
 }
 
+/** One value by its field's kind: each kind has its step below. */
 function normValue(node: FieldNode | undefined, v: unknown, rawPtr: string, canonPtr: string, userPath: string, ctx: Ctx): unknown {
   if (!node || v === null || v === undefined) return undefined;
   switch (node.k) {
-    case 'string': {
-      const s = toStringValue(v, rawPtr, userPath, ctx);
-      if (s === undefined || s === '') return undefined;
-      record(ctx, canonPtr, userPath, rawPtr);
-      return LOWERCASED.has(canonPtr) ? s.toLowerCase() : UPPERCASED.test(canonPtr) ? s.toUpperCase() : s;
-    }
-    case 'bool': {
-      const b = toBool(v, rawPtr, userPath, ctx);
-      if (b !== undefined) record(ctx, canonPtr, userPath, rawPtr);
-      return b;
-    }
-    case 'int': {
-      const n = toInt(v, rawPtr, userPath, ctx);
-      if (n !== undefined) record(ctx, canonPtr, userPath, rawPtr);
-      return n;
-    }
-    case 'stringList': {
-      const list = Array.isArray(v) ? v : [v];
-      const outList: string[] = [];
-      list.forEach((item, i) => {
-        const itemRaw = Array.isArray(v) ? `${rawPtr}/${i}` : rawPtr;
-        const itemUser = Array.isArray(v) ? joinPath(userPath, i) : userPath;
-        if (item === null || item === undefined) {
-          rawFinding(ctx, 'warning', itemUser, itemRaw, 'empty list entry ignored');
-          return;
-        }
-        const s = toStringValue(item, itemRaw, itemUser, ctx);
-        if (s === undefined) return;
-        if (!Array.isArray(v) && s === '') return;
-        record(ctx, joinPointer(canonPtr, outList.length), itemUser, itemRaw);
-        outList.push(s);
-      });
-      if (outList.length === 0) return undefined;
-      record(ctx, canonPtr, userPath, rawPtr);
-      return outList;
-    }
+    case 'string':
+      return normString(v, rawPtr, canonPtr, userPath, ctx);
+    case 'bool':
+      return recordedIfSet(toBool(v, rawPtr, userPath, ctx), rawPtr, canonPtr, userPath, ctx);
+    case 'int':
+      return recordedIfSet(toInt(v, rawPtr, userPath, ctx), rawPtr, canonPtr, userPath, ctx);
+    case 'stringList':
+      return normStringList(v, rawPtr, canonPtr, userPath, ctx);
     case 'stringMap':
-    case 'stringListMap': {
-      if (!isPlainObject(v)) {
-        rawFinding(ctx, 'error', userPath, rawPtr, `must be a mapping of keys to ${node.k === 'stringMap' ? 'strings' : 'lists of strings'} (got ${describe(v)})`);
-        return undefined;
-      }
-      const entries = ctx.src.cmdline ? flattenDotted(v) : Object.entries(v).map(([k, val]) => [k, val, `${rawPtr}/${escapePointer(k)}`] as const);
-      const m: Record<string, unknown> = {};
-      for (const [k, val, raw] of entries) {
-        const entryRaw = ctx.src.cmdline ? rawPtr : raw;
-        const entryUser = joinPath(userPath, k);
-        if (node.k === 'stringMap') {
-          const s = val === null || val === undefined ? '' : toStringValue(val, entryRaw, entryUser, ctx);
-          if (s === undefined) continue;
-          setOwn(m, k, s);
-        } else {
-          const items = Array.isArray(val) ? val : val === null || val === undefined ? [] : [val];
-          const strs: string[] = [];
-          for (const item of items) {
-            const s = toStringValue(item, entryRaw, entryUser, ctx);
-            if (s !== undefined) strs.push(s);
-          }
-          setOwn(m, k, strs);
-        }
-        record(ctx, joinPointer(canonPtr, k), entryUser, entryRaw);
-      }
-      if (Object.keys(m).length === 0) return undefined;
-      record(ctx, canonPtr, userPath, rawPtr);
-      return m;
-    }
+    case 'stringListMap':
+      return normStringMap(node.k, v, rawPtr, canonPtr, userPath, ctx);
     case 'struct': {
       const s = normStruct(node, v, rawPtr, canonPtr, userPath, ctx);
-      if (s === undefined || Object.keys(s).length === 0) return undefined;
-      record(ctx, canonPtr, userPath, rawPtr);
-      return s;
+      return s === undefined || Object.keys(s).length === 0 ? undefined : recordedIfSet(s, rawPtr, canonPtr, userPath, ctx);
     }
-    case 'structList': {
-      const isInterfaces = canonPtr === '/install/managementInterface/interfaces';
-      let list: unknown[];
-      if (Array.isArray(v)) list = v;
-      else if (isInterfaces && ctx.src.cmdline) list = [v];
-      else {
-        rawFinding(ctx, 'error', userPath, rawPtr, `must be a list (got ${describe(v)})`, isPlainObject(v) ? `write each entry as a list item: "- ${Object.keys(v)[0] ?? 'key'}: ..."` : undefined);
-        return undefined;
-      }
-      const outList: unknown[] = [];
-      list.forEach((item, i) => {
-        const itemRaw = Array.isArray(v) ? `${rawPtr}/${i}` : rawPtr;
-        const itemUser = Array.isArray(v) ? joinPath(userPath, i) : userPath;
-        const itemCanon = joinPointer(canonPtr, outList.length);
-        if (isInterfaces && typeof item === 'string') {
-          if (!ctx.src.cmdline) {
-            rawFinding(ctx, 'error', itemUser, itemRaw, `must be a mapping {name, hwAddr} (got ${describe(item)})`, `in a file write "- name: ${item}" or "- hwAddr: ${item}"; the bare form is only read from the kernel command line`);
-            return;
-          }
-          const parsed = parseInterfaceSpec(item);
-          if ('error' in parsed) {
-            // Harvester's ReadConfig fails on it and drops the whole command line (no automatic install).
-            rawFinding(ctx, 'error', itemUser, itemRaw, parsed.error, 'write hwAddr:<MAC>, <MAC>, name:<nic> or <nic>, comma-separated for both');
-            return;
-          }
-          const spec = parsed.spec;
-          record(ctx, itemCanon, itemUser, itemRaw);
-          for (const k of Object.keys(spec)) record(ctx, joinPointer(itemCanon, k), itemUser, itemRaw);
-          outList.push(spec);
-          return;
-        }
-        if (item === null || item === undefined) {
-          rawFinding(ctx, 'warning', itemUser, itemRaw, 'empty list entry ignored');
-          return;
-        }
-        const s = normStruct(node.i!, item, itemRaw, itemCanon, itemUser, ctx);
-        if (s === undefined) return;
-        record(ctx, itemCanon, itemUser, itemRaw);
-        outList.push(s);
-      });
-      if (outList.length === 0) return undefined;
-      record(ctx, canonPtr, userPath, rawPtr);
-      return outList;
-    }
-    case 'structMap': {
-      if (!isPlainObject(v)) {
-        rawFinding(ctx, 'error', userPath, rawPtr, `must be a mapping (got ${describe(v)})`);
-        return undefined;
-      }
-      const m: Record<string, unknown> = {};
-      for (const [k, val] of Object.entries(v)) {
-        const entryRaw = `${rawPtr}/${escapePointer(k)}`;
-        const entryUser = joinPath(userPath, k);
-        const entryCanon = joinPointer(canonPtr, k);
-        const s = val === null || val === undefined ? {} : normStruct(node.v!, val, entryRaw, entryCanon, entryUser, ctx);
-        if (s === undefined) continue;
-        record(ctx, entryCanon, entryUser, entryRaw);
-        setOwn(m, k, s);
-      }
-      if (Object.keys(m).length === 0) return undefined;
-      record(ctx, canonPtr, userPath, rawPtr);
-      return m;
-    }
-    case 'multipath': {
-      if (Array.isArray(v)) return normValue({ k: 'structList', i: node.i }, v, rawPtr, canonPtr, userPath, ctx);
-      if (isPlainObject(v)) return normValue(node.o, v, rawPtr, canonPtr, userPath, ctx);
-      rawFinding(ctx, 'error', userPath, rawPtr, `must be a list of {vendor, product} or a mapping with blacklist/blacklist_wwids/blacklist_exceptions/blacklist_exception_wwids (got ${describe(v)})`);
-      return undefined;
-    }
+    case 'structList':
+      return normStructList(node, v, rawPtr, canonPtr, userPath, ctx);
+    case 'structMap':
+      return normStructMap(node, v, rawPtr, canonPtr, userPath, ctx);
+    case 'multipath':
+      return normMultipath(node, v, rawPtr, canonPtr, userPath, ctx);
   }
+}
+
+/** A value that was set is recorded at its canonical place (for positions and provenance). */
+function recordedIfSet<T>(value: T | undefined, rawPtr: string, canonPtr: string, userPath: string, ctx: Ctx): T | undefined {
+  if (value !== undefined) record(ctx, canonPtr, userPath, rawPtr);
+  return value;
+}
+
+function normString(v: unknown, rawPtr: string, canonPtr: string, userPath: string, ctx: Ctx): string | undefined {
+  const s = toStringValue(v, rawPtr, userPath, ctx);
+  if (s === undefined || s === '') return undefined;
+  record(ctx, canonPtr, userPath, rawPtr);
+  return LOWERCASED.has(canonPtr) ? s.toLowerCase() : UPPERCASED.test(canonPtr) ? s.toUpperCase() : s;
+}
+
+/** A list of strings; a scalar is a one-element list (Harvester's []string coercion), an empty one then nothing. */
+function normStringList(v: unknown, rawPtr: string, canonPtr: string, userPath: string, ctx: Ctx): string[] | undefined {
+  const list = Array.isArray(v) ? v : [v];
+  const outList: string[] = [];
+  list.forEach((item, i) => {
+    const itemRaw = Array.isArray(v) ? `${rawPtr}/${i}` : rawPtr;
+    const itemUser = Array.isArray(v) ? joinPath(userPath, i) : userPath;
+    if (item === null || item === undefined) {
+      rawFinding(ctx, 'warning', itemUser, itemRaw, 'empty list entry ignored');
+      return;
+    }
+    const s = toStringValue(item, itemRaw, itemUser, ctx);
+    if (s === undefined) return;
+    if (!Array.isArray(v) && s === '') return;
+    record(ctx, joinPointer(canonPtr, outList.length), itemUser, itemRaw);
+    outList.push(s);
+  });
+  return outList.length === 0 ? undefined : recordedIfSet(outList, rawPtr, canonPtr, userPath, ctx);
+}
+
+/** A mapping of keys to strings or to lists of strings; from the command line its keys may be dotted. */
+function normStringMap(kind: 'stringMap' | 'stringListMap', v: unknown, rawPtr: string, canonPtr: string, userPath: string, ctx: Ctx): Record<string, unknown> | undefined {
+  if (!isPlainObject(v)) {
+    rawFinding(ctx, 'error', userPath, rawPtr, `must be a mapping of keys to ${kind === 'stringMap' ? 'strings' : 'lists of strings'} (got ${describe(v)})`);
+    return undefined;
+  }
+  const entries = ctx.src.cmdline ? flattenDotted(v) : Object.entries(v).map(([k, val]) => [k, val, `${rawPtr}/${escapePointer(k)}`] as const);
+  const m: Record<string, unknown> = {};
+  for (const [k, val, raw] of entries) {
+    const entryRaw = ctx.src.cmdline ? rawPtr : raw;
+    const entryUser = joinPath(userPath, k);
+    if (kind === 'stringMap') {
+      const s = val === null || val === undefined ? '' : toStringValue(val, entryRaw, entryUser, ctx);
+      if (s === undefined) continue;
+      setOwn(m, k, s);
+    } else {
+      const items = Array.isArray(val) ? val : val === null || val === undefined ? [] : [val];
+      const strs: string[] = [];
+      for (const item of items) {
+        const s = toStringValue(item, entryRaw, entryUser, ctx);
+        if (s !== undefined) strs.push(s);
+      }
+      setOwn(m, k, strs);
+    }
+    record(ctx, joinPointer(canonPtr, k), entryUser, entryRaw);
+  }
+  return Object.keys(m).length === 0 ? undefined : recordedIfSet(m, rawPtr, canonPtr, userPath, ctx);
+}
+
+const INTERFACES = '/install/managementInterface/interfaces';
+
+/** A list of structs; management interfaces from the command line may also be a bare string (interface-spec.ts). */
+function normStructList(node: FieldNode, v: unknown, rawPtr: string, canonPtr: string, userPath: string, ctx: Ctx): unknown[] | undefined {
+  const isInterfaces = canonPtr === INTERFACES;
+  let list: unknown[];
+  if (Array.isArray(v)) list = v;
+  else if (isInterfaces && ctx.src.cmdline) list = [v];
+  else {
+    rawFinding(ctx, 'error', userPath, rawPtr, `must be a list (got ${describe(v)})`, isPlainObject(v) ? `write each entry as a list item: "- ${Object.keys(v)[0] ?? 'key'}: ..."` : undefined);
+    return undefined;
+  }
+  const outList: unknown[] = [];
+  list.forEach((item, i) => {
+    const itemRaw = Array.isArray(v) ? `${rawPtr}/${i}` : rawPtr;
+    const itemUser = Array.isArray(v) ? joinPath(userPath, i) : userPath;
+    const itemCanon = joinPointer(canonPtr, outList.length);
+    if (isInterfaces && typeof item === 'string') {
+      const spec = interfaceSpecItem(item, itemRaw, itemCanon, itemUser, ctx);
+      if (spec) outList.push(spec);
+      return;
+    }
+    if (item === null || item === undefined) {
+      rawFinding(ctx, 'warning', itemUser, itemRaw, 'empty list entry ignored');
+      return;
+    }
+    const s = normStruct(node.i!, item, itemRaw, itemCanon, itemUser, ctx);
+    if (s === undefined) return;
+    record(ctx, itemCanon, itemUser, itemRaw);
+    outList.push(s);
+  });
+  return outList.length === 0 ? undefined : recordedIfSet(outList, rawPtr, canonPtr, userPath, ctx);
+}
+
+/** A management interface written as a string: only the command line's forms (`hwAddr:<MAC>`, `<nic>`, …). */
+function interfaceSpecItem(item: string, itemRaw: string, itemCanon: string, itemUser: string, ctx: Ctx): Record<string, string> | undefined {
+  if (!ctx.src.cmdline) {
+    rawFinding(ctx, 'error', itemUser, itemRaw, `must be a mapping {name, hwAddr} (got ${describe(item)})`, `in a file write "- name: ${item}" or "- hwAddr: ${item}"; the bare form is only read from the kernel command line`);
+    return undefined;
+  }
+  const parsed = parseInterfaceSpec(item);
+  if ('error' in parsed) {
+    // Harvester's ReadConfig fails on it and drops the whole command line (no automatic install).
+    rawFinding(ctx, 'error', itemUser, itemRaw, parsed.error, 'write hwAddr:<MAC>, <MAC>, name:<nic> or <nic>, comma-separated for both');
+    return undefined;
+  }
+  const spec = parsed.spec;
+  record(ctx, itemCanon, itemUser, itemRaw);
+  for (const k of Object.keys(spec)) record(ctx, joinPointer(itemCanon, k), itemUser, itemRaw);
+  return spec as Record<string, string>;
+}
+
+function normStructMap(node: FieldNode, v: unknown, rawPtr: string, canonPtr: string, userPath: string, ctx: Ctx): Record<string, unknown> | undefined {
+  if (!isPlainObject(v)) {
+    rawFinding(ctx, 'error', userPath, rawPtr, `must be a mapping (got ${describe(v)})`);
+    return undefined;
+  }
+  const m: Record<string, unknown> = {};
+  for (const [k, val] of Object.entries(v)) {
+    const entryRaw = `${rawPtr}/${escapePointer(k)}`;
+    const entryUser = joinPath(userPath, k);
+    const entryCanon = joinPointer(canonPtr, k);
+    const s = val === null || val === undefined ? {} : normStruct(node.v!, val, entryRaw, entryCanon, entryUser, ctx);
+    if (s === undefined) continue;
+    record(ctx, entryCanon, entryUser, entryRaw);
+    setOwn(m, k, s);
+  }
+  return Object.keys(m).length === 0 ? undefined : recordedIfSet(m, rawPtr, canonPtr, userPath, ctx);
+}
+
+/** multiPathConfig's two shapes (harvester/harvester-installer pkg/config/config.go): a list, or the blacklist mapping. */
+function normMultipath(node: FieldNode, v: unknown, rawPtr: string, canonPtr: string, userPath: string, ctx: Ctx): unknown {
+  if (Array.isArray(v)) return normValue({ k: 'structList', i: node.i }, v, rawPtr, canonPtr, userPath, ctx);
+  if (isPlainObject(v)) return normValue(node.o, v, rawPtr, canonPtr, userPath, ctx);
+  rawFinding(ctx, 'error', userPath, rawPtr, `must be a list of {vendor, product} or a mapping with blacklist/blacklist_wwids/blacklist_exceptions/blacklist_exception_wwids (got ${describe(v)})`);
+  return undefined;
 }
 
 function toStringValue(v: unknown, rawPtr: string, userPath: string, ctx: Ctx): string | undefined {

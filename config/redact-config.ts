@@ -1,6 +1,7 @@
 /**
- * A copy of a config safe to print or log: token, passwords and webhook basic auth by key name,
- * Authorization-like webhook headers, and credentials inside the containerd-registry setting's JSON.
+ * A copy of a config safe to print or log: every value configSecrets lists scrubbed wherever it
+ * appears (webhook headers and URLs, config_url's credentials, …), secret-named keys replaced, and
+ * the system settings that hold JSON re-encoded with their secret-named parts redacted whole.
  */
 import { Redactor, REDACTED } from '../lib/redact.js';
 import { configSecrets } from './secrets.js';
@@ -9,14 +10,18 @@ import type { HarvesterConfig } from './types.js';
 export function redactConfig(config: HarvesterConfig): HarvesterConfig {
   const redactor = new Redactor().add(...configSecrets(config));
   const copy = redactor.redact(config);
-  const registry = copy.systemSettings?.['containerd-registry'];
-  if (registry !== undefined && copy.systemSettings) {
+  for (const [name, value] of Object.entries(config.systemSettings ?? {})) {
+    if (typeof value !== 'string' || !copy.systemSettings) continue;
+    let parsed: unknown;
     try {
-      // Re-encoded with its secret-named parts redacted whole (user names too), not only scrubbed.
-      copy.systemSettings['containerd-registry'] = JSON.stringify(redactor.redact(JSON.parse(registry) as unknown));
+      parsed = JSON.parse(value);
     } catch {
-      copy.systemSettings['containerd-registry'] = REDACTED;
+      // Not JSON: a containerd-registry that does not parse may still hold credentials.
+      if (name === 'containerd-registry') copy.systemSettings[name] = REDACTED;
+      continue;
     }
+    // Re-encoded with its secret-named parts redacted whole, not only scrubbed.
+    if (parsed && typeof parsed === 'object') copy.systemSettings[name] = JSON.stringify(redactor.redact(parsed));
   }
   return copy;
 }

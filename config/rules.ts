@@ -32,17 +32,27 @@ const PLACEHOLDER = /^<[^<>]+>$|<\s*YOUR[_ -][^<>]*>|\bREPLACE[_-]?ME\b|\bCHANGE
 
 type Ptr = string;
 
+/** Every rule, in Harvester's order (commonCheck, then Validate), then what hvinstall adds. */
 export function checkRules(cfg: HarvesterConfig, out: FindingList, ctx: RuleContext = {}): void {
+  commonCheck(cfg, out, ctx);
+  validateStep(cfg, out, ctx);
+  checkHvinstallKeys(cfg, out);
+  checkPartitionSize(cfg, out);
+  checkForceGpt(cfg, out);
+  checkUrls(cfg, out);
+  checkClusterNetworks(cfg, out);
+  checkFieldTraps(cfg, out, ctx);
+  checkLists(cfg, out);
+}
+
+/** Harvester's commonCheck (pkg/console/validator.go), scheme_version first (automatic/PXE installs do not fill it in). */
+function commonCheck(cfg: HarvesterConfig, out: FindingList, ctx: RuleContext): void {
   const install = cfg.install ?? {};
   const os = cfg.os ?? {};
   const mode = install.mode ?? '';
-
-  // scheme_version (Validate): automatic/PXE installs do not fill it in.
   if (cfg.schemeVersion === undefined) {
     out.error('/schemeVersion', SCHEME_MESSAGE(0), 'add scheme_version: 1 at the top of the file (automatic and PXE installs do not set it for you)');
   }
-
-  // commonCheck, in Harvester's order.
   if (!install.mode) {
     out.error('/install/mode', 'unknown mode: ', 'set install.mode to create, join or install');
   } else if (mode === 'upgrade') {
@@ -72,8 +82,12 @@ export function checkRules(cfg: HarvesterConfig, out: FindingList, ctx: RuleCont
       'boot with harvester.install.automatic=true (the PXE/iPXE kernel line); keep this key or remove it',
     );
   }
+}
 
-  // Validate
+/** Harvester's Validate: the device, the networks, the VIP, the settings and the labels. */
+function validateStep(cfg: HarvesterConfig, out: FindingList, ctx: RuleContext): void {
+  const install = cfg.install ?? {};
+  const mode = install.mode ?? '';
   if (!install.device && !ctx.alreadyInstalled && mode !== 'upgrade') {
     out.error('/install/device', 'no device specified', 'set install.device, e.g. /dev/sda or /dev/disk/by-id/... (stable across reboots)');
   }
@@ -86,36 +100,34 @@ export function checkRules(cfg: HarvesterConfig, out: FindingList, ctx: RuleCont
   if (install.dataDisk && install.dataDisk === install.device) {
     out.warn('/install/dataDisk', 'data_disk is the same disk as device and is ignored', 'remove data_disk, or name a second disk for Longhorn');
   }
-  if (mode !== 'install') {
-    const mi = install.managementInterface;
-    if (!mi?.interfaces?.length) {
-      out.error('/install/managementInterface/interfaces', NETWORKS_DEPRECATED, 'add install.management_interface: {interfaces: [{name: ens3}], method: dhcp}');
-    }
+  if (mode !== 'install' && !install.managementInterface?.interfaces?.length) {
+    out.error('/install/managementInterface/interfaces', NETWORKS_DEPRECATED, 'add install.management_interface: {interfaces: [{name: ens3}], method: dhcp}');
   }
   if (install.managementInterface) checkNetworks(install.managementInterface, cfg, out);
-
   if (mode === 'create') checkVip(cfg, out);
   else if (install.vipMode && mode === 'join') out.warn('/install/vipMode', 'vip_mode is used only in create mode');
-
   checkSystemSettings(cfg, mode, out);
-  checkLabels(os.labels, out);
+  checkLabels(cfg.os?.labels, out);
+}
 
-  // cordoned (harvester/harvester HEAD)
+/** Keys beyond Harvester's installer: cordoned (harvester/harvester HEAD) and admin_password (hvinstall). */
+function checkHvinstallKeys(cfg: HarvesterConfig, out: FindingList): void {
+  const install = cfg.install ?? {};
+  const mode = install.mode ?? '';
   if (install.cordoned && mode === 'create') out.error('/install/cordoned', "install.cordoned can't be set in create mode");
   if (install.cordoned && install.role === 'witness') out.error('/install/cordoned', "install.cordoned can't be set for nodes with the witness role");
-
-  // admin_password (hvinstall, beyond Harvester): the create node bootstraps the cluster's admin.
+  // The create node bootstraps the cluster's admin.
   if (install.adminPassword !== undefined) {
     const problem = adminPasswordProblem(install.adminPassword);
     if (problem) out.error('/install/adminPassword', problem, 'give at least 12 characters, or a $pbkdf2-sha3-512$ hash (docs/config.md)');
     else if (mode !== 'create') out.warn('/install/adminPassword', `admin_password is used only in create mode (the cluster's admin is set once, by the node that creates it); ignored in ${mode || 'this'} mode`);
   }
+}
 
-  checkPartitionSize(cfg, out);
-  checkForceGpt(cfg, out);
-  checkUrls(cfg, out);
-  checkClusterNetworks(cfg, out);
-  checkFieldTraps(cfg, out, ctx);
+/** The lists and what Harvester ignores or reads otherwise than the key suggests. */
+function checkLists(cfg: HarvesterConfig, out: FindingList): void {
+  const install = cfg.install ?? {};
+  const os = cfg.os ?? {};
   install.webhooks?.forEach((w, i) => checkWebhook(w, `/install/webhooks/${i}`, out));
   for (const [name, addon] of Object.entries(install.addons ?? {})) {
     if (addon.valuesContent !== undefined) {
@@ -195,15 +207,26 @@ function ipToNum(ip: string): number {
   return ip.split('.').reduce((a, o) => a * 256 + Number(o), 0);
 }
 
+/**
+ * Harvester's checkVip (pkg/console/validator.go) in create mode: the address first (checkIP: an
+ * empty one is " is not a valid IP address" whatever the mode, except dhcp, where the installer
+ * leases one before validating), then the mode (static and none need nothing more, dhcp a MAC,
+ * anything else "unknown vip mode: X"). Both are reported, so a config with neither key hears that
+ * the VIP is missing, not only that the mode is unknown.
+ */
 function checkVip(cfg: HarvesterConfig, out: FindingList): void {
   const install = cfg.install ?? {};
   const vipMode = install.vipMode ?? '';
+  if (!install.vip && vipMode !== 'dhcp') {
+    out.error(
+      '/install/vip',
+      `vip is required in create mode${vipMode ? ` with vip_mode ${vipMode}` : ''}`,
+      'set install.vip to a free IPv4 address in the management network, or vip_mode: dhcp to lease one (Harvester reports: " is not a valid IP address")',
+    );
+  }
   if (!vipMode) {
     out.error('/install/vipMode', 'unknown vip mode: ', 'set install.vip_mode to static, dhcp or none');
     return;
-  }
-  if (vipMode === 'static' && !install.vip) {
-    out.error('/install/vip', 'vip is required in create mode with vip_mode static', 'set install.vip to a free IPv4 address in the management network (Harvester reports: " is not a valid IP address")');
   }
   if (vipMode === 'dhcp' && !install.vip && install.vipHwAddr) {
     out.warn('/install/vipHwAddr', 'vip_hw_addr is replaced when vip is empty: Harvester leases both by DHCP', 'set vip too, or remove vip_hw_addr');

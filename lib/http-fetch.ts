@@ -11,6 +11,8 @@ import { readFile } from 'node:fs/promises';
 import { rootCertificates } from 'node:tls';
 import { EnvHttpProxyAgent, interceptors, request, type Dispatcher } from 'undici';
 import { classifyNetworkError } from './net-error.js';
+import { redactUrl, withoutUserinfo } from './url-secrets.js';
+import { proxyFor, type ProxyChoice } from './proxy-env.js';
 
 export type FetchErrorKind =
   | 'bad-url'
@@ -83,6 +85,9 @@ function sleep(ms: number): Promise<void> {
 function classify(err: unknown, url: URL, timeoutMs: number, attempt: number): FetchError {
   if (err instanceof FetchError) return err;
   const { kind, code = '' } = classifyNetworkError(err);
+  // Through a proxy, DNS, refusal and reset are the proxy's (the proxy resolves and reaches the target).
+  const via = proxyFor(url);
+  if (via && (kind === 'dns' || kind === 'refused' || kind === 'reset' || kind === 'unreachable')) return proxyFailure(kind, code, url, via, attempt, err);
   const name = (err as { name?: string }).name ?? '';
   const detail = (err as Error).message ?? String(err);
   const host = url.host;
@@ -111,6 +116,17 @@ function classify(err: unknown, url: URL, timeoutMs: number, attempt: number): F
     });
   }
   return new FetchError('network', url.href, `cannot fetch ${url.href}: ${detail}${code ? ` (${code})` : ''}`, { attempts: attempt, cause: err });
+}
+
+function proxyFailure(kind: string, code: string, url: URL, via: ProxyChoice, attempt: number, cause: unknown): FetchError {
+  const proxy = `proxy ${via.proxy.host} (${via.from})`;
+  const what =
+    kind === 'dns' ? `cannot resolve the ${proxy} (${code}) to fetch ${url.href}` : kind === 'refused' ? `connection refused by the ${proxy} fetching ${url.href}` : `the ${proxy} could not be reached (${code}) fetching ${url.href}`;
+  return new FetchError(kind === 'dns' ? 'dns' : 'network', url.href, what, {
+    attempts: attempt,
+    hint: `check ${via.from} (os.environment's http_proxy/https_proxy on a node), or add ${url.hostname} to no_proxy if it is reached directly`,
+    cause,
+  });
 }
 
 async function buildDispatcher(opts: FetchOptions): Promise<Dispatcher> {
@@ -181,11 +197,14 @@ async function attemptOnce(url: URL, dispatcher: Dispatcher, opts: Required<Pick
 /** Fetches a URL into memory with bounded retries; throws FetchError. */
 export async function fetchBytes(rawUrl: string, options: FetchOptions = {}): Promise<FetchResult> {
   let url: URL;
+  // user:pass@ is sent as Basic credentials (as Go's net/http does) and kept out of every message.
+  const { url: withoutCredentials, authorization } = withoutUserinfo(rawUrl);
   try {
-    url = new URL(rawUrl);
+    url = new URL(withoutCredentials);
   } catch {
-    throw new FetchError('bad-url', rawUrl, `not a URL: ${JSON.stringify(rawUrl)}`, { hint: 'write it as http(s)://host/path' });
+    throw new FetchError('bad-url', redactUrl(rawUrl), `not a URL: ${JSON.stringify(redactUrl(rawUrl))}`, { hint: 'write it as http(s)://host/path' });
   }
+  if (authorization) options = { ...options, headers: { authorization, ...options.headers } };
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
     throw new FetchError('bad-url', rawUrl, `only http and https URLs can be fetched (got ${url.protocol})`);
   }

@@ -4,10 +4,11 @@
  * replaced wherever they appear inside any string, e.g. inside a command line or URL).
  */
 import { setOwn } from './own-keys.js';
+import { redactUrlsIn } from './url-secrets.js';
 
 export const REDACTED = '<redacted>';
 
-const SECRET_KEY = /^(token|password|passphrase|passwd|secret|auth|identity[_-]?token|basic[_-]?auth|authorization|private[_-]?key|key[_-]?file|tls[_-]?key|agent[_-]?token|server[_-]?token|client[_-]?secret|admin[_-]?password|credential)$/i;
+const SECRET_KEY = /^(token|password|passphrase|passwd|secret|auth|identity[_-]?token|basic[_-]?auth|authorization|private[_-]?key|key[_-]?file|tls[_-]?key|agent[_-]?token|server[_-]?token|client[_-]?secret|admin[_-]?password|secret[_-]?access[_-]?key|session[_-]?token|credential)$/i;
 
 /** True when a key's value is a secret by name alone. */
 export function isSecretKey(key: string): boolean {
@@ -32,11 +33,10 @@ export class Redactor {
     let out = s;
     // Longest first so a secret containing another is replaced whole.
     for (const secret of [...this.secrets].sort((a, b) => b.length - a.length)) out = out.split(secret).join(REDACTED);
-    // user:password@ in URLs, and query parameters named as secrets (?credential=…, ?token=…; punctuation
-    // that ends a sentence around a URL is not part of the value)
-    return out
-      .replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^/\s:@]+:)[^@\s/]+@/gi, `$1${REDACTED}@`)
-      .replace(/([?&]([A-Za-z0-9_.-]+)=)([^&#\s"'<>]*[^&#\s"'<>:,;.)\]])/g, (all: string, head: string, name: string) => (isSecretKey(name) ? `${head}${REDACTED}` : all));
+    // user:password@ in URLs (also where the rest would not parse as a URL)
+    out = out.replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^/\s:@]+:)[^@\s/]+@/gi, `$1${REDACTED}@`);
+    // Query tokens, signatures and webhook path secrets in any URL, registered or not.
+    return redactUrlsIn(out);
   }
 
   /** Deep copy with secret-named keys replaced and registered secret values scrubbed. */

@@ -11,3 +11,8 @@ export const CANONICAL_CONFIG_PATH = '/oem/hvinstall/config.json';
 export const SEEDS_PATH = '/oem/hvinstall/render-seeds.json';
 /** RKE2's registries file, rendered from the containerd-registry setting. */
 export const REGISTRIES_PATH = '/etc/rancher/rke2/registries.yaml';
+/** RKE2's drop-in directory. */
+export const RKE2_CONFIG_DIR = '/etc/rancher/rke2/config.yaml.d';
+/** The server drop-in: rendered for a create node, written by a promotion (Harvester's promote.sh). */
+export const SERVER_DROPIN_PATH = `${RKE2_CONFIG_DIR}/90-harvester-server.yaml`;
+export const AUDIT_POLICY_PATH = `${RKE2_CONFIG_DIR}/92-harvester-kube-audit-policy.yaml`;

@@ -32,8 +32,11 @@ export class KubeClient {
   private readonly dispatcher: Agent;
 
   constructor(readonly creds: KubeCredentials, private readonly timeoutMs = 10_000) {
+    // The server's certificate is always checked (against the kubeconfig's CA, else the system's):
+    // the node's credentials go in every request. Only the kubeconfig's own
+    // insecure-skip-tls-verify turns that off, as for kubectl.
     this.dispatcher = new Agent({
-      connect: { ca: creds.ca, cert: creds.cert, key: creds.key, rejectUnauthorized: creds.ca !== undefined, timeout: timeoutMs },
+      connect: { ca: creds.ca, cert: creds.cert, key: creds.key, rejectUnauthorized: creds.insecureSkipTlsVerify !== true, timeout: timeoutMs },
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
     });

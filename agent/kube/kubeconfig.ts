@@ -15,6 +15,8 @@ export interface KubeCredentials {
   cert?: string;
   key?: string;
   token?: string;
+  /** The kubeconfig's own `insecure-skip-tls-verify: true`: the one way the server's certificate goes unchecked. */
+  insecureSkipTlsVerify?: boolean;
   /** Where these came from, for messages. */
   source: string;
 }
@@ -22,13 +24,13 @@ export interface KubeCredentials {
 type Named<T> = { name?: string } & T;
 interface KubeconfigDoc {
   'current-context'?: string;
-  clusters?: Array<Named<{ cluster?: Record<string, string> }>>;
+  clusters?: Array<Named<{ cluster?: Record<string, string | boolean> }>>;
   users?: Array<Named<{ user?: Record<string, string> }>>;
   contexts?: Array<Named<{ context?: { cluster?: string; user?: string } }>>;
 }
 
 /** Pure: picks the current context's cluster and user. File references stay as paths. */
-export function parseKubeconfig(text: string, source: string): { cluster: Record<string, string>; user: Record<string, string> } {
+export function parseKubeconfig(text: string, source: string): { cluster: Record<string, string | boolean>; user: Record<string, string> } {
   let doc: KubeconfigDoc;
   try {
     doc = parse(text) as KubeconfigDoc;
@@ -60,9 +62,11 @@ export async function loadKubeCredentials(file: string, root: (p: string) => str
   }
   const { cluster, user } = parseKubeconfig(text, file);
   const base = path.posix.dirname(file);
+  const text_ = (v: string | boolean | undefined): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
   const readRef = async (dataKey: string, fileKey: string): Promise<string | undefined> => {
-    if (cluster[dataKey] ?? user[dataKey]) return Buffer.from((cluster[dataKey] ?? user[dataKey])!, 'base64').toString('utf8');
-    const ref = cluster[fileKey] ?? user[fileKey];
+    const data = text_(cluster[dataKey]) ?? text_(user[dataKey]);
+    if (data) return Buffer.from(data, 'base64').toString('utf8');
+    const ref = text_(cluster[fileKey]) ?? text_(user[fileKey]);
     if (!ref) return undefined;
     const abs = path.posix.isAbsolute(ref) ? ref : path.posix.join(base, ref);
     try {
@@ -72,7 +76,8 @@ export async function loadKubeCredentials(file: string, root: (p: string) => str
     }
   };
   return {
-    server: cluster.server!,
+    server: String(cluster.server),
+    ...(cluster['insecure-skip-tls-verify'] === true ? { insecureSkipTlsVerify: true } : {}),
     ca: await readRef('certificate-authority-data', 'certificate-authority'),
     cert: await readRef('client-certificate-data', 'client-certificate'),
     key: await readRef('client-key-data', 'client-key'),

@@ -30,11 +30,11 @@ export function planImports(archives: readonly BundleArchive[], present: Readonl
  * unknown size (a FIFO, a device) go last, in bundle order.
  */
 export function importOrder(plans: readonly ArchivePlan[]): BundleArchive[] {
+  // Array.prototype.sort is stable (ES2019): equal sizes keep bundle order.
   return plans
     .filter((p) => p.action === 'import')
-    .map((p, i) => ({ a: p.archive, i }))
-    .sort((x, y) => (y.a.sizeBytes ?? -1) - (x.a.sizeBytes ?? -1) || x.i - y.i)
-    .map((x) => x.a);
+    .map((p) => p.archive)
+    .sort((x, y) => (y.sizeBytes ?? -1) - (x.sizeBytes ?? -1));
 }
 
 export interface MissingImage {

@@ -14,7 +14,8 @@ import { bringUp } from '../rke2/bringup.js';
 import { isWitness, PROMOTED_MARKER } from '../rke2/role.js';
 import { loadKubeCredentials } from '../kube/kubeconfig.js';
 import { KubeClient } from '../kube/client.js';
-import { renderPromotionServerDropIn, SERVER_DROPIN, AUDIT_POLICY, PROMOTE_STATUS, vipFromServerUrl } from './server-dropin.js';
+import { renderPromotionServerDropIn, PROMOTE_STATUS, vipFromServerUrl } from './server-dropin.js';
+import { AUDIT_POLICY_PATH, SERVER_DROPIN_PATH } from '../../node/paths.js';
 import { renderKubeVipManifest, KUBE_VIP_MANIFEST_PATH } from '../../node/index.js';
 
 export interface PromotionResult {
@@ -24,8 +25,8 @@ export interface PromotionResult {
 
 export async function promoteNode(ctx: GuardContext, config: HarvesterConfig, s: Rke2Settings, nodeName: string, timeoutMs: number): Promise<PromotionResult> {
   const witness = isWitness(config);
-  const dropIn = path.join(ctx.root(s.configDir), SERVER_DROPIN);
-  const auditPolicyPresent = await access(ctx.root(AUDIT_POLICY)).then(() => true, () => false);
+  const dropIn = path.join(ctx.root(s.configDir), path.basename(SERVER_DROPIN_PATH));
+  const auditPolicyPresent = await access(ctx.root(AUDIT_POLICY_PATH)).then(() => true, () => false);
   ctx.log.info('promotion requested', { node: nodeName, witness });
   ctx.progress(`promoting ${nodeName} to ${witness ? 'etcd' : 'control-plane'}`);
   await writeFileAtomic(dropIn, renderPromotionServerDropIn(config, { witness, auditPolicyPresent }), { mode: 0o600 });

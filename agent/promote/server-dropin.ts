@@ -6,22 +6,22 @@
 import { stringify } from 'yaml';
 import type { HarvesterConfig } from '../../config/types.js';
 import { serverUrlHost } from '../rke2/role.js';
+import { DEFAULT_CLUSTER_DNS, DEFAULT_CLUSTER_POD_CIDR, DEFAULT_CLUSTER_SERVICE_CIDR } from '../../config/defaults.js';
+import { AUDIT_POLICY_PATH } from '../../node/paths.js';
 
-export const SERVER_DROPIN = '90-harvester-server.yaml';
-export const AUDIT_POLICY = '/etc/rancher/rke2/config.yaml.d/92-harvester-kube-audit-policy.yaml';
 
 /** Pure. `auditPolicyPresent` says whether the renderer's audit policy file is on the node. */
 export function renderPromotionServerDropIn(config: HarvesterConfig, opts: { witness: boolean; auditPolicyPresent: boolean }): string {
   const i = config.install ?? {};
   const doc: Record<string, unknown> = {
     cni: 'multus,canal',
-    'cluster-cidr': i.clusterPodCidr || '10.52.0.0/16',
-    'service-cidr': i.clusterServiceCidr || '10.53.0.0/16',
-    'cluster-dns': i.clusterDns || '10.53.0.10',
+    'cluster-cidr': i.clusterPodCidr || DEFAULT_CLUSTER_POD_CIDR,
+    'service-cidr': i.clusterServiceCidr || DEFAULT_CLUSTER_SERVICE_CIDR,
+    'cluster-dns': i.clusterDns || DEFAULT_CLUSTER_DNS,
   };
   const sans = [vipFromServerUrl(config.serverUrl), ...(config.sans ?? [])].filter((v): v is string => !!v);
   if (sans.length) doc['tls-san'] = [...new Set(sans)];
-  if (opts.auditPolicyPresent) doc['audit-policy-file'] = AUDIT_POLICY;
+  if (opts.auditPolicyPresent) doc['audit-policy-file'] = AUDIT_POLICY_PATH;
   if (opts.witness) {
     doc['disable-apiserver'] = true;
     doc['disable-controller-manager'] = true;

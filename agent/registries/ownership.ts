@@ -43,7 +43,8 @@ export function registriesOwner(f: OwnershipFacts): Ownership {
   if (!sa) return { owner: 'agent', why: `rancherd has not set up rancher-system-agent yet (no ${SYSTEM_AGENT_CONFIG}): hvagent keeps the install-time file for RKE2's first start` };
   if (!sa.remoteEnabled) return { owner: 'agent', why: `rancher-system-agent takes no remote plans (${SYSTEM_AGENT_CONFIG}: remoteEnabled is not true): hvagent keeps the install-time file` };
   if (!sa.connectionInfoExists) {
-    return { owner: 'agent', why: `rancher-system-agent is not connected to Rancher yet (${sa.connectionInfoFile ?? 'no connectionInfoFile'} missing): hvagent keeps the install-time file` };
+    const missing = sa.connectionInfoFile ? `${sa.connectionInfoFile} missing` : `${SYSTEM_AGENT_CONFIG} names no connectionInfoFile`;
+    return { owner: 'agent', why: `rancher-system-agent is not connected to Rancher yet (${missing}): hvagent keeps the install-time file` };
   }
   return {
     owner: 'cluster',

@@ -20,9 +20,15 @@ export async function loadServerTls(tlsDir: string): Promise<TlsMaterial> {
   return { ca: await read('server-ca.crt'), cert: await read('client-admin.crt'), key: await read('client-admin.key') };
 }
 
+/**
+ * One readiness request. With the server CA the answer is verified and the admin client certificate
+ * is presented; without it (an agent node has no server/tls) the probe only asks whether the
+ * endpoint answers: unverified, and with no credentials to hand to whoever answers.
+ */
 export async function probeUrl(url: string, tls: TlsMaterial, timeoutMs = 5_000): Promise<Probe<string>> {
+  const verified = tls.ca !== undefined;
   const dispatcher = new Agent({
-    connect: { ca: tls.ca, cert: tls.cert, key: tls.key, rejectUnauthorized: tls.ca !== undefined, timeout: timeoutMs },
+    connect: { ca: tls.ca, ...(verified ? { cert: tls.cert, key: tls.key } : {}), rejectUnauthorized: verified, timeout: timeoutMs },
     headersTimeout: timeoutMs,
     bodyTimeout: timeoutMs,
   });

@@ -1,6 +1,7 @@
 /** The argument handling every hvinstall subcommand shares: strict parsing, -h/--help, usage errors. */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ExitCode, HvError } from '../../lib/errors.js';
+import { describeParseError } from '../../lib/cli/parse-error.js';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 const HELP = { help: { type: 'boolean', short: 'h' } } as const;
@@ -22,7 +23,7 @@ export function parseCommandArgs<const O extends Options, const P extends boolea
   try {
     parsed = parseArgs(config);
   } catch (err) {
-    throw new HvError((err as Error).message, { hint, exitCode: ExitCode.usage });
+    throw new HvError(describeParseError(err, config.options) ?? (err as Error).message, { hint, exitCode: ExitCode.usage });
   }
   if ((parsed.values as { help?: boolean }).help) {
     process.stdout.write(usage + '\n');

@@ -11,7 +11,9 @@ import { Logger } from '../../lib/logger.js';
 import { Redactor } from '../../lib/redact.js';
 import { Terminal } from '../../lib/tui/terminal.js';
 import type { MachineFacts } from '../preflight/types.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import { HELP_OPTION, type OptionDefs } from '../../lib/cli/definition.js';
+import { describeParseError } from '../../lib/cli/parse-error.js';
 
 export const USAGE = `usage: hvinstall console [--dry-run --write-config FILE] [--sysroot DIR | --facts FILE] [--cmdline-file F]
                          [--source S] [--bundle DIR|none] [--agent DIR|none] [--state-dir DIR] [--system-size MIB] [--no-reboot]
@@ -65,84 +67,114 @@ function seconds(name: string, v: string | undefined, dflt: number): number {
   return Number(v);
 }
 
+type Values = ReturnType<typeof parseArgs<{ args: string[]; options: typeof OPTIONS & typeof HELP_OPTION; strict: true }>>['values'];
+
 export default async function consoleCommand(argv: string[]): Promise<number> {
-  let values;
+  const values = parseConsoleArgs(argv);
+  if (!values) return ExitCode.ok;
+  const captured = values.sysroot ?? values.facts;
+  await checkConsoleArgs(values, !!captured);
+  const logFile = values.log ?? '/var/log/hvinstall-console.log';
+  const { appendFileSync, mkdirSync } = await import('node:fs');
+  mkdirSync(path.dirname(logFile), { recursive: true });
+  const redactor = new Redactor();
+  const log = new Logger({ write: (l) => appendFileSync(logFile, l, { mode: 0o600 }) }, redactor, 'info', { component: 'console', tty: process.env.HV_CONSOLE_TTY ?? undefined });
+  const readFacts = (): Promise<MachineFacts> => machineFacts(values);
+  const facts = await readFacts();
+  const cmdline = await consoleCmdline(values, !!captured, log);
+  redactor.addFrom(cmdline.config);
+  const app = await consoleApp(values, { facts, readFacts, base: cmdline.config, allowLegacyBios: cmdline.allowLegacyBios, log, logFile, captured: !!captured });
+  return runConsoleApp(app.app, app.term, log);
+}
+
+/** The options, or undefined after --help. */
+function parseConsoleArgs(argv: string[]): Values | undefined {
+  let values: Values;
   try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: { ...OPTIONS, ...HELP_OPTION },
-      strict: true,
-    }));
+    ({ values } = parseArgs({ args: argv, options: { ...OPTIONS, ...HELP_OPTION }, strict: true }));
   } catch (err) {
-    throw usageError((err as Error).message);
+    throw usageError(describeParseError(err, { ...OPTIONS, ...HELP_OPTION }) ?? (err as Error).message);
   }
   if (values.help) {
     process.stdout.write(USAGE + '\n');
-    return ExitCode.ok;
+    return undefined;
   }
-  const captured = values.sysroot ?? values.facts;
+  return values;
+}
+
+/** What can be refused before the screen is taken: combinations, a terminal, root, and the paths given. */
+async function checkConsoleArgs(values: Values, captured: boolean): Promise<void> {
   if (values.sysroot && values.facts) throw usageError('give --sysroot or --facts, not both');
   if (captured && !values['dry-run']) throw usageError('--sysroot and --facts describe another machine: add --dry-run (nothing can be installed there)');
   if (!process.stdin.isTTY || !process.stdout.isTTY) {
     throw new HvError('hvinstall console needs a terminal on standard input and output', { hint: 'run it on a console or over ssh -t; for unattended installs use hvinstall install --config FILE --yes', exitCode: ExitCode.usage });
   }
   if (!values['dry-run'] && process.getuid?.() !== 0) throw new HvError('hvinstall console must run as root to install (or use --dry-run)', { exitCode: ExitCode.usage });
-  const dhcpTimeoutMs = seconds('dhcp-timeout', values['dhcp-timeout'], 30) * 1000;
-  const refreshMs = seconds('refresh', values.refresh, 30) * 1000;
-  const systemSizeMiB = values['system-size'] === undefined ? undefined : (await import('./plan.js')).parseSystemSize(values['system-size']);
+  seconds('dhcp-timeout', values['dhcp-timeout'], 30);
+  seconds('refresh', values.refresh, 30);
   if (values.bundle !== undefined) await (await import('../steps/bundle-source.js')).resolveBundleSource(values.bundle);
   if (values.agent !== undefined) await (await import('../steps/agent-source.js')).resolveAgentArg(values.agent);
+}
 
-  const logFile = values.log ?? '/var/log/hvinstall-console.log';
-  const { appendFileSync, mkdirSync } = await import('node:fs');
-  mkdirSync(path.dirname(logFile), { recursive: true });
-  const redactor = new Redactor();
-  const log = new Logger({ write: (l) => appendFileSync(logFile, l, { mode: 0o600 }) }, redactor, 'info', { component: 'console', tty: process.env.HV_CONSOLE_TTY ?? undefined });
-
-  const { gatherMachineFacts } = await import('../preflight/index.js');
-  const readFacts = async (): Promise<MachineFacts> => {
-    if (values.facts) {
-      try {
-        return JSON.parse(await readFile(values.facts, 'utf8')) as MachineFacts;
-      } catch (err) {
-        throw new HvError(`cannot read machine facts from ${values.facts}: ${(err as Error).message}`, { hint: 'write them with hvinstall preflight --json', exitCode: ExitCode.usage });
-      }
+/** This machine, a captured sysroot, or a facts file (--dry-run only). */
+async function machineFacts(values: Values): Promise<MachineFacts> {
+  if (values.facts) {
+    try {
+      return JSON.parse(await readFile(values.facts, 'utf8')) as MachineFacts;
+    } catch (err) {
+      throw new HvError(`cannot read machine facts from ${values.facts}: ${(err as Error).message}`, { hint: 'write them with hvinstall preflight --json', exitCode: ExitCode.usage });
     }
-    return gatherMachineFacts(new Host(path.resolve(values.sysroot ?? '/')));
-  };
-  const facts = await readFacts();
+  }
+  const { gatherMachineFacts } = await import('../preflight/index.js');
+  return gatherMachineFacts(new Host(path.resolve(values.sysroot ?? '/')));
+}
 
+/** The kernel command line: its harvester.* keys (pre-filled answers), install.tty, and this run's consents. */
+async function consoleCmdline(values: Values, captured: boolean, log: Logger): Promise<{ config: HarvesterConfig; allowLegacyBios: boolean }> {
   const { cmdlineConfig } = await import('../../config/index.js');
+  const { legacyBiosFromCmdline } = await import('../../config/cmdline.js');
   const cmdlineFile = values['cmdline-file'] ?? (captured ? undefined : '/proc/cmdline');
   const cmdlineText = cmdlineFile ? await readFile(cmdlineFile, 'utf8').catch(() => '') : '';
   // Most console boots carry no harvester.* key: then there is nothing to parse.
-  const base: { config: import('../../config/types.js').HarvesterConfig; errors: Array<{ path: string; message: string }>; warnings: Array<{ path: string; message: string }> } = /(^|\s)harvester\./.test(cmdlineText)
-    ? await cmdlineConfig(cmdlineText, cmdlineFile ?? '<cmdline>')
-    : { config: {}, errors: [], warnings: [] };
+  const base = /(^|\s)harvester\./.test(cmdlineText) ? await cmdlineConfig(cmdlineText, cmdlineFile ?? '<cmdline>') : { config: {} as HarvesterConfig, errors: [], warnings: [] };
   for (const f of [...base.errors, ...base.warnings]) log.warn('kernel command line', { path: f.path, message: f.message });
+  let config = base.config;
   // Harvester's console defaults install.tty to the first active console (the installed system's
   // kernel then talks where this installer did: a serial line stays a serial line).
-  if (!base.config.install?.tty) {
+  if (!config.install?.tty) {
     const active = await readFile(path.join(path.resolve(values.sysroot ?? '/'), 'sys/class/tty/console/active'), 'utf8').catch(() => '');
     const first = active.trim().split(/\s+/)[0];
-    if (first) base.config = { ...base.config, install: { ...base.config.install, tty: first } };
+    if (first) config = { ...config, install: { ...config.install, tty: first } };
   }
-  redactor.addFrom(base.config);
+  return { config, allowLegacyBios: legacyBiosFromCmdline(cmdlineText) };
+}
 
+interface AppInputs {
+  facts: MachineFacts;
+  readFacts: () => Promise<MachineFacts>;
+  base: HarvesterConfig;
+  allowLegacyBios: boolean;
+  log: Logger;
+  logFile: string;
+  captured: boolean;
+}
+
+async function consoleApp(values: Values, a: AppInputs): Promise<{ app: import('../console/app.js').ConsoleApp; term: Terminal }> {
   const { answersFrom } = await import('../console/answers.js');
   const { ConsoleApp } = await import('../console/app.js');
   const { defaultDhcpClient, LIVE_DHCP_SCRIPT } = await import('../console/probes.js');
   const { sha512Crypt, isCryptHash } = await import('../render/crypt.js');
   const { existsSync } = await import('node:fs');
   const runDir = '/run/hvinstall/console';
-  const term = new Terminal({ input: process.stdin, output: process.stdout }, { refreshMs });
+  const term = new Terminal({ input: process.stdin, output: process.stdout }, { refreshMs: seconds('refresh', values.refresh, 30) * 1000 });
   const app = new ConsoleApp(term, {
-    facts,
-    rescan: readFacts,
-    base: base.config,
-    answers: answersFrom(base.config),
-    log,
-    logFile,
+    facts: a.facts,
+    allowLegacyBios: a.allowLegacyBios,
+    rescan: a.readFacts,
+    base: a.base,
+    answers: answersFrom(a.base),
+    log: a.log,
+    logFile: a.logFile,
     dryRun: values['dry-run'] === true,
     configFile: values['write-config'] ?? path.join(runDir, 'config.yaml'),
     runDir,
@@ -150,14 +182,18 @@ export default async function consoleCommand(argv: string[]): Promise<number> {
     source: values.source,
     bundle: values.bundle,
     agent: values.agent,
-    systemSizeMiB,
+    systemSizeMiB: values['system-size'] === undefined ? undefined : (await import('./plan.js')).parseSystemSize(values['system-size']),
     noReboot: values['no-reboot'] === true,
-    probeLinks: !captured,
-    dhcp: { client: defaultDhcpClient(), script: values['dhcp-script'] ?? (existsSync(LIVE_DHCP_SCRIPT) ? LIVE_DHCP_SCRIPT : undefined), timeoutMs: dhcpTimeoutMs },
+    probeLinks: !a.captured,
+    dhcp: { client: defaultDhcpClient(), script: values['dhcp-script'] ?? (existsSync(LIVE_DHCP_SCRIPT) ? LIVE_DHCP_SCRIPT : undefined), timeoutMs: seconds('dhcp-timeout', values['dhcp-timeout'], 30) * 1000 },
     hashPassword: (clear, salt) => (isCryptHash(clear) ? clear : sha512Crypt(clear, salt)),
   });
+  return { app, term };
+}
+
+/** Runs the screen; whatever goes wrong inside is logged and shown in a line, never as a stack trace over it. */
+async function runConsoleApp(app: import('../console/app.js').ConsoleApp, term: Terminal, log: Logger): Promise<number> {
   const restore = (): void => term.stop();
-  // Whatever goes wrong inside is logged and shown in a line, never as a stack trace over the screen.
   process.on('uncaughtException', (err) => {
     log.error('internal error', { error: err.message, stack: err.stack });
     app.internalError(err);
@@ -167,10 +203,12 @@ export default async function consoleCommand(argv: string[]): Promise<number> {
     app.internalError(err);
   });
   process.once('exit', restore);
-  for (const sig of ['SIGTERM', 'SIGHUP'] as const) process.once(sig, () => {
-    restore();
-    process.exit(143);
-  });
+  for (const sig of ['SIGTERM', 'SIGHUP'] as const) {
+    process.once(sig, () => {
+      restore();
+      process.exit(143);
+    });
+  }
   try {
     const code = await app.run();
     log.info('console exited', { code });

@@ -18,11 +18,13 @@ import { installInputs, loadInstallConfig, prepareInstall } from '../steps/prepa
 import { EventBus, PROGRESS_MODES, progressModeOf, sinkFor, type ProgressMode } from '../steps/progress.js';
 import { describeFailedInstall, failedInstallText } from '../steps/failed-install.js';
 import { parseCommandArgs } from './args.js';
+import { emitGate, readFactsFile } from './install-gate.js';
+import { gateRefusal, judgeInstall, nodeFactsFor, type GateTarget, type GateVerdict } from '../preflight/index.js';
 import { parseSystemSize } from './plan.js';
 import type { OptionDefs } from '../../lib/cli/definition.js';
 
 export const USAGE = `usage: hvinstall image --config FILE --source DIR|SQUASHFS --out NODE.qcow2|NODE.raw [--size SIZE] [--force]
-                       [--bundle DIR|none] [--agent DIR|none] [--system-size MIB] [--progress tty|plain|json] [--state-dir DIR]
+                       [--facts FILE] [--legacy-bios] [--bundle DIR|none] [--agent DIR|none] [--system-size MIB] [--progress tty|plain|json] [--state-dir DIR]
 
 Installs the node described by FILE into a new disk image, for virtual labs and clouds: the install
 runs onto a sparse file through a loop device, then qemu-img converts it (sparse) to --out.
@@ -31,6 +33,12 @@ runs onto a sparse file through a loop device, then qemu-img converts it (sparse
   --size SIZE       the virtual disk size, e.g. 260G (default and minimum: Harvester's install disk minimum,
                     250 GiB, 180 GiB for the witness role); the file is sparse
   --force           replace an existing --out
+  --facts FILE      the facts of the machine the image is for ('hvinstall preflight --json' there, or
+                    the VM's): checked against Harvester's requirements (install.skipchecks lets failures
+                    through), and its NICs and CPU count go into the node's files. Without it the image
+                    says no machine was checked: NIC names are not matched, kubelet's reserved CPU
+                    assumes Harvester's minimum of 8 CPUs, and nothing of this build machine is used
+  --legacy-bios     with --facts of a legacy-BIOS machine: build the image anyway (Harvester v1.8 refuses BIOS)
   --bundle DIR|none the container image bundle to copy to COS_PERSISTENT (default: none)
   --agent DIR|none  the self-contained hvagent payload to enable on the node (default: the installer's own)
   --system-size MIB active.img size (default: 3072, or the source plus headroom when larger)
@@ -52,6 +60,8 @@ export const OPTIONS = {
   'system-size': { type: 'string' },
   progress: { type: 'string', choices: PROGRESS_MODES },
   'state-dir': { type: 'string' },
+  facts: { type: 'string' },
+  'legacy-bios': { type: 'boolean' },
 } as const satisfies OptionDefs;
 
 const CONVERT_TIMEOUT_MS = 2 * 60 * 60_000;
@@ -82,6 +92,10 @@ export default async function image(argv: string[]): Promise<number> {
   const bundle = await resolveBundleSource(values.bundle ?? 'none');
   const agent = await resolveAgentArg(values.agent);
   const loaded = await loadInstallConfig(values.config!);
+  const given = await readFactsFile(values.facts);
+  const target: GateTarget = { kind: 'other-machine', why: 'hvinstall image builds a disk image', facts: given?.facts, factsFrom: given?.from, allowLegacyBios: values['legacy-bios'] === true };
+  const verdict = judgeInstall(target, loaded.config);
+  if (!verdict.gate.proceed) throw gateRefusal(verdict);
   const problems = oneDiskProblems(loaded.config);
   if (problems.length) throw new HvError(`the config does not fit a disk image:\n${problems.map((p) => `  - ${p}`).join('\n')}`, { where: values.config, exitCode: ExitCode.usage });
   const sizeBytes = imageSizeBytes(loaded.config, values.size);
@@ -102,7 +116,7 @@ export default async function image(argv: string[]): Promise<number> {
     await file.close();
     loop = (await run('losetup', ['--find', '--show', '--partscan', work], { timeoutMs: 60_000 })).stdout.trim();
     say(`image: installing onto ${work} (${formatBytes(sizeBytes)}, sparse) through ${loop}\n`);
-    const failed = await installOnto(loop, loaded, values, bundle, agent, mode, systemSizeMiB);
+    const failed = await installOnto(loop, loaded, values, bundle, agent, mode, systemSizeMiB, { target, verdict });
     if (failed !== undefined) return failed;
     installed = true;
   } finally {
@@ -141,18 +155,20 @@ async function installOnto(
   agent: AgentSource,
   mode: ProgressMode,
   systemSizeMiB: number | undefined,
+  gate: { target: GateTarget; verdict: GateVerdict },
 ): Promise<number | undefined> {
   // The image boots in a VM whose firmware this host does not tell: UEFI (Harvester v1.8 refuses
   // legacy BIOS), unless the config asks for an msdos table (a BIOS image).
   const uefi = loaded.config.install?.forceMbr ? {} : { forceEfi: true };
   const config = { ...loaded.config, install: { ...loaded.config.install, device: loop, ...uefi } };
-  const prepared = await prepareInstall({ configPath: values.config!, loaded: { config, warnings: loaded.warnings }, device: loop, source: values.source, requireSource: true, systemSizeMiB, agent });
+  const prepared = await prepareInstall({ configPath: values.config!, loaded: { config, warnings: loaded.warnings }, device: loop, source: values.source, requireSource: true, systemSizeMiB, agent, nodeFacts: nodeFactsFor(gate.target) });
   for (const w of prepared.warnings) process.stderr.write(`warning: ${w}\n`);
   const stateDir = values['state-dir'] ?? '/var/lib/hvinstall/image';
   // The file is new: a journal left for this loop device by an earlier run must not make it "resume".
   const { journalFile } = journalPaths(stateDir, loop);
   await rm(journalFile, { force: true });
   const bus = new EventBus([sinkFor(mode, mode === 'tty' ? process.stderr : process.stdout)], prepared.redactor);
+  emitGate(bus, gate.verdict);
   const outcome = await runInstall({
     ...installInputs(prepared),
     bundle,

@@ -2,27 +2,30 @@
  * `hvinstall install --config F [--device D] [--source S] [--bundle DIR|none] [--yes]
  *  [--progress tty|plain|json] [--preserve-on-error]`: installs onto a disk through the journaled step pipeline.
  */
-import path from 'node:path';
-import { readFile, mkdir } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { Logger } from '../../lib/logger.js';
 import { HvError, ExitCode } from '../../lib/errors.js';
-import { run } from '../../lib/exec.js';
-import { findOnPath } from '../../lib/find-on-path.js';
+import { run as runCommand } from '../../lib/exec.js';
 import { formatPlanText } from '../disk/format-plan.js';
 import { EventBus, PROGRESS_MODES, progressModeOf, sinkFor } from '../steps/progress.js';
 import { describeFailedInstall, failedInstallText } from '../steps/failed-install.js';
 import { resolveBundleSource } from '../steps/bundle-source.js';
 import { resolveAgentArg } from '../steps/agent-source.js';
 import { runInstall } from '../steps/pipeline.js';
-import { installInputs, prepareInstall } from '../steps/prepare.js';
+import { installInputs, prepareInstall, type Prepared } from '../steps/prepare.js';
+import type { AgentSource } from '../steps/agent-source.js';
+import type { BundleSource } from '../steps/bundle-source.js';
+import type { HarvesterConfig } from '../../config/types.js';
 import { TEST_KILL_ENV } from '../steps/test-faults.js';
 import { parseSystemSize } from './plan.js';
 import { parseCommandArgs } from './args.js';
+import { emitGate, installTargetOf, judgeTarget, readFactsFile } from './install-gate.js';
+import { nodeFactsFor } from '../preflight/index.js';
 import type { OptionDefs } from '../../lib/cli/definition.js';
 
 export const USAGE = `usage: hvinstall install (--config FILE | --cmdline-file /proc/cmdline) [--device DISK] [--source DIR|SQUASHFS]
                          [--fallback-source DIR|SQUASHFS] [--bundle DIR|none] [--agent DIR|none] [--yes] [--progress tty|plain|json] [--preserve-on-error]
-                         [--system-size MIB] [--state-dir DIR] [--no-reboot] [--iso-to-disk]
+                         [--system-size MIB] [--state-dir DIR] [--no-reboot] [--iso-to-disk] [--facts FILE] [--legacy-bios]
 
 Installs onto DISK, destroying everything on it (and on install.data_disk and the disks to wipe).
   --config FILE         the config.yaml (path, http(s) URL or -)
@@ -32,8 +35,16 @@ Installs onto DISK, destroying everything on it (and on install.data_disk and th
                         checked and opened before any disk is touched) unless --source is given, and progress
                         goes to hvinstall.events_url (hvpxe) as well as the webhooks, and the image bundle
                         from the ISO's bundle/
-  --device DISK         the install disk when the config does not name it (must match install.device when it does)
-  --source S            the OS: a directory tree or a squashfs file (default: the live root /run/rootfsbase)
+  --device DISK         the install disk when the config does not name it (must match install.device when it does);
+                        a loop device here means a disk built for another machine (see --facts)
+  --facts FILE          with --device onto a loop device: the facts of the machine the disk is for
+                        ('hvinstall preflight --json' there); it is checked against Harvester's requirements
+                        and the node's files are rendered for it. Without it the install says no machine was checked
+  --legacy-bios         install onto a legacy-BIOS machine (Harvester v1.7 did; v1.8 refuses it, and nothing in
+                        a config can ask for it); in automatic mode hvinstall.legacy_bios=true on the kernel command line
+  --source S            the OS: a directory tree or a squashfs file (default: the live root /run/rootfsbase);
+                        in automatic mode also the http(s) URL of a root filesystem image (PXE's root=live:),
+                        downloaded and checked against its published .sha256 before use
   --fallback-source S   automatic mode: the OS when install.iso_url is local or absent (an http(s) iso_url
                         still wins); the live installer passes the image it carries
   --bundle DIR|none     the container image bundle (metadata.yaml, image archives) to copy to COS_PERSISTENT,
@@ -55,6 +66,8 @@ Installs onto DISK, destroying everything on it (and on install.data_disk and th
   --no-reboot           do not reboot/power off after a successful automatic install
   --iso-to-disk         automatic mode: stream install.iso_url to COS_PERSISTENT instead of holding it in RAM
                         (the default when it would not fit in the free RAM and the server serves byte ranges)
+Every install of the machine it runs on (automatic mode; --config without --device) first passes
+Harvester's hardware gate: legacy BIOS stops it (unless --legacy-bios), the other failed checks unless install.skipchecks.
 Re-running after a crash, kill or power cut resumes the same install from its journal.
 Exit codes: 0 installed, 1 refused (disk busy, config invalid, layout does not fit), 2 usage, 3 the install failed.`;
 
@@ -74,26 +87,20 @@ export const OPTIONS = {
   'state-dir': { type: 'string' },
   'no-reboot': { type: 'boolean' },
   'iso-to-disk': { type: 'boolean' },
+  facts: { type: 'string' },
+  'legacy-bios': { type: 'boolean' },
 } as const satisfies OptionDefs;
+
+type Values = NonNullable<ReturnType<typeof parseCommandArgs<typeof OPTIONS>>>['values'];
 
 export default async function install(argv: string[]): Promise<number> {
   const args = parseCommandArgs(argv, OPTIONS, USAGE);
   if (!args) return ExitCode.ok;
-  const { values } = args;
-  if (!values.config && !values['cmdline-file']) throw new HvError('--config or --cmdline-file is required', { hint: USAGE, exitCode: ExitCode.usage });
-  const mode = progressModeOf(values.progress, process.stdout.isTTY === true);
-  // A wrong --bundle is refused before anything is downloaded or any disk is touched.
-  const givenBundle = values.bundle === undefined ? undefined : await resolveBundleSource(values.bundle);
-  const givenAgent = await resolveAgentArg(values.agent);
-  if (process.getuid?.() !== 0) throw new HvError('hvinstall install must run as root (it partitions and formats disks)', { exitCode: ExitCode.usage });
-
-  const automaticMode = !!values['cmdline-file'] && !values.config;
-  if (values['fallback-source'] !== undefined && !automaticMode) {
-    throw new HvError('--fallback-source is for automatic mode (--cmdline-file without --config); use --source', { hint: USAGE, exitCode: ExitCode.usage });
-  }
-  if (values['iso-to-disk'] && !automaticMode) throw new HvError('--iso-to-disk is for automatic mode (--cmdline-file), where install.iso_url is downloaded', { hint: USAGE, exitCode: ExitCode.usage });
-  const auto = automaticMode ? await prepareAutomatic(values['cmdline-file']!, values.source, values.device, values['fallback-source'], values['iso-to-disk'] === true) : undefined;
-  const bundle = givenBundle ?? auto?.streamedBundle ?? (await resolveBundleSource(undefined, { isoBundle: auto?.isoBundle }));
+  const run = await checkArgs(args.values);
+  const auto = run.automatic ? await prepareAutomatic(run.values) : undefined;
+  const bundle = run.givenBundle ?? auto?.streamedBundle ?? (await resolveBundleSource(undefined, { isoBundle: auto?.isoBundle }));
+  const { values } = run;
+  const target = auto ? undefined : await installTargetOf(values.device, await readFactsFile(values.facts), values['legacy-bios'] === true);
   const prepared = await prepareInstall({
     configPath: values.config ?? auto!.configSource,
     loaded: auto?.loaded,
@@ -102,27 +109,77 @@ export default async function install(argv: string[]): Promise<number> {
     isoRelease: auto?.isoRelease,
     requireSource: true,
     systemSizeMiB: parseSystemSize(values['system-size']),
-    agent: givenAgent,
+    agent: run.givenAgent,
+    nodeFacts: target?.kind === 'other-machine' ? nodeFactsFor(target) : undefined,
   });
-  const { plan, config } = prepared;
-  const say = (s: string): void => void (mode === 'json' ? process.stderr : process.stdout).write(s);
   for (const w of prepared.warnings) process.stderr.write(`warning: ${w}\n`);
-
-  // Consent to destroy comes from this run's arguments: --yes, or automatic mode from the kernel
-  // command line. A config file's install.automatic is content, not consent (it may come from anywhere).
-  const automatic = automaticMode;
-  if (!values.yes && !automatic) {
-    process.stderr.write(
-      `hvinstall: refusing to install without --yes. This would destroy everything on:\n${plan.destroys.map((d) => `  - ${d}`).join('\n')}\n\n` +
-        `The plan (hvinstall plan shows it too):\n${formatPlanText(plan)}\nRun again with --yes to go ahead.\n`,
-    );
-    return ExitCode.usage;
+  // An install of this machine from --config is gated here; automatic mode was gated before its media.
+  const verdict = auto?.gate ?? (await judgeTarget(target!, prepared.config, prepared.facts, 'unattended'));
+  if (!run.automatic && !values.yes) return refuseWithoutYes(prepared);
+  const config = await withResolvedKeys(prepared.config, auto?.caFile);
+  const bus = new EventBus([sinkFor(run.mode, run.mode === 'tty' ? process.stderr : process.stdout)], prepared.redactor);
+  emitGate(bus, verdict);
+  if (auto?.eventsSink) bus.addSink(auto.eventsSink);
+  const outcome = await runPipeline(prepared, config, bundle, bus, values);
+  bus.close();
+  await auto?.close();
+  if (!outcome.ok) return reportFailure(outcome, prepared);
+  const say = (s: string): void => void (run.mode === 'json' ? process.stderr : process.stdout).write(s);
+  say(`installed ${prepared.plan.device}${outcome.resumed ? ' (resumed)' : ''}; journal ${outcome.journalFile}, log on COS_OEM at /oem/install/install.log\n`);
+  if (run.automatic && !values['no-reboot']) {
+    const action = config.install?.powerOff ? 'poweroff' : 'reboot';
+    say(`automatic install: ${action} in 5 seconds\n`);
+    await new Promise((r) => setTimeout(r, 5000));
+    await runCommand(action, ['-f']);
   }
+  return ExitCode.ok;
+}
 
-  // github:/gitlab:/URL SSH keys are fetched once, now, before any disk is touched, and installed as
-  // keys (installer/remote/ssh-keys.ts says what happens when a source cannot be reached).
+interface InstallRun {
+  values: Values;
+  mode: ReturnType<typeof progressModeOf>;
+  /** --cmdline-file without --config: Harvester's automatic mode (the kernel command line is the consent). */
+  automatic: boolean;
+  givenBundle?: BundleSource;
+  givenAgent: AgentSource;
+}
+
+/** Everything about the arguments that can be refused before anything is downloaded or any disk touched. */
+async function checkArgs(values: Values): Promise<InstallRun> {
+  const usage = (message: string): HvError => new HvError(message, { hint: USAGE, exitCode: ExitCode.usage });
+  if (!values.config && !values['cmdline-file']) throw usage('--config or --cmdline-file is required');
+  const mode = progressModeOf(values.progress, process.stdout.isTTY === true);
+  // A wrong --bundle is refused before anything is downloaded or any disk is touched.
+  const givenBundle = values.bundle === undefined ? undefined : await resolveBundleSource(values.bundle);
+  const givenAgent = await resolveAgentArg(values.agent);
+  if (process.getuid?.() !== 0) throw new HvError('hvinstall install must run as root (it partitions and formats disks)', { exitCode: ExitCode.usage });
+  const automatic = !!values['cmdline-file'] && !values.config;
+  if (values['fallback-source'] !== undefined && !automatic) throw usage('--fallback-source is for automatic mode (--cmdline-file without --config); use --source');
+  if (values['iso-to-disk'] && !automatic) throw usage('--iso-to-disk is for automatic mode (--cmdline-file), where install.iso_url is downloaded');
+  if (/^https?:\/\//i.test(values.source ?? '') && !automatic) throw usage('--source URL is for automatic mode (--cmdline-file), where it is downloaded and verified; give a local path');
+  if (values.facts !== undefined && (automatic || !values.device)) {
+    throw usage('--facts is for a disk built here for another machine (--device onto a loop device); an install of this machine is checked against this machine');
+  }
+  return { values, mode, automatic, givenBundle, givenAgent };
+}
+
+/** Without --yes (and outside automatic mode) the plan is shown and nothing is done. */
+function refuseWithoutYes(prepared: Prepared): number {
+  const { plan } = prepared;
+  process.stderr.write(
+    `hvinstall: refusing to install without --yes. This would destroy everything on:\n${plan.destroys.map((d) => `  - ${d}`).join('\n')}\n\n` +
+      `The plan (hvinstall plan shows it too):\n${formatPlanText(plan)}\nRun again with --yes to go ahead.\n`,
+  );
+  return ExitCode.usage;
+}
+
+/**
+ * github:/gitlab:/URL SSH keys are fetched once, now, before any disk is touched, and installed as
+ * keys (installer/remote/ssh-keys.ts says what happens when a source cannot be reached).
+ */
+async function withResolvedKeys(config: HarvesterConfig, caFile: string | undefined): Promise<HarvesterConfig> {
   const { resolveSshKeys } = await import('../remote/ssh-keys.js');
-  const sshKeys = await resolveSshKeys(config, { caFile: auto?.caFile });
+  const sshKeys = await resolveSshKeys(config, { caFile });
   for (const w of sshKeys.warnings) process.stderr.write(`warning: ${w}\n`);
   if (sshKeys.errors.length > 0) {
     throw new HvError(`refusing to install: ${sshKeys.errors.join('; ')}`, {
@@ -131,122 +188,73 @@ export default async function install(argv: string[]): Promise<number> {
       exitCode: ExitCode.checkFailed,
     });
   }
-  const installConfig = sshKeys.config;
+  return sshKeys.config;
+}
 
-  const bus = new EventBus([sinkFor(mode, mode === 'tty' ? process.stderr : process.stdout)], prepared.redactor);
-  if (auto?.eventsSink) bus.addSink(auto.eventsSink);
-  const stateDir = values['state-dir'] ?? '/var/lib/hvinstall';
+async function runPipeline(prepared: Prepared, config: HarvesterConfig, bundle: BundleSource, bus: EventBus, values: Values): ReturnType<typeof runInstall> {
   const controller = new AbortController();
   const onSignal = (sig: NodeJS.Signals): void => controller.abort(new HvError(`interrupted by ${sig}`, { exitCode: ExitCode.installFailed }));
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
-  const outcome = await runInstall({
-    ...installInputs(prepared),
-    config: installConfig,
-    bundle,
-    stateDir,
-    bus,
-    preserveOnError: values['preserve-on-error'] === true,
-    signal: controller.signal,
-    killPoint: process.env[TEST_KILL_ENV] || undefined,
-  });
-  bus.close();
-  await auto?.close();
-  process.off('SIGINT', onSignal);
-  process.off('SIGTERM', onSignal);
-
-  if (!outcome.ok) {
-    const report = describeFailedInstall(outcome, prepared.redactor);
-    process.stderr.write(failedInstallText(report, 'hvinstall'));
-    if (!report.refused) {
-      process.stderr.write(
-        outcome.journal?.status === 'invalidated'
-          ? `  the disk was invalidated so it cannot boot half-installed; fix the cause and run the same command again to resume\n`
-          : `  fix the cause and run the same command again to resume\n`,
-      );
-    }
-    const code = (outcome.error as { exitCode?: number } | undefined)?.exitCode;
-    return outcome.failedStep === 'guard' && code === ExitCode.checkFailed ? ExitCode.checkFailed : ExitCode.installFailed;
+  try {
+    return await runInstall({
+      ...installInputs(prepared),
+      config,
+      bundle,
+      stateDir: values['state-dir'] ?? '/var/lib/hvinstall',
+      bus,
+      preserveOnError: values['preserve-on-error'] === true,
+      signal: controller.signal,
+      killPoint: process.env[TEST_KILL_ENV] || undefined,
+    });
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
   }
-
-  say(`installed ${plan.device}${outcome.resumed ? ' (resumed)' : ''}; journal ${outcome.journalFile}, log on COS_OEM at /oem/install/install.log\n`);
-  if (automatic && !values['no-reboot']) {
-    const action = config.install?.powerOff ? 'poweroff' : 'reboot';
-    say(`automatic install: ${action} in 5 seconds\n`);
-    await new Promise((r) => setTimeout(r, 5000));
-    await run(action, ['-f']);
-  }
-  return ExitCode.ok;
 }
 
-/**
- * Whether the ISO at `url` goes to RAM (undefined: the caller downloads it as before) or is streamed
- * to COS_PERSISTENT; in the latter case what the plan needs is fetched now, by byte range, into RAM.
- */
-async function streamIfTooBig(url: string, workDir: string, forced: boolean, caFile: string | undefined, log: Logger): Promise<{ parts: import('../remote/iso-stream.js').IsoParts; sha256?: string; why: string } | undefined> {
-  const { probeIso, fetchIsoParts } = await import('../remote/iso-stream.js');
-  const { decideIsoPlacement, parseMemAvailable, partsProblem } = await import('../remote/iso-placement.js');
-  const { fetchPublishedSha256 } = await import('../remote/install-media.js');
-  const probe = await probeIso(url, { log, caFile });
-  const mem = parseMemAvailable(await readFile('/proc/meminfo', 'utf8').catch(() => ''));
-  const placement = decideIsoPlacement({ isoBytes: probe.bytes, memAvailableBytes: mem, acceptsRanges: probe.acceptsRanges, forced });
-  log.info('where the install ISO goes', { url, where: placement.where, why: placement.why, isoBytes: probe.bytes, memAvailableBytes: mem });
-  if (placement.where === 'ram') return undefined;
-  // The streamed path reads the ISO's directory with xorriso: say so now, before any byte is fetched.
-  if (!(await findOnPath('xorriso'))) {
-    throw new HvError(`the install ISO must be streamed to disk (${placement.why}), which needs xorriso, and this live system has none`, {
-      where: 'install.iso_url',
-      hint: 'give the machine enough RAM for the ISO, boot a live image built with xorriso (make iso installs it), or pass --source with the OS image on local storage',
-      exitCode: ExitCode.checkFailed,
-    });
+function reportFailure(outcome: Awaited<ReturnType<typeof runInstall>>, prepared: Prepared): number {
+  const report = describeFailedInstall(outcome, prepared.redactor);
+  process.stderr.write(failedInstallText(report, 'hvinstall'));
+  if (!report.refused) {
+    process.stderr.write(
+      outcome.journal?.status === 'invalidated'
+        ? `  the disk was invalidated so it cannot boot half-installed; fix the cause and run the same command again to resume\n`
+        : `  fix the cause and run the same command again to resume\n`,
+    );
   }
-  const sha256 = await fetchPublishedSha256(url, { caFile }).catch((err: Error) => {
-    log.warn('could not fetch the published sha256 of the ISO', { url: `${url}.sha256`, error: err.message });
-    return undefined;
-  });
-  if (!sha256) log.warn('no sha256 for the ISO: it will not be verified', { url, hint: 'publish <iso_url>.sha256' });
-  await mkdir(workDir, { recursive: true });
-  const parts = await fetchIsoParts(url, workDir, probe, {
-    log,
-    caFile,
-    beforeParts: (size) => {
-      const problem = partsProblem(size, forced ? undefined : mem);
-      if (problem) throw new HvError(`the install ISO cannot be used on this machine: ${problem}`, { where: 'install.iso_url', hint: 'give the machine more RAM, or pass --source with the OS image on local storage', exitCode: ExitCode.checkFailed });
-    },
-  });
-  log.info('install ISO parts fetched before touching the disk', { url, squashfs: parts.squashfs, squashfsSha256: parts.squashfsSha256, release: parts.release ?? null, files: parts.files.size });
-  return { parts, sha256, why: placement.why };
+  const code = (outcome.error as { exitCode?: number } | undefined)?.exitCode;
+  return outcome.failedStep === 'guard' && code === ExitCode.checkFailed ? ExitCode.checkFailed : ExitCode.installFailed;
 }
 
 interface AutomaticSetup {
   configSource: string;
   /** hvinstall.ca_file from the command line, for every https fetch of the install. */
   caFile?: string;
-  loaded: { config: import('../../config/types.js').HarvesterConfig; warnings: string[] };
+  loaded: { config: HarvesterConfig; warnings: string[] };
+  gate: import('../preflight/index.js').GateVerdict;
   source?: string;
-  /** The opened ISO's bundle/ (it may not exist: resolveBundleSource checks). */
   isoBundle?: string;
-  /** The opened ISO's harvester-release.yaml (it may not exist). */
   isoRelease?: string;
-  /** The ISO did not fit in RAM: its bundle is streamed to COS_PERSISTENT by the persistent step. */
-  streamedBundle?: import('../steps/bundle-source.js').BundleSource;
+  streamedBundle?: BundleSource;
   eventsSink?: import('../steps/progress.js').Sink;
   close(): Promise<void>;
 }
 
 /**
  * Automatic mode (Harvester's harvester.install.automatic=true): the config from the command line
- * and its config_url, the OS from the ISO at install.iso_url. Everything that can fail over the
- * network fails here, before the pipeline touches a disk.
+ * and its config_url, Harvester's hardware gate on this machine, then the OS medium, verified
+ * (installer/remote/automatic-media.ts). Everything that can fail over the network fails here,
+ * before the pipeline touches a disk.
  */
-async function prepareAutomatic(cmdlineFile: string, source: string | undefined, device: string | undefined, fallbackSource: string | undefined, isoToDisk: boolean): Promise<AutomaticSetup> {
-  const { prepareAutomaticInstall, isAutomaticCmdline, automaticOsSource } = await import('../remote/automatic.js');
-  let text: string;
-  try {
-    text = await readFile(cmdlineFile, 'utf8');
-  } catch (err) {
-    throw new HvError(`cannot read ${cmdlineFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, { exitCode: ExitCode.usage });
-  }
+async function prepareAutomatic(values: Values): Promise<AutomaticSetup> {
+  const cmdlineFile = values['cmdline-file']!;
+  const { prepareAutomaticInstall, gateAutomaticInstall, isAutomaticCmdline } = await import('../remote/automatic.js');
+  const { openAutomaticMedia } = await import('../remote/automatic-media.js');
+  const { mediaTrustFromCmdline } = await import('../../config/cmdline.js');
+  const text = await readFile(cmdlineFile, 'utf8').catch((err: NodeJS.ErrnoException) => {
+    throw new HvError(`cannot read ${cmdlineFile}: ${err.code ?? err.message}`, { exitCode: ExitCode.usage });
+  });
   if (!isAutomaticCmdline(text)) {
     throw new HvError(`${cmdlineFile} does not ask for an automatic install (no harvester.install.automatic=true)`, {
       hint: 'boot with harvester.install.automatic=true harvester.install.config_url=<url>, or use --config FILE --yes',
@@ -255,48 +263,24 @@ async function prepareAutomatic(cmdlineFile: string, source: string | undefined,
   }
   const log = new Logger();
   const auto = await prepareAutomaticInstall(text, { log });
+  const gate = await gateAutomaticInstall(auto, { log });
   const fmt = (f: { path: string; message: string; source?: string }) => `${f.source ?? auto.source}: ${f.path ? `${f.path}: ` : ''}${f.message}`;
-  const config = device && !auto.config.install?.device ? { ...auto.config, install: { ...auto.config.install, device } } : auto.config;
-  const closers: Array<() => Promise<void>> = [() => auto.events.sink.close()];
-  const from = automaticOsSource(auto.media, source, fallbackSource);
-  let osSource = 'path' in from ? from.path : undefined;
-  let isoBundle: string | undefined;
-  let isoRelease: string | undefined;
-  log.info('automatic install: where the OS comes from', { from: from.from, path: osSource, isoUrl: auto.media.kind });
-  let streamedBundle: AutomaticSetup['streamedBundle'];
-  const streamed = from.from === 'iso' && auto.media.kind === 'url' ? await streamIfTooBig(auto.media.url, '/run/hvinstall/media', isoToDisk, auto.caFile, log) : undefined;
-  if (streamed) {
-    osSource = streamed.parts.squashfs;
-    isoRelease = streamed.parts.release;
-    // An ISO without /bundle leaves the bundle to --bundle or the live medium, as the RAM download does.
-    if (streamed.parts.bundle.length > 0) streamedBundle = { kind: 'iso-stream', parts: streamed.parts, sha256: streamed.sha256, origin: `${streamed.parts.url} (streamed to COS_PERSISTENT: ${streamed.why})` };
-  } else if (from.from === 'iso') {
-    const { fetchInstallIso } = await import('../remote/install-media.js');
-    const { openIsoMedia } = await import('../remote/media.js');
-    const workDir = '/run/hvinstall/media';
-    await mkdir(workDir, { recursive: true });
-    const iso = await fetchInstallIso(auto.media, workDir, { log, caFile: auto.caFile });
-    const media = await openIsoMedia(iso.path, workDir, { log });
-    closers.unshift(() => media.close());
-    if (!media.found.includes('/rootfs.squashfs')) {
-      await media.close();
-      throw new HvError(`the ISO ${iso.source} has no /rootfs.squashfs`, { where: 'install.iso_url', hint: 'point iso_url at a Harvester (or hvinstall) ISO', exitCode: ExitCode.checkFailed });
-    }
-    osSource = path.join(media.root, 'rootfs.squashfs');
-    isoBundle = path.join(media.root, 'bundle');
-    isoRelease = path.join(media.root, 'harvester-release.yaml');
-  }
+  const config = values.device && !auto.config.install?.device ? { ...auto.config, install: { ...auto.config.install, device: values.device } } : auto.config;
+  const media = await openAutomaticMedia(auto, { given: values.source, fallback: values['fallback-source'], isoToDisk: values['iso-to-disk'] === true, trust: mediaTrustFromCmdline(text), log });
+  log.info('automatic install: the OS medium', { source: media.source, verified: media.verified });
   return {
     configSource: auto.source,
     caFile: auto.caFile,
     loaded: { config, warnings: auto.loaded.warnings.map(fmt) },
-    source: osSource,
-    isoBundle,
-    isoRelease,
-    streamedBundle,
+    gate,
+    source: media.source,
+    isoBundle: media.isoBundle,
+    isoRelease: media.isoRelease,
+    streamedBundle: media.streamedBundle,
     eventsSink: auto.events.url ? auto.events.sink : undefined,
     close: async () => {
-      for (const c of closers) await c().catch(() => undefined);
+      await media.close().catch(() => undefined);
+      await auto.events.sink.close().catch(() => undefined);
     },
   };
 }

@@ -10,6 +10,7 @@ import { busyHolders } from '../steps/holders.js';
 import { resolveAgentArg, type AgentSource } from '../steps/agent-source.js';
 import { parseCommandArgs } from './args.js';
 import type { OptionDefs } from '../../lib/cli/definition.js';
+import type { MachineFacts } from '../preflight/types.js';
 
 export const USAGE = `usage: hvinstall plan --config FILE [--device DISK] [--source DIR|SQUASHFS] [--agent DIR|none] [--system-size MIB]
                      [--facts FACTS.json] [--json]
@@ -57,14 +58,22 @@ export default async function plan(argv: string[]): Promise<number> {
   const target = findDisk(prepared.facts, prepared.plan.device)!;
   // Idle LVM/MD/dm holders are deactivated by the install; only busy ones refuse it (on this machine).
   const refusals = targetInUseProblems(target, values.facts ? {} : { busyHolders: await busyHolders(target.inUse.holders) });
+  const machine = machineLine(prepared.facts, values.facts);
   if (values.json) {
-    process.stdout.write(JSON.stringify({ plan: prepared.plan, refusals, warnings: prepared.warnings }, null, 2) + '\n');
+    process.stdout.write(JSON.stringify({ plan: prepared.plan, refusals, warnings: prepared.warnings, machine }, null, 2) + '\n');
   } else {
     for (const w of prepared.warnings) process.stderr.write(`warning: ${w}\n`);
-    process.stdout.write(formatPlanText(prepared.plan));
+    process.stdout.write(`Machine: ${machine}\n\n${formatPlanText(prepared.plan)}`);
     if (refusals.length) process.stdout.write(`\nThe install would be refused now:\n${refusals.map((r) => `  - ${r}`).join('\n')}\n`);
   }
   return refusals.length ? ExitCode.checkFailed : ExitCode.ok;
+}
+
+/** Whose facts the plan (and the files it renders) used: this machine's unless --facts said otherwise, and what they are. */
+export function machineLine(facts: MachineFacts, factsFile: string | undefined): string {
+  const nics = facts.nics.filter((n) => !n.loopback && !n.virtual).map((n) => n.name);
+  const what = `${facts.cpu.threads} CPUs, ${facts.firmware.uefi ? 'UEFI' : 'legacy BIOS'}, NICs ${nics.join(', ') || '(none)'}`;
+  return factsFile ? `the facts in ${factsFile} (${what})` : `this machine (${what}); the node's files use its CPU count and NIC names: pass --facts FILE for another machine`;
 }
 
 export function parseSystemSize(v: string | undefined): number | undefined {

@@ -97,17 +97,17 @@ export default async function preflight(argv: string[]): Promise<number> {
   const image = await imageFacts(values.source, sysroot);
   const report = runPreflightChecks(facts, { config, profile, aliases, ntp, image });
   const gate = config
-    ? decideInstallGate(report, { automatic: config.install?.automatic === true, skipchecks: config.install?.skipchecks === true })
+    ? decideInstallGate(report, { mode: config.install?.automatic === true ? 'automatic' : 'interactive', skipchecks: config.install?.skipchecks === true })
     : undefined;
 
   if (values.json) {
     // One object that is both: a MachineFacts (so `preflight --json > facts.json` feeds
     // `hvinstall plan --facts`) and the report; the two share no key but sysroot (same value).
-    const gateJson = gate && { proceed: gate.proceed, needsAcknowledgement: gate.needsAcknowledgement, message: gate.message };
+    const gateJson = gate && { proceed: gate.proceed, needsAcknowledgement: gate.needsAcknowledgement, message: gate.message, override: gate.override };
     process.stdout.write(JSON.stringify({ ...facts, ...report, gate: gateJson, ...(ntp ? { ntp } : {}) }, null, 2) + '\n');
   } else {
     let text = formatPreflightReport(report);
-    if (gate) text += `Install (${config?.install?.automatic ? 'automatic' : 'interactive'}): ${gate.message}\n`;
+    if (gate) text += `Install (${config?.install?.automatic ? 'automatic' : 'interactive'}): ${gate.message}\n${gate.override ? `  to go on: ${gate.override}\n` : ''}`;
     process.stdout.write(text);
   }
   return report.summary.fail > 0 ? ExitCode.checkFailed : ExitCode.ok;

@@ -14,6 +14,7 @@ import { parseArgs } from 'node:util';
 import { writeFileAtomic } from '../../lib/atomic-write.js';
 import { ExitCode, HvError } from '../../lib/errors.js';
 import { HELP_OPTION, type OptionDefs } from '../../lib/cli/definition.js';
+import { describeParseError } from '../../lib/cli/parse-error.js';
 import { renderNode, SEEDS_PATH } from '../render/index.js';
 import type { ImageFacts, RenderedFile, RenderFacts, RenderSeeds } from '../render/types.js';
 import { imageFactsOf, machineArch } from '../steps/image-facts.js';
@@ -150,6 +151,18 @@ export async function writeRenderedTree(dir: string, files: RenderedFile[], boot
   return manifest;
 }
 
+/** What a render without --source or --facts assumed, in the words it is said to the operator. */
+export function assumptions(noSource: boolean, noFacts: boolean, cpuCount: number): string[] {
+  const out: string[] = [];
+  if (noSource) {
+    out.push(
+      "no --source: rendered for an OS image without rancherd (hvagent drives RKE2, a static kube-vip pod announces the VIP, the token goes in an RKE2 drop-in). Harvester's ISO makes another node (rancherd bootstraps RKE2, Rancher and Harvester, the harvester chart's kube-vip owns the VIP): pass --source with the OS image (the ISO's rootfs.squashfs) to render that one",
+    );
+  }
+  if (noFacts) out.push(`no --facts: kubelet's reserved CPU is computed for this machine's ${cpuCount} CPUs, and the management NICs are not matched to any machine's`);
+  return out;
+}
+
 /** --source and --release: the image facts, or undefined when the image is not inspected. */
 async function inspectImage(source: string | undefined, release: string | undefined): Promise<ImageFacts | undefined> {
   if (release !== undefined && source === undefined) throw new HvError('--release needs --source: the release metadata is read for an image that carries rancherd', { hint: USAGE, exitCode: ExitCode.usage });
@@ -167,7 +180,7 @@ export default async function render(argv: string[]): Promise<number> {
       allowPositionals: false,
     }));
   } catch (err) {
-    process.stderr.write(`hvinstall render: ${(err as Error).message}\n\n${USAGE}\n`);
+    process.stderr.write(`hvinstall render: ${describeParseError(err, { ...OPTIONS, ...HELP_OPTION }) ?? (err as Error).message}\n\n${USAGE}\n`);
     return ExitCode.usage;
   }
   if (values.help) {
@@ -181,6 +194,9 @@ export default async function render(argv: string[]): Promise<number> {
   const out = path.resolve(values.out);
 
   const given = typeof values.facts === 'string' ? parseFacts(await readJson(values.facts, 'facts file'), values.facts) : { cpuCount: availableParallelism(), nics: [] };
+  const assumed = assumptions(values.source === undefined, values.facts === undefined, given.cpuCount);
+  // Said first, on stderr, before anything else: the preview is not of the node the operator may think.
+  for (const a of assumed) process.stderr.write(`warning: ${a}\n`);
   const image = await inspectImage(values.source as string | undefined, values.release as string | undefined);
   const facts: RenderFacts = { ...given, arch: given.arch ?? machineArch(), ...(image ? { image } : {}) };
   let seeds: RenderSeeds;
@@ -211,6 +227,6 @@ export default async function render(argv: string[]): Promise<number> {
   }
   const v = report.bootstrap.versions;
   const versions = v ? `\nversions: ${(['kubernetes', 'rancher', 'harvesterChart', 'monitoringChart', 'loggingChart'] as const).map((k) => `${k} ${v[k]} (${v.from[k]})`).join(', ')}` : '';
-  process.stdout.write(`${formatTable(manifest)}\n\nhostname ${report.hostname.name} (${report.hostname.source}); ${manifest.length} files under ${out}\nbootstrap: ${report.bootstrap.why}${versions}\n`);
+  process.stdout.write(`${assumed.map((a) => `ASSUMED: ${a}\n`).join('')}${assumed.length ? '\n' : ''}${formatTable(manifest)}\n\nhostname ${report.hostname.name} (${report.hostname.source}); ${manifest.length} files under ${out}\nbootstrap: ${report.bootstrap.why}${versions}\n`);
   return ExitCode.ok;
 }

@@ -32,6 +32,8 @@ import type { ProbeResult } from './probes.js';
 
 export interface ConsoleOptions {
   facts: MachineFacts;
+  /** hvinstall.legacy_bios on the kernel command line (docs/preflight.md). */
+  allowLegacyBios?: boolean;
   /** Re-reads the machine (F5 on the disk and network pages). */
   rescan: () => Promise<MachineFacts>;
   base: ConsoleState['base'];
@@ -84,7 +86,7 @@ export class ConsoleApp {
     private readonly opts: ConsoleOptions,
   ) {
     const hardware = runPreflightChecks(opts.facts, { profile: 'testing' }).checks.filter((c) => MACHINE_CHECKS.has(c.id) && c.result !== 'pass');
-    this.state = { answers: opts.answers, facts: opts.facts, base: opts.base, skipchecks: opts.base.install?.skipchecks === true, hardware };
+    this.state = { answers: opts.answers, facts: opts.facts, base: opts.base, skipchecks: opts.base.install?.skipchecks === true, allowLegacyBios: opts.allowLegacyBios === true, hardware };
     this.state.answers.device ??= defaultDisk(opts.facts);
     this.app = new App(term, {
       name: 'Harvester installer (hvinstall console)',
@@ -214,7 +216,10 @@ export class ConsoleApp {
     switch (def.id) {
       case 'hardware': {
         const f = (this.app.current() as PageScreen).form.field('proceed');
-        if (!f) return { ok: false, field: 'checks', messages: [{ level: 'error', text: 'This machine cannot take a Harvester install.' }] };
+        if (!f) {
+          await this.halt('This machine cannot take a Harvester install: nothing can override the failed checks.');
+          return 'handled';
+        }
         if (f.kind === 'select' && f.value === 'no') {
           await this.halt('Installation halted.');
           return 'handled';
@@ -262,8 +267,8 @@ export class ConsoleApp {
         if (r.error) return { ok: false, field: 'sshKeyUrl', messages: [{ level: 'error', text: `fail to fetch SSH keys: ${r.error}` }] };
         a.sshKeys = r.keys;
         this.opts.log.info('ssh keys imported', { url: a.sshKeyUrl, count: r.keys.length });
-        // The page grows a "Password auth" choice: stay on it once more.
-        return { ok: false, field: 'passwordAuth', messages: [{ level: 'info', text: `${r.keys.length} key(s) imported.` }] };
+        // The page grows a "Password auth" choice (and says how many keys came): stay on it once more.
+        return { ok: false, field: 'passwordAuth', messages: [] };
       }
       case 'config-url':
         return this.fetchRemote(wait);
@@ -556,7 +561,7 @@ export class PageScreen implements Screen {
     private readonly hooks: PageHooks,
   ) {
     this.form = new Form(def.items(state));
-    this.help = def.help ?? DEFAULT_HELP;
+    this.help = typeof def.help === 'function' ? def.help(state) : (def.help ?? DEFAULT_HELP);
   }
 
   get title(): string {
@@ -604,6 +609,11 @@ export class PageScreen implements Screen {
       this.hooks.store(action.field);
       // A text field re-lays the page when it is left, not at every key (the cursor stays put).
       if (action.field.kind !== 'text' && this.def.relayout?.includes(action.field.id)) this.relayout();
+      return;
+    }
+    // The hardware page of a machine nothing can make installable has nothing to fill in: Enter halts it.
+    if (action.type === 'none' && k.kind === 'key' && k.name === 'enter' && this.def.id === 'hardware' && this.form.fields().length === 0) {
+      await this.submitPage();
       return;
     }
     if (action.type !== 'leave') return;

@@ -33,6 +33,8 @@ export interface CheckContext {
   /** The remote config (config_url) once fetched and found valid: its text, merged under the answers. */
   remote?: RemoteConfig;
   skipchecks: boolean;
+  /** hvinstall.legacy_bios on the kernel command line: this run consents to a legacy-BIOS install (docs/preflight.md). */
+  allowLegacyBios?: boolean;
 }
 
 /** Config paths (as findings print them, compared without case or underscores) each field answers for. */

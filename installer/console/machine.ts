@@ -6,7 +6,7 @@
 import type { Option } from '../../lib/tui/form.js';
 import type { HarvesterConfig } from '../../config/types.js';
 import { formatBytes } from '../../config/disk-sizes.js';
-import { isInstallCandidate, runPreflightChecks, suggestInstallDevice, type PreflightCheck } from '../preflight/index.js';
+import { isInstallCandidate, runPreflightChecks, type PreflightCheck } from '../preflight/index.js';
 import type { DiskFacts, MachineFacts, NicFacts } from '../preflight/types.js';
 
 /** The name the config records for a disk: its first /dev/disk/by-id link (stable across boots), else its /dev path. */
@@ -46,9 +46,13 @@ export function diskOptions(facts: MachineFacts, role: 'device' | 'data-disk'): 
   });
 }
 
-/** The disk the console starts on: preflight's suggestion, else the first usable one. */
+/**
+ * The disk the console starts on: the first usable one of the list, as Harvester's disk page starts
+ * at its first entry (pkg/console/install_panels.go); never a bigger disk further down, which would
+ * be a guess at which disk to wipe.
+ */
 export function defaultDisk(facts: MachineFacts): string | undefined {
-  const s = suggestInstallDevice(facts) ?? listedDisks(facts).find((d) => isInstallCandidate(d) || diskProblems(facts, d, 'device').length === 0);
+  const s = listedDisks(facts).find((d) => isInstallCandidate(d) || diskProblems(facts, d, 'device').length === 0);
   return s ? diskName(s) : undefined;
 }
 

@@ -7,7 +7,7 @@
 import type { FieldMessage, Item, Option } from '../../lib/tui/form.js';
 import { BOND_MODES } from '../../config/rules.js';
 import type { HarvesterConfig } from '../../config/types.js';
-import type { PreflightCheck } from '../preflight/index.js';
+import { LEGACY_BIOS_CHECK, type PreflightCheck } from '../preflight/index.js';
 import type { MachineFacts } from '../preflight/types.js';
 import type { Answers } from './answers.js';
 import { defaultPersistentSize, diskName, diskOptions, findListedDisk, listedDisks, nicOptions, staleInstallDisks } from './machine.js';
@@ -21,6 +21,8 @@ export interface ConsoleState {
   base: HarvesterConfig;
   remote?: RemoteConfig;
   skipchecks: boolean;
+  /** hvinstall.legacy_bios on the kernel command line: legacy BIOS can be acknowledged like the other checks. */
+  allowLegacyBios?: boolean;
   /** The machine checks that did not pass (the Hardware Checks page). */
   hardware: PreflightCheck[];
   summary?: Summary;
@@ -35,7 +37,8 @@ export interface PageDef {
   items(s: ConsoleState): Item[];
   /** Fields whose change re-lays the page (the static fields appear with the Static method). */
   relayout?: string[];
-  help?: string;
+  /** The key line; a function when it depends on what the page shows. */
+  help?: string | ((s: ConsoleState) => string);
 }
 
 const cluster = (s: ConsoleState): boolean => s.answers.mode === 'create' || s.answers.mode === 'join';
@@ -60,6 +63,10 @@ function checkLines(checks: PreflightCheck[]): string[] {
   return checks.flatMap((c) => [`${c.result === 'fail' ? 'FAIL' : 'WARN'} ${c.message}`, ...(c.whatToDo ? [`     What to do: ${c.whatToDo}`] : [])]);
 }
 
+export function hardFailures(s: ConsoleState): PreflightCheck[] {
+  return s.hardware.filter((c) => c.result === 'fail' && !c.skippable && !(s.allowLegacyBios && c.id === LEGACY_BIOS_CHECK));
+}
+
 export const MACHINE_CHECKS = new Set(['cpu.cores', 'memory', 'virt.cpu-flags', 'virt.kvm', 'virt.host', 'firmware.uefi', 'firmware.secure-boot']);
 
 export const PAGES: PageDef[] = [
@@ -67,8 +74,10 @@ export const PAGES: PageDef[] = [
     id: 'hardware',
     title: () => 'Hardware Checks',
     applies: (s) => s.hardware.length > 0,
+    // A machine nothing can make installable has one way on: halt (and reboot), as Harvester's "No" does.
+    help: (s) => (hardFailures(s).length ? 'Enter: halt and reboot  Ctrl-C: quit' : 'Enter: next  Up/Down: choose  Ctrl-C: quit'),
     items: (s) => {
-      const hard = s.hardware.filter((c) => c.result === 'fail' && !c.skippable);
+      const hard = hardFailures(s);
       return [
         { kind: 'static', id: 'checks', lines: [...checkLines(s.hardware), ''] },
         hard.length
@@ -253,7 +262,7 @@ export const PAGES: PageDef[] = [
       const items: Item[] = [{ kind: 'text', id: 'sshKeyUrl', label: 'HTTP URL', value: s.answers.sshKeyUrl, note: NOTES.sshKey }];
       if (s.answers.sshKeys.length) {
         items.push(
-          { kind: 'static', id: 'keys', lines: [`${s.answers.sshKeys.length} key(s) imported.`] },
+          { kind: 'static', id: 'keys', lines: [`${s.answers.sshKeys.length} ${s.answers.sshKeys.length === 1 ? 'key' : 'keys'} imported.`] },
           {
             kind: 'select',
             id: 'passwordAuth',
@@ -365,7 +374,9 @@ function summaryItems(s: ConsoleState): Item[] {
   if (install.dataDisk) lines.push(`data disk: ${install.dataDisk}`);
   if (install.managementInterface?.interfaces?.length) {
     const mi = install.managementInterface;
-    lines.push(`management NIC: ${mi.interfaces!.map((i) => i.name ?? i.hwAddr).join(', ')} (${mi.method}${mi.method === 'static' ? ` ${mi.ip}/${mi.subnetMask} via ${mi.gateway}` : ''}${mi.vlanId ? `, VLAN ${mi.vlanId}` : ''}, bond ${mi.bondOptions?.mode})`);
+    lines.push(
+      `management NIC: ${mi.interfaces!.map((i) => i.name ?? i.hwAddr).join(', ')} (${mi.method}${mi.method === 'static' ? ` ${mi.ip}/${mi.subnetMask} via ${mi.gateway}` : ''}${mi.vlanId ? `, VLAN ${mi.vlanId}` : ''}, bond ${mi.bondOptions?.mode}, MTU ${mi.mtu || '1500 (default)'})`,
+    );
   }
   if (a.mode === 'create') lines.push(`VIP: ${install.vip ?? '(leased by DHCP at install)'} (${install.vipMode})`);
   if (a.mode === 'join') lines.push(`management address: ${sum.config.serverUrl}`);
@@ -382,7 +393,7 @@ function summaryItems(s: ConsoleState): Item[] {
   ];
   const notes = [
     ...sum.acknowledge.map((c) => `check failed: ${c.message}${c.whatToDo ? ` What to do: ${c.whatToDo}` : ''}`),
-    ...sum.overridden.map((c) => `allowed by install.skipchecks: ${c.message}`),
+    ...sum.overridden.map((c) => `allowed by ${c.id === LEGACY_BIOS_CHECK ? 'hvinstall.legacy_bios' : 'install.skipchecks'}: ${c.message}`),
     ...sum.warnings.map((f) => `warning: ${f.path ? `${f.path}: ` : ''}${f.message}`),
   ];
   if (problems.length) {

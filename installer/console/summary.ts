@@ -28,23 +28,13 @@ export interface Summary {
   canInstall: boolean;
 }
 
-/**
- * Harvester's console lets an operator go past the hardware checks (continuing acknowledges them)
- * but not past a disk too small for the layout: that one only install.skipchecks lets through.
- */
-function acknowledgeable(c: PreflightCheck): boolean {
-  return c.skippable && !c.id.endsWith('.size');
-}
-
 export async function summarise(ctx: CheckContext, passwordAs?: (clear: string) => string): Promise<Summary> {
   const v = await validateAnswers(ctx, passwordAs);
   const config = v.config;
   const report = runPreflightChecks(ctx.facts, { config, profile: 'testing' });
   const skipchecks = config.install?.skipchecks === true || ctx.skipchecks;
-  const gate = decideInstallGate(report, { automatic: false, skipchecks });
-  const fails = report.checks.filter((c) => c.result === 'fail');
-  const blocking = fails.filter((c) => !c.skippable || (!skipchecks && !acknowledgeable(c)));
-  const acknowledge = skipchecks ? [] : fails.filter((c) => acknowledgeable(c));
+  const gate = decideInstallGate(report, { mode: 'interactive', skipchecks, allowLegacyBios: ctx.allowLegacyBios });
+  const { blocking, acknowledge } = gate;
   let plan: InstallPlan | undefined;
   const planProblems: string[] = [];
   if (v.valid) {

@@ -3,7 +3,7 @@ import type { HarvesterConfig } from '../../config/types.js';
 import type { MachineFacts } from './types.js';
 import { summarise, type PreflightCheck, type PreflightReport, type Profile } from './report.js';
 import { checkCpuCores, checkCpuVirtFlags, checkDevKvm, checkFirmware, checkMemory, checkSecureBoot, checkVirtualisedHost, type ImageBootFacts } from './checks/hardware.js';
-import { checkDisks } from './checks/disks.js';
+import { checkDisks, type DiskCheckOutput } from './checks/disks.js';
 import { checkNics } from './checks/nics.js';
 import { checkNtpServers } from './checks/ntp.js';
 import type { NtpProbe } from './ntp.js';
@@ -17,6 +17,11 @@ export interface PreflightOptions {
   ntp?: NtpProbe[];
   /** The OS image to install, when known: Secure Boot is a warning when its boot chain would be refused. */
   image?: ImageBootFacts;
+  /**
+   * False when the install target is not one of these facts' disks (a disk built here for the
+   * machine the facts describe): only the machine itself is checked.
+   */
+  disks?: boolean;
 }
 
 export function runPreflightChecks(facts: MachineFacts, opts: PreflightOptions): PreflightReport {
@@ -31,7 +36,7 @@ export function runPreflightChecks(facts: MachineFacts, opts: PreflightOptions):
   ];
   const sb = checkSecureBoot(facts, opts.image);
   if (sb) checks.push(sb);
-  const disks = checkDisks({ facts, config, profile, aliases: opts.aliases });
+  const disks = opts.disks === false ? ({ checks: [] } as DiskCheckOutput) : checkDisks({ facts, config, profile, aliases: opts.aliases });
   checks.push(...disks.checks, ...checkNics(facts, config, profile), ...checkNtpServers(opts.ntp ?? []));
   return {
     profile,

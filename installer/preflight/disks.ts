@@ -102,6 +102,20 @@ export async function gatherDisks(
   host: Host,
   opts: GatherDisksOptions,
 ): Promise<{ disks: DiskFacts[]; signatureSource: SignatureSource }> {
+  const raw = await listRawDisks(host);
+  const targets = raw.flatMap((d) => [
+    { path: `/dev/${d.name}`, devno: d.devno },
+    ...d.partitions.map((p) => ({ path: `/dev/${p.name}`, devno: p.devno })),
+  ]);
+  const { source, byPath: sigs } = await readSignatures(host, targets, opts.signatures);
+  const around = await machineAround(host, sigs);
+  const disks: DiskFacts[] = [];
+  for (const d of raw) disks.push(await diskFacts(host, d, around));
+  return { disks, signatureSource: source };
+}
+
+/** The block devices worth a look: not RAM, dm, md or nbd devices, not empty, not hidden NVMe paths. */
+async function listRawDisks(host: Host): Promise<RawDisk[]> {
   const raw: RawDisk[] = [];
   for (const name of await host.list('/sys/block')) {
     if (IGNORED.test(name)) continue;
@@ -111,95 +125,104 @@ export async function gatherDisks(
     if (size === 0) continue;
     // NVMe multipath exposes per-path block devices marked hidden; the visible head is the disk.
     if ((await host.readAttr(`${base}/hidden`)) === '1') continue;
-    raw.push({
-      name,
-      devno: await host.readAttr(`${base}/dev`),
-      sysLink: (await host.readLink(base)) ?? '',
-      partitions: await readPartitions(host, name),
-    });
+    raw.push({ name, devno: await host.readAttr(`${base}/dev`), sysLink: (await host.readLink(base)) ?? '', partitions: await readPartitions(host, name) });
   }
+  return raw;
+}
 
-  const targets = raw.flatMap((d) => [
-    { path: `/dev/${d.name}`, devno: d.devno },
-    ...d.partitions.map((p) => ({ path: `/dev/${p.name}`, devno: p.devno })),
-  ]);
-  const { source, byPath: sigs } = await readSignatures(host, targets, opts.signatures);
-  const links = await readDiskLinks(host);
+/** What the disks are judged against: their signatures, links, mounts, swaps, and what the live system booted from. */
+interface Around {
+  sigs: Map<string, Signature>;
+  links: Map<string, string[]>;
+  mounts: MountEntry[];
+  swaps: Set<string>;
+  liveDevnos: Set<string | undefined>;
+  liveSources: Set<string>;
+  rootDevnos: Set<string | undefined>;
+}
+
+async function machineAround(host: Host, sigs: Map<string, Signature>): Promise<Around> {
   const mounts = await readMounts(host);
-  const swaps = new Set(parseSwaps((await host.readText('/proc/swaps')) ?? ''));
-  const liveDevnos = new Set(mounts.filter((m) => m.mountpoint === LIVE_MOUNTPOINT).map((m) => m.devno));
-  const liveSources = new Set(mounts.filter((m) => m.mountpoint === LIVE_MOUNTPOINT).map((m) => m.source));
-  const rootDevnos = new Set(mounts.filter((m) => m.mountpoint === '/').map((m) => m.devno));
+  const live = mounts.filter((m) => m.mountpoint === LIVE_MOUNTPOINT);
+  return {
+    sigs,
+    links: await readDiskLinks(host),
+    mounts,
+    swaps: new Set(parseSwaps((await host.readText('/proc/swaps')) ?? '')),
+    liveDevnos: new Set(live.map((m) => m.devno)),
+    liveSources: new Set(live.map((m) => m.source)),
+    rootDevnos: new Set(mounts.filter((m) => m.mountpoint === '/').map((m) => m.devno)),
+  };
+}
 
-  const disks: DiskFacts[] = [];
-  for (const d of raw) {
-    const base = `/sys/block/${d.name}`;
-    const devPath = `/dev/${d.name}`;
-    const sig: Signature = sigs.get(devPath) ?? {};
-    const transport = transportOf(d.name, d.sysLink, sig.bus);
-    const partitions: PartitionFacts[] = d.partitions.map((p) => {
-      const pPath = `/dev/${p.name}`;
-      const ps = sigs.get(pPath) ?? {};
-      return {
-        path: pPath,
-        number: p.number,
-        sizeBytes: p.sizeBytes,
-        label: ps.label,
-        partLabel: ps.partLabel,
-        fsType: ps.fsType,
-        uuid: ps.uuid,
-        mountpoints: mountsOf(mounts, pPath, p.devno),
-        links: links.get(pPath) ?? [],
-        holders: p.holders,
-      };
-    });
+function partitionFacts(d: RawDisk, a: Around): PartitionFacts[] {
+  return d.partitions.map((p) => {
+    const pPath = `/dev/${p.name}`;
+    const ps = a.sigs.get(pPath) ?? {};
+    return {
+      path: pPath,
+      number: p.number,
+      sizeBytes: p.sizeBytes,
+      label: ps.label,
+      partLabel: ps.partLabel,
+      fsType: ps.fsType,
+      uuid: ps.uuid,
+      mountpoints: mountsOf(a.mounts, pPath, p.devno),
+      links: a.links.get(pPath) ?? [],
+      holders: p.holders,
+    };
+  });
+}
 
-    const wholeMounts = mountsOf(mounts, devPath, d.devno);
-    const allDevnos = [d.devno, ...d.partitions.map((p) => p.devno)].filter((x): x is string => !!x);
-    const allPaths = [devPath, ...partitions.map((p) => p.path)];
-    const labels = [sig.label, ...partitions.map((p) => p.label)];
-    const bootMedium =
-      allDevnos.some((n) => liveDevnos.has(n) || rootDevnos.has(n)) ||
-      allPaths.some((p) => liveSources.has(p)) ||
-      labels.some((l) => l !== undefined && LIVE_MEDIUM_LABELS.includes(l));
+/** The disk holds the live medium, or the root the live system runs on. */
+function isBootMedium(d: RawDisk, partitions: PartitionFacts[], sig: Signature, a: Around): boolean {
+  const allDevnos = [d.devno, ...d.partitions.map((p) => p.devno)].filter((x): x is string => !!x);
+  const allPaths = [`/dev/${d.name}`, ...partitions.map((p) => p.path)];
+  const labels = [sig.label, ...partitions.map((p) => p.label)];
+  return (
+    allDevnos.some((n) => a.liveDevnos.has(n) || a.rootDevnos.has(n)) ||
+    allPaths.some((p) => a.liveSources.has(p)) ||
+    labels.some((l) => l !== undefined && LIVE_MEDIUM_LABELS.includes(l))
+  );
+}
 
-    const nvme = transport === 'nvme' ? await readNvme(host, d.name) : undefined;
-    const model =
-      (await host.readAttr(`${base}/device/model`)) || sig.model?.replace(/_/g, ' ') || undefined;
-    const serial =
-      (await host.readAttr(`${base}/device/serial`)) || (await host.readAttr(`${base}/serial`)) || sig.serial || undefined;
-    const wwn =
-      (await host.readAttr(`${base}/wwid`)) || (await host.readAttr(`${base}/device/wwid`)) || sig.wwn || undefined;
+/** Model, serial and WWN: sysfs first, then what udev or blkid knew. */
+async function identityOf(host: Host, base: string, sig: Signature): Promise<Pick<DiskFacts, 'model' | 'serial' | 'wwn'>> {
+  const model = (await host.readAttr(`${base}/device/model`)) || sig.model?.replace(/_/g, ' ') || undefined;
+  const serial = (await host.readAttr(`${base}/device/serial`)) || (await host.readAttr(`${base}/serial`)) || sig.serial || undefined;
+  const wwn = (await host.readAttr(`${base}/wwid`)) || (await host.readAttr(`${base}/device/wwid`)) || sig.wwn || undefined;
+  return { model: model?.trim() || undefined, serial: serial?.trim() || undefined, wwn: wwn?.trim() || undefined };
+}
 
-    const fs = sig.fsType || sig.label ? { fsType: sig.fsType, label: sig.label, uuid: sig.uuid } : undefined;
-    disks.push({
-      name: d.name,
-      path: devPath,
-      links: links.get(devPath) ?? [],
-      sizeBytes: ((await host.readInt(`${base}/size`)) ?? 0) * 512,
-      logicalSectorSize: (await host.readInt(`${base}/queue/logical_block_size`)) ?? 512,
-      physicalSectorSize: (await host.readInt(`${base}/queue/physical_block_size`)) ?? 512,
-      transport,
-      rotational: (await host.readAttr(`${base}/queue/rotational`)) === '1',
-      removable: (await host.readAttr(`${base}/removable`)) === '1',
-      readOnly: (await host.readAttr(`${base}/ro`)) === '1',
-      model: model?.trim() || undefined,
-      serial: serial?.trim() || undefined,
-      wwn: wwn?.trim() || undefined,
-      nvme,
-      partitions,
-      wholeDiskFs: fs,
-      inUse: {
-        mountpoints: [...wholeMounts, ...partitions.flatMap((p) => p.mountpoints)],
-        swap: allPaths.some((p) => swaps.has(p)),
-        holders: [...(await host.list(`${base}/holders`)), ...partitions.flatMap((p) => p.holders ?? [])].filter(
-          (h, i, all) => all.indexOf(h) === i,
-        ),
-        bootMedium,
-      },
-    });
-  }
-  return { disks, signatureSource: source };
+async function diskFacts(host: Host, d: RawDisk, a: Around): Promise<DiskFacts> {
+  const base = `/sys/block/${d.name}`;
+  const devPath = `/dev/${d.name}`;
+  const sig: Signature = a.sigs.get(devPath) ?? {};
+  const transport = transportOf(d.name, d.sysLink, sig.bus);
+  const partitions = partitionFacts(d, a);
+  const allPaths = [devPath, ...partitions.map((p) => p.path)];
+  return {
+    name: d.name,
+    path: devPath,
+    links: a.links.get(devPath) ?? [],
+    sizeBytes: ((await host.readInt(`${base}/size`)) ?? 0) * 512,
+    logicalSectorSize: (await host.readInt(`${base}/queue/logical_block_size`)) ?? 512,
+    physicalSectorSize: (await host.readInt(`${base}/queue/physical_block_size`)) ?? 512,
+    transport,
+    rotational: (await host.readAttr(`${base}/queue/rotational`)) === '1',
+    removable: (await host.readAttr(`${base}/removable`)) === '1',
+    readOnly: (await host.readAttr(`${base}/ro`)) === '1',
+    ...(await identityOf(host, base, sig)),
+    nvme: transport === 'nvme' ? await readNvme(host, d.name) : undefined,
+    partitions,
+    wholeDiskFs: sig.fsType || sig.label ? { fsType: sig.fsType, label: sig.label, uuid: sig.uuid } : undefined,
+    inUse: {
+      mountpoints: [...mountsOf(a.mounts, devPath, d.devno), ...partitions.flatMap((p) => p.mountpoints)],
+      swap: allPaths.some((p) => a.swaps.has(p)),
+      holders: [...(await host.list(`${base}/holders`)), ...partitions.flatMap((p) => p.holders ?? [])].filter((h, i, all) => all.indexOf(h) === i),
+      bootMedium: isBootMedium(d, partitions, sig, a),
+    },
+  };
 }
 
 async function readNvme(host: Host, name: string): Promise<DiskFacts['nvme']> {

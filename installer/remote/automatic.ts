@@ -8,8 +8,10 @@
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { Logger } from '../../lib/logger.js';
 import { configSecrets, loadConfig, type LoadedConfig } from '../../config/index.js';
-import { caFileFromCmdline } from '../../config/cmdline.js';
+import { caFileFromCmdline, legacyBiosFromCmdline } from '../../config/cmdline.js';
 import type { HarvesterConfig } from '../../config/types.js';
+import { Host } from '../../lib/host.js';
+import { gatherMachineFacts, gateEvent, gateRefusal, judgeInstall, resolveConfigAliases, type GateVerdict, type MachineFacts } from '../preflight/index.js';
 import { sendWebhooks, type WebhookVars } from './webhooks.js';
 import { HvpxeEventsSink, postProgressEvent } from './events-sink.js';
 import { attestBootCredential, attestUrlFromCmdline, type TpmAttestOptions } from './tpm-attest.js';
@@ -43,6 +45,8 @@ export interface AutomaticInstall {
   /** What was read: the config_url (a boot credential in it redacted), or `<cmdline>` when the command line carried everything. */
   source: string;
   loaded: LoadedConfig;
+  /** The command line the install was started with (its hvinstall.* parameters say what this run consents to). */
+  cmdline: string;
   media: MediaSource;
   webhooks: {
     send(event: 'STARTED' | 'SUCCEEDED' | 'FAILED', vars?: WebhookVars): Promise<void>;
@@ -90,10 +94,18 @@ export function isAutomaticCmdline(cmdlineText: string): boolean {
   return /(^|\s)harvester\.install\.automatic(=("?)(true|t|yes|y)\3)?(\s|$)/i.test(cmdlineText);
 }
 
-export async function prepareAutomaticInstall(
-  cmdlineText: string,
-  opts: { fetch?: ConfigFetchOptions; log?: Logger; tpm?: TpmAttestOptions } = {},
-): Promise<AutomaticInstall> {
+export interface AutomaticOptions {
+  fetch?: ConfigFetchOptions;
+  log?: Logger;
+  tpm?: TpmAttestOptions;
+}
+
+/**
+ * The automatic install's config: a machine enrolled by its TPM proves it first, then config_url
+ * merged under the command line, validated, its secrets registered with the log. The caller gates
+ * the machine next (gateAutomaticInstall), before any medium is downloaded or any disk touched.
+ */
+export async function prepareAutomaticInstall(cmdlineText: string, opts: AutomaticOptions = {}): Promise<AutomaticInstall> {
   const log = opts.log ?? new Logger();
   if (!isAutomaticCmdline(cmdlineText)) {
     throw new HvError('not an automatic install: harvester.install.automatic=true is not on the kernel command line', {
@@ -107,6 +119,27 @@ export async function prepareAutomaticInstall(
   // A machine enrolled by its TPM proves it before hvpxe releases its config (tpm-attest.ts).
   const attestUrl = attestUrlFromCmdline(cmdlineText);
   if (attestUrl) await attestBootCredential(attestUrl, log, { caFile, ...opts.tpm });
+  const loaded = await loadAutomaticConfig(cmdlineText, f, log);
+  const config = loaded.config;
+  const eventsUrl = eventsUrlFromCmdline(cmdlineText);
+  // Printed and recorded as the config's name: without the boot credential its URL may carry.
+  const source = log.redactor.redactString(loaded.source);
+  log.info('automatic install config loaded', { source, mode: config.install?.mode, device: config.install?.device });
+  const post = (event: Record<string, unknown>): Promise<void> => postProgressEvent(eventsUrl, event, log);
+  return {
+    config,
+    caFile,
+    source,
+    loaded,
+    cmdline: cmdlineText,
+    media: mediaSource(config),
+    webhooks: { send: (event, vars) => sendWebhooks(event, config, { vars, log }) },
+    events: { url: eventsUrl, post, sink: new HvpxeEventsSink(eventsUrl, log) },
+  };
+}
+
+/** config_url merged under the command line and validated; secrets registered with the log's redactor. */
+async function loadAutomaticConfig(cmdlineText: string, f: ConfigFetchOptions & typeof HARVESTER_CONFIG_FETCH, log: Logger): Promise<LoadedConfig> {
   let loaded: LoadedConfig;
   try {
     loaded = await loadConfig(undefined, { cmdline: cmdlineText, attempts: f.attempts, retryDelayMs: f.retryDelayMs, timeoutMs: f.timeoutMs, caFile: f.caFile, sha256: f.sha256 });
@@ -127,17 +160,27 @@ export async function prepareAutomaticInstall(
       exitCode: ExitCode.checkFailed,
     });
   }
-  const config = loaded.config;
-  const eventsUrl = eventsUrlFromCmdline(cmdlineText);
-  log.info('automatic install config loaded', { source: loaded.source, mode: config.install?.mode, device: config.install?.device });
-  return {
-    config,
-    caFile,
-    // Printed and recorded as the config's name: without the boot credential its URL may carry.
-    source: log.redactor.redactString(loaded.source),
-    loaded,
-    media: mediaSource(config),
-    webhooks: { send: (event, vars) => sendWebhooks(event, config, { vars, log }) },
-    events: { url: eventsUrl, post: (event) => postProgressEvent(eventsUrl, event, log), sink: new HvpxeEventsSink(eventsUrl, log) },
-  };
+  return loaded;
+}
+
+/**
+ * Harvester's gate for an automatic install of this machine (install_panels.go: any failed check
+ * aborts unless install.skipchecks; legacy BIOS always, unless this run's command line consents
+ * with hvinstall.legacy_bios). The verdict goes to the log and hvpxe either way; a refusal throws
+ * (exit 1) before any medium is downloaded or any disk touched.
+ */
+export async function gateAutomaticInstall(auto: AutomaticInstall, opts: { log: Logger; facts?: MachineFacts }): Promise<GateVerdict> {
+  const { config } = auto;
+  const host = new Host('/');
+  const facts = opts.facts ?? (await gatherMachineFacts(host));
+  const aliases = await resolveConfigAliases(facts, config, host);
+  const verdict = judgeInstall({ kind: 'this-machine', mode: 'automatic', facts, aliases, allowLegacyBios: legacyBiosFromCmdline(auto.cmdline) }, config);
+  const event = gateEvent(verdict);
+  opts.log.log(verdict.gate.proceed ? (verdict.gate.overridden.length ? 'warn' : 'info') : 'error', 'hardware gate', { decision: event.decision, checked: verdict.checked, lines: verdict.lines });
+  await auto.events.post(event);
+  if (!verdict.gate.proceed) {
+    await auto.events.post({ type: 'install', phase: 'failed', device: config.install?.device ?? '', message: `refused by the hardware gate: ${verdict.gate.message}` });
+    throw gateRefusal(verdict);
+  }
+  return verdict;
 }

@@ -8,12 +8,13 @@
 import { createHash, type Hash } from 'node:crypto';
 import { chmod, mkdir, open, readFile, rm, symlink, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
-import { Agent, interceptors, request, type Dispatcher } from 'undici';
+import { EnvHttpProxyAgent, interceptors, request, type Dispatcher } from 'undici';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
 import type { Logger } from '../../lib/logger.js';
 import { sleep } from '../../lib/wait.js';
 import { describeNetworkError } from './net-errors.js';
+import { withoutUserinfo } from '../../lib/url-secrets.js';
 import { fileRanges, parseLsdl, parseReportLba, type IsoEntry, type IsoFile } from './iso-placement.js';
 
 export interface IsoProbe {
@@ -32,21 +33,28 @@ export interface StreamOptions {
   log?: Logger;
 }
 
-async function dispatcherFor(opts: StreamOptions): Promise<Agent> {
+async function dispatcherFor(opts: StreamOptions): Promise<EnvHttpProxyAgent> {
   const stall = opts.stallTimeoutMs ?? 60_000;
   const ca = opts.caFile ? await readFile(opts.caFile, 'utf8') : undefined;
-  return new Agent({ connect: ca ? { ca } : undefined, headersTimeout: stall, bodyTimeout: stall, connectTimeout: stall });
+  // The proxy environment, as for the download to RAM (iso.ts): a site behind a proxy streams through it too.
+  return new EnvHttpProxyAgent({ connect: ca ? { ca } : undefined, requestTls: ca ? { ca } : undefined, headersTimeout: stall, bodyTimeout: stall, connectTimeout: stall });
 }
 
-function withRedirects(a: Agent): Dispatcher {
+function withRedirects(a: EnvHttpProxyAgent): Dispatcher {
   return a.compose(interceptors.redirect({ maxRedirections: 5 }));
+}
+
+/** user:pass@ of the ISO's URL as the request's Basic credentials. */
+function credentials(t: { authorization?: string }): Record<string, string> {
+  return t.authorization ? { authorization: t.authorization } : {};
 }
 
 /** Size, range support and a validator, from a one-byte range request (no body worth reading). */
 export async function probeIso(url: string, opts: StreamOptions = {}): Promise<IsoProbe> {
   const agent = await dispatcherFor(opts);
   try {
-    const res = await request(url, { method: 'GET', headers: { range: 'bytes=0-0' }, dispatcher: withRedirects(agent), signal: opts.signal });
+    const target = withoutUserinfo(url);
+    const res = await request(target.url, { method: 'GET', headers: { range: 'bytes=0-0', ...credentials(target) }, dispatcher: withRedirects(agent), signal: opts.signal });
     const etag = typeof res.headers.etag === 'string' && !res.headers.etag.startsWith('W/') ? res.headers.etag : undefined;
     const lastModified = typeof res.headers['last-modified'] === 'string' ? res.headers['last-modified'] : undefined;
     const validator = etag ?? lastModified;
@@ -86,9 +94,10 @@ async function readOrdered(url: string, from: number, to: number, validator: str
   let delay = opts.retryDelayMs ?? 2_000;
   for (let attempt = 1; ; attempt++) {
     try {
-      const headers: Record<string, string> = { range: `bytes=${pos}-${to - 1}` };
+      const target = withoutUserinfo(url);
+      const headers: Record<string, string> = { range: `bytes=${pos}-${to - 1}`, ...credentials(target) };
       if (validator) headers['if-range'] = validator;
-      const res = await request(url, { method: 'GET', headers, dispatcher, signal: opts.signal });
+      const res = await request(target.url, { method: 'GET', headers, dispatcher, signal: opts.signal });
       const start = Number(/^bytes (\d+)-/.exec(String(res.headers['content-range'] ?? ''))?.[1]);
       if (res.statusCode !== 206 || start !== pos) {
         await res.body.dump().catch(() => undefined);
@@ -153,22 +162,20 @@ export interface IsoParts {
   bundle: IsoEntry[];
   /** hvinstall.ca_file, trusted again when the bundle is streamed. */
   caFile?: string;
+  /** The whole ISO's sha256, read before the disk was touched (checked against the published one when there is one). */
+  isoSha256: string;
 }
 
 const HEAD_SIZES = [4, 16, 64].map((m) => m * 1024 * 1024);
 
 /**
- * Before the disk is touched: the ISO's directory (its first MiBs into a sparse file, read by
- * xorriso), then /rootfs.squashfs and /harvester-release.yaml by range into `dir` (RAM).
+ * The ISO's directory: its first MiBs (4, 16, then 64) into a sparse file until xorriso lists
+ * /rootfs.squashfs in it. Returns the files and /bundle's entries; the head file is removed.
  */
-export async function fetchIsoParts(url: string, dir: string, probe: IsoProbe, opts: StreamOptions & { beforeParts?: (squashfsBytes: number) => void } = {}): Promise<IsoParts> {
+async function readIsoDirectory(url: string, dir: string, probe: IsoProbe, opts: StreamOptions, dispatcher: Dispatcher): Promise<{ files: Map<string, IsoFile>; bundle: IsoEntry[] }> {
   const isoBytes = probe.bytes!;
-  await mkdir(dir, { recursive: true });
-  const agent = await dispatcherFor(opts);
-  const dispatcher = withRedirects(agent);
   const head = path.join(dir, 'iso-head.sparse');
   try {
-    let files: Map<string, IsoFile> | undefined;
     let have = 0;
     for (const size of HEAD_SIZES) {
       const want = Math.min(size, isoBytes);
@@ -182,42 +189,78 @@ export async function fetchIsoParts(url: string, dir: string, probe: IsoProbe, o
       have = want;
       const r = await run('xorriso', ['-indev', head, '-find', '/', '-type', 'f', '-exec', 'report_lba', '--'], { allowFailure: true, timeoutMs: 120_000 });
       const listed = parseReportLba(r.stdout);
-      if (listed.has('/rootfs.squashfs')) {
-        files = listed;
-        break;
-      }
+      if (listed.has('/rootfs.squashfs')) return { files: listed, bundle: await listBundle(head) };
       if (want >= isoBytes) break;
     }
-    if (!files) {
-      throw new HvError(`${url}: no /rootfs.squashfs in the ISO's directory (read from its first ${Math.round(have / 1048576)} MiB)`, { where: 'install.iso_url', hint: 'point iso_url at a Harvester (or hvinstall) ISO', exitCode: ExitCode.checkFailed });
-    }
-    const part = async (isoPath: string, dest: string): Promise<string> => {
-      const f = files!.get(isoPath)!;
-      const hash = createHash('sha256');
-      const fh = await open(dest, 'w', 0o600);
-      try {
-        await fh.truncate(f.size);
-        for (const r of fileRanges(f)) await readOrdered(url, r.start, r.end, probe.validator, writerFor([{ start: r.start, end: r.end, fh, fileOffset: r.fileOffset, hash }]), opts, dispatcher);
-        await fh.sync();
-      } finally {
-        await fh.close();
-      }
-      return hash.digest('hex');
-    };
-    const bundle = await listBundle(head);
-    opts.beforeParts?.(files.get('/rootfs.squashfs')!.size);
-    const squashfs = path.join(dir, 'rootfs.squashfs');
-    const squashfsSha256 = await part('/rootfs.squashfs', squashfs);
-    let release: string | undefined;
-    if (files.has('/harvester-release.yaml')) {
-      release = path.join(dir, 'harvester-release.yaml');
-      await part('/harvester-release.yaml', release);
-    }
-    return { url, isoBytes, validator: probe.validator, files, squashfs, squashfsSha256, release, bundle, caFile: opts.caFile };
+    throw new HvError(`${url}: no /rootfs.squashfs in the ISO's directory (read from its first ${Math.round(have / 1048576)} MiB)`, { where: 'install.iso_url', hint: 'point iso_url at a Harvester (or hvinstall) ISO', exitCode: ExitCode.checkFailed });
   } finally {
     await rm(head, { force: true });
+  }
+}
+
+/** Where the parts fetched before the disk is touched go, each with a hash of its bytes. */
+async function partTargets(files: Map<string, IsoFile>, dir: string): Promise<{ targets: RangeWrite[]; handles: FileHandle[]; squashfs: string; release?: string; squashfsHash: Hash }> {
+  const squashfsHash = createHash('sha256');
+  const targets: RangeWrite[] = [];
+  const handles: FileHandle[] = [];
+  const add = async (isoPath: string, dest: string, hash?: Hash): Promise<void> => {
+    const f = files.get(isoPath)!;
+    const fh = await open(dest, 'w', 0o600);
+    handles.push(fh);
+    await fh.truncate(f.size);
+    for (const r of fileRanges(f)) targets.push({ start: r.start, end: r.end, fh, fileOffset: r.fileOffset, hash });
+  };
+  const squashfs = path.join(dir, 'rootfs.squashfs');
+  await add('/rootfs.squashfs', squashfs, squashfsHash);
+  const release = files.has('/harvester-release.yaml') ? path.join(dir, 'harvester-release.yaml') : undefined;
+  if (release) await add('/harvester-release.yaml', release);
+  return { targets, handles, squashfs, release, squashfsHash };
+}
+
+/**
+ * Before the disk is touched: the ISO's directory (read by xorriso from its first MiBs), then one
+ * ordered read of the whole ISO through its sha256, keeping /rootfs.squashfs and
+ * /harvester-release.yaml in `dir` (RAM). The ISO's sha256 is compared with `sha256` before this
+ * returns, so nothing from an ISO that is not the published one reaches the deploy; without
+ * `sha256` (the operator's consent to an unverified medium) the digest is only reported.
+ */
+export async function fetchIsoParts(url: string, dir: string, probe: IsoProbe, opts: StreamOptions & { sha256?: string; beforeParts?: (squashfsBytes: number) => void } = {}): Promise<IsoParts> {
+  const isoBytes = probe.bytes!;
+  await mkdir(dir, { recursive: true });
+  const agent = await dispatcherFor(opts);
+  const dispatcher = withRedirects(agent);
+  const { files, bundle } = await readIsoDirectory(url, dir, probe, opts, dispatcher).catch(async (err: unknown) => {
+    await agent.close().catch(() => undefined);
+    throw err;
+  });
+  opts.beforeParts?.(files.get('/rootfs.squashfs')!.size);
+  const parts = await partTargets(files, dir);
+  const iso = createHash('sha256');
+  let ok = false;
+  try {
+    const write = writerFor(parts.targets);
+    await readOrdered(url, 0, isoBytes, probe.validator, async (chunk, at) => {
+      iso.update(chunk);
+      await write(chunk, at);
+    }, opts, dispatcher);
+    for (const fh of parts.handles) await fh.sync();
+    const isoSha256 = iso.digest('hex');
+    if (opts.sha256 && isoSha256 !== opts.sha256.toLowerCase()) throw isoMismatch(url, opts.sha256.toLowerCase(), isoSha256);
+    ok = true;
+    return { url, isoBytes, validator: probe.validator, files, squashfs: parts.squashfs, squashfsSha256: parts.squashfsHash.digest('hex'), isoSha256, release: parts.release, bundle, caFile: opts.caFile };
+  } finally {
+    for (const fh of parts.handles) await fh.close().catch(() => undefined);
+    if (!ok) for (const f of [parts.squashfs, parts.release]) if (f) await rm(f, { force: true });
     await agent.close().catch(() => undefined);
   }
+}
+
+function isoMismatch(url: string, expected: string, got: string): HvError {
+  return new HvError(`checksum mismatch for ${url}: expected sha256 ${expected}, got ${got}`, {
+    where: url,
+    hint: 'nothing from this ISO was used; check the ISO on the server and its published .sha256',
+    exitCode: ExitCode.installFailed,
+  });
 }
 
 /** /bundle's entries (from the ISO's Rock Ridge tree), relative to /bundle; none when the ISO has no /bundle. */
@@ -291,8 +334,10 @@ export async function streamIsoBundle(parts: IsoParts, bundleDir: string, opts: 
     }, opts, dispatcher);
     for (const fh of handles) await fh.sync();
     const sha256 = iso.digest('hex');
-    if (opts.sha256 && sha256 !== opts.sha256.toLowerCase()) {
-      throw new HvError(`checksum mismatch for ${parts.url}: expected sha256 ${opts.sha256.toLowerCase()}, got ${sha256}`, { where: parts.url, hint: 'the image bundle written from it is removed; check the ISO and the sha256 you gave', exitCode: ExitCode.installFailed });
+    // The same bytes as the read before the disk was touched, or the ISO changed on the server since.
+    const expected = (opts.sha256 ?? parts.isoSha256).toLowerCase();
+    if (sha256 !== expected) {
+      throw new HvError(`checksum mismatch for ${parts.url}: expected sha256 ${expected}, got ${sha256}`, { where: parts.url, hint: 'the image bundle written from it is removed; keep the ISO unchanged on the server during installs, then run the install again', exitCode: ExitCode.installFailed });
     }
     const sqSha = squashfs.digest('hex');
     if (sqSha !== parts.squashfsSha256) {

@@ -5,8 +5,9 @@
  * same attempts with backoff, and a partial download is resumed rather than restarted.
  */
 import { createHash } from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
-import { readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { constants, createReadStream } from 'node:fs';
+import { lstat, open, readFile, rename, rm, stat, type FileHandle } from 'node:fs/promises';
+import { writeFileAtomic } from '../../lib/atomic-write.js';
 import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
 import { EnvHttpProxyAgent, interceptors, request, type Dispatcher } from 'undici';
@@ -14,6 +15,7 @@ import { HvError, ExitCode } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logger.js';
 import { sleep } from '../../lib/wait.js';
 import { describeNetworkError } from './net-errors.js';
+import { withoutUserinfo } from '../../lib/url-secrets.js';
 
 export interface DownloadProgress {
   bytes: number;
@@ -64,6 +66,39 @@ async function sizeOf(file: string): Promise<number> {
   return stat(file).then((s) => s.size, () => 0);
 }
 
+/**
+ * The partial download as found: its size when it is a regular file of ours with one link, else it
+ * is removed (a symlink or hard link another user planted in a shared directory would make root
+ * write through it) and the download starts from zero.
+ */
+async function ownPartSize(part: string): Promise<number> {
+  const st = await lstat(part).catch(() => undefined);
+  if (!st) return 0;
+  if (st.isFile() && st.nlink === 1 && st.uid === (process.getuid?.() ?? st.uid)) return st.size;
+  await rm(part, { force: true });
+  return 0;
+}
+
+/** Opens the partial download without following a symlink (O_NOFOLLOW), created 0600. */
+async function openPart(part: string, append: boolean): Promise<FileHandle> {
+  const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW | (append ? constants.O_APPEND : constants.O_TRUNC);
+  return open(part, flags, 0o600).catch((err: NodeJS.ErrnoException) => {
+    throw new FatalDownload(`cannot write ${part}: ${err.code === 'ELOOP' ? 'it is a symlink (someone else put it there): remove it' : (err.code ?? err.message)}`, { where: part, exitCode: ExitCode.installFailed });
+  });
+}
+
+/** What an earlier run recorded about the partial download; anything unreadable or not ours counts as nothing. */
+async function readPartMeta(metaFile: string): Promise<PartMeta | undefined> {
+  const st = await lstat(metaFile).catch(() => undefined);
+  if (!st?.isFile()) return undefined;
+  try {
+    const meta = JSON.parse(await readFile(metaFile, 'utf8')) as unknown;
+    return meta && typeof meta === 'object' && typeof (meta as PartMeta).url === 'string' ? (meta as PartMeta) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Downloads `url` to `dest` (atomically: dest.part, then rename). Throws HvError; never leaves a bad `dest`. */
 export async function downloadFile(url: string, dest: string, opts: DownloadOptions = {}): Promise<DownloadResult> {
   const attempts = opts.attempts ?? 5;
@@ -78,8 +113,8 @@ export async function downloadFile(url: string, dest: string, opts: DownloadOpti
   const expected = opts.sha256?.toLowerCase();
   if (expected !== undefined && !/^[0-9a-f]{64}$/.test(expected)) throw new HvError(`expected sha256 '${opts.sha256}' is not 64 hex digits`, { exitCode: ExitCode.usage });
 
-  let meta: PartMeta | undefined = await readFile(metaFile, 'utf8').then((t) => JSON.parse(t) as PartMeta, () => undefined);
-  if (meta?.url !== url) {
+  let meta = await readPartMeta(metaFile);
+  if (meta?.url !== url || (await ownPartSize(part)) === 0) {
     await rm(part, { force: true });
     meta = undefined;
   }
@@ -108,7 +143,7 @@ export async function downloadFile(url: string, dest: string, opts: DownloadOpti
         opts.log?.warn('download attempt failed; retrying', { url, attempt, retryInMs: delay, error: why, have: await sizeOf(part) });
         await sleep(delay, opts.signal);
         delay = Math.min(delay * 2, opts.maxRetryDelayMs ?? 30_000);
-        meta = await readFile(metaFile, 'utf8').then((t) => JSON.parse(t) as PartMeta, () => undefined);
+        meta = await readPartMeta(metaFile);
       }
     }
   } finally {
@@ -138,13 +173,16 @@ async function fetchOnce(
   dispatcher: Dispatcher,
   opts: DownloadOptions,
 ): Promise<{ resumed: boolean }> {
-  const have = await sizeOf(part);
+  const have = await ownPartSize(part);
   const headers: Record<string, string> = {};
   if (have > 0) {
     headers.range = `bytes=${have}-`;
     if (meta?.validator) headers['if-range'] = meta.validator;
   }
-  const res = await request(url, { method: 'GET', headers, dispatcher, signal: opts.signal });
+  // user:pass@ is sent as Basic credentials, never as part of the URL (or a message).
+  const target = withoutUserinfo(url);
+  if (target.authorization) headers.authorization = target.authorization;
+  const res = await request(target.url, { method: 'GET', headers, dispatcher, signal: opts.signal });
   const status = res.statusCode;
   if (status === 416 && have > 0) {
     // Everything is already here when the server's total equals what we have.
@@ -177,7 +215,7 @@ async function fetchOnce(
   const etag = res.headers.etag;
   const lastModified = res.headers['last-modified'];
   const validator = typeof etag === 'string' && !etag.startsWith('W/') ? etag : typeof lastModified === 'string' ? lastModified : undefined;
-  await writeFile(metaFile, JSON.stringify({ url, validator } satisfies PartMeta));
+  await writeFileAtomic(metaFile, JSON.stringify({ url, validator } satisfies PartMeta), { mode: 0o600 });
   const length = Number(res.headers['content-length']);
   const total = Number.isFinite(length) ? length + (resuming ? have : 0) : undefined;
   let bytes = resuming ? have : 0;
@@ -197,7 +235,8 @@ async function fetchOnce(
       cb(null, chunk);
     },
   });
-  await pipeline(res.body, counter, createWriteStream(part, { flags: resuming ? 'a' : 'w' }));
+  const fh = await openPart(part, resuming);
+  await pipeline(res.body, counter, fh.createWriteStream());
   if (total !== undefined && bytes !== total) throw new HvError(`connection closed after ${bytes} of ${total} bytes`);
   opts.onProgress?.({ bytes, total, rate: 0 });
   return { resumed: resuming };

@@ -1,4 +1,5 @@
 import { classifyNetworkError } from '../../lib/net-error.js';
+import { proxyFor } from '../../lib/proxy-env.js';
 
 /**
  * Turns low-level network errors into one sentence a person can act on (DNS, refused, timeout,
@@ -14,6 +15,18 @@ export function describeNetworkError(err: unknown, url: string, timeoutMs?: numb
     // keep the raw text
   }
   const { kind, code } = classifyNetworkError(err);
+  // Through a proxy, DNS, refusal, reset and no route are the proxy's, not the server's.
+  const via = (() => {
+    try {
+      return proxyFor(new URL(url));
+    } catch {
+      return undefined;
+    }
+  })();
+  if (via && (kind === 'dns' || kind === 'refused' || kind === 'reset' || kind === 'unreachable')) {
+    const why = kind === 'dns' ? `cannot be resolved (${code})` : kind === 'refused' ? 'refused the connection' : `could not be reached (${code})`;
+    return { message: `the proxy ${via.proxy.host} (${via.from}) ${why} on the way to ${host}; check ${via.from}, or add ${host.replace(/:\d+$/, '')} to no_proxy`, retryable: true };
+  }
   switch (kind) {
     case 'dns':
       return { message: `cannot resolve ${host.replace(/:\d+$/, '')} (DNS lookup failed: ${code}); check the name and the DNS servers`, retryable: true };

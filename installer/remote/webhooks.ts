@@ -16,6 +16,7 @@ import { Agent, request, type Dispatcher } from 'undici';
 import type { HarvesterConfig, Webhook, WebhookEvent } from '../../config/types.js';
 import { Logger } from '../../lib/logger.js';
 import { isSecretKey } from '../../lib/redact.js';
+import { isSecretHeader, urlSecrets, withoutUserinfo } from '../../lib/url-secrets.js';
 import { ownValue, setOwn } from '../../lib/own-keys.js';
 import { sleep } from '../../lib/wait.js';
 import { renderWebhook } from '../../config/webhook-check.js';
@@ -49,7 +50,6 @@ export interface PreparedWebhook {
   basicAuth?: { user: string; password: string };
 }
 
-const SECRET_HEADER = /auth|token|secret|key|cookie|signature|password/i;
 
 /** Renders and checks every webhook; one invalid hook makes the whole list unusable (Harvester). Pure. */
 export function prepareWebhooks(hooks: readonly Webhook[], vars: WebhookVars): { hooks: PreparedWebhook[] } | { error: string } {
@@ -81,14 +81,9 @@ export function prepareWebhooks(hooks: readonly Webhook[], vars: WebhookVars): {
 export function webhookSecrets(h: PreparedWebhook): string[] {
   const s: string[] = [];
   if (h.basicAuth) s.push(h.basicAuth.password, Buffer.from(`${h.basicAuth.user}:${h.basicAuth.password}`).toString('base64'));
-  for (const [k, v] of h.headers) if (isSecretKey(k) || SECRET_HEADER.test(k)) s.push(v);
-  try {
-    const u = new URL(h.url);
-    for (const [k, v] of u.searchParams) if (isSecretKey(k) || SECRET_HEADER.test(k)) s.push(v);
-    if (u.password) s.push(decodeURIComponent(u.password));
-  } catch {
-    // an unparsable URL was refused by prepareWebhooks
-  }
+  for (const [k, v] of h.headers) if (isSecretKey(k) || isSecretHeader(k)) s.push(v);
+  // The rendered URL: its credentials, signatures and token-like path (Slack, Discord, Teams, …).
+  s.push(...urlSecrets(h.url, { tokenSegments: true }));
   return s;
 }
 
@@ -123,9 +118,12 @@ async function sendOnce(h: PreparedWebhook, timeoutMs: number, signal: AbortSign
     const cur = ownValue(headers, k) as string | string[] | undefined;
     setOwn(headers, k, cur === undefined ? v : Array.isArray(cur) ? [...cur, v] : [cur, v]);
   }
+  // user:pass@ in the URL is sent as Basic credentials, as Go's client does; basicAuth wins.
+  const target = withoutUserinfo(h.url);
+  if (target.authorization) headers.authorization = target.authorization;
   if (h.basicAuth) headers.authorization = `Basic ${Buffer.from(`${h.basicAuth.user}:${h.basicAuth.password}`).toString('base64')}`;
   try {
-    const res = await request(h.url, {
+    const res = await request(target.url, {
       method: h.method as Dispatcher.HttpMethod,
       headers,
       body: h.payload !== '' ? h.payload : undefined,
@@ -162,7 +160,7 @@ export async function sendWebhooks(
     for (const h of configured) {
       log.redactor.add(h.basicAuth?.password);
       for (const [k, vs] of Object.entries(h.headers ?? {})) {
-        if (isSecretKey(k) || SECRET_HEADER.test(k)) for (const v of vs ?? []) log.redactor.add(String(v));
+        if (isSecretKey(k) || isSecretHeader(k)) for (const v of vs ?? []) log.redactor.add(String(v));
       }
     }
     const vars = opts.vars ?? gatherWebhookVars(config);

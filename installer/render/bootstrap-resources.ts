@@ -7,19 +7,19 @@
  *                       HelmChartConfig, Ingress rancher-expose, ManagedCharts harvester (carrying
  *                       the chart values) and harvester-crd
  *   11, 14, 15          ManagedCharts rancher-monitoring-crd, rancher-logging-crd, kubeovn-operator-crd
+ *   12-monitoring-dashboard.yaml  Harvester's Grafana VM dashboards, as the release's installer carries them
  *   20-harvester-settings.yaml  system_settings as Harvester Setting CRs (plus ntp-servers)
- *   22-addons.yaml      the Harvester Addon CRs
+ *   22-addons.yaml      every Harvester Addon CR, rendered from the release's template
  *   23-multus-config.yaml       arm64 only: multus's node selector
- * Not rendered: 12-monitoring-dashboard.yaml (Harvester's Grafana VM dashboards, ~2000 lines of JSON
- * that Harvester's installer carries inside its binary and no install medium holds).
  */
 import { Document, Scalar, isScalar, visit } from 'yaml';
 import type { HarvesterConfig } from '../../config/types.js';
 import { ExitCode, HvError } from '../../lib/errors.js';
 import { LONGHORN_DEFAULT_DISK } from '../../node/layout.js';
-import { DEFAULT_CLUSTER_DNS, DEFAULT_POD_CIDR, DEFAULT_SERVICE_CIDR } from './rke2.js';
+import { DEFAULT_CLUSTER_DNS, DEFAULT_CLUSTER_POD_CIDR, DEFAULT_CLUSTER_SERVICE_CIDR } from '../../config/defaults.js';
 import { vipMode } from '../../node/kube-vip.js';
 import type { BootstrapVersions } from './release.js';
+import { renderAddons, type HarvesterTemplates } from './harvester-templates.js';
 
 const NDM_LABEL_FILTER = ['COS_*', 'HARV_*'];
 const NTP_SETTING = 'ntp-servers';
@@ -31,10 +31,12 @@ const LOGGING_NS = 'cattle-logging-system';
 const LOCAL_TARGETS = [{ clusterName: 'local', clusterSelector: { matchExpressions: [{ key: 'provisioning.cattle.io/unmanaged-system-agent', operator: 'DoesNotExist' }] } }];
 const LONGHORN_CRDS_IGNORED_STATUS = ['engineimages', 'nodes', 'volumes', 'settings', 'replicas', 'instancemanagers', 'engines'];
 
-/** One file of config.yaml.d: its name and the `resources:` it carries. */
+/** One file of config.yaml.d: its name and the `resources:` it carries, or its text as Harvester's template renders it. */
 export interface BootstrapFile {
   name: string;
   resources: Array<Record<string, unknown>>;
+  /** The file as it is written (12 and 22, from the release's templates); `resources` is then unused. */
+  text?: string;
 }
 
 function positiveInt(v: unknown): number | undefined {
@@ -82,8 +84,8 @@ export function harvesterChartValues(config: HarvesterConfig): Record<string, un
   values['kube-vip'] = { enabled: true };
   values['kube-vip-cloud-provider'] = { enabled: true };
   values.promote = {
-    clusterPodCIDR: config.install?.clusterPodCidr || DEFAULT_POD_CIDR,
-    clusterServiceCIDR: config.install?.clusterServiceCidr || DEFAULT_SERVICE_CIDR,
+    clusterPodCIDR: config.install?.clusterPodCidr || DEFAULT_CLUSTER_POD_CIDR,
+    clusterServiceCIDR: config.install?.clusterServiceCidr || DEFAULT_CLUSTER_SERVICE_CIDR,
     clusterDNS: config.install?.clusterDns || DEFAULT_CLUSTER_DNS,
   };
   return values;
@@ -178,79 +180,31 @@ function harvesterSettings(config: HarvesterConfig): Array<{ name: string; value
 }
 
 /**
- * The Harvester addons of 22-addons.yaml, keyed as install.addons names them (harvester/addons
- * pkg/templates/rancherd-22-addons.yaml), with where each chart version is known from.
+ * Every bootstrap file of a create node, in Harvester's file order. 12 (the Grafana dashboards) and
+ * 22 (every addon, enabled or not) come from the release's own templates (harvester-templates.ts);
+ * kubeovn-operator-crd's version is the config's kubeovn_chart_version, else the kubeovn-operator
+ * addon's (both are KUBEOVN_OPERATOR_CHART_VERSION in Harvester's build).
  */
-const ADDONS: ReadonlyArray<{ key: string; name: string; namespace: string; chart: string; labels?: Record<string, string>; version: (v: BootstrapVersions) => string | undefined }> = [
-  { key: 'harvester_vm_import_controller', name: 'vm-import-controller', namespace: 'harvester-system', chart: 'harvester-vm-import-controller', version: () => undefined },
-  { key: 'harvester_pcidevices_controller', name: 'pcidevices-controller', namespace: 'harvester-system', chart: 'harvester-pcidevices-controller', version: () => undefined },
-  { key: 'rancher_logging', name: 'rancher-logging', namespace: LOGGING_NS, chart: 'rancher-logging', version: (v) => v.loggingChart },
-  { key: 'rancher_monitoring', name: 'rancher-monitoring', namespace: MONITORING_NS, chart: 'rancher-monitoring', version: (v) => v.monitoringChart },
-  { key: 'harvester_seeder', name: 'harvester-seeder', namespace: 'harvester-system', chart: 'harvester-seeder', labels: { 'addon.harvesterhci.io/experimental': 'true' }, version: () => undefined },
-  { key: 'nvidia_driver_toolkit', name: 'nvidia-driver-toolkit', namespace: 'harvester-system', chart: 'nvidia-driver-runtime', version: () => undefined },
-  { key: 'kubeovn_operator', name: 'kubeovn-operator', namespace: 'kube-system', chart: 'kubeovn-operator', labels: { 'addon.harvesterhci.io/experimental': 'true' }, version: (v) => v.kubeovnChart },
-  {
-    key: 'descheduler',
-    name: 'descheduler',
-    namespace: 'kube-system',
-    chart: 'descheduler',
-    labels: { 'addon.harvesterhci.io/displayName': 'virtual-machine-auto-balance', 'addon.harvesterhci.io/experimental': 'true' },
-    version: () => undefined,
-  },
-];
-
-/**
- * Addon CRs for the addons whose chart version the media (or the config) record. Harvester's
- * installer bakes every addon's version and tuned values into its binary at build time; the media
- * record only monitoring and logging (and the config may give kube-ovn's). An addon without a
- * version is left out with a warning (Harvester's upgrade installs missing addons), unless the
- * config enables it: then the install stops before any disk is touched.
- */
-function addonsFile(config: HarvesterConfig, versions: BootstrapVersions, warnings: string[]): BootstrapFile {
-  const enabled = config.install?.addons ?? {};
-  const left: string[] = [];
-  const resources: Array<Record<string, unknown>> = [];
-  for (const a of ADDONS) {
-    const version = a.version(versions);
-    const on = enabled[a.key]?.enabled === true;
-    if (!version) {
-      if (on) {
-        throw new HvError(`install.addons.${a.key} is enabled, but the install media record no chart version for ${a.chart}`, {
-          where: `install.addons.${a.key}`,
-          hint: a.key === 'kubeovn_operator' ? 'set kubeovn_chart_version in the config, or enable the addon in the UI after the install' : 'enable the addon in the UI after the install',
-          exitCode: ExitCode.checkFailed,
-        });
-      }
-      left.push(a.name);
-      continue;
-    }
-    // valuesContent is required by the Addon CRD; Harvester's tuned values are not on the media, so the chart's defaults apply.
-    if (on) warnings.push(`addon ${a.name} is enabled with its chart's default values: Harvester's tuned values for it are not on the install media`);
-    resources.push({
-      apiVersion: 'harvesterhci.io/v1beta1',
-      kind: 'Addon',
-      metadata: { name: a.name, namespace: a.namespace, ...(a.labels ? { labels: a.labels } : {}) },
-      spec: { repo: CLUSTER_REPO, version, chart: a.chart, enabled: on, valuesContent: '' },
-    });
-  }
-  if (left.length) warnings.push(`22-addons.yaml leaves out ${left.join(', ')}: the install media record no chart version for them (Harvester's upgrade installs missing addons)`);
-  return { name: '22-addons.yaml', resources };
-}
-
-/** Every bootstrap file of a create node, in Harvester's file order. */
-export function bootstrapFiles(config: HarvesterConfig, versions: BootstrapVersions, arch: 'amd64' | 'arm64', warnings: string[]): BootstrapFile[] {
+export function bootstrapFiles(config: HarvesterConfig, versions: BootstrapVersions, arch: 'amd64' | 'arm64', templates: HarvesterTemplates, warnings: string[]): BootstrapFile[] {
+  const addons = renderAddons(config, templates);
   const files: BootstrapFile[] = [
     harvesterFile(config, versions),
     { name: '11-monitoring-crd.yaml', resources: [managedChart('rancher-monitoring-crd', versions.monitoringChart, MONITORING_NS)] },
+    { name: '12-monitoring-dashboard.yaml', resources: [], text: templates.dashboards },
     { name: '14-logging-crd.yaml', resources: [managedChart('rancher-logging-crd', versions.loggingChart, LOGGING_NS)] },
   ];
-  if (versions.kubeovnChart) files.push({ name: '15-kubeovn-operator-crd.yaml', resources: [managedChart('kubeovn-operator-crd', versions.kubeovnChart, 'kube-system')] });
-  else warnings.push('15-kubeovn-operator-crd.yaml is not rendered: no kubeovn_chart_version in the config (the install media record none)');
+  for (const [addon, chart] of [['rancher-monitoring', versions.monitoringChart], ['rancher-logging', versions.loggingChart]] as const) {
+    const own = addons.versions.get(addon);
+    if (own !== undefined && own !== chart) warnings.push(`the ${addon} addon of ${templates.source} is chart ${own}, its CRD chart ${chart} (from ${versions.from[addon === 'rancher-monitoring' ? 'monitoringChart' : 'loggingChart']}): one release's media agree on both`);
+  }
+  const kubeovn = versions.kubeovnChart ?? addons.versions.get('kubeovn-operator');
+  if (kubeovn) files.push({ name: '15-kubeovn-operator-crd.yaml', resources: [managedChart('kubeovn-operator-crd', kubeovn, 'kube-system')] });
+  else warnings.push(`15-kubeovn-operator-crd.yaml is not rendered: no kubeovn_chart_version in the config, and ${templates.source} has no kubeovn-operator addon (a release before it)`);
   files.push({
     name: '20-harvester-settings.yaml',
     resources: harvesterSettings(config).map((s) => ({ apiVersion: 'harvesterhci.io/v1beta1', kind: 'Setting', metadata: { name: s.name }, value: s.value })),
   });
-  files.push(addonsFile(config, versions, warnings));
+  files.push({ name: '22-addons.yaml', resources: [], text: addons.text });
   if (arch === 'arm64') {
     files.push({
       name: '23-multus-config.yaml',
@@ -265,6 +219,7 @@ export function bootstrapFiles(config: HarvesterConfig, versions: BootstrapVersi
  * double-quoted (Harvester's template prints them with %q); valuesContent is a literal block.
  */
 export function renderBootstrapFile(file: BootstrapFile): string {
+  if (file.text !== undefined) return file.text;
   // No anchors and aliases for shared values (the targets): every resource spelled out, as Harvester writes them.
   const doc = new Document({ resources: file.resources }, { aliasDuplicateObjects: false });
   file.resources.forEach((r, i) => {

@@ -10,6 +10,7 @@ import { ExitCode, HvError } from '../../lib/errors.js';
 import { cryptSaltFrom, isCryptHash } from './crypt.js';
 import { ADMIN_PASSWORD_PATH, renderAdminPasswordDropIn, withHashedAdminPassword } from './admin-password.js';
 import { bootstrapFiles, renderBootstrapFile } from './bootstrap-resources.js';
+import { HARVESTER_INSTALLER_PATH, missingTemplates } from './harvester-templates.js';
 import { renderKubeVipManifest, KUBE_VIP_MANIFEST_PATH } from '../../node/kube-vip.js';
 import { defaultHasDataPartition } from '../../node/layout.js';
 import { NM_CONNECTIONS_DIR, renderNetworkManagerProfiles } from './network.js';
@@ -25,6 +26,7 @@ import { passwordHash, renderGrubenv, renderYip, thirdPartyKernelArgs, YIP_PATH 
 
 export type { ImageFacts, RenderedFile, RenderFacts, RenderNic, RenderReport, RenderSeeds } from './types.js';
 export { parseReleaseMetadata, mediaRelease, resolveBootstrapVersions, IMAGE_RELEASE_PATH, ISO_RELEASE_PATH } from './release.js';
+export { templatesInBinary, HARVESTER_INSTALLER_PATH, ADDONS_TEMPLATE, DASHBOARDS_TEMPLATE, type HarvesterTemplates } from './harvester-templates.js';
 export type { BootstrapVersions, MediaRelease, ReleaseMetadata } from './release.js';
 export { RANCHERD_CONFIG_PATH, RANCHERD_CONFIG_DIR } from './rancherd.js';
 export { renderRegistriesYaml, renderRegistriesFile, parseContainerdRegistry, registriesHoldCredentials, registryCredentials } from '../../node/registries.js';
@@ -115,7 +117,8 @@ function byPath(a: RenderedFile, b: RenderedFile): number {
 function rancherdFiles(config: HarvesterConfig, mode: string, hostname: string, versions: BootstrapVersions, facts: RenderFacts, seed: string, warnings: string[]): RenderedFile[] {
   const files: RenderedFile[] = [{ path: RANCHERD_CONFIG_PATH, mode: 0o600, owner: OWNER, secret: true, content: renderRancherdConfig(config, hostname, versions) }];
   if (mode !== 'create') return files;
-  for (const f of bootstrapFiles(config, versions, facts.arch ?? 'amd64', warnings)) {
+  if (!facts.image?.templates) throw missingTemplates(`the OS image's ${HARVESTER_INSTALLER_PATH}`);
+  for (const f of bootstrapFiles(config, versions, facts.arch ?? 'amd64', facts.image.templates, warnings)) {
     // Settings may carry credentials (containerd-registry, backup-target, http-proxy).
     files.push({ path: `${RANCHERD_CONFIG_DIR}/${f.name}`, mode: 0o600, owner: OWNER, secret: f.name === '20-harvester-settings.yaml' && f.resources.length > 0, content: renderBootstrapFile(f) });
   }

@@ -10,12 +10,9 @@
 import { stringify } from 'yaml';
 import type { HarvesterConfig } from '../../config/types.js';
 import { ExitCode, HvError } from '../../lib/errors.js';
+import { DEFAULT_CLUSTER_DNS, DEFAULT_CLUSTER_POD_CIDR, DEFAULT_CLUSTER_SERVICE_CIDR } from '../../config/defaults.js';
+import { AUDIT_POLICY_PATH, RKE2_CONFIG_DIR, SERVER_DROPIN_PATH } from '../../node/paths.js';
 
-export const RKE2_CONFIG_DIR = '/etc/rancher/rke2/config.yaml.d';
-export const AUDIT_POLICY_PATH = `${RKE2_CONFIG_DIR}/92-harvester-kube-audit-policy.yaml`;
-export const DEFAULT_POD_CIDR = '10.52.0.0/16';
-export const DEFAULT_SERVICE_CIDR = '10.53.0.0/16';
-export const DEFAULT_CLUSTER_DNS = '10.53.0.10';
 export const MAX_PODS = 200;
 export const WITNESS_TAINT = 'node-role.kubernetes.io/etcd=true:NoExecute';
 export const SUPERVISOR_PORT = 9345;
@@ -139,15 +136,15 @@ export function renderRke2DropIns(config: HarvesterConfig, cpuCount: number, opt
     const server: Record<string, unknown> = {
       ...(standIns ? { 'cluster-init': true } : {}),
       cni: 'multus,canal',
-      'cluster-cidr': config.install?.clusterPodCidr || DEFAULT_POD_CIDR,
-      'service-cidr': config.install?.clusterServiceCidr || DEFAULT_SERVICE_CIDR,
+      'cluster-cidr': config.install?.clusterPodCidr || DEFAULT_CLUSTER_POD_CIDR,
+      'service-cidr': config.install?.clusterServiceCidr || DEFAULT_CLUSTER_SERVICE_CIDR,
       'cluster-dns': config.install?.clusterDns || DEFAULT_CLUSTER_DNS,
     };
     if (tlsSan.length) server['tls-san'] = tlsSan;
     server['audit-policy-file'] = AUDIT_POLICY_PATH;
     // What rancherd's extraConfig passes to RKE2 on Harvester (harvester/harvester-installer pkg/config/templates/rancherd-config.yaml); promote.sh disables the same charts.
     if (standIns) server.disable = DISABLED_CHARTS;
-    files.push({ path: `${RKE2_CONFIG_DIR}/90-harvester-server.yaml`, content: yamlDoc(server), mode: DROPIN_MODE, secret: false });
+    files.push({ path: SERVER_DROPIN_PATH, content: yamlDoc(server), mode: DROPIN_MODE, secret: false });
   } else if (standIns) {
     // With rancherd, the join server reaches RKE2 through rancherd (and Harvester's image rewrites 90-harvester-vip.yaml at every start).
     if (!config.serverUrl) throw new HvError('server_url is required in join mode', { where: 'server_url', exitCode: ExitCode.checkFailed });

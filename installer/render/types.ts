@@ -6,6 +6,7 @@
  */
 import type { Bootstrapper } from '../../lib/image-profile.js';
 import type { BootstrapVersions, MediaRelease } from './release.js';
+import type { HarvesterTemplates } from './harvester-templates.js';
 
 /** One file of the installed node. `path` is the absolute path as the node sees it once booted. */
 export interface RenderedFile {
@@ -63,6 +64,8 @@ export interface ImageFacts {
   why: string;
   /** The media's harvester-release.yaml, when there is one. */
   release?: MediaRelease;
+  /** The addon and dashboard templates of the image's harvester-installer, when it carries them. */
+  templates?: HarvesterTemplates;
 }
 
 /**

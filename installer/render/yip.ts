@@ -8,6 +8,7 @@ import { gunzipSync } from 'node:zlib';
 import { stringify } from 'yaml';
 import type { HarvesterConfig, MultipathBlacklistConfig, MultipathDevice } from '../../config/types.js';
 import { ExitCode, HvError } from '../../lib/errors.js';
+import { DEFAULT_CLUSTER_POD_CIDR, DEFAULT_CLUSTER_SERVICE_CIDR } from '../../config/defaults.js';
 import { isCryptHash, sha512Crypt } from './crypt.js';
 import { OVERLAY, RW_PATHS, persistentStatePaths, volumes } from '../../node/layout.js';
 import { OPERATOR_PROFILE_PATH, operatorProfile } from './operator-shell.js';
@@ -130,7 +131,7 @@ export function rke2ProxyEnvironment(config: HarvesterConfig): string | undefine
   const https = get('https_proxy');
   if (!http && !https) return undefined;
   const noProxy = (get('no_proxy') ?? '').split(',').map((s) => s.trim()).filter(Boolean);
-  for (const extra of ['127.0.0.1', 'localhost', config.install?.clusterPodCidr || '10.52.0.0/16', config.install?.clusterServiceCidr || '10.53.0.0/16', '.svc', '.cluster.local']) {
+  for (const extra of ['127.0.0.1', 'localhost', config.install?.clusterPodCidr || DEFAULT_CLUSTER_POD_CIDR, config.install?.clusterServiceCidr || DEFAULT_CLUSTER_SERVICE_CIDR, '.svc', '.cluster.local']) {
     if (!noProxy.includes(extra)) noProxy.push(extra);
   }
   const lines: string[] = [];

@@ -190,7 +190,7 @@ export const oemStep: Step = {
   name: 'oem',
   async run(ctx) {
     const plan = ctx.plan;
-    const rendered = renderFiles(ctx.config, await ctx.facts(), plan);
+    const rendered = renderFiles(ctx.config, ctx.nodeFacts ?? (await ctx.facts()), plan);
     const written: string[] = [];
     await withMounted(plan, ctx.runDir, ['COS_OEM', 'COS_PERSISTENT'], async (dirs) => {
       await removeStaleTemps(dirs.COS_OEM);

@@ -27,6 +27,8 @@ export interface InstallContext {
   signal?: AbortSignal;
   /** Fresh machine facts (re-gathered by the guard). */
   facts: () => Promise<MachineFacts>;
+  /** The machine the node is for when it is not this one (RunInstallOptions.nodeFacts). */
+  nodeFacts?: MachineFacts;
   /** Test-only fault injection (HVINSTALL_TEST_SIGKILL_AT), see pipeline.ts. */
   killPoint?: string;
   /** The OS source's content digests, taken by the guard before any disk is touched. */

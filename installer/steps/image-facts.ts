@@ -4,7 +4,8 @@
  * (the image's /etc/harvester-release.yaml and, in automatic mode, the ISO root's). A directory
  * source is read in place; a squashfs source through unsquashfs, without mounting it.
  */
-import { readFile, stat } from 'node:fs/promises';
+import { lstat, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { ExitCode, HvError } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
@@ -12,6 +13,7 @@ import { Host } from '../../lib/host.js';
 import { bootstrapperFacts, chooseBootstrapper } from '../../lib/image-profile.js';
 import type { OsSource } from '../disk/contracts.js';
 import { IMAGE_RELEASE_PATH, mediaRelease, parseReleaseMetadata, type MediaRelease } from '../render/release.js';
+import { HARVESTER_INSTALLER_PATH, templatesInBinary, type HarvesterTemplates } from '../render/harvester-templates.js';
 import type { ImageFacts } from '../render/types.js';
 
 /** A squashfs image read with unsquashfs: enough of Host for existence checks and small reads. */
@@ -61,6 +63,30 @@ async function readReleaseFile(file: string): Promise<MediaRelease> {
   return parseReleaseMetadata(text, file);
 }
 
+/** A regular file of the image as bytes (a squashfs's through unsquashfs into a scratch directory), or undefined. */
+async function readImageFile(source: OsSource, p: string): Promise<Buffer | undefined> {
+  const rel = p.replace(/^\/+/, '');
+  if (source.kind === 'dir') {
+    const file = path.join(source.path, rel);
+    return (await lstat(file).catch(() => undefined))?.isFile() ? readFile(file) : undefined;
+  }
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'hvinstall-image-'));
+  try {
+    await run('unsquashfs', ['-no-progress', '-d', path.join(dir, 'x'), source.path, rel], { allowFailure: true, timeoutMs: 300_000 });
+    const file = path.join(dir, 'x', rel);
+    return (await lstat(file).catch(() => undefined))?.isFile() ? await readFile(file) : undefined;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Harvester's addon and dashboard templates, embedded in the image's harvester-installer (render/harvester-templates.ts). */
+async function installerTemplates(source: OsSource): Promise<HarvesterTemplates | undefined> {
+  const binary = await readImageFile(source, HARVESTER_INSTALLER_PATH);
+  const where = source.kind === 'dir' ? path.join(source.path, HARVESTER_INSTALLER_PATH) : `${source.path}:${HARVESTER_INSTALLER_PATH}`;
+  return binary ? templatesInBinary(binary, where) : undefined;
+}
+
 /**
  * The image facts of an install source. `isoRelease`: the ISO root's harvester-release.yaml when
  * the install comes from an ISO (it may be absent).
@@ -75,7 +101,8 @@ export async function imageFactsOf(source: OsSource, opts: { isoRelease?: string
     if (present || opts.isoReleaseRequired) iso = await readReleaseFile(opts.isoRelease);
   }
   const release = mediaRelease(image, iso);
-  return { bootstrapper: choice.bootstrapper, why: choice.why, ...(release ? { release } : {}) };
+  const templates = choice.bootstrapper === 'rancherd' ? await installerTemplates(source) : undefined;
+  return { bootstrapper: choice.bootstrapper, why: choice.why, ...(release ? { release } : {}), ...(templates ? { templates } : {}) };
 }
 
 /** Go's name for this machine's architecture (Harvester decides on runtime.GOARCH). */

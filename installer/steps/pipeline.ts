@@ -120,6 +120,7 @@ function openRun(opts: RunInstallOptions): PipelineRun {
     redactor: opts.redactor,
     signal: opts.signal,
     facts: opts.gatherFacts ?? (() => gatherFacts()),
+    nodeFacts: opts.nodeFacts,
     killPoint: opts.killPoint,
     recorded: (step) => r.record?.journal.steps.find((s) => s.name === step)?.detail,
   };

@@ -32,6 +32,8 @@ export interface PrepareOptions {
   agent?: AgentSource;
   /** The ISO root's harvester-release.yaml (automatic mode), read with the source's own. */
   isoRelease?: string;
+  /** The machine the node is for when it is not this one (RunInstallOptions.nodeFacts): the render uses it. */
+  nodeFacts?: MachineFacts;
 }
 
 export interface Prepared {
@@ -43,13 +45,14 @@ export interface Prepared {
   redactor: Redactor;
   /** The agent this install puts on the node (undefined when none was asked about). */
   agent?: AgentSource;
+  nodeFacts?: MachineFacts;
 }
 
 /**
  * What runInstall takes from an install's preparation: the plan, the config, the redactor, and the
  * OS source and agent decision an install is prepared with (requireSource, resolveAgentArg).
  */
-export function installInputs(p: Prepared): Pick<RunInstallOptions, 'plan' | 'config' | 'source' | 'agent' | 'redactor'> {
+export function installInputs(p: Prepared): Pick<RunInstallOptions, 'plan' | 'config' | 'source' | 'agent' | 'redactor' | 'nodeFacts'> {
   if (!p.source || !p.agent) {
     throw new HvError(`the install of ${p.plan.device} was prepared without ${p.source ? 'an agent decision' : 'an OS source'}`, {
       where: 'installer/steps/prepare.ts',
@@ -57,7 +60,7 @@ export function installInputs(p: Prepared): Pick<RunInstallOptions, 'plan' | 'co
       exitCode: ExitCode.installFailed,
     });
   }
-  return { plan: p.plan, config: p.config, source: p.source, agent: p.agent, redactor: p.redactor };
+  return { plan: p.plan, config: p.config, source: p.source, agent: p.agent, redactor: p.redactor, nodeFacts: p.nodeFacts };
 }
 
 export async function loadInstallConfig(configPath: string): Promise<{ config: HarvesterConfig; warnings: string[] }> {
@@ -91,7 +94,7 @@ export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
   const image = source ? await imageFactsOf(source, { isoRelease: opts.isoRelease }) : undefined;
   const rendered = withRenderedFileList(
     config,
-    facts,
+    opts.nodeFacts ?? facts,
     planInstall(config, facts, {
       device: opts.device,
       systemSizeMiB: opts.systemSizeMiB,
@@ -103,5 +106,5 @@ export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
   const plan = agent ? withAgentPlan(rendered, agent, !!source) : rendered;
   // Also before any disk is touched: an incomplete chain or a grub.cfg that does not parse refuses here.
   if (source) plan.bootChain = await inspectBootChain(source, plan.firmware);
-  return { config, warnings, facts, plan, source, redactor, agent };
+  return { config, warnings, facts, plan, source, redactor, agent, nodeFacts: opts.nodeFacts };
 }

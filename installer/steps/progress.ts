@@ -12,7 +12,9 @@ export type InstallEvent =
   | { type: 'install'; phase: 'started' | 'resumed' | 'succeeded' | 'failed'; device: string; message?: string }
   | { type: 'step'; phase: 'started' | 'done' | 'skipped' | 'failed'; step: StepName; index: number; total: number; message?: string }
   | { type: 'bytes'; step: StepName; done: number; total: number; rateBytesPerSec: number }
-  | { type: 'message'; level: 'info' | 'warn' | 'error'; message: string; step?: StepName };
+  | { type: 'message'; level: 'info' | 'warn' | 'error'; message: string; step?: StepName }
+  /** The hardware gate's verdict (installer/preflight/judge.ts): what was checked, each check that did not pass, the decision, what would override it. */
+  | { type: 'gate'; decision: 'passed' | 'acknowledged' | 'overridden' | 'unchecked' | 'refused'; checked: string; lines: string[] };
 
 export type StampedEvent = InstallEvent & { ts: string; elapsedMs: number };
 
@@ -41,9 +43,13 @@ export interface Writer {
   write(s: string): unknown;
 }
 
+const HISTORY_MAX = 1000;
+
 /** Stamps events with time and elapsed, redacts them, and fans them out. */
 export class EventBus implements EventSink {
   private readonly start: number;
+  /** Events other than byte progress, so a sink added later (the install log, hvpxe's) still gets what came before it. */
+  private readonly history: StampedEvent[] = [];
   private lastBytes?: { step: StepName; startAt: number; emittedAt: number; done: number };
   constructor(
     private readonly sinks: Sink[],
@@ -54,6 +60,7 @@ export class EventBus implements EventSink {
   }
 
   addSink(s: Sink): void {
+    for (const e of this.history) s.event(e);
     this.sinks.push(s);
   }
 
@@ -61,6 +68,7 @@ export class EventBus implements EventSink {
     const t = this.now();
     const stamped = { ...e, ts: new Date(t).toISOString(), elapsedMs: t - this.start } as StampedEvent;
     const out = this.redactor ? this.redactor.redact(stamped) : stamped;
+    if (out.type !== 'bytes' && this.history.length < HISTORY_MAX) this.history.push(out);
     for (const s of this.sinks) s.event(out);
   }
 
@@ -105,6 +113,8 @@ export function describeEvent(e: StampedEvent): string | undefined {
     }
     case 'message':
       return e.message ? `${t} ${e.level === 'info' ? '' : `${e.level}: `}${e.message}` : undefined;
+    case 'gate':
+      return [`${t} hardware gate (${e.checked}): ${e.decision}`, ...e.lines.map((l) => `  ${l}`)].join('\n');
   }
 }
 
@@ -112,13 +122,24 @@ export function jsonSink(out: Writer): Sink {
   return { event: (e) => void out.write(JSON.stringify(e) + '\n') };
 }
 
-/** Lines for a serial console: every step event, byte progress at most every `intervalMs`. */
+/**
+ * Lines for a serial console: every step event; byte progress at most every `intervalMs`, except a
+ * step's first line and the first that reaches its total (once per step: a total that keeps growing
+ * with the count, as a copy whose size is learned on the way reports it, is not a new finish each time).
+ */
 export function plainSink(out: Writer, intervalMs = 5000): Sink {
   let lastBytesAt = -Infinity;
+  let step: string | undefined;
+  let finished = false;
   return {
     event: (e) => {
     if (e.type === 'bytes') {
-      if (e.elapsedMs - lastBytesAt < intervalMs && e.done < e.total) return;
+      const first = e.step !== step;
+      const finishing = e.done >= e.total && !(finished && !first);
+      if (!first && !finishing && e.elapsedMs - lastBytesAt < intervalMs) return;
+      if (first) finished = false;
+      step = e.step;
+      finished ||= e.done >= e.total;
       lastBytesAt = e.elapsedMs;
     }
     const line = describeEvent(e);

@@ -22,6 +22,11 @@ export interface RunInstallOptions {
   runDir?: string;
   bus: EventBus;
   redactor: Redactor;
+  /**
+   * The machine the node is for when it is not this one (a disk built here for another machine:
+   * its --facts, or a stand-in that knows nothing of it): the render uses it instead of this machine's.
+   */
+  nodeFacts?: MachineFacts;
   /** The machine as it is now, for the guard (default: this machine's). */
   gatherFacts?: () => Promise<MachineFacts>;
   preserveOnError?: boolean;

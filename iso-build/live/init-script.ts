@@ -88,23 +88,15 @@ fi
 
 echo "HV-LIVE: automatic install: the config comes from $(arg harvester.install.config_url || echo '(no config_url: the command line only)')"
 
-# root=live:URL (PXE, as hvpxe writes it): the OS image comes over HTTP, checked against the
-# URL.sha256 the server publishes, and is installed as --source. Otherwise the boot medium's
-# rootfs.squashfs is only the fallback: an http(s) install.iso_url in the config still wins (its
-# rootfs.squashfs and bundle/ are installed); for iso_url local or none, the medium's is.
+# root=live:URL (PXE, as hvpxe writes it): the OS image comes over HTTP; hvinstall downloads it
+# (with resume) and checks it against the URL.sha256 the server publishes before using any of it
+# (refused without one, unless hvinstall.unverified_media), then installs it as --source. Otherwise
+# the boot medium's rootfs.squashfs is only the fallback: an http(s) install.iso_url in the config
+# still wins (its rootfs.squashfs and bundle/ are installed); for iso_url local or none, the medium's is.
 source=
 live=$(arg root) && case "$live" in live:http://*|live:https://*)
-  url=\${live#live:}
-  echo "HV-LIVE: fetching the OS image $url"
-  wget -q -O /run/live/rootfs.squashfs "$url" || finish "rootfs-fetch-failed $url" fail
-  if wget -q -O /run/live/rootfs.sha256 "$url.sha256"; then
-    want=$(cut -d' ' -f1 /run/live/rootfs.sha256); got=$(sha256sum /run/live/rootfs.squashfs | cut -d' ' -f1)
-    [ "$want" = "$got" ] || finish "rootfs-checksum-mismatch want=$want got=$got" fail
-    echo "HV-LIVE: OS image sha256 $got verified"
-  else
-    echo "HV-LIVE: warning: no $url.sha256 published; the OS image is unverified"
-  fi
-  source=/run/live/rootfs.squashfs ;;
+  source=\${live#live:}
+  echo "HV-LIVE: the OS image is $source (hvinstall downloads and verifies it)" ;;
 esac
 # hvinstall's automatic mode reads the command line itself: config_url (with Harvester's retries)
 # merged under the harvester.* keys, webhooks, and progress to hvinstall.events_url when present.

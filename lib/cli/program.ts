@@ -66,7 +66,8 @@ export async function runProgram(p: Program, argv: string[]): Promise<number> {
     if (!p.commandNames.includes(cmd!)) return unknown(p, 'command', cmd!, p.commandNames);
     return p.run(cmd!, [...sub, '--help']);
   }
-  if (name === '--version' || name === 'version') {
+  // -V and -v: what people type for a version (node -v, many tools -V); neither is a command of ours.
+  if (name === '--version' || name === 'version' || name === '-V' || name === '-v') {
     const extra = rest.filter((a) => a !== '--json');
     if (extra.length) {
       err(`${p.name}: ${name} takes only --json (got '${extra[0]}')`);

@@ -80,7 +80,8 @@ fb_install() {
   node -p "require('$OUT/$FB_TAG-bundle.json').images.join(' ')" | tr -d '\n' > "$OUT/$FB_TAG-bundle-images.txt"
   [ "$FB_AGENT" = none ] || [ -s "$FB_AGENT/hvagent-payload.json" ] || die "first-boot: no hvagent payload in $FB_AGENT (make build writes build/hvagent-payload; HV_E2E_FB_AGENT=none installs without the agent)"
   local t0=$SECONDS
-  ip netns exec "$FB_NETNS" "$REPO/bin/hvinstall" install --config "$OUT/$FB_TAG-config.yaml" --source "$FB_SQUASHFS" --bundle "$OUT/$FB_TAG-bundle" \
+  # --device: the loop device is a disk built here for the guest, not this host's (whose hardware the gate would judge).
+  ip netns exec "$FB_NETNS" "$REPO/bin/hvinstall" install --config "$OUT/$FB_TAG-config.yaml" --device "$LOOP" --source "$FB_SQUASHFS" --bundle "$OUT/$FB_TAG-bundle" \
     --agent "$FB_AGENT" --yes \
     --progress plain --state-dir "$OUT/$FB_TAG-state" > "$OUT/$FB_TAG-install.log" 2>&1 ||
     { tail -n 30 "$OUT/$FB_TAG-install.log" >&2; die "first-boot: hvinstall install of the systemd OS failed (see $OUT/$FB_TAG-install.log)"; }

@@ -102,7 +102,10 @@ media_stage() {
   rm -f "$fifo"; mkfifo "$fifo"
   exec {fd}<>"$fifo"
   rm -f "$OUT/typing-$name.failed"
-  grub_type "$OUT/console-$name-install.log" "$fd" "$(live_append node-1.yaml)" "$OUT/typing-$name.failed" &
+  # Legacy BIOS: Harvester v1.8's gate refuses it; this run's command line consents, as v1.7 allowed.
+  local append; append=$(live_append node-1.yaml)
+  if [ "$firmware" = bios ]; then append="$append hvinstall.legacy_bios"; fi
+  grub_type "$OUT/console-$name-install.log" "$fd" "$append" "$OUT/typing-$name.failed" &
   PIDS+=($!)
   # Had the typing not reached grub, the live system would wait at its shell: stop at once.
   FAIL_ON='HV-LIVE: interactive install' FAIL_FILE=$OUT/typing-$name.failed \

@@ -63,7 +63,7 @@ pxe_secureboot_stage() {
   expect_line pxe-sb-install 'EFI stub: UEFI Secure Boot is enabled' "the kernel was not started with Secure Boot on"
   expect_line pxe-sb-install '^HV-LIVE: kernel lockdown .*\[(integrity|confidentiality)\]' "the kernel did not lock itself down under Secure Boot"
   expect_line pxe-sb-install '^HV-LIVE: firmware UEFI, Secure Boot enabled' "the live system does not see Secure Boot enforced"
-  expect_line pxe-sb-install 'HV-LIVE: OS image sha256 [0-9a-f]{64} verified' "the OS image was not fetched from root=live: and verified"
+  expect_line pxe-sb-install '"msg":"OS image ready".*"verified":"sha256 [0-9a-f]{64} \(from http[^"]*\.sha256\) matched"' "the OS image was not fetched from root=live: and verified"
   expect_line pxe-sb-install '^installed /dev/nvme0n1' "the installer did not report a completed install"
   expect_line pxe-sb-install '^automatic install: poweroff' "the automatic install did not power off by itself"
   pxe_machines "$dir" "$dir/machines.json" ip netns exec "$hvpxe_ns"

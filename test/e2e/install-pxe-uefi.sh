@@ -57,7 +57,7 @@ pxe_uefi_stage() {
   grep -aE 'sent .*/ipxe\.efi to '"$net"'\.' "$dir/proxy.log" > /dev/null \
     || { tail -n 30 "$dir/proxy.log" >&2; die "pxe-uefi: hvpxe's dnsmasq did not send ipxe.efi by TFTP (see $dir/proxy.log)"; }
   expect_line pxe-uefi-install '^HV-LIVE: firmware UEFI' "the live system did not come up through PXE under UEFI"
-  expect_line pxe-uefi-install 'HV-LIVE: OS image sha256 [0-9a-f]{64} verified' "the OS image was not fetched from root=live: and verified"
+  expect_line pxe-uefi-install '"msg":"OS image ready".*"verified":"sha256 [0-9a-f]{64} \(from http[^"]*\.sha256\) matched"' "the OS image was not fetched from root=live: and verified"
   expect_line pxe-uefi-install '^installed /dev/nvme0n1' "the installer did not report a completed install"
   expect_line pxe-uefi-install '^automatic install: poweroff' "the automatic install did not power off by itself"
   pxe_machines "$dir" "$dir/machines.json" ip netns exec "$ns"

@@ -3,7 +3,7 @@ import type { HarvesterConfig } from '../../../config/types.js';
 import type { DiskFacts, MachineFacts } from '../types.js';
 import type { PreflightCheck, Profile } from '../report.js';
 import { locateDevice, type LocatedDevice } from '../resolve.js';
-import { suggestInstallDevice } from '../suggest.js';
+import { isInstallCandidate, suggestInstallDevice } from '../suggest.js';
 import { DISK_MESSAGES, installDiskMinGiB, DATA_DISK_MIN_GIB, wholeGiB } from '../../../config/disk-sizes.js';
 
 export interface DiskCheckInput {
@@ -46,6 +46,19 @@ function wipeRequested(config: HarvesterConfig | undefined, d: DiskFacts, aliase
   return list.some((n) => namesOf(d).includes(n) || namesOf(d).includes(aliases[n] ?? ''));
 }
 
+/**
+ * What to name instead: only disks that could take it now (installer/preflight/suggest.ts: fixed,
+ * writable, not the boot medium, nothing mounted or held, not a loop device); the rest are counted,
+ * not offered (a disk mounted at / is no answer).
+ */
+function candidatesHint(role: Role, disks: DiskFacts[]): string {
+  const usable = disks.filter(isInstallCandidate).map((d) => d.path);
+  const others = disks.length - usable.length;
+  const left = others ? ` (${others} other disk${others === 1 ? ' is' : 's are'} removable, USB, a loop device, the boot medium or in use)` : '';
+  if (usable.length === 0) return `No disk here can take it${left || ': none was found'}.`;
+  return `Set ${ROLE_KEY[role]} to one of: ${usable.join(', ')}${left}.`;
+}
+
 /** Exists, whole disk; returns the disk when both hold. */
 function checkPresence(role: Role, name: string, input: DiskCheckInput, out: PreflightCheck[]): DiskFacts | undefined {
   const found = locate(input, name);
@@ -59,7 +72,7 @@ function checkPresence(role: Role, name: string, input: DiskCheckInput, out: Pre
       measured: 'not found',
       threshold: 'a disk on this machine',
       message: `device not found: ${name}`,
-      whatToDo: `Set ${ROLE_KEY[role]} to one of: ${input.facts.disks.map((d) => d.path).join(', ') || '(no disks found)'}.`,
+      whatToDo: candidatesHint(role, input.facts.disks),
       skippable: false,
     });
     return undefined;
@@ -290,89 +303,14 @@ function checkMultipath(facts: MachineFacts, out: PreflightCheck[]): void {
   }
 }
 
+/** The install disk's rows, then the data disk's, then what concerns the other disks. */
 export function checkDisks(input: DiskCheckInput): DiskCheckOutput {
-  // Install-disk rows first, then data-disk rows, then the other disks.
   const out: PreflightCheck[] = [];
-  const dat: PreflightCheck[] = [];
   const install = input.config?.install;
   const witness = install?.role === 'witness';
-
-  let device: DiskFacts | undefined;
-  let suggested: DiskFacts | undefined;
-  if (input.config) {
-    const name = install?.device?.trim() ?? '';
-    if (!name) {
-      out.push({
-        id: 'device.exists',
-        title: 'install disk exists',
-        result: 'fail',
-        measured: 'install.device is empty',
-        threshold: 'a disk on this machine',
-        message: 'no device specified',
-        whatToDo: `Set install.device${(suggested = suggestInstallDevice(input.facts)) ? ` (suggested: ${suggested.path})` : ''}.`,
-        skippable: false,
-      });
-    } else {
-      device = checkPresence('device', name, input, out);
-    }
-  } else {
-    suggested = suggestInstallDevice(input.facts);
-    out.push(
-      suggested
-        ? {
-            id: 'device.suggested',
-            title: 'suggested install disk',
-            subject: suggested.path,
-            result: 'pass',
-            measured: describeDisk(suggested),
-            threshold: 'fixed unused disk: NVMe, then SSD, then largest',
-            message: `Suggested install device: ${suggested.links.find((l) => l.includes('/by-id/')) ?? suggested.path}.`,
-            whatToDo: '',
-            skippable: false,
-          }
-        : {
-            id: 'device.suggested',
-            title: 'suggested install disk',
-            result: 'fail',
-            measured: `${input.facts.disks.length} disks, none usable`,
-            threshold: 'a fixed, unused, non-boot disk',
-            message:
-              input.facts.disks.length === 0
-                ? 'No disk detected. Harvester requires at least one disk.'
-                : 'No disk can take the install: every disk is removable, USB, a loop device, the boot medium, or in use.',
-            whatToDo: 'Attach a local disk of at least 250GiB, or free one (unmount it, stop LVM/MD on it).',
-            skippable: false,
-          },
-    );
-    device = suggested;
-  }
-
-  // Harvester drops data_disk when it equals device (pkg/console/install_panels.go addInstallPanel).
-  const dataName = install?.dataDisk?.trim() || undefined;
-  let data: DiskFacts | undefined;
-  let separateData = false;
-  if (dataName && dataName !== install?.device?.trim()) {
-    data = checkPresence('data-disk', dataName, input, dat);
-    separateData = true;
-    if (data && device) {
-      const same = data.path === device.path;
-      dat.push({
-        id: 'data-disk.distinct',
-        title: 'data disk differs from install disk',
-        subject: dataName,
-        result: same ? 'fail' : 'pass',
-        measured: same ? `both are ${device.path}` : `${data.path} vs ${device.path}`,
-        threshold: 'different disks',
-        message: same
-          ? `install.data_disk (${dataName}) and install.device (${install?.device}) name the same disk ${device.path}.`
-          : `The data disk ${data.path} is not the install disk.`,
-        whatToDo: same ? 'Remove install.data_disk (one disk holds both), or name a different disk.' : '',
-        skippable: false,
-      });
-      if (same) data = undefined;
-    }
-  }
-
+  const { device, suggested } = input.config ? configuredDevice(input, out) : suggestedDevice(input, out);
+  const dat: PreflightCheck[] = [];
+  const { data, separateData } = dataDisk(input, device, dat);
   if (device) {
     if (input.config) checkUsage('device', device, input, out);
     const min = installDiskMinGiB({ separateDataDisk: separateData, witness });
@@ -385,13 +323,74 @@ export function checkDisks(input: DiskCheckInput): DiskCheckOutput {
     checkMedia('data-disk', data, input.profile, dat);
   }
   out.push(...dat);
-
   checkStaleLabels(input, new Set([device?.path, data?.path].filter((p): p is string => !!p)), out);
   checkMultipath(input.facts, out);
-  return {
-    checks: out,
-    installDevice: device?.path,
-    dataDisk: data?.path,
-    suggestedDevice: suggested?.path,
-  };
+  return { checks: out, installDevice: device?.path, dataDisk: data?.path, suggestedDevice: suggested?.path };
+}
+
+/** install.device as the config names it (an empty one is Harvester's "no device specified", with a suggestion). */
+function configuredDevice(input: DiskCheckInput, out: PreflightCheck[]): { device?: DiskFacts; suggested?: DiskFacts } {
+  const name = input.config?.install?.device?.trim() ?? '';
+  if (name) return { device: checkPresence('device', name, input, out) };
+  const suggested = suggestInstallDevice(input.facts);
+  out.push({
+    id: 'device.exists',
+    title: 'install disk exists',
+    result: 'fail',
+    measured: 'install.device is empty',
+    threshold: 'a disk on this machine',
+    message: 'no device specified',
+    whatToDo: `Set install.device${suggested ? ` (suggested: ${suggested.path})` : ''}.`,
+    skippable: false,
+  });
+  return { suggested };
+}
+
+/** Without a config: the disk preflight would install onto, or why there is none. */
+function suggestedDevice(input: DiskCheckInput, out: PreflightCheck[]): { device?: DiskFacts; suggested?: DiskFacts } {
+  const suggested = suggestInstallDevice(input.facts);
+  const base = { id: 'device.suggested', title: 'suggested install disk', skippable: false };
+  if (suggested) {
+    out.push({
+      ...base,
+      subject: suggested.path,
+      result: 'pass',
+      measured: describeDisk(suggested),
+      threshold: 'fixed unused disk: NVMe, then SSD, then largest',
+      message: `Suggested install device: ${suggested.links.find((l) => l.includes('/by-id/')) ?? suggested.path}.`,
+      whatToDo: '',
+    });
+  } else {
+    out.push({
+      ...base,
+      result: 'fail',
+      measured: `${input.facts.disks.length} disks, none usable`,
+      threshold: 'a fixed, unused, non-boot disk',
+      message: input.facts.disks.length === 0 ? 'No disk detected. Harvester requires at least one disk.' : 'No disk can take the install: every disk is removable, USB, a loop device, the boot medium, or in use.',
+      whatToDo: 'Attach a local disk of at least 250GiB, or free one (unmount it, stop LVM/MD on it).',
+    });
+  }
+  return { device: suggested, suggested };
+}
+
+/** install.data_disk; Harvester drops it when it equals device (pkg/console/install_panels.go addInstallPanel). */
+function dataDisk(input: DiskCheckInput, device: DiskFacts | undefined, dat: PreflightCheck[]): { data?: DiskFacts; separateData: boolean } {
+  const install = input.config?.install;
+  const dataName = install?.dataDisk?.trim() || undefined;
+  if (!dataName || dataName === install?.device?.trim()) return { separateData: false };
+  const data = checkPresence('data-disk', dataName, input, dat);
+  if (!data || !device) return { data, separateData: true };
+  const same = data.path === device.path;
+  dat.push({
+    id: 'data-disk.distinct',
+    title: 'data disk differs from install disk',
+    subject: dataName,
+    result: same ? 'fail' : 'pass',
+    measured: same ? `both are ${device.path}` : `${data.path} vs ${device.path}`,
+    threshold: 'different disks',
+    message: same ? `install.data_disk (${dataName}) and install.device (${install?.device}) name the same disk ${device.path}.` : `The data disk ${data.path} is not the install disk.`,
+    whatToDo: same ? 'Remove install.data_disk (one disk holds both), or name a different disk.' : '',
+    skippable: false,
+  });
+  return { data: same ? undefined : data, separateData: true };
 }

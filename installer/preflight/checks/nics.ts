@@ -71,86 +71,81 @@ function checkLink(n: NicFacts): PreflightCheck {
 }
 
 export function checkNics(facts: MachineFacts, config: HarvesterConfig | undefined, profile: Profile): PreflightCheck[] {
-  const out: PreflightCheck[] = [];
   const wanted = config?.install?.managementInterface?.interfaces ?? [];
-  if (!config || wanted.length === 0) {
-    // Machine alone: report the physical NICs and judge the fastest one as the likely management NIC.
-    const physical = facts.nics.filter((n) => !n.loopback && !n.virtual);
-    out.push({
-      id: 'nics.present',
-      title: 'network interfaces',
-      result: physical.length ? 'pass' : 'fail',
-      measured: physical.length ? physical.map((n) => `${n.name} (${describeNic(n)})`).join('; ') : 'none',
-      threshold: 'at least one physical NIC',
-      message: physical.length ? `${physical.length} physical network interface(s) found.` : 'No physical network interface found.',
-      whatToDo: physical.length ? '' : 'Attach a network interface: Harvester needs a management network.',
-      skippable: false,
-    });
-    const fastest = [...physical].sort((a, b) => (b.speedMbps ?? 0) - (a.speedMbps ?? 0))[0];
-    if (fastest) out.push(checkNicSpeed(fastest, profile));
-    return out;
-  }
-
+  if (!config || wanted.length === 0) return checkMachineNics(facts, profile);
+  const out: PreflightCheck[] = [];
   const found: NicFacts[] = [];
   for (const want of wanted) {
-    const label = want.name || want.hwAddr || '(empty)';
-    const nic = facts.nics.find(
-      (n) => (want.name && n.name === want.name) || (want.hwAddr && n.mac?.toLowerCase() === want.hwAddr.toLowerCase()),
-    );
-    if (!nic) {
-      out.push({
-        id: 'nic.exists',
-        title: 'management NIC exists',
-        subject: label,
-        result: 'fail',
-        measured: 'not found',
-        threshold: 'present',
-        message: `interface not found: ${label}`,
-        whatToDo: `Use one of: ${facts.nics.filter((n) => !n.loopback).map((n) => `${n.name} (${n.mac ?? 'no MAC'})`).join(', ') || '(no NICs found)'}.`,
-        skippable: false,
-      });
-      continue;
-    }
-    out.push({
-      id: 'nic.exists',
-      title: 'management NIC exists',
-      subject: label,
-      result: 'pass',
-      measured: `${nic.name} ${nic.mac ?? ''}`.trim(),
-      threshold: 'present',
-      message: `${label} is ${nic.name}.`,
-      whatToDo: '',
-      skippable: false,
-    });
-    if (nic.loopback) {
-      out.push({
-        id: 'nic.loopback',
-        title: 'management NIC is not loopback',
-        subject: nic.name,
-        result: 'fail',
-        measured: 'loopback',
-        threshold: 'not loopback',
-        message: `interface is a loopback interface: ${nic.name}`,
-        whatToDo: 'Name a physical NIC in install.management_interface.interfaces.',
-        skippable: false,
-      });
-      continue;
-    }
+    const nic = checkWantedNic(facts, want, out);
+    if (!nic) continue;
     found.push(nic);
-    out.push(checkLink(nic));
-    out.push(checkNicSpeed(nic, profile));
+    out.push(checkLink(nic), checkNicSpeed(nic, profile));
   }
-  if (found.length > 0 && !found.some((n) => n.operState === 'up' || n.carrier === true)) {
-    out.push({
-      id: 'nic.any-link',
-      title: 'management network link',
-      result: 'fail',
-      measured: `all down (${found.map((n) => n.name).join(', ')})`,
-      threshold: 'at least one management NIC up',
-      message: 'None of the management NICs has a link: the node cannot reach the network.',
-      whatToDo: 'Connect at least one management NIC to the switch.',
-      skippable: true,
-    });
-  }
+  const anyLink = checkAnyLink(found);
+  return anyLink ? [...out, anyLink] : out;
+}
+
+/** Physical NICs only: a bond, bridge, veth or ifb (under /sys/devices/virtual) is no management NIC. */
+function physicalNics(facts: MachineFacts): NicFacts[] {
+  return facts.nics.filter((n) => !n.loopback && !n.virtual);
+}
+
+/** Machine alone: report the physical NICs and judge the fastest one as the likely management NIC. */
+function checkMachineNics(facts: MachineFacts, profile: Profile): PreflightCheck[] {
+  const physical = physicalNics(facts);
+  const out: PreflightCheck[] = [{
+    id: 'nics.present',
+    title: 'network interfaces',
+    result: physical.length ? 'pass' : 'fail',
+    measured: physical.length ? physical.map((n) => `${n.name} (${describeNic(n)})`).join('; ') : 'none',
+    threshold: 'at least one physical NIC',
+    message: physical.length ? `${physical.length} physical network interface(s) found.` : 'No physical network interface found.',
+    whatToDo: physical.length ? '' : 'Attach a network interface: Harvester needs a management network.',
+    skippable: false,
+  }];
+  const fastest = [...physical].sort((a, b) => (b.speedMbps ?? 0) - (a.speedMbps ?? 0))[0];
+  if (fastest) out.push(checkNicSpeed(fastest, profile));
   return out;
+}
+
+type WantedNic = NonNullable<NonNullable<NonNullable<HarvesterConfig['install']>['managementInterface']>['interfaces']>[number];
+
+/** Whether a configured management NIC exists and is no loopback; the NIC to check further, if so. */
+function checkWantedNic(facts: MachineFacts, want: WantedNic, out: PreflightCheck[]): NicFacts | undefined {
+  const label = want.name || want.hwAddr || '(empty)';
+  const nic = facts.nics.find((n) => (want.name && n.name === want.name) || (want.hwAddr && n.mac?.toLowerCase() === want.hwAddr.toLowerCase()));
+  const exists = { id: 'nic.exists', title: 'management NIC exists', subject: label, threshold: 'present', skippable: false } as const;
+  if (!nic) {
+    const candidates = physicalNics(facts).map((n) => `${n.name} (${n.mac ?? 'no MAC'})`).join(', ');
+    out.push({ ...exists, result: 'fail', measured: 'not found', message: `interface not found: ${label}`, whatToDo: `Use one of: ${candidates || '(no physical NIC found)'}.` });
+    return undefined;
+  }
+  out.push({ ...exists, result: 'pass', measured: `${nic.name} ${nic.mac ?? ''}`.trim(), message: `${label} is ${nic.name}.`, whatToDo: '' });
+  if (!nic.loopback) return nic;
+  out.push({
+    id: 'nic.loopback',
+    title: 'management NIC is not loopback',
+    subject: nic.name,
+    result: 'fail',
+    measured: 'loopback',
+    threshold: 'not loopback',
+    message: `interface is a loopback interface: ${nic.name}`,
+    whatToDo: 'Name a physical NIC in install.management_interface.interfaces.',
+    skippable: false,
+  });
+  return undefined;
+}
+
+function checkAnyLink(found: NicFacts[]): PreflightCheck | undefined {
+  if (found.length === 0 || found.some((n) => n.operState === 'up' || n.carrier === true)) return undefined;
+  return {
+    id: 'nic.any-link',
+    title: 'management network link',
+    result: 'fail',
+    measured: `all down (${found.map((n) => n.name).join(', ')})`,
+    threshold: 'at least one management NIC up',
+    message: 'None of the management NICs has a link: the node cannot reach the network.',
+    whatToDo: 'Connect at least one management NIC to the switch.',
+    skippable: true,
+  };
 }

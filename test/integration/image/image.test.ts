@@ -33,6 +33,32 @@ function imageArgs(t: { configFile: string; source: string; stateDir: string }, 
   return ['image', '--config', t.configFile, '--source', t.source, '--out', out, '--system-size', String(TEST_SYSTEM_SIZE_MIB), '--state-dir', t.stateDir, '--progress', 'plain', ...extra];
 }
 
+/** Reads a partition (1-based) of a raw image, mounted read-only at its offset. */
+async function withPartition<T>(dir: string, raw: string, n: number, fn: (mnt: string) => Promise<T>): Promise<T> {
+  const table = JSON.parse((await sh('sfdisk', ['--json', raw])).stdout) as { partitiontable: { partitions: Array<{ start: number; size: number }> } };
+  const p = table.partitiontable.partitions[n - 1]!;
+  const mnt = path.join(dir, `mnt-${n}`);
+  await sh('mkdir', ['-p', mnt]);
+  await sh('mount', ['-o', `ro,loop,offset=${p.start * 512},sizelimit=${p.size * 512}`, raw, mnt]);
+  try {
+    return await fn(mnt);
+  } finally {
+    await sh('umount', [mnt]);
+  }
+}
+
+/** What the node reads: its NM keyfiles and reserved-resources drop-in (COS_PERSISTENT), its identity (COS_OEM). */
+async function nodeFiles(dir: string, raw: string): Promise<{ keyfiles: string[]; keyfile: string; reserved: string; identity: Record<string, unknown> }> {
+  const persistent = await withPartition(dir, raw, 5, async (mnt) => {
+    const nm = path.join(mnt, '.state/etc-NetworkManager.bind/system-connections');
+    const keyfiles = (await readdir(nm)).sort();
+    const slave = keyfiles.find((k) => k.startsWith('bond-slave-'))!;
+    return { keyfiles, keyfile: await readFile(path.join(nm, slave), 'utf8'), reserved: await readFile(path.join(mnt, '.state/etc-rancher.bind/rke2/config.yaml.d/99-z00-harvester-reserved-resources.yaml'), 'utf8') };
+  });
+  const identity = await withPartition(dir, raw, 2, async (mnt) => JSON.parse(await readFile(path.join(mnt, 'hvinstall/node-identity.json'), 'utf8')) as Record<string, unknown>);
+  return { ...persistent, identity };
+}
+
 /** Loop devices whose backing file lies in dir (none must remain). */
 async function loopsUnder(dir: string): Promise<string[]> {
   const r = await sh('losetup', ['--list', '--json', '--output', 'NAME,BACK-FILE']);
@@ -61,6 +87,39 @@ describe('hvinstall image', () => {
     expect(await loopsUnder(t.outDir)).toEqual([]);
     expect((await readdir(t.outDir)).sort()).toEqual(['node.raw']);
   });
+
+  it("an image for another machine: nothing of this build host is checked or leaks into it; --facts judges and renders for that machine", async () => {
+    const t = await setup();
+    // ens3: a NIC the build host does not have (it has eth0).
+    await writeFile(t.configFile, (await readFile(t.configFile, 'utf8')).replace('interfaces: [{name: eth0}]', 'interfaces: [{name: ens3}]'));
+    const out = path.join(t.outDir, 'node.raw');
+    const r = await hvinstall(imageArgs(t, out, ['--size', '260G']));
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout + r.stderr).toContain('no machine was checked: hvinstall image builds a disk image');
+    const unchecked = await nodeFiles(t.dir, out);
+    expect(unchecked.keyfiles).toContain('bond-slave-ens3.nmconnection');
+    expect(unchecked.reserved).toContain('system-reserved=cpu=392m'); // Harvester's formula for 8 CPUs, not this host's
+    expect(unchecked.identity).not.toHaveProperty('address');
+
+    // The facts of the machine it is for: 16 CPUs, UEFI, its ens3 up.
+    const facts = path.join(t.dir, 'node-facts.json');
+    await writeFile(facts, JSON.stringify({ sysroot: '/', cpu: { cores: 8, threads: 16, vmx: true, svm: false, devKvm: true }, memoryBytes: 64 * GiB, firmware: { uefi: true }, virtualization: { isVm: false }, disks: [], nics: [{ name: 'ens3', mac: '52:54:00:12:34:99', virtual: false, loopback: false, operState: 'up', carrier: true, speedMbps: 10000 }] }));
+    const judged = await hvinstall(imageArgs(t, out, ['--size', '260G', '--force', '--facts', facts]));
+    expect(judged.code, judged.stderr).toBe(0);
+    expect(judged.stdout + judged.stderr).toMatch(new RegExp(`hardware gate \\(the facts in ${facts.replace(/[/.]/g, '\\$&')}\\): passed`));
+    const forIt = await nodeFiles(t.dir, out);
+    expect(forIt.reserved).toContain('system-reserved=cpu=408m'); // 16 CPUs: R = 60 + 10 + 10 + 2.5·12 + 400 = 510, 0.8·R
+    expect(forIt.keyfile).toContain('interface-name=ens3');
+
+    // A legacy-BIOS machine's facts: refused before any file or loop device is made.
+    await writeFile(facts, JSON.stringify({ ...JSON.parse(await readFile(facts, 'utf8')), firmware: { uefi: false } }));
+    const bios = await hvinstall(imageArgs(t, path.join(t.outDir, 'bios.raw'), ['--facts', facts]));
+    expect(bios.code).toBe(1);
+    expect(bios.stderr).toContain(`install refused by Harvester's hardware gate (the facts in ${facts})`);
+    expect(bios.stderr).toContain('--legacy-bios installs anyway');
+    expect((await readdir(t.outDir)).sort()).toEqual(['node.raw']);
+    expect(await loopsUnder(t.outDir)).toEqual([]);
+  }, 600_000);
 
   it('a source with an Elemental boot chain: the image carries that chain on its ESP and writes no NVRAM entry', async () => {
     const t = await setup();

@@ -109,7 +109,7 @@ describe('the agent step', () => {
     // The payload is built from this tree: every guard, the clock and identity ones included.
     expect(help.stdout).toContain('guards: network-online, node-identity, time-sync, registries, image-preload, rke2, vip, longhorn-disk, promotion');
     const none = await sh('chroot', [root, '/usr/local/bin/hvagent', 'status'], { env: CLEAN_ENV, allowFailure: true });
-    expect(none.code).toBe(1);
+    expect(none.code).toBe(2);
     expect(none.stderr).toContain('hvagent: error: no status document at /run/hvagent/status.json');
     await mkdir(path.join(root, 'run/hvagent'), { recursive: true });
     const doc = { version: 1, pid: 999999, startedAt: '2024-01-01T00:00:00.000Z', updatedAt: '2024-01-01T00:00:01.000Z', mode: 'run', state: 'running', bootstrap: { by: 'rancherd', why: 'the image carries rancherd' }, guards: [{ name: 'registries', phase: 'watching', attempts: 1, detail: 'no mirrors', updatedAt: '2024-01-01T00:00:01.000Z' }] };

@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { InstallPlan } from '../../../installer/disk/types.js';
-import { Cleanup, tempDir, loopDisk, buildSmallBundle, buildSmallOsTree, configYaml, hvinstall, sh, TEST_SYSTEM_SIZE_MIB } from './helpers.js';
+import { Cleanup, tempDir, loopDisk, buildSmallBundle, buildSmallOsTree, configYaml, hvinstall, hvinstallOn, hvinstallOnUefiMachine, labMachineFiles, partitionNode, probe, sh, withMount, TEST_SYSTEM_SIZE_MIB } from './helpers.js';
 import { verifyInstalledDisk } from './verify.js';
 
 const cleanup = new Cleanup();
@@ -19,13 +19,17 @@ interface Served {
   url: string;
   files: Map<string, Buffer>;
   events: Array<Record<string, unknown>>;
+  /** Every GET path, in order. */
+  gets: string[];
 }
 
 /** A plain HTTP server on 127.0.0.1 standing in for hvpxe: static files and the /events endpoint. */
 async function serve(): Promise<Served> {
   const files = new Map<string, Buffer>();
   const events: Array<Record<string, unknown>> = [];
+  const gets: string[] = [];
   const server = createServer((req, res) => {
+    if (req.method === 'GET') gets.push(req.url ?? '');
     let body = '';
     req.on('data', (d: Buffer) => (body += d.toString()));
     req.on('end', () => {
@@ -43,7 +47,7 @@ async function serve(): Promise<Served> {
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
   cleanup.add(() => new Promise((r) => { server.closeAllConnections(); server.close(() => r(undefined)); }));
-  return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, files, events };
+  return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, files, events, gets };
 }
 
 /** An ISO holding rootfs.squashfs of the test OS and an image bundle/, as a Harvester ISO carries them. */
@@ -57,7 +61,7 @@ async function buildIso(dir: string, tree: string, bundle: string): Promise<Buff
   return readFile(iso);
 }
 
-async function setup(publishSha: 'right' | 'wrong', isoUrl: 'served' | 'local' = 'served') {
+async function setup(publishSha: 'right' | 'wrong', isoUrl: 'served' | 'local' = 'served', skipchecks = true) {
   const dir = await tempDir(cleanup);
   const disk = await loopDisk(cleanup, dir, 'target', 260);
   const tree = await buildSmallOsTree(dir);
@@ -72,7 +76,7 @@ async function setup(publishSha: 'right' | 'wrong', isoUrl: 'served' | 'local' =
   await writeFile(
     cmdline,
     `BOOT_IMAGE=/vmlinuz console=ttyS0 harvester.install.automatic=true harvester.install.config_url=${srv.url}/config.yaml ` +
-      `harvester.install.skipchecks=true hvinstall.events_url=${srv.url}/events/m1\n`,
+      `${skipchecks ? 'harvester.install.skipchecks=true ' : ''}hvinstall.events_url=${srv.url}/events/m1\n`,
   );
   return { dir, disk, tree, bundle, srv, cmdline, stateDir: path.join(dir, 'state') };
 }
@@ -97,9 +101,11 @@ describe('hvinstall install --cmdline-file (automatic mode)', () => {
     const fallback = path.join(t.dir, 'fallback-tree');
     await mkdir(path.join(fallback, 'etc'), { recursive: true });
     await writeFile(path.join(fallback, 'etc/not-the-iso'), 'the fallback must not be installed\n');
-    const r = await hvinstall([...autoArgs(t.cmdline, t.stateDir), '--fallback-source', fallback]);
+    const r = await hvinstallOnUefiMachine([...autoArgs(t.cmdline, t.stateDir), '--fallback-source', fallback]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout + r.stderr).not.toContain('integration-secret-token');
+    // The log names the ISO it installs from, not its kind.
+    expect(r.stderr).toContain(`"isoUrl":"${t.srv.url}/hv.iso"`);
     await verifyAsInstalled(t, { bundle: t.bundle });
     expect(t.srv.events).toContainEqual(expect.objectContaining({ type: 'message', step: 'persistent', message: expect.stringMatching(/^image bundle from the install ISO \(.*\/bundle\): 4 files/) }));
     const done = t.srv.events.filter((e) => e.type === 'step' && e.phase === 'done').map((e) => e.step);
@@ -110,7 +116,7 @@ describe('hvinstall install --cmdline-file (automatic mode)', () => {
 
   it('installs the fallback source for iso_url local, without looking for a boot medium or an ISO', async () => {
     const t = await setup('right', 'local');
-    const r = await hvinstall([...autoArgs(t.cmdline, t.stateDir), '--fallback-source', t.tree, '--bundle', 'none']);
+    const r = await hvinstallOnUefiMachine([...autoArgs(t.cmdline, t.stateDir), '--fallback-source', t.tree, '--bundle', 'none']);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout + r.stderr).toMatch(/"from":"fallback"/);
     await verifyAsInstalled(t);
@@ -127,7 +133,7 @@ describe('hvinstall install --cmdline-file (automatic mode)', () => {
 
   it('stops before touching the disk when the ISO does not match its published sha256', async () => {
     const t = await setup('wrong');
-    const r = await hvinstall(autoArgs(t.cmdline, t.stateDir));
+    const r = await hvinstallOnUefiMachine(autoArgs(t.cmdline, t.stateDir));
     expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(/sha256/i);
     // No partition table was written.
@@ -143,5 +149,92 @@ describe('hvinstall install --cmdline-file (automatic mode)', () => {
     const r = await hvinstall(['install', '--cmdline-file', f]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`${f} does not ask for an automatic install (no harvester.install.automatic=true)`);
+  });
+});
+
+async function partitionByLabel(disk: string, label: string): Promise<string> {
+  for (let n = 1; n <= 8; n++) if ((await probe(partitionNode(disk, n))).LABEL === label) return partitionNode(disk, n);
+  throw new Error(`no ${label} on ${disk}`);
+}
+
+/** The disk has no partition table and no signature: nothing was written. */
+async function untouched(disk: string): Promise<void> {
+  expect((await sh('sfdisk', ['--dump', disk], { allowFailure: true })).code).not.toBe(0);
+  expect((await sh('wipefs', ['--noheadings', disk])).stdout.trim()).toBe('');
+}
+
+describe("Harvester's hardware gate in automatic mode", () => {
+  it('refuses a legacy-BIOS machine before the ISO is fetched, even with skipchecks, and tells hvpxe', async () => {
+    const t = await setup('right');
+    const r = await hvinstallOn({ firmware: 'bios' }, autoArgs(t.cmdline, t.stateDir));
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toContain("install refused by Harvester's hardware gate (this machine); no disk was touched:");
+    expect(r.stderr).toMatch(/\n {2}FAIL firmware\.uefi: legacy BIOS \(\/sys\/firmware\/efi absent\)/);
+    expect(r.stderr).toContain('to go on: nothing overrides firmware.uefi');
+    expect(t.srv.gets).not.toContain('/hv.iso');
+    expect(t.srv.events).toContainEqual(expect.objectContaining({ type: 'gate', decision: 'refused', checked: 'this machine' }));
+    expect(t.srv.events).toContainEqual(expect.objectContaining({ type: 'install', phase: 'failed', device: t.disk, message: expect.stringMatching(/^refused by the hardware gate: preflight failed: firmware\.uefi/) }));
+    await untouched(t.disk);
+  });
+
+  it('refuses a machine below the minimums without install.skipchecks, listing each check and the override', async () => {
+    const t = await setup('right', 'served', false);
+    const lab = await labMachineFiles(t.dir);
+    const r = await hvinstallOn({ firmware: 'uefi', ...lab }, autoArgs(t.cmdline, t.stateDir));
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toContain('FAIL cpu.cores: 2 logical CPUs (2 cores) (needs >= 8): Only 2 CPU cores detected. Harvester requires at least 8 cores for testing and 16 for production use.');
+    expect(r.stderr).toContain('FAIL memory: 2GiB (MemTotal)');
+    expect(r.stderr).toContain('FAIL virt.cpu-flags:');
+    expect(r.stderr).toContain('decision: preflight failed (automatic mode): cpu.cores, memory, virt.cpu-flags');
+    expect(r.stderr).toContain('to go on: set harvester.install.skipchecks=true on the kernel command line (or install.skipchecks: true in the config) to install anyway');
+    expect(t.srv.gets).not.toContain('/hv.iso');
+    await untouched(t.disk);
+  });
+
+  it('installs the same machine with harvester.install.skipchecks=true, the overridden checks in the install log and the events', async () => {
+    const t = await setup('right');
+    const lab = await labMachineFiles(t.dir);
+    const r = await hvinstallOn({ firmware: 'uefi', ...lab }, [...autoArgs(t.cmdline, t.stateDir), '--bundle', 'none']);
+    expect(r.code, r.stderr).toBe(0);
+    const gate = t.srv.events.find((e) => e.type === 'gate') as { decision: string; lines: string[] } | undefined;
+    expect(gate?.decision).toBe('overridden');
+    expect(gate?.lines).toContain('decision: preflight failures overridden by install.skipchecks: cpu.cores, memory, virt.cpu-flags' + (gate!.lines.some((l) => l.startsWith('FAIL virt.kvm')) ? ', virt.kvm' : ''));
+    const log = await withMount(await partitionByLabel(t.disk, 'COS_OEM'), t.dir, (m) => readFile(path.join(m, 'install/install.log'), 'utf8'));
+    expect(log).toMatch(/"msg":"gate".*"decision":"overridden".*FAIL cpu\.cores/);
+  });
+});
+
+describe('the hardware gate of hvinstall install --config', () => {
+  it('judges this machine when there is no --device: a legacy-BIOS host is refused before the disk is touched', async () => {
+    const dir = await tempDir(cleanup);
+    const disk = await loopDisk(cleanup, dir, 'target', 260);
+    const cfg = path.join(dir, 'c.yaml');
+    await writeFile(cfg, configYaml({ device: disk, forceEfi: true, extraInstall: '  skipchecks: true' }));
+    const tree = await buildSmallOsTree(dir);
+    const r = await hvinstallOn({ firmware: 'bios' }, ['install', '--config', cfg, '--source', tree, '--yes', '--state-dir', path.join(dir, 'state')]);
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toContain("install refused by Harvester's hardware gate (this machine)");
+    expect(r.stderr).toContain('FAIL firmware.uefi');
+    await untouched(disk);
+  });
+
+  it('a loop device given as --device is a disk for another machine: judged by --facts, refused when those facts fail', async () => {
+    const dir = await tempDir(cleanup);
+    const disk = await loopDisk(cleanup, dir, 'target', 260);
+    const cfg = path.join(dir, 'c.yaml');
+    await writeFile(cfg, configYaml({ device: disk, forceEfi: true }));
+    const tree = await buildSmallOsTree(dir);
+    const facts = path.join(dir, 'bios-machine.json');
+    await writeFile(facts, JSON.stringify({ sysroot: '/', cpu: { cores: 16, threads: 32, vmx: true, svm: false, devKvm: true }, memoryBytes: 128 * 1024 ** 3, firmware: { uefi: false }, virtualization: { isVm: false }, disks: [], nics: [{ name: 'eth0', mac: '52:54:00:12:34:56', virtual: false, loopback: false, operState: 'up', carrier: true, speedMbps: 10000 }] }));
+    const r = await hvinstall(['install', '--config', cfg, '--device', disk, '--facts', facts, '--source', tree, '--yes', '--state-dir', path.join(dir, 'state')]);
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toContain(`install refused by Harvester's hardware gate (the facts in ${facts})`);
+    expect(r.stderr).toContain(`checked: the facts in ${facts} (--device ${disk} is a loop device)`);
+    expect(r.stderr).toContain('FAIL firmware.uefi');
+    expect(r.stderr).not.toContain('cpu.cores');
+    await untouched(disk);
+    const noDevice = await hvinstall(['install', '--config', cfg, '--facts', facts, '--source', tree, '--yes']);
+    expect(noDevice.code).toBe(2);
+    expect(noDevice.stderr).toContain('--facts is for a disk built here for another machine (--device onto a loop device)');
   });
 });

@@ -6,6 +6,7 @@
 import { execFile, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { chmod, mkdir, mkdtemp, open, readdir, readFile, readlink, rm, stat, symlink, writeFile, lstat } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -152,8 +153,12 @@ export interface CliResult {
 
 /** Runs bin/hvinstall with args; returns its exit code or the signal that killed it. */
 export function hvinstall(args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliResult> {
+  return run(HVINSTALL, args, env);
+}
+
+function run(command: string, args: string[], env: NodeJS.ProcessEnv): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(HVINSTALL, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -163,8 +168,50 @@ export function hvinstall(args: string[], env: NodeJS.ProcessEnv = {}): Promise<
   });
 }
 
+/**
+ * `install --config` onto the config's loop device, named again as --device: a disk built here for
+ * another machine, so the build host's own hardware (legacy BIOS, two CPUs) is not what the
+ * hardware gate judges (installer/preflight/judge.ts). The gate of an install of this machine is
+ * tested with hvinstallOn.
+ */
 export function installArgs(configFile: string, source: string, stateDir: string, extra: string[] = []): string[] {
-  return ['install', '--config', configFile, '--source', source, '--yes', '--progress', 'json', '--system-size', String(TEST_SYSTEM_SIZE_MIB), '--state-dir', stateDir, ...extra];
+  const device = /^\s*device:\s*(\S+)\s*$/m.exec(readFileSync(configFile, 'utf8'))?.[1];
+  return ['install', '--config', configFile, ...(device ? ['--device', device] : []), '--source', source, '--yes', '--progress', 'json', '--system-size', String(TEST_SYSTEM_SIZE_MIB), '--state-dir', stateDir, ...extra];
+}
+
+/**
+ * The machine bin/hvinstall sees (hvinstallOn): its firmware (a tmpfs over /sys/firmware, with an
+ * empty efi/ for UEFI: no efivars, so no boot entry is written; no DMI, so memory comes from
+ * /proc/meminfo), and optionally /proc/cpuinfo and /proc/meminfo bind-mounted from files. The rest
+ * (disks, NICs, /dev/kvm) is this machine's.
+ */
+export interface TestMachine {
+  firmware: 'uefi' | 'bios';
+  cpuinfo?: string;
+  meminfo?: string;
+}
+
+/** Runs bin/hvinstall in a private mount namespace shaped as `machine`. */
+export function hvinstallOn(machine: TestMachine, args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliResult> {
+  const steps = ['mount -t tmpfs hvtest-firmware /sys/firmware', ...(machine.firmware === 'uefi' ? ['mkdir /sys/firmware/efi'] : [])];
+  if (machine.cpuinfo) steps.push(`mount --bind ${machine.cpuinfo} /proc/cpuinfo`);
+  if (machine.meminfo) steps.push(`mount --bind ${machine.meminfo} /proc/meminfo`);
+  const script = `${steps.join(' && ')} && exec "$0" "$@"`;
+  return run('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', script, HVINSTALL, ...args], env);
+}
+
+export function hvinstallOnUefiMachine(args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliResult> {
+  return hvinstallOn({ firmware: 'uefi' }, args, env);
+}
+
+/** /proc files of a lab VM below Harvester's minimums: 2 CPUs without vmx/svm, 2 GiB (16 GiB free, so an ISO still fits in RAM). */
+export async function labMachineFiles(dir: string): Promise<{ cpuinfo: string; meminfo: string }> {
+  const cpu = (n: number) => `processor\t: ${n}\nvendor_id\t: GenuineIntel\nmodel name\t: QEMU Virtual CPU\nphysical id\t: 0\ncore id\t: ${n}\ncpu cores\t: 2\nflags\t\t: fpu sse2 hypervisor\n\n`;
+  const cpuinfo = path.join(dir, 'lab-cpuinfo');
+  const meminfo = path.join(dir, 'lab-meminfo');
+  await writeFile(cpuinfo, cpu(0) + cpu(1));
+  await writeFile(meminfo, 'MemTotal:        2097152 kB\nMemFree:        16777216 kB\nMemAvailable:   16777216 kB\n');
+  return { cpuinfo, meminfo };
 }
 
 export function partitionNode(disk: string, n: number): string {

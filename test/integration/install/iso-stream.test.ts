@@ -12,7 +12,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, open, readdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { InstallPlan } from '../../../installer/disk/types.js';
-import { Cleanup, tempDir, loopDisk, buildSmallBundle, buildSmallOsTree, configYaml, hvinstall, sh, TEST_SYSTEM_SIZE_MIB } from './helpers.js';
+import { Cleanup, tempDir, loopDisk, buildSmallBundle, buildSmallOsTree, configYaml, hvinstall, hvinstallOnUefiMachine, sh, TEST_SYSTEM_SIZE_MIB } from './helpers.js';
 import { verifyInstalledDisk } from './verify.js';
 
 const cleanup = new Cleanup();
@@ -80,7 +80,18 @@ async function buildIso(dir: string, tree: string, bundle: string, name = 'hv.is
   return readFile(iso);
 }
 
-async function setup(opts: { ranges: boolean; sha: 'right' | 'wrong' }) {
+/** An ISO with the OS image and a filler of the bundle's size, but no /bundle. */
+async function buildIsoWithoutBundle(dir: string, tree: string, bundle: string): Promise<Buffer> {
+  const isoRoot = path.join(dir, 'nobundle-root');
+  await mkdir(isoRoot, { recursive: true });
+  await sh('mksquashfs', [tree, path.join(isoRoot, 'rootfs.squashfs'), '-noappend', '-quiet', '-comp', 'gzip']);
+  await sh('cp', [path.join(bundle, 'filler.bin'), path.join(isoRoot, 'filler.bin')]);
+  const iso = path.join(dir, 'nobundle.iso');
+  await sh('xorriso', ['-as', 'mkisofs', '-quiet', '-R', '-V', 'COS_LIVE', '-o', iso, isoRoot]);
+  return readFile(iso);
+}
+
+async function setup(opts: { ranges: boolean; sha: 'right' | 'wrong' | 'none'; withBundle?: boolean }) {
   const dir = await tempDir(cleanup);
   const disk = await loopDisk(cleanup, dir, 'target', 260);
   const tree = await buildSmallOsTree(dir);
@@ -89,10 +100,10 @@ async function setup(opts: { ranges: boolean; sha: 'right' | 'wrong' }) {
   // Incompressible and larger than the ISO's first 4 MiB that the directory is read from, so the
   // ranges fetched before the disk are not the whole ISO.
   await writeFile(path.join(bundle, 'filler.bin'), randomBytes(8 * 1024 * 1024));
-  const iso = await buildIso(dir, tree, bundle);
+  const iso = opts.withBundle === false ? await buildIsoWithoutBundle(dir, tree, bundle) : await buildIso(dir, tree, bundle);
   srv.files.set('/hv.iso', iso);
   const sha = createHash('sha256').update(iso).digest('hex');
-  srv.files.set('/hv.iso.sha256', Buffer.from(`${opts.sha === 'right' ? sha : sha.replace(/^./, (c) => (c === '0' ? '1' : '0'))}  hv.iso\n`));
+  if (opts.sha !== 'none') srv.files.set('/hv.iso.sha256', Buffer.from(`${opts.sha === 'right' ? sha : sha.replace(/^./, (c) => (c === '0' ? '1' : '0'))}  hv.iso\n`));
   srv.files.set('/config.yaml', Buffer.from(configYaml({ device: disk, forceEfi: true, extraInstall: `  iso_url: ${srv.url}/hv.iso` })));
   const cmdline = path.join(dir, 'cmdline');
   await writeFile(cmdline, `BOOT_IMAGE=/vmlinuz harvester.install.automatic=true harvester.install.config_url=${srv.url}/config.yaml harvester.install.skipchecks=true hvinstall.events_url=${srv.url}/events/m1\n`);
@@ -110,19 +121,18 @@ async function verifyAsInstalled(t: Awaited<ReturnType<typeof setup>>): Promise<
 }
 
 describe('the install ISO streamed to COS_PERSISTENT', () => {
-  it('fetches only what the plan needs before the disk, then streams the bundle in place with the sha256 checked', async () => {
+  it('reads the whole ISO through its sha256 before the disk, then streams the bundle in place with the sha256 checked again', async () => {
     const t = await setup({ ranges: true, sha: 'right' });
-    const r = await hvinstall(args(t));
+    const r = await hvinstallOnUefiMachine(args(t));
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout + r.stderr).toContain('"where":"persistent","why":"--iso-to-disk: the ISO is streamed to COS_PERSISTENT"');
+    expect(r.stderr).toMatch(/"msg":"install ISO read and verified before touching the disk".*"verified":"sha256 [0-9a-f]{64} \(from http:\/\/127\.0\.0\.1:\d+\/hv\.iso\.sha256\) matched"/);
     await verifyAsInstalled(t);
-    // A one-byte probe, the directory, the squashfs (and release) by range, then the one ordered read.
+    // A one-byte probe, the directory's first MiBs, the whole ISO (verified before the disk), the whole ISO again (the bundle).
+    const whole = `bytes=0-${t.iso.length - 1}`;
     expect(t.srv.isoRequests[0]).toBe('bytes=0-0');
-    expect(t.srv.isoRequests.at(-1)).toBe(`bytes=0-${t.iso.length - 1}`);
-    expect(t.srv.isoRequests.filter((h) => h === `bytes=0-${t.iso.length - 1}`)).toHaveLength(1);
-    // Before the one ordered read: less than the ISO, and not the filler that only the bundle needs.
-    const before = t.srv.isoRequests.slice(0, -1).map((h) => /^bytes=(\d+)-(\d+)$/.exec(h)!).map((m) => Number(m[2]) - Number(m[1]) + 1);
-    expect(before.reduce((a, b) => a + b, 0)).toBeLessThan(t.iso.length - 4 * 1024 * 1024);
+    expect(t.srv.isoRequests.at(-1)).toBe(whole);
+    expect(t.srv.isoRequests.filter((h) => h === whole)).toHaveLength(2);
     expect(t.srv.events).toContainEqual(expect.objectContaining({ type: 'message', step: 'persistent', message: expect.stringMatching(/^image bundle streamed from .*\/hv\.iso \(streamed to COS_PERSISTENT: --iso-to-disk.*\): 5 files at COS_PERSISTENT\/\.state\/var-lib-rancher\.bind\/hvagent\/bundle; the ISO's sha256 [0-9a-f]{64} matches$/) }));
   });
 
@@ -131,12 +141,13 @@ describe('the install ISO streamed to COS_PERSISTENT', () => {
     const whole = `bytes=0-${t.iso.length - 1}`;
     let cuts = 0;
     const cutAt = 5 * 1024 * 1024 + 123;
-    t.srv.cutAfter = (range) => (range === whole && cuts++ === 0 ? cutAt : undefined);
-    const r = await hvinstall(args(t));
+    // The second whole read is the one that streams the bundle onto COS_PERSISTENT.
+    t.srv.cutAfter = (range) => (range === whole && cuts++ === 1 ? cutAt : undefined);
+    const r = await hvinstallOnUefiMachine(args(t));
     expect(r.code, r.stderr).toBe(0);
     await verifyAsInstalled(t);
-    // The resumed request starts past what arrived (not at 0), and nothing is read twice from 0.
-    const resumed = t.srv.isoRequests.slice(t.srv.isoRequests.indexOf(whole) + 1);
+    // The resumed request starts past what arrived (not at 0), and nothing is read again from 0.
+    const resumed = t.srv.isoRequests.slice(t.srv.isoRequests.lastIndexOf(whole) + 1);
     expect(resumed).toHaveLength(1);
     const from = Number(/^bytes=(\d+)-(\d+)$/.exec(resumed[0]!)![1]);
     expect(from).toBeGreaterThan(0);
@@ -144,31 +155,51 @@ describe('the install ISO streamed to COS_PERSISTENT', () => {
     expect(resumed[0]).toBe(`bytes=${from}-${t.iso.length - 1}`);
   });
 
-  it('fails the install on a wrong sha256 naming both sums, the disk invalidated', async () => {
-    const t = await setup({ ranges: true, sha: 'wrong' });
-    const r = await hvinstall(args(t));
-    expect(r.code).toBe(3);
-    expect(r.stderr).toContain('install failed in step persistent');
-    expect(r.stderr).toMatch(/checksum mismatch for .*\/hv\.iso: expected sha256 [0-9a-f]{64}, got [0-9a-f]{64}/);
-    const journal = JSON.parse(await readFile(path.join(t.stateDir, `${path.basename(t.disk)}.journal.json`), 'utf8'));
-    expect(journal.status).toBe('invalidated');
+  // A replaced ISO whose published .sha256 no longer matches: refused before anything from it is
+  // deployed, with or without /bundle (without one the stream never reads the ISO again), and with --bundle.
+  for (const c of [{ name: 'with /bundle', withBundle: true, extra: [] }, { name: 'without /bundle', withBundle: false, extra: [] }, { name: 'with --bundle given', withBundle: true, extra: ['--bundle', 'none'] }]) {
+    it(`refuses an ISO whose sha256 does not match before the disk is touched (${c.name})`, async () => {
+      const t = await setup({ ranges: true, sha: 'wrong', withBundle: c.withBundle });
+      const r = await hvinstallOnUefiMachine([...args(t), ...c.extra]);
+      expect(r.code).toBe(3);
+      expect(r.stderr).toMatch(/checksum mismatch for .*\/hv\.iso: expected sha256 [0-9a-f]{64}, got [0-9a-f]{64}/);
+      expect(r.stderr).toContain('nothing from this ISO was used');
+      await expect(readFile(path.join(t.stateDir, `${path.basename(t.disk)}.journal.json`), 'utf8')).rejects.toThrow(/ENOENT/);
+      expect((await sh('blkid', ['-p', t.disk], { allowFailure: true })).code).toBe(2);
+    });
+  }
+
+  it('refuses an ISO nobody published a digest for, before any of it is read, unless the command line consents', async () => {
+    const t = await setup({ ranges: true, sha: 'none', withBundle: false });
+    const r = await hvinstallOnUefiMachine(args(t));
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`cannot verify the install ISO ${t.srv.url}/hv.iso: no ${t.srv.url}/hv.iso.sha256 is published next to it`);
+    expect(r.stderr).toContain('hvinstall.unverified_media=true');
+    expect(t.srv.isoRequests).toEqual(['bytes=0-0']);
+    expect((await sh('blkid', ['-p', t.disk], { allowFailure: true })).code).toBe(2);
+    await writeFile(t.cmdline, `${(await readFile(t.cmdline, 'utf8')).trim()} hvinstall.unverified_media=true\n`);
+    const consented = await hvinstallOnUefiMachine(args(t));
+    expect(consented.code, consented.stderr).toBe(0);
+    expect(consented.stderr).toContain('installed unverified');
   });
 
-  it('fails when the ISO changes on the server after its parts were fetched (If-Range)', async () => {
+  it('fails when the ISO changes on the server between the verified read and the bundle stream (If-Range)', async () => {
     const t = await setup({ ranges: true, sha: 'right' });
     const other = Buffer.from(t.iso);
     other[other.length - 1] ^= 0xff;
+    let wholeReads = 0;
     t.srv.beforeIso = (range) => {
-      if (range === `bytes=0-${t.iso.length - 1}`) t.srv.files.set('/hv.iso', other);
+      if (range === `bytes=0-${t.iso.length - 1}` && ++wholeReads === 2) t.srv.files.set('/hv.iso', other);
     };
-    const r = await hvinstall(args(t));
+    const r = await hvinstallOnUefiMachine(args(t));
     expect(r.code).toBe(3);
+    expect(r.stderr).toContain('install failed in step persistent');
     expect(r.stderr).toMatch(/answered HTTP 200 to a request for bytes 0-\d+: the ISO changed on the server, or the server stopped serving ranges/);
   });
 
   it('downloads to RAM as before when the server serves no byte ranges, saying why', async () => {
     const t = await setup({ ranges: false, sha: 'right' });
-    const r = await hvinstall(args(t));
+    const r = await hvinstallOnUefiMachine(args(t));
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout + r.stderr).toContain('"where":"ram","why":"--iso-to-disk asks to stream the ISO to COS_PERSISTENT, but the server does not serve byte ranges: it goes to RAM"');
     await verifyAsInstalled(t);
@@ -185,7 +216,7 @@ describe('the install ISO streamed to COS_PERSISTENT', () => {
         await symlink(path.join(dir, name), path.join(bin, name)).catch(() => undefined);
       }
     }
-    const r = await hvinstall(args(t), { PATH: bin });
+    const r = await hvinstallOnUefiMachine(args(t), { PATH: bin });
     expect(r.code, r.stderr).toBe(1);
     expect(r.stderr).toContain('the install ISO must be streamed to disk (--iso-to-disk: the ISO is streamed to COS_PERSISTENT), which needs xorriso, and this live system has none');
     expect(r.stderr).toContain('install.iso_url');

@@ -27,14 +27,16 @@ let facts: MachineFacts;
 async function attach(file: string, sizeBytes: number, extra: string[] = []): Promise<string> {
   await writeFile(file, '');
   await truncate(file, sizeBytes);
-  const dev = (await run('losetup', ['-f', '--show', ...extra, file], { timeoutMs: 30_000 })).stdout.trim();
+  // -P: the kernel rescans the partition table on attach, so partitions a previous user of the same
+  // loop device left in /sys (a detach does not always drop them) are not taken for this file's.
+  const dev = (await run('losetup', ['-f', '--show', '-P', ...extra, file], { timeoutMs: 30_000 })).stdout.trim();
   loops.push(dev);
   return dev;
 }
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'hv-preflight-int-'));
-  big = await attach(path.join(dir, 'big.raw'), 260 * GiB, ['-P']);
+  big = await attach(path.join(dir, 'big.raw'), 260 * GiB);
   await run('sgdisk', ['-n1:0:+64M', '-c1:COS_OEM', big], { timeoutMs: 60_000 });
   await run('partprobe', [big], { timeoutMs: 60_000, allowFailure: true });
   await run('mkfs.ext4', ['-q', '-F', '-L', 'COS_OEM', `${big}p1`], { timeoutMs: 120_000 });

@@ -196,9 +196,11 @@ describe('hvinstall render (built CLI)', () => {
     writeFileSync(facts, JSON.stringify(registries.facts));
     const out = path.join(work, 'root');
     const first = hvinstall('--config', cfg, '--out', out, '--facts', facts);
-    expect(first.stderr).toBe('');
+    // Without --source the render says, first, which kind of node it previewed (no rancherd).
+    expect(first.stderr).toMatch(/^warning: no --source: rendered for an OS image without rancherd .*pass --source with the OS image .*\n$/);
+    expect(first.stderr.split('\n')).toHaveLength(2);
     expect(first.code).toBe(0);
-    expect(first.stdout).toMatch(/^MODE\s+OWNER\s+SIZE\s+SECRET\s+BY\s+PATH$/m);
+    expect(first.stdout).toMatch(/^ASSUMED: no --source: rendered for an OS image without rancherd .*\n\nMODE\s+OWNER\s+SIZE\s+SECRET\s+BY\s+PATH$/m);
     expect(first.stdout).toMatch(/^0600\s+root:root\s+\d+\s+yes\s+install\s+\/etc\/rancher\/rke2\/registries\.yaml$/m);
 
     const files = walk(out);

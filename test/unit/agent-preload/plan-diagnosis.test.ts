@@ -28,6 +28,16 @@ describe('planImports', () => {
     expect(importOrder(planImports([d, a, b, c], new Set())).map((x) => x.id)).toEqual(['b.tar.zst', 'c.tar.zst', 'a.tar.zst', 'd.tar.zst']);
   });
 
+  it('orders only what is imported; an empty archive before one of unknown size; equal sizes in bundle order', () => {
+    const empty = archive('empty.tar.zst', ['docker.io/x/e:1'], 0);
+    const unknown = archive('unknown.tar.zst', ['docker.io/x/u:1']);
+    const unknown2 = archive('unknown2.tar.zst', ['docker.io/x/v:1']);
+    const twin1 = archive('twin1.tar.zst', ['docker.io/x/t:1'], 100);
+    const twin2 = archive('twin2.tar.zst', ['docker.io/x/w:1'], 100);
+    const order = importOrder(planImports([unknown, empty, twin1, b, twin2, unknown2], new Set(['docker.io/x/c:1']))).map((x) => x.id);
+    expect(order).toEqual(['twin1.tar.zst', 'twin2.tar.zst', 'empty.tar.zst', 'unknown.tar.zst', 'unknown2.tar.zst']);
+  });
+
   it('names each missing image once, with the archive that should bring it', () => {
     const dup = archive('dup.tar.zst', ['docker.io/x/b:1']);
     expect(findMissing([a, dup, b], new Set(['docker.io/x/a:1']))).toEqual([
@@ -91,6 +101,48 @@ describe('diagnosis', () => {
     expect(['checksum-mismatch', 'corrupt', 'images-missing'].map((k) => isPermanent(k as never))).toEqual([true, true, true]);
     const d = diagnose({ ...base, listedImages: 1, archives: [{ id: 'a', status: 'failed', attempts: 1, bytes: 0, durationMs: 0, failure: { kind: 'stalled', message: 's' } }] });
     expect(d.permanent).toBe(false);
+  });
+
+  it('a pass with nothing imported says so without a size', () => {
+    expect(summarise({ ...base, listedImages: 2, archives: [{ id: 'a', status: 'skipped', attempts: 0, bytes: 0, durationMs: 0 }] })).toBe('1 archive: 0 imported, 1 skipped (images present); 2 listed images present');
+  });
+
+  it('missing images without a failed archive: only the missing list, a bundle that is inconsistent', () => {
+    const missing = Array.from({ length: 20 }, (_, i) => ({ image: `docker.io/x/m${i}:1`, archive: 'a.tar.zst' }));
+    const d = diagnose({ ...base, listedImages: 20, archives: [{ id: 'a.tar.zst', status: 'imported', attempts: 1, bytes: 1, durationMs: 1 }], missing });
+    expect(d.diagnosis.split('\n')).toEqual(['20 of 20 listed images missing in containerd:', ...missing.map((m) => `  ${m.image} (from a.tar.zst)`)]);
+    expect(d.hint).toMatch(/does not hold every image its list names/);
+    expect(d.permanent).toBe(true);
+  });
+
+  it('a failed archive alone: no missing list, and the hint of its failure only', () => {
+    const d = diagnose({ ...base, listedImages: 3, archives: [{ id: 'a', status: 'failed', attempts: 1, bytes: 0, durationMs: 0, failure: { kind: 'stalled', message: 'stalled' }, rolledBack: ['docker.io/x/p:1', 'docker.io/x/q:1'] }], missing: [] });
+    expect(d.diagnosis).toBe('1 of 1 archive failed to import:\n  a: stalled [after 1 attempt] (removed again, not trusted: docker.io/x/p:1, docker.io/x/q:1)');
+    expect(d.hint).toMatch(/^the medium stopped delivering data/);
+    expect(d.hint).not.toMatch(/does not hold every image/);
+  });
+
+  it('a failure of no known kind: "failed", and the missing images name the hint', () => {
+    const d = diagnose({ ...base, listedImages: 1, archives: [{ id: 'a', status: 'failed', attempts: 2, bytes: 0, durationMs: 0 }], missing: [{ image: 'docker.io/x/m:1', archive: 'a' }] });
+    expect(d.diagnosis.split('\n')[1]).toBe('  a: failed [after 2 attempts]');
+    expect(d.hint).toMatch(/does not hold every image its list names/);
+    const none = diagnose({ ...base, listedImages: 1, archives: [{ id: 'a', status: 'failed', attempts: 2, bytes: 0, durationMs: 0 }] });
+    expect(none.hint).toBe('run `hvagent once --guard image-preload` again');
+  });
+
+  it('each failure kind has its own hint, saying what to check', () => {
+    const hint = (kind: string): string => diagnose({ ...base, listedImages: 1, archives: [{ id: 'a', status: 'failed', attempts: 1, bytes: 0, durationMs: 0, failure: { kind: kind as never, message: 'm' } }] }).hint;
+    expect(hint('corrupt')).toMatch(/cannot be decompressed.*re-copy the bundle/);
+    expect(hint('read-failed')).toMatch(/dmesg/);
+    expect(hint('import-failed')).toMatch(/ctr failed.*containerd is running/);
+    expect(hint('finish-timeout')).toMatch(/did not finish.*disk space/);
+    expect(hint('images-missing')).toMatch(/inconsistent/);
+    expect(hint('containerd-unavailable')).toMatch(/start containerd/);
+    expect(hint('tool-missing')).toMatch(/no zstd/);
+  });
+
+  it('formats sizes at the unit boundaries', () => {
+    expect([formatBytes(1023), formatBytes(1024), formatBytes(1024 ** 2), formatBytes(10 * 1024 ** 2), formatBytes(1024 ** 3)]).toEqual(['1023 B', '1 KiB', '1.0 MiB', '10 MiB', '1.00 GiB']);
   });
 
   it('formats sizes', () => {

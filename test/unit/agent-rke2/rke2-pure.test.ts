@@ -46,6 +46,16 @@ describe('checkDropIns', () => {
     ]);
   });
 
+  it('a join node whose token is in `token-file:` has its token (RKE2 reads either)', () => {
+    expect(checkDropIns('agent', { server: 'https://vip.example.com:9345', 'token-file': '/etc/rancher/rke2/token' }, join, true)).toEqual({ missing: [], toWrite: {} });
+    expect(checkDropIns('agent', { server: 'https://vip.example.com:9345', token: 't' }, join, true)).toEqual({ missing: [], toWrite: {} });
+    expect(checkDropIns('agent', { server: 'https://vip.example.com:9345' }, join, true).missing).toEqual(['no `token:` in any drop-in (the installer writes it, mode 0600)']);
+    // The create-node refusal of `server:` is about servers.
+    expect(checkDropIns('agent', { server: 'https://vip.example.com:9345' }, { install: { mode: 'join' } }, false)).toEqual({ missing: [], toWrite: {} });
+    // A node that is not joining needs no token in a drop-in.
+    expect(checkDropIns('server', {}, { install: { mode: 'create' } }, false)).toEqual({ missing: [], toWrite: {} });
+  });
+
   it('refuses a create node configured to join somewhere', () => {
     expect(checkDropIns('server', { server: 'https://x:9345' }, { install: { mode: 'create' } }, false).missing).toEqual([
       'a create node must not have `server: https://x:9345` (it would try to join instead of cluster-init)',
@@ -73,8 +83,19 @@ describe('promotion drop-in', () => {
     );
   });
 
+  it("takes Harvester's default CIDRs and DNS, and writes no tls-san without a VIP or SANs", () => {
+    const text = renderPromotionServerDropIn({ install: { mode: 'join' } }, { witness: false, auditPolicyPresent: false });
+    expect(text).toBe(
+      '# Written by hvagent when this node was promoted to control-plane.\n' +
+        'cni: multus,canal\ncluster-cidr: 10.52.0.0/16\nservice-cidr: 10.53.0.0/16\ncluster-dns: 10.53.0.10\n',
+    );
+    expect(renderPromotionServerDropIn({ sans: ['a.example.com', 'a.example.com'], install: { mode: 'join' } }, { witness: false, auditPolicyPresent: false })).toContain('tls-san:\n  - a.example.com\n');
+    expect(renderPromotionServerDropIn({ sans: ['a.example.com', 'a.example.com'], install: { mode: 'join' } }, { witness: false, auditPolicyPresent: false })).not.toContain('null');
+  });
+
   it('makes a witness an etcd-only member', () => {
     const text = renderPromotionServerDropIn(join, { witness: true, auditPolicyPresent: true });
+    expect(text.split('\n')[0]).toBe('# Written by hvagent when this node was promoted to etcd (witness).');
     expect(text).toContain('disable-apiserver: true\ndisable-controller-manager: true\ndisable-scheduler: true\n');
     expect(text).toContain('audit-policy-file: /etc/rancher/rke2/config.yaml.d/92-harvester-kube-audit-policy.yaml');
   });

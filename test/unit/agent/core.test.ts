@@ -97,7 +97,7 @@ describe('status document', () => {
   });
 
   it('explains a missing or broken document', async () => {
-    await expect(readStatus(path.join(dir, 'none.json'))).rejects.toMatchObject({ message: `no status document at ${dir}/none.json`, hint: expect.stringMatching(/has not run/) });
+    await expect(readStatus(path.join(dir, 'none.json'))).rejects.toMatchObject({ message: `no status document at ${dir}/none.json`, hint: expect.stringMatching(/has not run/), exitCode: 2 });
     await writeFile(path.join(dir, 'bad.json'), '{"version": 2}');
     await expect(readStatus(path.join(dir, 'bad.json'))).rejects.toBeInstanceOf(HvError);
   });

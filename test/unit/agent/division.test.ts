@@ -22,6 +22,12 @@ describe('registries.yaml owner', () => {
     expect(registriesOwner({ bootstrapper: 'hvagent', setting: 'cluster' }).owner).toBe('cluster');
     expect(registriesOwner({ bootstrapper: 'rancherd', systemAgent: connected, setting: 'agent' }).owner).toBe('agent');
     expect(registriesOwner({ bootstrapper: 'rancherd', systemAgent: connected, setting: 'auto' }).owner).toBe('cluster');
+    expect(registriesOwner({ bootstrapper: 'rancherd', systemAgent: connected, setting: 'agent' }).why).toBe('the registries owner setting says agent');
+    expect(registriesOwner({ bootstrapper: 'hvagent' }).why).toBe('no rancherd on this image: nothing else writes registries.yaml, hvagent keeps it as installed');
+  });
+  it('names the connection info file it waits for, or says none is configured', () => {
+    expect(registriesOwner({ bootstrapper: 'rancherd', systemAgent: { ...connected, connectionInfoExists: false } }).why).toContain('(/var/lib/rancher/agent/rancher2_connection_info.json missing)');
+    expect(registriesOwner({ bootstrapper: 'rancherd', systemAgent: { remoteEnabled: true, connectionInfoExists: false } }).why).toContain('(/etc/rancher/agent/config.yaml names no connectionInfoFile)');
   });
 });
 
@@ -47,7 +53,22 @@ describe('a cluster-owned registries.yaml explained', () => {
   });
   it('explains an absent file', () => {
     expect(explainClusterFile({ current: {}, installTime, shown: '/f' }).drift).toContain('the cluster\'s setting is empty');
-    expect(explainClusterFile({ current: {}, shown: '/f' }).drift).toBeUndefined();
+    expect(explainClusterFile({ current: {}, shown: '/f', previousSize: 167 }).detail).toMatch(/^\/f is absent \(was 167 B\): owned by the cluster, whose containerd-registry setting is empty/);
+  });
+  it('names a size change only when the size changed', () => {
+    expect(explainClusterFile({ current: { content: 'mirrors: {}\n' }, shown: '/f', previousSize: 12 }).detail).toMatch(/^\/f \(12 B\) follows/);
+    expect(explainClusterFile({ current: { content: 'mirrors: {}\n' }, shown: '/f', previousSize: 40 }).detail).toMatch(/^\/f \(12 B \(was 40 B\)\) follows the cluster's containerd-registry setting; set Harvester's/);
+    expect(explainClusterFile({ current: { content: 'mirrors: {}\n' }, shown: '/f' }).detail).toMatch(/^\/f \(12 B\) follows/);
+  });
+  it('a blank file is drift only when the install declared mirrors or the file just changed', () => {
+    const blank = { content: '\n  \n', mode: 0o600 };
+    expect(explainClusterFile({ current: blank, shown: '/f' })).toEqual({
+      detail: "/f is 4 B: written by rancher-system-agent from the cluster's empty containerd-registry setting; set Harvester's containerd-registry setting to change it; a hand-written file is replaced on the next plan",
+      drift: undefined,
+    });
+    expect(explainClusterFile({ current: blank, shown: '/f', previousSize: 4 }).drift).toBeUndefined();
+    expect(explainClusterFile({ current: blank, shown: '/f', installTime }).drift).toBe("/f is 4 B: recycled by the cluster from its empty containerd-registry setting");
+    expect(explainClusterFile({ current: blank, shown: '/f', previousSize: 167 }).drift).toBe("/f is 4 B (was 167 B): recycled by the cluster from its empty containerd-registry setting");
   });
 });
 
@@ -82,5 +103,14 @@ describe('vip and promotion under rancherd', () => {
     expect(judgePromotionUnderRancherd('n2', { 'harvesterhci.io/promote-status': 'running' })).toMatchObject({ status: 'ok', detail: expect.stringContaining('is being promoted') });
     expect(judgePromotionUnderRancherd('n2', { 'harvesterhci.io/promote-status': 'failed' }).status).toBe('fail');
     expect(judgePromotionUnderRancherd('n2', undefined)).toMatchObject({ status: 'ok', detail: expect.stringContaining('hvagent watches only') });
+  });
+  it('names the Node and the annotation in each state of the promotion', () => {
+    expect(judgePromotionUnderRancherd('n2', { 'harvesterhci.io/promote-status': 'running' })).toEqual({ status: 'ok', detail: "Node n2 is being promoted (harvesterhci.io/promote-status=running; Harvester's promote controller promotes through rancher-system-agent; hvagent watches only)" });
+    expect(judgePromotionUnderRancherd('n2', { 'harvesterhci.io/promote-status': 'complete' })).toEqual({ status: 'ok', detail: 'Node n2 was promoted to control-plane (harvesterhci.io/promote-status=complete)' });
+    const failed = judgePromotionUnderRancherd('n2', { 'harvesterhci.io/promote-status': 'failed' });
+    expect(failed).toMatchObject({ status: 'fail', diagnosis: "Harvester's promotion of Node n2 failed (harvesterhci.io/promote-status=failed)" });
+    expect((failed as { hint: string }).hint).toMatch(/kubectl -n harvester-system get jobs/);
+    expect(judgePromotionUnderRancherd('n2', {})).toEqual({ status: 'ok', detail: "worker; Harvester's promote controller promotes through rancher-system-agent; hvagent watches only" });
+    expect(judgePromotionUnderRancherd('n2', { 'harvesterhci.io/promote-status': 'unknown' })).toMatchObject({ status: 'ok', detail: expect.stringMatching(/^worker; /) });
   });
 });

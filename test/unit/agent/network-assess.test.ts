@@ -113,6 +113,13 @@ describe('lease and resolv.conf parsing', () => {
     expect(parseDhcpLease(text, '/var/lib/NetworkManager/internal-abc-eth0.lease', 'mgmt-br')).toBeUndefined();
   });
 
+  it('DNS: one of several declared nameservers in resolv.conf is enough (DHCP may add others, drop some)', () => {
+    const two = { ...want, dnsServers: ['1.1.1.1', '8.8.8.8'] };
+    expect(assessNetwork(facts({ nameservers: ['8.8.8.8'] }), two)).toMatchObject({ online: true });
+    expect(assessNetwork(facts({ nameservers: ['9.9.9.9', '1.1.1.1'] }), two)).toMatchObject({ online: true, detail: expect.stringMatching(/dns 9\.9\.9\.9 1\.1\.1\.1$/) });
+    expect(assessNetwork(facts({ nameservers: ['9.9.9.9'] }), two)).toMatchObject({ online: false, missing: 'DNS: /etc/resolv.conf lists 9.9.9.9, none of the declared 1.1.1.1, 8.8.8.8' });
+  });
+
   it('parses nameserver lines', () => {
     expect(parseResolvConf('# x\nnameserver 1.1.1.1\nsearch lan\n  nameserver 8.8.8.8 \n')).toEqual(['1.1.1.1', '8.8.8.8']);
   });

@@ -92,6 +92,40 @@ describe('registries.yaml: who owns it decides whether hvagent restores it', () 
     );
   });
 
+  /** Runs the guard's watch until a progress line matches (bounded), then stops it. */
+  async function watchUntil(root: string, seen: RegExp, edit: () => Promise<void>): Promise<string[]> {
+    const progress: string[] = [];
+    const ac = new AbortController();
+    const ctx = { ...ctxFor(root), signal: ac.signal, settings: { source: '/declared.json', checkIntervalMs: 50 }, progress: (d: string) => progress.push(d) };
+    const running = GUARDS.registries.watch!(ctx);
+    try {
+      await edit();
+      const deadline = Date.now() + 10_000;
+      while (!progress.some((p) => seen.test(p)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+    } finally {
+      ac.abort();
+      await running;
+    }
+    return progress;
+  }
+
+  it("the watch follows the owner too: a connected node's file changed by the cluster is left alone, not restored", async () => {
+    const root = await nodeRoot({ connected: true });
+    await writeFile(path.join(root, FILE), '');
+    await GUARDS.registries.reconcile(ctxFor(root));
+    const progress = await watchUntil(root, /owner: cluster/, () => writeFile(path.join(root, FILE), HAND_WRITTEN));
+    expect(progress.some((p) => p.startsWith('owner: cluster'))).toBe(true);
+    expect(await readFile(path.join(root, FILE), 'utf8')).toBe(HAND_WRITTEN);
+  });
+
+  it('the watch of a node the agent owns restores a changed file', async () => {
+    const root = await nodeRoot({ connected: false });
+    await GUARDS.registries.reconcile(ctxFor(root));
+    const progress = await watchUntil(root, /mirrors for docker\.io/, () => writeFile(path.join(root, FILE), HAND_WRITTEN));
+    expect(progress.length).toBeGreaterThan(0);
+    expect(await readFile(path.join(root, FILE), 'utf8')).toContain('https://mirror.local:5000');
+  });
+
   it('hvagent status (--json) says who bootstraps and why, detected from the image under --root', async () => {
     const root = await nodeRoot({ connected: true });
     await writeFile(path.join(root, FILE), '');

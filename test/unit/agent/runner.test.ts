@@ -136,6 +136,16 @@ describe('runGuards retries and deadlines', () => {
     expect(s.finishedAt).toBeDefined();
   });
 
+  it('the wait before a retry never runs past the deadline: it is clamped to what is left', async () => {
+    settings.backoff = { initialMs: 60_000, maxMs: 60_000 };
+    const g = testDoubleGuard('network-online', { deadlineMs: 120, reconcile: async () => ({ status: 'retry', reason: 'no carrier' }) });
+    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online'], guards: guardSet([g]) });
+    expect(r.status.guards[0]!.phase).toBe('failed');
+    const waits = sink.lines.map((l) => JSON.parse(l) as { msg: string; retryInMs?: number }).filter((l) => l.msg === 'guard not there yet').map((l) => l.retryInMs!);
+    expect(waits.length).toBeGreaterThan(0);
+    for (const w of waits) expect(w).toBeLessThanOrEqual(120);
+  });
+
   it('a deadline in the settings overrides the guard default', async () => {
     settings.guards['network-online'] = { deadline: '100ms' };
     const g = testDoubleGuard('network-online', { deadlineMs: 3_600_000, reconcile: async () => ({ status: 'retry', reason: 'no carrier on mgmt-br' }) });
@@ -307,5 +317,88 @@ describe('runGuards stop during a reconcile pass', () => {
     expect(r.ok).toBe(false);
     expect(r.status.guards.map((x) => [x.name, x.phase])).toEqual([['network-online', 'stopped'], ['registries', 'stopped']]);
     expect(r.status.state).toBe('stopped');
+  });
+});
+
+describe('runGuards: what the journal and the dependents see', () => {
+  type Line = { msg: string; level: string; guard?: string; attempts?: number; detail?: string; reason?: string; diagnosis?: string; hint?: string };
+  const lines = (): Line[] => sink.lines.map((l) => JSON.parse(l) as Line);
+
+  it('logs each outcome under the guard it belongs to, with its attempts and why', async () => {
+    const guards = [
+      testDoubleGuard('network-online', { results: [{ status: 'retry', reason: 'no carrier' }, { status: 'ok', detail: 'mgmt-br up' }] }),
+      testDoubleGuard('vip', { results: [{ status: 'skip', reason: 'not a control-plane node' }] }),
+      testDoubleGuard('rke2', { results: [{ status: 'fail', diagnosis: 'token rejected', hint: 'check install.token' }] }),
+    ];
+    await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online', 'vip', 'rke2'], guards: guardSet(guards) });
+    const l = lines();
+    expect(l).toContainEqual(expect.objectContaining({ msg: 'guard succeeded', level: 'info', guard: 'network-online', attempts: 2, detail: 'mgmt-br up' }));
+    expect(l).toContainEqual(expect.objectContaining({ msg: 'guard skipped', level: 'info', guard: 'vip', reason: 'not a control-plane node' }));
+    expect(l).toContainEqual(expect.objectContaining({ msg: 'guard failed', level: 'error', guard: 'rke2', attempts: 1, diagnosis: 'token rejected', hint: 'check install.token' }));
+  });
+
+  it('a deadline reached exactly by the first attempt ends after that one attempt, logged as such', async () => {
+    let clock = 1_000_000;
+    const g = testDoubleGuard('network-online', { deadlineMs: 100, reconcile: async () => { clock += 100; return { status: 'retry', reason: 'no default route' }; } });
+    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online'], guards: guardSet([g]), now: () => clock });
+    expect(r.status.guards[0]).toMatchObject({ phase: 'failed', attempts: 1, lastError: 'not reached within 100 ms (1 attempt): no default route' });
+    expect(lines()).toContainEqual(expect.objectContaining({ msg: 'guard deadline passed', level: 'error', guard: 'network-online', attempts: 1, diagnosis: 'not reached within 100 ms (1 attempt): no default route' }));
+  });
+
+  it('the reconcile signal stays live until the deadline', async () => {
+    const g = testDoubleGuard('registries', { deadlineMs: 2_000, reconcile: async (ctx) => {
+      await new Promise((r) => setTimeout(r, 5));
+      return ctx.signal.aborted ? { status: 'retry', reason: 'aborted before the deadline' } : { status: 'ok' };
+    } });
+    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['registries'], guards: guardSet([g]) });
+    expect(r.status.guards[0]).toMatchObject({ phase: 'succeeded', attempts: 1 });
+  });
+
+  it('in once mode a dependency that missed its deadline blocks its dependents', async () => {
+    const order: string[] = [];
+    const guards = [
+      testDoubleGuard('network-online', { deadlineMs: 30, reconcile: async () => ({ status: 'retry', reason: 'no carrier' }) }),
+      testDoubleGuard('registries', { dependsOn: ['network-online'], log: order }),
+    ];
+    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online', 'registries'], guards: guardSet(guards) });
+    expect(order).toEqual([]);
+    expect(r.status.guards[1]).toMatchObject({ phase: 'failed', lastError: 'not run: dependency network-online failed' });
+  });
+
+  it('a stop during the backoff wait ends the guard: no further reconcile and no watch', async () => {
+    const stop = new AbortController();
+    settings.backoff = { initialMs: 60_000, maxMs: 60_000 };
+    let reconciles = 0;
+    let watched = false;
+    const g = testDoubleGuard('registries', {
+      deadlineMs: 3_600_000,
+      reconcile: async () => (++reconciles === 1 ? { status: 'retry', reason: 'containerd not up' } : { status: 'ok' }),
+      watch: async () => { watched = true; },
+    });
+    const running = runGuards({ mode: 'run', rootDir: dir, settings, log, signal: stop.signal, names: ['registries'], guards: guardSet([g]) });
+    for (let i = 0; i < 400 && !lines().some((l) => l.msg === 'guard not there yet'); i++) await new Promise((r) => setTimeout(r, 5));
+    stop.abort();
+    const r = await running;
+    expect(reconciles).toBe(1);
+    expect(watched).toBe(false);
+    expect(r.status.guards[0]!.phase).toBe('stopped');
+  });
+
+  it('a stop during a reconcile starts no watch', async () => {
+    const stop = new AbortController();
+    let started = false;
+    let watched = false;
+    const g = testDoubleGuard('registries', {
+      reconcile: (ctx) => new Promise((resolve) => {
+        started = true;
+        ctx.signal.addEventListener('abort', () => resolve({ status: 'ok' }));
+      }),
+      watch: async () => { watched = true; },
+    });
+    const running = runGuards({ mode: 'run', rootDir: dir, settings, log, signal: stop.signal, names: ['registries'], guards: guardSet([g]) });
+    for (let i = 0; i < 400 && !started; i++) await new Promise((r) => setTimeout(r, 5));
+    stop.abort();
+    await running;
+    expect(watched).toBe(false);
   });
 });

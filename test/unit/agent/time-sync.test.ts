@@ -40,6 +40,12 @@ describe('judgeClock', () => {
     expect(j.text).toContain('RKE2 would fail with "x509: certificate has expired or is not yet valid"');
   });
 
+  it('no time daemon and a clock that matches the join server: ok at once, confirmed (there is nothing to wait for)', () => {
+    const j = judgeClock(base({ waitedMs: 0, daemon: { kind: 'none', synced: false }, server: server('2026-12-01T10:00:00Z', NOW + 500, 0) }), WANT);
+    expect(j).toMatchObject({ verdict: 'ok', confirmed: true, reference: 'server', offsetMs: 0 });
+    expect(j.text).toBe("within 0.5 s of the join server's clock; no time daemon runs (neither chronyd nor systemd-timesyncd): nothing keeps the clock");
+  });
+
   it('names a clock ahead of the join server', () => {
     const j = judgeClock(base({ server: server('2026-12-01T09:58:00Z'), waitedMs: 200_000 }), WANT);
     expect(j.verdict).toBe('wrong');

@@ -71,9 +71,16 @@ describe.each(PROGRAMS.map((p) => [p.name, p] as const))('%s', (_name, p) => {
       }
       const bad = await call(p, [...argv, '--no-such-flag']);
       // Thrown (runCli prints it, exit 2) or printed and returned: either way 2, the flag named, nothing on stdout.
-      expect(`${bad.code} ${bad.stderr}`, argv.join(' ')).toMatch(/^(threw )?2\b[^]*Unknown option '--no-such-flag'/);
+      expect(`${bad.code} ${bad.stderr}`, argv.join(' ')).toMatch(/^(threw )?2\b[^]*(unknown option --no-such-flag\b|Unknown option '--no-such-flag')/);
+      // hvinstall and hvagent word parseArgs's errors themselves (lib/cli/parse-error.ts).
+      if (p !== hvpxe) expect(bad.stderr).not.toMatch(/positional argument|Unknown option '/);
       expect(bad.stdout).toBe('');
     }
+  });
+
+  it('-V and -v print the version, as --version does', async () => {
+    const want = await call(p, ['--version']);
+    for (const flag of ['-V', '-v']) expect(await call(p, [flag])).toEqual(want);
   });
 
   it('bare: the usage on stderr, exit 2; --help and help: on stdout, exit 0', async () => {
@@ -139,6 +146,23 @@ describe.each(PROGRAMS.map((p) => [p.name, p] as const))('%s', (_name, p) => {
       for (const opt of Object.keys(def.options)) expect(page).toContain(`\\-\\-${opt.replace(/-/g, '\\-')}`);
     }
   });
+});
+
+// hvinstall and hvagent word parseArgs's errors themselves (lib/cli/parse-error.ts); hvpxe still prints Node's.
+describe.each([hvinstall, hvagent].map((p) => [p.name, p] as const))('%s options', (_name, p) => {
+  it('a typo of an option names the option it was probably meant to be', async () => {
+    for (const { argv, def } of paths((await define(p)).commands)) {
+      if (def.subcommands?.length) continue;
+      for (const opt of Object.keys(def.options).filter((o) => o.length >= 4)) {
+        // The last two letters swapped: one edit away from this option.
+        const typo = `--${opt.slice(0, -2)}${opt.at(-1)}${opt.at(-2)}`;
+        if (typo === `--${opt}`) continue;
+        const r = await call(p, [...argv, typo]);
+        expect(`${r.code} ${r.stderr}`, `${argv.join(' ')} ${typo}`).toMatch(new RegExp(`^(threw )?2\\b[^]*unknown option ${typo} \\(did you mean --${opt}\\?\\)`));
+      }
+    }
+  });
+
 });
 
 describe('version', () => {

@@ -132,6 +132,16 @@ describe('addresses', () => {
   });
 });
 
+describe('hostname advice', () => {
+  it('an invalid dotted name gets its error, not a short name to use that is invalid too (HV_Prod)', async () => {
+    const r = await check(CREATE.replace('hostname: node1', 'hostname: HV_Prod.example.com'));
+    expect(r.valid).toBe(false);
+    expect(r.errors.map((e) => e.key)).toEqual(['os.hostname']);
+    expect(r.warnings.filter((w) => w.key === 'os.hostname')).toEqual([]);
+    expect(JSON.stringify(r)).not.toContain('use the short name HV_Prod');
+  });
+});
+
 describe('NTP', () => {
   it('no ntp_servers is not silently a public pool: a warning at os', async () => {
     const r = await check(CREATE.replace('  ntp_servers: [10.10.0.2]\n', ''));

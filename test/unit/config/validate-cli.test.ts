@@ -42,6 +42,40 @@ system_settings:
   containerd-registry: '{"Configs": {"r.example.com": {"Auth": {"Username": "u", "Password": "registry-secret-pw"}}}}'
 `;
 
+const MORE_SECRETS = `scheme_version: 1
+token: SuperSecretToken123
+os:
+  password: hunter2-password
+install:
+  mode: create
+  device: /dev/sda
+  vip: 10.0.0.5
+  vip_mode: static
+  config_url: https://ops:cfg-url-pass-1@config.example/node.yaml
+  management_interface: {interfaces: [{name: ens3}], method: dhcp}
+  webhooks:
+    - event: STARTED
+      method: POST
+      url: https://h.example/notify?token=query-token-2
+      headers: {X-Api-Key: ["api-key-value-3"]}
+    - event: SUCCEEDED
+      method: POST
+      url: https://hooks.slack.com/services/T0001AAAA/B0002BBBB/slackSecret4abcdef
+system_settings:
+  backup-target: '{"type":"s3","endpoint":"https://s3.example","bucketName":"b","accessKeyId":"AKIAPUBLIC","secretAccessKey":"s3-secret-5"}'
+  ssl-certificates: '{"publicCertificate":"cert","privateKey":"-----BEGIN PRIVATE KEY-----private-key-6-----END PRIVATE KEY-----"}'
+`;
+
+describe('hvinstall validate --print: what showed in clear', () => {
+  it.each([[['--print']], [['--json', '--print']]])('%j holds no secret, keeps what is not', (flags) => {
+    writeFileSync(`${tmp}/more.yaml`, MORE_SECRETS);
+    const r = hv(['more.yaml', ...flags]);
+    const all = r.stdout + r.stderr;
+    for (const s of ['cfg-url-pass-1', 'query-token-2', 'api-key-value-3', 'slackSecret4abcdef', 's3-secret-5', 'private-key-6', 'SuperSecretToken123', 'hunter2-password']) expect(all).not.toContain(s);
+    for (const kept of ['config.example', 'h.example/notify', 'AKIAPUBLIC', 'hooks.slack.com']) expect(all).toContain(kept);
+  });
+});
+
 describe('hvinstall validate', () => {
   it('exit 0 for a valid file, with a summary', () => {
     const r = hv([path.join(fixtures, 'valid/create-dhcp-snake.yaml')]);
@@ -117,7 +151,7 @@ describe('hvinstall validate', () => {
   });
 
   it.each([
-    [['--bogus', 'x.yaml'], "Unknown option '--bogus'"],
+    [['--bogus', 'x.yaml'], 'unknown option --bogus'],
     [['a.yaml', 'b.yaml'], 'one config at a time (got 2)'],
     [[], 'no config given'],
     [['--cmdline', 'x', '--cmdline-file', 'y'], 'give --cmdline or --cmdline-file, not both'],

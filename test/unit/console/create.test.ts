@@ -37,6 +37,8 @@ describe('hvinstall console: a create-mode walk (dry run)', () => {
       expect(summary).toContain('install mode: create');
       expect(summary).toContain('hostname: lab-node-1');
       expect(summary).toContain('proxy address: http://proxy.lab:3128');
+      // The management NIC's line carries its MTU (the default, unless the network page set one).
+      expect(summary).toMatch(/management NIC: .*\(dhcp, bond active-backup, MTU 1500 \(default\)\)/);
       expect(summary).toContain('EVERYTHING ON THESE DISKS WILL BE DESTROYED:');
       expect(summary).toMatch(/- \/dev\/vda \(300 GiB/);
       expect(summary).toContain('Your disk will be formatted and Harvester will be installed with the above configuration. Continue?');

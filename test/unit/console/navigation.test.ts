@@ -92,14 +92,40 @@ describe('hvinstall console: navigation', () => {
     expect(cfg.token).toBeUndefined();
   }, 30_000);
 
-  it('legacy BIOS: the hardware checks cannot be acknowledged; Ctrl-C asks, No stays, Yes quits', async () => {
-    ({ s } = startDryRun({ sysroot: 'legacy-bios' }));
+  it('legacy BIOS: the hardware checks cannot be acknowledged; the key line says what Enter does, and Enter halts', async () => {
+    ({ s } = startDryRun({ sysroot: 'legacy-bios' }, ['--no-reboot']));
     await s.page(TITLES.hardware);
     const text = await s.waitForText('nothing can override');
     expect(text).toContain('FAIL Legacy BIOS systems are no longer supported. Please reconfigure the system to use UEFI prior to installation.');
     expect(text).not.toContain('Do you wish to proceed?');
+    // The key line, the screen's last row.
+    expect(s.rows().at(-1)).toContain('Enter: halt and reboot');
+    expect(s.rows().at(-1)).not.toContain('Enter: next');
     await s.keys(KEYS.enter);
+    await s.page('Installation halted');
+    expect(s.flat()).toContain('This machine cannot take a Harvester install: nothing can override the failed checks.');
+    expect(s.flat()).toContain('Not rebooting (--no-reboot).');
+    await s.keys(KEYS.enter);
+    expect(await s.exit()).toBe(1);
+  }, 30_000);
+
+  it('legacy BIOS with hvinstall.legacy_bios on the kernel command line: acknowledged like the other checks', async () => {
+    const { mkdtempSync, writeFileSync } = await import('node:fs');
+    const dir = mkdtempSync('/tmp/hv-console-cmdline-');
+    writeFileSync(`${dir}/cmdline`, 'console=ttyS0 hvinstall.legacy_bios\n');
+    ({ s } = startDryRun({ sysroot: 'legacy-bios' }, ['--cmdline-file', `${dir}/cmdline`]));
     await s.page(TITLES.hardware);
+    const text = await s.waitForText('Do you wish to proceed?');
+    expect(text).toContain('FAIL Legacy BIOS systems are no longer supported.');
+    expect(text).not.toContain('nothing can override');
+    await s.keys(KEYS.enter);
+    await s.page(TITLES.mode);
+  }, 30_000);
+
+  it('legacy BIOS: Ctrl-C asks, No stays, Yes quits', async () => {
+    ({ s } = startDryRun({ sysroot: 'legacy-bios' }));
+    await s.page(TITLES.hardware);
+    await s.waitForText('nothing can override');
     await s.keys(KEYS.ctrlC);
     await s.waitForText('Quit the installer? Nothing has been written to any');
     expect(s.highlighted()).toContain('[ No ]');

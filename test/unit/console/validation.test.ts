@@ -103,7 +103,7 @@ describe('hvinstall console: field checks', () => {
   it('disk: the persistent size is checked by the validator (format, minimum) and the planner (maximum for this disk)', async () => {
     ({ s } = startDryRun({ sysroot: 'prod-nvme' }));
     await toPage(s, TITLES.disk);
-    await s.keys(KEYS.enter); // installation disk: the 3.2 TB NVMe
+    await s.keys(KEYS.down, KEYS.enter); // installation disk: the 3.2 TB NVMe, the second in the list (it starts at the first, as Harvester's)
     await s.keys(KEYS.enter); // data disk: the same
     await fill(s, '100Gi');
     await s.waitForText('! partition size is too small. Minimum 150Gi is required');

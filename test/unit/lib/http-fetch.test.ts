@@ -55,6 +55,25 @@ async function failure(p: Promise<unknown>): Promise<FetchError> {
 
 const fast = { retryDelayMs: 5, maxRetryDelayMs: 20 };
 
+describe('fetchBytes: credentials in the URL', () => {
+  it('user:pass@ is sent as Basic credentials, and no message carries the password', async () => {
+    const seen: Array<string | undefined> = [];
+    handler = (req, res) => {
+      seen.push(req.headers.authorization);
+      if (req.url === '/ok') return void res.end('config');
+      res.statusCode = 404;
+      res.end();
+    };
+    const withCreds = base.replace('http://', 'http://ops:p%40ss-Secret9@');
+    const ok = await fetchBytes(`${withCreds}/ok`);
+    expect(ok.body.toString()).toBe('config');
+    expect(seen[0]).toBe(`Basic ${Buffer.from('ops:p@ss-Secret9').toString('base64')}`);
+    const e = await failure(fetchBytes(`${withCreds}/missing`, fast));
+    expect(`${e.message} ${e.url} ${e.hint}`).not.toMatch(/Secret9|p%40ss/);
+    expect(e.message).toBe(`HTTP 404 from ${base}/missing`);
+  });
+});
+
 describe('fetchBytes', () => {
   it('returns body, status, content type and the final URL after redirects', async () => {
     handler = (req, res) => {
@@ -236,5 +255,28 @@ describe('fetchBytes', () => {
       tlsServer.closeAllConnections();
       await new Promise<void>((r) => tlsServer.close(() => r()));
     }
+  });
+});
+
+describe('fetchBytes through a proxy', () => {
+  const saved = { ...process.env };
+  afterEach(() => {
+    for (const k of ['http_proxy', 'HTTP_PROXY', 'https_proxy', 'HTTPS_PROXY', 'no_proxy', 'NO_PROXY']) {
+      if (saved[k] === undefined) delete process.env[k];
+      else process.env[k] = saved[k];
+    }
+  });
+
+  it('a proxy that does not resolve is named as the proxy, not as the target', async () => {
+    for (const k of ['http_proxy', 'no_proxy', 'NO_PROXY']) delete process.env[k];
+    process.env.HTTP_PROXY = 'http://user:proxy-pass@no-such-proxy.invalid:3128';
+    const e = await failure(fetchBytes(`${base}/x`, { ...fast, attempts: 1 }));
+    expect(e.kind).toBe('dns');
+    expect(e.message).toBe(`cannot resolve the proxy no-such-proxy.invalid:3128 (HTTP_PROXY) (ENOTFOUND) to fetch ${base}/x`);
+    expect(e.message + e.hint).not.toContain('proxy-pass');
+    expect(e.hint).toContain('add 127.0.0.1 to no_proxy');
+    // The target in no_proxy: fetched directly, the proxy never asked.
+    process.env.NO_PROXY = 'localhost,127.0.0.1';
+    expect((await fetchBytes(`${base}/x`, fast)).body.toString()).toBe('ok');
   });
 });

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { HarvesterConfig } from '../../../config/types.js';
 import { runPreflightChecks } from '../../../installer/preflight/index.js';
 import { check, fixtureFacts, outcomes, preflightOf } from './helpers.js';
+import { disk, machine } from '../disk/facts-fixture.js';
 
 function cfg(install: HarvesterConfig['install']): HarvesterConfig {
   return { schemeVersion: 1, install: { mode: 'create', ...install } };
@@ -31,10 +32,24 @@ describe('install device from the config', () => {
     expect(check(r, 'device.exists')).toMatchObject({
       result: 'fail',
       message: 'device not found: /dev/sdx',
-      whatToDo: 'Set install.device to one of: /dev/nvme0n1, /dev/nvme1n1, /dev/sr0.',
+      whatToDo: 'Set install.device to one of: /dev/nvme0n1, /dev/nvme1n1 (1 other disk is removable, USB, a loop device, the boot medium or in use).',
       skippable: false,
     });
     expect(r.checks.some((c) => c.id === 'device.size')).toBe(false);
+  });
+
+  it('never offers a disk mounted at /, a loop device or a virtual NIC as the thing to use instead', () => {
+    const root = disk('vda', 256, { inUse: { mountpoints: ['/'], swap: false, holders: [], bootMedium: false } });
+    const facts = machine([root, disk('loop0', 260, { transport: 'loop' })]);
+    facts.nics = [
+      { name: 'eth0', mac: '02:fc:00:00:00:01', virtual: false, loopback: false, operState: 'up', carrier: true },
+      { name: 'ifb0', mac: '3a:fa:1b:91:31:1c', virtual: true, loopback: false },
+      { name: 'ifb1', mac: 'ba:63:ba:10:1b:0b', virtual: true, loopback: false },
+      { name: 'lo', mac: '00:00:00:00:00:00', virtual: true, loopback: true },
+    ];
+    const r = runPreflightChecks(facts, { profile: 'testing', config: cfg({ device: '/dev/sda', managementInterface: { interfaces: [{ name: 'ens5' }], method: 'dhcp' } }) });
+    expect(check(r, 'device.exists').whatToDo).toBe('No disk here can take it (2 other disks are removable, USB, a loop device, the boot medium or in use).');
+    expect(check(r, 'nic.exists', 'ens5').whatToDo).toBe('Use one of: eth0 (02:fc:00:00:00:01).');
   });
 
   it('an empty device fails with "no device specified" and suggests one', async () => {

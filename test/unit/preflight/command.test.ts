@@ -62,7 +62,7 @@ describe('hvinstall preflight', () => {
     await expect(main(['preflight', '--sysroot', root('no-such-fixture')])).rejects.toSatisfy(
       (e: unknown) => e instanceof HvError && e.exitCode === 2 && e.message.startsWith('sysroot is not a directory: '),
     );
-    await expect(main(['preflight', '--frobnicate'])).rejects.toMatchObject({ exitCode: 2, message: expect.stringContaining("'--frobnicate'") });
+    await expect(main(['preflight', '--frobnicate'])).rejects.toMatchObject({ exitCode: 2, message: 'unknown option --frobnicate' });
     expect(out).toBe('');
   });
 
@@ -113,7 +113,7 @@ install:
     expect(out).toMatch(/^device\.exists \/dev\/disk\/by-id\/virtio-lab-disk-0\s+pass\s+\/dev\/vda/m);
     expect(out).toMatch(/^nic\.exists 52:54:00:12:34:56\s+pass\s+enp1s0 52:54:00:12:34:56/m);
     expect(out).toContain(
-      'Install (automatic): preflight failed in automatic mode: cpu.cores, memory, virt.cpu-flags, virt.kvm; set install.skipchecks: true (or harvester.install.skipchecks=true) to install anyway',
+      'Install (automatic): preflight failed (automatic mode): cpu.cores, memory, virt.cpu-flags, virt.kvm\n  to go on: set harvester.install.skipchecks=true on the kernel command line (or install.skipchecks: true in the config) to install anyway',
     );
     expect(out).not.toContain('not-a-real-token');
   });

@@ -31,4 +31,22 @@ describe('describeNetworkError', () => {
     expect(describeNetworkError(e('SELF_SIGNED_CERT_IN_CHAIN'), 'https://h/x')).toMatchObject({ retryable: false });
     expect(describeNetworkError(e('EHOSTUNREACH'), 'http://h/x').message).toMatch(/unreachable .*default gateway/);
   });
+
+  it('through a proxy, a name that does not resolve or a refusal is the proxy\'s', () => {
+    const e = (code: string) => Object.assign(new Error('fetch failed'), { cause: Object.assign(new Error(code), { code }) });
+    const saved = { https: process.env.HTTPS_PROXY, no: process.env.NO_PROXY, lower: process.env.https_proxy };
+    process.env.HTTPS_PROXY = 'http://proxy.lab.invalid:3128';
+    delete process.env.https_proxy;
+    delete process.env.NO_PROXY;
+    try {
+      expect(describeNetworkError(e('ENOTFOUND'), 'https://10.0.0.9/x.iso').message).toBe(
+        'the proxy proxy.lab.invalid:3128 (HTTPS_PROXY) cannot be resolved (ENOTFOUND) on the way to 10.0.0.9; check HTTPS_PROXY, or add 10.0.0.9 to no_proxy',
+      );
+    } finally {
+      for (const [k, v] of [['HTTPS_PROXY', saved.https], ['NO_PROXY', saved.no], ['https_proxy', saved.lower]] as const) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+    }
+  });
 });

@@ -249,3 +249,22 @@ describe('sendWebhooks', () => {
     expect(JSON.parse(sink.lines.at(-1)!).level).toBe('error');
   });
 });
+
+describe('webhook credentials in the URL', () => {
+  it('user:pass@ is sent as Basic credentials; the logged URL carries no password, signature, code or token-like path', async () => {
+    const { seen, base } = await receiver((_i, _q, res) => {
+      res.statusCode = 500;
+      res.end();
+    });
+    const url = `${base.replace('http://', 'http://hook:hook-pass-1@')}/hooks/Zx9Qw8Er7Ty6Ui5Op4As3Df2?sig=sig-value-2&code=code-value-3&event=STARTED`;
+    const { sink, log } = logger();
+    await sendWebhooks('STARTED', cfg([{ event: 'STARTED', method: 'POST', url, payload: '{}' }]), { vars, log });
+    expect(seen).toHaveLength(1);
+    expect(seen[0]!.headers.authorization).toBe(`Basic ${Buffer.from('hook:hook-pass-1').toString('base64')}`);
+    expect(seen[0]!.url).toBe('/hooks/Zx9Qw8Er7Ty6Ui5Op4As3Df2?sig=sig-value-2&code=code-value-3&event=STARTED');
+    const logged = sink.lines.join('');
+    expect(logged).toContain('webhook failed');
+    for (const s of ['hook-pass-1', 'sig-value-2', 'code-value-3', 'Zx9Qw8Er7Ty6Ui5Op4As3Df2']) expect(logged).not.toContain(s);
+    expect(logged).toContain('event=STARTED');
+  });
+});

@@ -1,6 +1,8 @@
 /** The golden cases: configs as config would hand them over (canonical camelCase), plus facts and seeds. */
 import type { HarvesterConfig } from '../../../config/types.js';
+import { readFileSync } from 'node:fs';
 import type { ImageFacts, RenderFacts, RenderSeeds } from '../../../installer/render/types.js';
+import type { HarvesterTemplates } from '../../../installer/render/harvester-templates.js';
 
 export interface RenderCase {
   name: string;
@@ -38,7 +40,21 @@ rancherDependencies:
     app: 0.14.1
 `;
 export const RELEASE_SOURCE = '/src/etc/harvester-release.yaml';
+
+/**
+ * Harvester's build-time templates as its installer binary carries them: rancherd-22-addons.yaml
+ * generated from harvester/addons with its version_info, and rancherd-12-monitoring-dashboard.yaml
+ * (test/fixtures/harvester-templates/README.md says from which commits).
+ */
+export const HARVESTER_TEMPLATES_DIR = new URL('../../fixtures/harvester-templates/', import.meta.url);
+export const TEMPLATES: HarvesterTemplates = {
+  addons: readFileSync(new URL('rancherd-22-addons.yaml', HARVESTER_TEMPLATES_DIR), 'utf8'),
+  dashboards: readFileSync(new URL('rancherd-12-monitoring-dashboard.yaml', HARVESTER_TEMPLATES_DIR), 'utf8'),
+  source: '/src/usr/bin/harvester-installer',
+};
+
 export const RANCHERD_IMAGE: ImageFacts = {
+  templates: TEMPLATES,
   bootstrapper: 'rancherd',
   why: 'the image carries rancherd (/usr/bin/rancherd, /usr/lib/systemd/system/rancherd.service): rancherd bootstraps RKE2, Rancher and Harvester',
   release: {

@@ -5,11 +5,14 @@ import os from 'node:os';
 import path from 'node:path';
 import render, { formatTable, parseFacts } from '../../../installer/commands/render.js';
 import { HvError } from '../../../lib/errors.js';
-import { CASES, RELEASE_TEXT } from './cases.js';
+import { CASES, RELEASE_TEXT, TEMPLATES } from './cases.js';
+import { goEmbedElf } from './go-embed-elf.js';
 
 /** A source tree shaped like Harvester's image: rancherd's binary and unit, and optionally its release metadata. */
+/** A Harvester-like OS tree: rancherd, its unit, harvester-installer carrying the release's templates, and a release file when given. */
 function harvesterTree(root: string, release?: string): string {
-  for (const [p, content] of Object.entries({ 'usr/bin/rancherd': '#!/bin/sh\n', 'usr/lib/systemd/system/rancherd.service': '[Service]\n', ...(release ? { 'etc/harvester-release.yaml': release } : {}) })) {
+  const installer = goEmbedElf({ 'templates/rancherd-22-addons.yaml': TEMPLATES.addons, 'templates/rancherd-12-monitoring-dashboard.yaml': TEMPLATES.dashboards });
+  for (const [p, content] of Object.entries({ 'usr/bin/rancherd': '#!/bin/sh\n', 'usr/lib/systemd/system/rancherd.service': '[Service]\n', 'usr/bin/harvester-installer': installer, ...(release ? { 'etc/harvester-release.yaml': release } : {}) })) {
     mkdirSync(path.dirname(path.join(root, p)), { recursive: true });
     writeFileSync(path.join(root, p), content);
   }
@@ -43,6 +46,18 @@ describe('hvinstall render', () => {
     expect(err.join('')).toMatch(/--config and --out are required/);
     expect(await render(['--config', 'x', '--out', dir, '--bogus'])).toBe(2);
     expect(err.join('')).toMatch(/usage: hvinstall render/);
+  });
+
+  it('without --source and --facts: says first, on stderr and atop the table, what it assumed and how to render the node Harvester makes', async () => {
+    const cfg = path.join(dir, 'c.json');
+    writeFileSync(cfg, JSON.stringify(CASES[0]!.config));
+    expect(await render(['--config', cfg, '--out', path.join(dir, 'out'), '--seeds', writeSeeds()])).toBe(0);
+    expect(err[0]).toMatch(/^warning: no --source: rendered for an OS image without rancherd \(hvagent drives RKE2, a static kube-vip pod announces the VIP/);
+    expect(err[0]).toContain('pass --source with the OS image');
+    expect(err[1]).toMatch(/^warning: no --facts: kubelet's reserved CPU is computed for this machine's \d+ CPUs/);
+    const stdout = out.join('');
+    expect(stdout.startsWith('ASSUMED: no --source: rendered for an OS image without rancherd')).toBe(true);
+    expect(stdout.split('\n')[1]).toMatch(/^ASSUMED: no --facts/);
   });
 
   it('prints help with exit 0', async () => {

@@ -11,7 +11,7 @@ import { renderNode } from '../../../installer/render/index.js';
 import type { HarvesterConfig } from '../../../config/types.js';
 import type { RenderedFile } from '../../../installer/render/types.js';
 import { HvError } from '../../../lib/errors.js';
-import { CASES, RANCHERD_IMAGE, RELEASE_SOURCE, SPECIAL_TOKEN, TOKEN } from './cases.js';
+import { CASES, RANCHERD_IMAGE, RELEASE_SOURCE, SPECIAL_TOKEN, TEMPLATES, TOKEN } from './cases.js';
 import { assertSchema, parseYamlStrict, ourRancherdConfigSchema, ourRancherdResourceSchema } from './format-schemas.js';
 
 const text = (f: RenderedFile) => (typeof f.content === 'string' ? f.content : Buffer.from(f.content).toString('utf8'));
@@ -21,6 +21,7 @@ const render = (name: string) => {
   return renderNode(structuredClone(c.config), structuredClone(c.facts), c.seeds);
 };
 const yipFile = (r: ReturnType<typeof render>, p: string) => r.yipFiles.find((f) => f.path === p);
+const version2 = (r: ReturnType<typeof render>, p: string) => (parseYamlStrict(text(yipFile(r, p)!)) as { resources: Array<{ spec: { chart: string; version: string } }> }).resources.map((x) => [x.spec.chart, x.spec.version]);
 const ALLOW_LIST = (JSON.parse(readFileSync(new URL('../../../schemas/harvester-config.v1.schema.json', import.meta.url), 'utf8')) as { properties: { systemSettings: { propertyNames: { enum: string[] } } } })
   .properties.systemSettings.propertyNames.enum;
 
@@ -151,10 +152,9 @@ describe('bootstrap resources', () => {
     expect(version('/etc/rancher/rancherd/config.yaml.d/11-monitoring-crd.yaml')).toEqual([['rancher-monitoring-crd', '108.0.0+up77.9.1-rancher.11']]);
     expect(version('/etc/rancher/rancherd/config.yaml.d/14-logging-crd.yaml')).toEqual([['rancher-logging-crd', '108.0.0+up4.10.0-rancher.14']]);
     expect(version('/etc/rancher/rancherd/config.yaml.d/15-kubeovn-operator-crd.yaml')).toEqual([['kubeovn-operator-crd', '1.16.2']]);
-    // Without kubeovn_chart_version nothing records the kube-ovn chart: the file is left out, and said so.
+    // Without kubeovn_chart_version: the kubeovn-operator addon's version, as Harvester's build gives both.
     const arm = render('rancherd-create-arm64');
-    expect(yipFile(arm, '/etc/rancher/rancherd/config.yaml.d/15-kubeovn-operator-crd.yaml')).toBeUndefined();
-    expect(arm.warnings.join('\n')).toMatch(/15-kubeovn-operator-crd\.yaml is not rendered/);
+    expect(version2(arm, '/etc/rancher/rancherd/config.yaml.d/15-kubeovn-operator-crd.yaml')).toEqual([['kubeovn-operator-crd', '1.16.2-dev.0']]);
   });
 
   it('settings: every name in the allow-list, values quoted strings, ntp-servers built from os.ntp_servers', () => {
@@ -175,29 +175,61 @@ describe('bootstrap resources', () => {
     expect(parseYamlStrict(text(yipFile(render('rancherd-create-arm64'), '/etc/rancher/rancherd/config.yaml.d/20-harvester-settings.yaml')!))).toEqual({ resources: [] });
   });
 
-  it('addons: enabled as the config says, with the media versions; those without a version left out and named', () => {
+  it('22-addons.yaml: every addon of the release template, enabled as the config says, with the template versions and tuned values', () => {
     const r = render('rancherd-create');
-    const doc = parseYamlStrict(text(yipFile(r, '/etc/rancher/rancherd/config.yaml.d/22-addons.yaml')!)) as { resources: Array<{ metadata: { name: string }; spec: { enabled: boolean; version: string } }> };
-    expect(doc.resources.map((a) => [a.metadata.name, a.spec.version, a.spec.enabled])).toEqual([
-      ['rancher-logging', '108.0.0+up4.10.0-rancher.14', false],
-      ['rancher-monitoring', '108.0.0+up77.9.1-rancher.11', true],
-      ['kubeovn-operator', '1.16.2', false],
+    const f = yipFile(r, '/etc/rancher/rancherd/config.yaml.d/22-addons.yaml')!;
+    expect({ mode: f.mode, secret: f.secret }).toEqual({ mode: 0o600, secret: false });
+    type Addon = { kind: string; metadata: { name: string; namespace: string }; spec: { chart: string; version: string; enabled: boolean; valuesContent: string } };
+    const doc = parseYamlStrict(text(f)) as { resources: Addon[] };
+    // The config enables rancher_monitoring only; every other addon is there, disabled, so it can be enabled later.
+    expect(doc.resources.map((a) => [a.metadata.name, a.spec.chart, a.spec.version, a.spec.enabled])).toEqual([
+      ['vm-import-controller', 'harvester-vm-import-controller', '1.9.0-dev.0', false],
+      ['pcidevices-controller', 'harvester-pcidevices-controller', '1.9.0-dev.0', false],
+      ['rancher-logging', 'rancher-logging', '109.0.0+up4.10.0-rancher.23', false],
+      ['rancher-monitoring', 'rancher-monitoring', '109.0.3+up80.9.1-rancher.14', true],
+      ['harvester-seeder', 'harvester-seeder', '1.9.0-dev.0', false],
+      ['nvidia-driver-toolkit', 'nvidia-driver-runtime', '1.9.0-dev.0', false],
+      ['kubeovn-operator', 'kubeovn-operator', '1.16.2-dev.0', false],
+      ['descheduler', 'descheduler', '0.36.0', false],
     ]);
-    expect(r.warnings.join('\n')).toMatch(/leaves out vm-import-controller, pcidevices-controller, harvester-seeder, nvidia-driver-toolkit, descheduler/);
+    expect(doc.resources.every((a) => a.kind === 'Addon')).toBe(true);
+    expect(doc.resources.find((a) => a.metadata.name === 'descheduler')!.metadata).toEqual({
+      name: 'descheduler',
+      namespace: 'kube-system',
+      labels: { 'addon.harvesterhci.io/displayName': 'virtual-machine-auto-balance', 'addon.harvesterhci.io/experimental': 'true' },
+    });
+    // The monitoring values reach the VIP through the template's {{ if .Vip }}.
+    const monitoring = parseYamlStrict(doc.resources[3]!.spec.valuesContent) as { prometheus: { prometheusSpec: { externalUrl: string } } };
+    expect(monitoring.prometheus.prometheusSpec.externalUrl).toBe('https://192.168.122.100/api/v1/namespaces/cattle-monitoring-system/services/http:rancher-monitoring-prometheus:9090/proxy/');
+    expect(text(f)).not.toMatch(/\{\{|<no value>/);
+    // The template's versions differ from this test release's CRD charts, and the render says so.
+    expect(r.warnings).toContain('the rancher-monitoring addon of /src/usr/bin/harvester-installer is chart 109.0.3+up80.9.1-rancher.14, its CRD chart 108.0.0+up77.9.1-rancher.11 (from /src/etc/harvester-release.yaml monitoringChart): one release\'s media agree on both');
   });
 
-  it('an enabled addon the media record no version for stops the render with what to do', () => {
-    const c = structuredClone(caseOf('rancherd-create').config);
-    c.install!.addons = { harvester_vm_import_controller: { enabled: true } };
+  it('12-monitoring-dashboard.yaml: the release template as it is, escaped for yip so the node gets it byte for byte', () => {
+    const r = render('rancherd-create');
+    const f = yipFile(r, '/etc/rancher/rancherd/config.yaml.d/12-monitoring-dashboard.yaml')!;
+    expect(text(f)).toBe(TEMPLATES.dashboards);
+    expect(text(f)).toContain('{{'); // Grafana's own mustaches
+    const yip = parseYamlStrict(text(r.files.find((x) => x.path === '/oem/90_custom.yaml')!)) as { stages: { initramfs: Array<{ files?: Array<{ path: string; content: string }> }> } };
+    const written = yip.stages.initramfs.flatMap((s) => s.files ?? []).find((x) => x.path === f.path)!;
+    expect(goTemplateOutput(written.content)).toBe(TEMPLATES.dashboards);
+  });
+
+  it('a release image with rancherd but no harvester-installer templates stops the render with what is missing', () => {
+    const c = caseOf('rancherd-create');
+    const image = { ...c.facts.image!, templates: undefined };
     let err: unknown;
     try {
-      renderNode(c, { ...caseOf('rancherd-create').facts }, { seed: 'x' });
+      renderNode(structuredClone(c.config), { ...c.facts, image }, { seed: 'x' });
     } catch (e) {
       err = e;
     }
     expect(err).toBeInstanceOf(HvError);
-    expect((err as HvError).message).toBe('install.addons.harvester_vm_import_controller is enabled, but the install media record no chart version for harvester-vm-import-controller');
-    expect((err as HvError).hint).toMatch(/enable the addon in the UI after the install/);
+    expect((err as HvError).message).toBe("the OS image carries rancherd, but not Harvester's installer with its addon and dashboard templates (the OS image's /usr/bin/harvester-installer)");
+    expect((err as HvError).hint).toContain('templates/rancherd-22-addons.yaml');
+    // A join node has no bootstrap resources: it needs none.
+    expect(() => renderNode(structuredClone(caseOf('rancherd-join').config), { ...caseOf('rancherd-join').facts, image }, { seed: 'x' })).not.toThrow();
   });
 
   it('multus 23-multus-config.yaml is rendered on arm64 only', () => {

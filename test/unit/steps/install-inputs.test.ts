@@ -14,9 +14,11 @@ describe('installInputs: what an install runs with, taken from its preparation',
   const source = { kind: 'squashfs', path: '/srv/rootfs.squashfs' } as unknown as NonNullable<Prepared['source']>;
   const agent = { kind: 'none', why: 'not asked for' } as unknown as NonNullable<Prepared['agent']>;
 
-  it('hands on the plan, config, source, agent and redactor themselves (not copies), nothing else', () => {
-    const got = installInputs({ ...base, source, agent });
-    expect(Object.keys(got).sort()).toEqual(['agent', 'config', 'plan', 'redactor', 'source']);
+  it('hands on the plan, config, source, agent, redactor and the node facts themselves (not copies), nothing else', () => {
+    const nodeFacts = { ...base.facts, nics: [] } as unknown as NonNullable<Prepared['nodeFacts']>;
+    const got = installInputs({ ...base, source, agent, nodeFacts });
+    expect(Object.keys(got).sort()).toEqual(['agent', 'config', 'nodeFacts', 'plan', 'redactor', 'source']);
+    expect(got.nodeFacts).toBe(nodeFacts);
     expect(got.plan).toBe(base.plan);
     expect(got.config).toBe(base.config);
     expect(got.source).toBe(source);

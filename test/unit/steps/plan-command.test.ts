@@ -42,6 +42,15 @@ describe('hvinstall plan', () => {
     expect(out + err).not.toContain('plan-secret-token');
   });
 
+  it('says whose facts it planned and rendered with: the --facts file, or this machine and how to give another', async () => {
+    const f = await files('/dev/vda');
+    expect(await plan(['--config', f.config, '--facts', f.factsFile])).toBe(0);
+    expect(out.split('\n')[0]).toBe(`Machine: the facts in ${f.factsFile} (16 CPUs, UEFI, NICs (none))`);
+    out = '';
+    expect(await plan(['--config', f.config, '--facts', f.factsFile, '--json'])).toBe(0);
+    expect(JSON.parse(out).machine).toBe(`the facts in ${f.factsFile} (16 CPUs, UEFI, NICs (none))`);
+  });
+
   it('--json gives the plan and the refusals; a mounted disk is a refusal (exit 1)', async () => {
     const busy = disk('vda', 300, { partitions: [{ path: '/dev/vda1', sizeBytes: 1 << 30, mountpoints: ['/data'] }] });
     const f = await files('/dev/vda', machine([busy]));

@@ -60,6 +60,26 @@ describe('install progress', () => {
     expect(byteLines.at(-1)).toMatch(/\[00:20\] deploy 20 MiB \/ 20 MiB \(100%\) \d+ (MiB|KiB)\/s/);
   });
 
+  it('plain: a total that grows with the count is not a finish on every event: at most one line every interval', () => {
+    const c = clock();
+    const { out, w } = collect();
+    const bus = new EventBus([plainSink(w, 5000)], undefined, c.now);
+    // 25 events a second for 8 s, each with done = total (a copy that learns its size on the way).
+    for (let i = 1; i <= 200; i++) {
+      c.advance(40);
+      bus.bytes('deploy', i << 20, i << 20);
+    }
+    const byteLines = out.join('').trim().split('\n').filter((l) => l.includes('MiB /'));
+    // The step's first line (also its first finish), then one every 5 s.
+    expect(byteLines.length).toBeLessThanOrEqual(3);
+    expect(byteLines.length).toBeGreaterThanOrEqual(2);
+    // A new step gets its first and finishing lines again.
+    bus.bytes('persistent', 5 << 20, 10 << 20);
+    c.advance(40);
+    bus.bytes('persistent', 10 << 20, 10 << 20);
+    expect(out.join('').trim().split('\n').filter((l) => l.includes('persistent'))).toHaveLength(2);
+  });
+
   it('tty: byte progress rewrites one line; finished steps scroll above it', () => {
     const c = clock();
     const { out, w } = collect();

@@ -1,0 +1,52 @@
+/**
+ * Switching a node's RKE2 role (promotion: agent → server) stops the other role completely before
+ * the new one starts: two RKE2s on one node fight over the same ports and data directory. The rke2
+ * binary is a stand-in script (named as such) that records when each role starts and when it has
+ * finished stopping; it takes a moment to stop, as RKE2 does.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { bringUp } from '../../../agent/rke2/bringup.js';
+import { ProcessRke2Services } from '../../../agent/rke2/services.js';
+import { RKE2_DEFAULTS } from '../../../agent/rke2/settings.js';
+import type { GuardContext } from '../../../agent/guard.js';
+import { Logger, MemorySink } from '../../../lib/logger.js';
+
+const dirs: string[] = [];
+afterEach(async () => {
+  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
+});
+
+/** An rke2 stand-in: logs "started ROLE", and on SIGTERM waits 300 ms before logging "stopped ROLE" and exiting. */
+const STAND_IN = `#!/bin/sh
+log="$HV_TEST_EVENTS"
+echo "started $1" >> "$log"
+trap 'sleep 0.3; echo "stopped $1" >> "$log"; exit 0' TERM
+while :; do sleep 0.05; done
+`;
+
+describe('bringUp switching roles', () => {
+  it('waits for the other role to have stopped before starting this one', async () => {
+    const root = await mkdtemp(path.join(os.tmpdir(), 'hv-bringup-'));
+    dirs.push(root);
+    const bin = path.join(root, 'rke2-stand-in');
+    await writeFile(bin, STAND_IN);
+    await chmod(bin, 0o755);
+    const events = path.join(root, 'events');
+    await mkdir(path.join(root, 'etc/rancher/rke2/config.yaml.d'), { recursive: true });
+    await writeFile(path.join(root, 'etc/rancher/rke2/config.yaml.d/10-token.yaml'), 'token: t\nserver: https://10.0.0.9:9345\n');
+    const env = { HV_TEST_EVENTS: events };
+    const r = (p: string) => path.join(root, p);
+    // The agent role runs, as on a join node before promotion.
+    await new ProcessRke2Services(bin, r, env).start('agent');
+    await new Promise((res) => setTimeout(res, 100));
+    const ctx: GuardContext = { root: r, log: new Logger(new MemorySink()), signal: new AbortController().signal, settings: {}, progress: () => undefined, now: Date.now };
+    const s = { ...RKE2_DEFAULTS, binary: bin, supervisor: 'process' as const, env, probeWindowMs: 200, probeIntervalMs: 50, kubeletHealthzUrl: 'http://127.0.0.1:9/healthz', apiServerUrl: 'https://127.0.0.1:9' };
+    const out = await bringUp(ctx, { serverUrl: 'https://10.0.0.9', token: 't', install: { mode: 'join' } }, 'server', s, true);
+    await out.services.stop('server');
+    const log = (await readFile(events, 'utf8')).trim().split('\n');
+    expect(log.slice(0, 3)).toEqual(['started agent', 'stopped agent', 'started server']);
+  }, 30_000);
+});
