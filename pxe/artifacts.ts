@@ -177,13 +177,9 @@ async function sendFileRange(fh: FileHandle, res: http.ServerResponse, start: nu
 /** GET /artifacts/<path>, attributed to the machine last seen at the client's address (for /machines). */
 export function artifactRoutes(ctx: ServeContext): Route[] {
   const handle = async (c: RequestContext, encoded: string): Promise<void> => {
-    const who = ctx.book.machineAt(c.client);
-    c.note.machine = who;
+    c.note.machine = ctx.book.machineAt(c.client);
     const r = await serveArtifact(c, encoded);
-    const a = r && who ? ctx.book.get(who) : undefined;
-    if (!r || !a) return;
-    a.fetched.artifacts[r.path] = { at: new Date().toISOString(), bytes: r.bytes, status: r.status };
-    ctx.book.persist();
+    if (r) ctx.book.fetched(c.client, r.path, r);
   };
   return [{ path: '/artifacts/', handle }];
 }

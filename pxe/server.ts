@@ -15,13 +15,15 @@
 import http from 'node:http';
 import https from 'node:https';
 import { readFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../lib/logger.js';
 import { HvError, ExitCode } from '../lib/errors.js';
 import { bootChainOf, type Catalog } from './profiles.js';
 import { tftpDevice } from './grub.js';
 import { TftpServer } from './tftp.js';
-import { HistoryStore } from './history.js';
+import { FileStore } from './store-file.js';
+import type { MachineStore, StoreHealth } from './store.js';
 import { PxeMetrics, type ServerHealth } from './metrics.js';
 import { loadState, refuseServedPrivatePaths, type ServedState, type Validator } from './state.js';
 import { MachineBook } from './machine-book.js';
@@ -54,6 +56,10 @@ export interface ServeOptions {
   tftp?: { host: string; port: number };
   /** The admin listener (/machines, /metrics) and the operator's token; without it they are not served. */
   admin?: { host: string; port: number; token: string; tokenFile?: string };
+  /** Where machines are kept: the etcd store for a fleet; default the file store in stateDir (store.ts). */
+  store?: MachineStore;
+  /** This server's name in a shared store (default: the host name and the listening port). */
+  serverName?: string;
 }
 
 type Listener = 'boot' | 'admin';
@@ -65,7 +71,7 @@ export class PxeServer implements ServeContext {
   private catalog?: Catalog;
   private reloads = 0;
   private lastReloadError?: string;
-  private readonly history?: HistoryStore;
+  readonly store: MachineStore;
   private tftpServer?: TftpServer;
   readonly metrics = new PxeMetrics();
   readonly book: MachineBook;
@@ -77,8 +83,9 @@ export class PxeServer implements ServeContext {
 
   constructor(private readonly opts: ServeOptions) {
     this.log = opts.log;
-    if (opts.stateDir) this.history = new HistoryStore(opts.stateDir, opts.log);
-    this.book = new MachineBook(opts.log, this.metrics, this.history, () => this.catalog);
+    const server = opts.serverName ?? `${hostname()}:${opts.port}`;
+    this.store = opts.store ?? new FileStore(opts.stateDir, opts.log, server);
+    this.book = new MachineBook(opts.log, this.metrics, this.store, () => this.catalog, server);
     const bootHealth: Route = { path: '/healthz', handle: (c) => c.reply(200, JSON.stringify({ status: this.healthReport(c.state).status }) + '\n', JSON_TYPE) };
     this.routes = {
       boot: [bootHealth, ...bootRoutes(this), ...configRoutes(this), ...eventRoutes(this), ...artifactRoutes(this)],
@@ -176,7 +183,7 @@ export class PxeServer implements ServeContext {
   }
 
   private async build(): Promise<ServedState> {
-    await this.history?.checkReadable();
+    await this.store.checkReadable();
     const state = await loadState({
       root: this.opts.root,
       profilesPath: this.opts.profilesPath,
@@ -225,10 +232,12 @@ export class PxeServer implements ServeContext {
     }
   }
 
-  private health(): ServerHealth & { lastReloadError?: string; historyFailingSince?: string; historyLastError?: string; historyFile?: string; lostAt?: string; lostKeptAs?: string } {
-    const h = this.history?.health();
+  private health(): ServerHealth & { lastReloadError?: string; historyFailingSince?: string; historyLastError?: string; historyFile?: string; lostAt?: string; lostKeptAs?: string; store: StoreHealth } {
+    const store = this.store.health();
+    const h = store.kind === 'file' ? store : undefined;
     const lost = this.book.historyLost;
     return {
+      store,
       reloadRefused: this.lastReloadError !== undefined,
       lastReloadError: this.lastReloadError,
       historyLost: !!lost,
@@ -238,7 +247,7 @@ export class PxeServer implements ServeContext {
       historyWriteFailures: h?.failures,
       historyFailingSince: h?.failingSince,
       historyLastError: h?.lastError,
-      historyFile: this.history?.file,
+      historyFile: h?.where,
       tftpActive: this.tftpServer?.active,
     };
   }
@@ -251,7 +260,7 @@ export class PxeServer implements ServeContext {
   async close(): Promise<void> {
     await this.tftpServer?.close();
     this.tftpServer = undefined;
-    await this.history?.flush();
+    await this.store.close();
     await Promise.all([closeServer(this.server), closeServer(this.adminServer)]);
     this.server = undefined;
     this.adminServer = undefined;
