@@ -58,6 +58,9 @@ export class EtcdError extends Error {
   }
 }
 
+/** A request's deadline: long enough for the election that follows a killed leader (etcd's default election timeout is 1 s), short enough for a booting machine. */
+export const ETCD_REQUEST_TIMEOUT_MS = 5_000;
+
 export const b64 = (s: string): string => Buffer.from(s, 'utf8').toString('base64');
 export const unb64 = (s: string | undefined): string => Buffer.from(s ?? '', 'base64').toString('utf8');
 
@@ -95,7 +98,7 @@ export class EtcdClient {
   constructor(opts: EtcdOptions) {
     if (opts.endpoints.length === 0) throw new Error('no etcd endpoints');
     this.endpoints = opts.endpoints.map((e) => e.replace(/\/+$/, ''));
-    this.timeoutMs = opts.requestTimeoutMs ?? 2_000;
+    this.timeoutMs = opts.requestTimeoutMs ?? ETCD_REQUEST_TIMEOUT_MS;
     const t = opts.tls;
     const connect = t ? { ca: t.ca ? readFileSync(t.ca) : undefined, cert: t.cert ? readFileSync(t.cert) : undefined, key: t.key ? readFileSync(t.key) : undefined } : undefined;
     this.agent = new Agent({ connections: 32, keepAliveTimeout: 30_000, connect: { timeout: 1_000, ...connect } });

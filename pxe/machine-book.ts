@@ -239,8 +239,15 @@ export class MachineBook {
     return { kind: 'hold', why: `hvpxe cannot read and write its machine store right now (${err.message}), so it cannot tell whether this machine may install: booting its disk; it installs on a network boot once the store is back` };
   }
 
-  /** A boot credential for `use`, checked on the machine's record as this server sees it (no write). */
-  checkCredential(name: string, credential: string | null, use: CredentialUse, attested: boolean): CredentialCheck {
+  /**
+   * A boot credential for `use`, checked on the machine's record as this server sees it (no write);
+   * one it does not know is looked up in the store first (another server may have issued it a
+   * moment ago). Throws StoreUnavailable when that lookup fails.
+   */
+  async checkCredential(name: string, credential: string | null, use: CredentialUse, attested: boolean): Promise<CredentialCheck> {
+    const check = checkCredential(this.store.get(name)?.credentials, credential, use, Date.now(), attested);
+    if (check.ok || check.reason !== 'unknown') return check;
+    await this.store.refresh(name);
     return checkCredential(this.store.get(name)?.credentials, credential, use, Date.now(), attested);
   }
 

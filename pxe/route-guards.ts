@@ -3,6 +3,7 @@ import { REFUSAL_TEXT, type CredentialCheck } from './credentials.js';
 import type { RequestContext } from './http.js';
 import { machineByName, type Machine } from './profiles.js';
 import type { ServeContext } from './serve-context.js';
+import { StoreUnavailable } from './store.js';
 
 const NOT_FOUND = 'no such machine, or no boot credential of its own (the config URL is the one in the script hvpxe served)\n';
 
@@ -29,4 +30,15 @@ export async function refuseCredential(ctx: ServeContext, c: RequestContext, m: 
 export function storeUnavailable(ctx: ServeContext, c: RequestContext, m: Machine, what: string, err: Error): void {
   ctx.log.error(`${what} not served: the machine store cannot be written`, { machine: m.name, error: err.message });
   c.reply(503, 'hvpxe cannot record this in its machine store right now; retry shortly\n', undefined, { 'Retry-After': '10' });
+}
+
+/** Runs what needs the machine store; when it cannot be read or written, answers 503 and gives undefined. */
+export async function withStore<T>(ctx: ServeContext, c: RequestContext, m: Machine, what: string, run: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await run();
+  } catch (err) {
+    if (!(err instanceof StoreUnavailable)) throw err;
+    storeUnavailable(ctx, c, m, what, err);
+    return undefined;
+  }
 }

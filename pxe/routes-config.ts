@@ -7,8 +7,7 @@
  */
 import { BOOT_CREDENTIAL_PARAM, ATTEST_BODY_MAX } from '../config/hvpxe-protocol.js';
 import { JSON_TYPE, readBounded, type RequestContext, type Route } from './http.js';
-import { refuseCredential, storeUnavailable, target } from './route-guards.js';
-import { StoreUnavailable } from './store.js';
+import { refuseCredential, target, withStore } from './route-guards.js';
 import { renderMachineConfig } from './render-config.js';
 import { serialiseServedConfig } from './state.js';
 import type { ServeContext } from './serve-context.js';
@@ -21,18 +20,13 @@ async function config(ctx: ServeContext, c: RequestContext, name: string): Promi
   if (c.req.method === 'HEAD') return c.reply(405, 'GET only\n', undefined, { Allow: 'GET' });
   const credential = c.query.get(BOOT_CREDENTIAL_PARAM);
   const attested = !!m.tpmEkSha256;
-  const check = ctx.book.checkCredential(m.name, credential, 'config', attested);
+  const check = await withStore(ctx, c, m, 'config', () => ctx.book.checkCredential(m.name, credential, 'config', attested));
+  if (!check) return;
   if (!check.ok) return refuseCredential(ctx, c, m, 'config', check);
   const yaml = serialiseServedConfig(m, renderMachineConfig(c.state.catalog, m, ctx.url, credential!));
-  let served;
-  try {
-    // Once in the store, or not at all: every server (and a restart) must know the credential is used and an install runs.
-    served = await ctx.book.configServed(m, credential!, attested, c.client);
-  } catch (err) {
-    if (!(err instanceof StoreUnavailable)) throw err;
-    ctx.metrics.storeRefusal('config');
-    return storeUnavailable(ctx, c, m, 'config', err);
-  }
+  // Once in the store, or not at all: every server (and a restart) must know the credential is used and an install runs.
+  const served = await withStore(ctx, c, m, 'config', () => ctx.book.configServed(m, credential!, attested, c.client));
+  if (!served) return ctx.metrics.storeRefusal('config');
   // Used by another request (another server) between the check and the write.
   if (!served.ok) return refuseCredential(ctx, c, m, 'config', served);
   ctx.metrics.configsServed++;
@@ -46,7 +40,8 @@ async function attest(ctx: ServeContext, c: RequestContext, name: string): Promi
   const body = await readBounded(c.req, ATTEST_BODY_MAX);
   if (!m.tpmEkSha256) return c.reply(404, 'this machine is not enrolled by a TPM\n');
   if (body === undefined) return c.reply(413, `attestation message larger than ${ATTEST_BODY_MAX} bytes\n`);
-  const check = ctx.book.checkCredential(m.name, c.query.get(BOOT_CREDENTIAL_PARAM), 'attest', false);
+  const check = await withStore(ctx, c, m, 'attestation', () => ctx.book.checkCredential(m.name, c.query.get(BOOT_CREDENTIAL_PARAM), 'attest', false));
+  if (!check) return;
   if (!check.ok) return refuseCredential(ctx, c, m, 'attest', check);
   const msg = parseAttestMessage(body);
   if (!msg) return c.reply(400, 'not an attestation message (config/hvpxe-protocol.ts)\n');
@@ -57,12 +52,7 @@ async function attest(ctx: ServeContext, c: RequestContext, name: string): Promi
     return c.reply(403, `refused: ${r.detail}\n`);
   }
   if (msg.step === 'challenge') return c.reply(200, JSON.stringify(r.value) + '\n', JSON_TYPE, { 'Cache-Control': 'no-store' });
-  try {
-    await ctx.book.attested(m, check.record.sha256);
-  } catch (err) {
-    if (err instanceof StoreUnavailable) return storeUnavailable(ctx, c, m, 'attestation', err);
-    throw err;
-  }
+  if ((await withStore(ctx, c, m, 'attestation', () => ctx.book.attested(m, check.record.sha256).then(() => true))) === undefined) return;
   ctx.log.info('machine proved its enrolled TPM', { machine: m.name, client: c.client || undefined });
   c.reply(204, '');
 }

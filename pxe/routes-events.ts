@@ -8,9 +8,8 @@
 import { BOOT_CREDENTIAL_PARAM } from '../config/hvpxe-protocol.js';
 import { readBounded, type RequestContext, type Route } from './http.js';
 import { EVENT_BODY, summariseEventBody } from './event-body.js';
-import { refuseCredential, storeUnavailable, target } from './route-guards.js';
+import { refuseCredential, target, withStore } from './route-guards.js';
 import type { ServeContext } from './serve-context.js';
-import { StoreUnavailable } from './store.js';
 
 async function events(ctx: ServeContext, c: RequestContext, name: string): Promise<void> {
   const m = await target(ctx, c, name);
@@ -22,16 +21,13 @@ async function events(ctx: ServeContext, c: RequestContext, name: string): Promi
   }
   const credential = c.query.get(BOOT_CREDENTIAL_PARAM);
   const attested = !!m.tpmEkSha256;
-  const check = ctx.book.checkCredential(m.name, credential, 'events', attested);
+  const check = await withStore(ctx, c, m, 'event', () => ctx.book.checkCredential(m.name, credential, 'events', attested));
+  if (!check) return;
   if (!check.ok) return refuseCredential(ctx, c, m, 'events', check);
   const summary = summariseEventBody(body, c.state.redactor);
-  try {
-    const stored = await ctx.book.event(m, credential!, attested, summary, c.client);
-    if (!stored.ok) return refuseCredential(ctx, c, m, 'events', stored);
-  } catch (err) {
-    if (err instanceof StoreUnavailable) return storeUnavailable(ctx, c, m, 'event', err);
-    throw err;
-  }
+  const stored = await withStore(ctx, c, m, 'event', () => ctx.book.event(m, credential!, attested, summary, c.client));
+  if (!stored) return;
+  if (!stored.ok) return refuseCredential(ctx, c, m, 'events', stored);
   c.reply(204, '');
 }
 

@@ -23,6 +23,7 @@ import { bootChainOf, type Catalog } from './profiles.js';
 import { tftpDevice } from './grub.js';
 import { TftpServer } from './tftp.js';
 import { FileStore } from './store-file.js';
+import type { ArtifactOrigin } from './artifact-origin.js';
 import type { MachineStore, StoreHealth } from './store.js';
 import { PxeMetrics, type ServerHealth } from './metrics.js';
 import { loadState, refuseServedPrivatePaths, type ServedState, type Validator } from './state.js';
@@ -60,6 +61,8 @@ export interface ServeOptions {
   store?: MachineStore;
   /** This server's name in a shared store (default: the host name and the listening port). */
   serverName?: string;
+  /** --artifacts-origin: declared artifacts missing under --root are fetched, verified and cached (artifact-origin.ts). */
+  origin?: ArtifactOrigin;
 }
 
 type Listener = 'boot' | 'admin';
@@ -77,12 +80,14 @@ export class PxeServer implements ServeContext {
   readonly book: MachineBook;
   readonly attestations = new Attestations();
   readonly log: Logger;
+  readonly origin?: ArtifactOrigin;
   url = '';
   adminUrl = '';
   private readonly routes: Record<Listener, Route[]>;
 
   constructor(private readonly opts: ServeOptions) {
     this.log = opts.log;
+    this.origin = opts.origin;
     const server = opts.serverName ?? `${hostname()}:${opts.port}`;
     this.store = opts.store ?? new FileStore(opts.stateDir, opts.log, server);
     this.book = new MachineBook(opts.log, this.metrics, this.store, () => this.catalog, server);
@@ -191,7 +196,9 @@ export class PxeServer implements ServeContext {
       validate: this.opts.validate,
       verifyArtifacts: this.opts.verifyArtifacts,
       notServed: this.notServed(),
+      origin: !!this.opts.origin,
     });
+    this.prefetch(state);
     const grub = Object.entries(state.catalog.file.profiles).filter(([, p]) => bootChainOf(p) === 'grub-signed').map(([n]) => n);
     if (grub.length > 0 && !this.opts.tftp) {
       throw new HvError(`profile${grub.length === 1 ? '' : 's'} ${grub.join(', ')} select${grub.length === 1 ? 's' : ''} boot: grub-signed, whose signed grub fetches everything over TFTP: hvpxe serve needs --tftp ADDR[:PORT]`, {
@@ -201,6 +208,12 @@ export class PxeServer implements ServeContext {
       });
     }
     return state;
+  }
+
+  /** Fetches the artifacts the origin serves in the background, so that the first machine finds them here. */
+  private prefetch(state: ServedState): void {
+    const fromOrigin = [...state.artifactsByPath].filter(([, a]) => a.origin).map(([p, a]) => ({ path: p, sha256: a.sha256 }));
+    if (this.origin && fromOrigin.length) void this.origin.prefetch(fromOrigin);
   }
 
   /** What must never be under --root: it would be served to anyone. */

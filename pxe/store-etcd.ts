@@ -16,10 +16,10 @@
  */
 import type { Logger } from '../lib/logger.js';
 import { CREDENTIAL } from './credentials.js';
-import { EtcdClient, type KeyValue, type WatchEvent } from './etcd-client.js';
+import { b64, EtcdClient, prefixEnd, type KeyValue, type WatchEvent } from './etcd-client.js';
 import { addsCredential, keyKind, keys, machineOf, planWrite, type StoredMachine } from './etcd-layout.js';
 import type { CredentialRecord, MachineActivity } from './history-document.js';
-import { StoreUnavailable, type MachineStore, type StoreHealth } from './store.js';
+import { StoreUnavailable, type Durability, type MachineStore, type StoreHealth } from './store.js';
 
 export const ETCD_STORE = {
   probeMs: 2_000,
@@ -52,6 +52,7 @@ export class EtcdStore implements MachineStore {
   private servers = new Map<string, number>();
   private revision = 0;
   private closed = false;
+  private probing = false;
   private stopWatch: (() => void) | undefined;
   private watching: Promise<void> | undefined;
   private timers: NodeJS.Timeout[] = [];
@@ -117,7 +118,8 @@ export class EtcdStore implements MachineStore {
     return new Set([...this.servers.keys(), this.opts.server]);
   }
 
-  async update<T>(name: string, create: () => MachineActivity, change: (a: MachineActivity) => T): Promise<T> {
+  /** Writes through whatever the durability: a change is in etcd, or it throws and nothing changed. */
+  async update<T>(name: string, create: () => MachineActivity, change: (a: MachineActivity) => T, _durable?: Durability): Promise<T> {
     for (let attempt = 0; attempt < ETCD_STORE.casAttempts; attempt++) {
       const before = this.stored(name);
       const a = before ? machineOf(before) : create();
@@ -136,7 +138,7 @@ export class EtcdStore implements MachineStore {
       } catch (err) {
         if (err instanceof StoreUnavailable) throw err;
         this.failed((err as Error).message);
-        throw new StoreUnavailable(`${this.where}: ${(err as Error).message}`);
+        throw new StoreUnavailable((err as Error).message);
       }
     }
     throw new StoreUnavailable(`${this.where}: machine ${name} kept changing under ${ETCD_STORE.casAttempts} attempts to write it`);
@@ -154,6 +156,17 @@ export class EtcdStore implements MachineStore {
       next.set(rec.sha256, same ? old : { rec: structuredClone(rec), rev: revision, lease: old?.lease ?? lease ?? '0' });
     }
     this.creds.set(name, next);
+  }
+
+  async refresh(name: string): Promise<void> {
+    const credPrefix = keys.credentialsOf(this.prefix, name);
+    try {
+      const r = await this.client.txn([], [{ request_range: { key: b64(keys.machine(this.prefix, name)) } }, { request_range: { key: b64(credPrefix), range_end: prefixEnd(credPrefix) } }]);
+      this.replace(name, r.ranges[0]?.[0], r.ranges[1] ?? []);
+    } catch (err) {
+      this.failed((err as Error).message);
+      throw new StoreUnavailable(`${this.where}: ${(err as Error).message}`);
+    }
   }
 
   /** A machine's keys as read back after a refused compare. */
@@ -183,7 +196,7 @@ export class EtcdStore implements MachineStore {
 
   async remove(name: string): Promise<void> {
     try {
-      await this.client.txn([], [{ request_delete_range: { key: Buffer.from(keys.machine(this.prefix, name)).toString('base64') } }]);
+      await this.client.txn([], [{ request_delete_range: { key: b64(keys.machine(this.prefix, name)) } }]);
       this.docs.delete(name);
     } catch (err) {
       throw new StoreUnavailable(`${this.where}: ${(err as Error).message}`);
@@ -222,12 +235,15 @@ export class EtcdStore implements MachineStore {
 
   /** A linearizable read (it needs quorum) every probeMs; on recovery, the whole fleet is read again. */
   private async probe(): Promise<void> {
-    if (this.closed) return;
+    if (this.closed || this.probing) return;
+    this.probing = true;
     try {
       await this.client.range(keys.server(this.prefix, this.opts.server));
       if (this.succeeded()) await this.resync().catch((err: Error) => this.failed(err.message));
     } catch (err) {
       this.failed((err as Error).message);
+    } finally {
+      this.probing = false;
     }
   }
 

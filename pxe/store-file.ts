@@ -79,6 +79,8 @@ export class FileStore implements MachineStore {
     return result;
   }
 
+  async refresh(): Promise<void> {}
+
   async remove(name: string): Promise<void> {
     this.machines.delete(name);
     this.history?.save();

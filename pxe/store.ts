@@ -56,6 +56,8 @@ export interface MachineStore {
   get(name: string): MachineActivity | undefined;
   all(): MachineActivity[];
   readonly size: number;
+  /** Reads the machine again from the store when this server's copy may lag (etcd; the file store's copy is the truth). */
+  refresh(name: string): Promise<void>;
   /**
    * Applies `change` to a copy of the machine's record (created by `create` when there is none)
    * and stores it unless someone wrote the record meanwhile (then re-applies it to the new one).

@@ -31,7 +31,9 @@ export function tftpResolver(ctx: ServeContext, current: () => ServedState | und
     if (name === GRUB_AUTO || name.startsWith(`${GRUB_AUTO}?`)) return { data: Buffer.from(await grubAuto(ctx, state, new URLSearchParams(name.slice(GRUB_AUTO.length + 1)), client)) };
     const check = checkRequestPath(name);
     if (!check.ok) return undefined;
-    const file = await openInsideRoot(state.rootReal, check.segments);
+    const rel = check.segments.join('/');
+    const declared = state.artifactsByPath.get(rel);
+    const file = (await openInsideRoot(state.rootReal, check.segments)) ?? (declared?.origin && ctx.origin ? await ctx.origin.open(rel, declared.sha256) : undefined);
     if (!file) return undefined;
     ctx.book.fetched(client, check.segments.join('/'), { status: 200, bytes: file.stat.size });
     return { fh: file.fh, size: file.stat.size };
