@@ -64,17 +64,15 @@ export const ETCD_REQUEST_TIMEOUT_MS = 5_000;
 export const b64 = (s: string): string => Buffer.from(s, 'utf8').toString('base64');
 export const unb64 = (s: string | undefined): string => Buffer.from(s ?? '', 'base64').toString('utf8');
 
-/** The end of the range holding every key that starts with `prefix` (etcd's prefix convention). */
+/**
+ * The end of the range holding every key that starts with `prefix` (etcd's prefix convention: the
+ * last byte plus one). hvpxe's prefixes are non-empty UTF-8, whose bytes are never 0xff, so the
+ * last byte never overflows.
+ */
 export function prefixEnd(prefix: string): string {
-  const buf = Buffer.from(prefix, 'utf8');
-  for (let i = buf.length - 1; i >= 0; i--) {
-    if (buf[i] < 0xff) {
-      const end = Buffer.from(buf.subarray(0, i + 1));
-      end[i]++;
-      return end.toString('base64');
-    }
-  }
-  return Buffer.from([0]).toString('base64');
+  const end = Buffer.from(prefix, 'utf8');
+  end[end.length - 1]++;
+  return end.toString('base64');
 }
 
 interface RawKv {
