@@ -58,8 +58,26 @@ export class EtcdError extends Error {
   }
 }
 
-/** A request's deadline: long enough for the election that follows a killed leader (etcd's default election timeout is 1 s), short enough for a booting machine. */
-export const ETCD_REQUEST_TIMEOUT_MS = 5_000;
+/**
+ * A request's deadline: long enough for what follows a killed leader (a write it had not committed
+ * waits for etcd's own request timeout, 5 s plus two election timeouts, before a member answers),
+ * short enough for a booting machine.
+ */
+export const ETCD_REQUEST_TIMEOUT_MS = 9_000;
+
+/** A write whose outcome is unknown: it was sent, and no answer came (it may have been applied). */
+export class EtcdAmbiguous extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'EtcdAmbiguous';
+  }
+}
+
+/** Whether a failed request surely never reached etcd (so a write may go to another member). */
+function neverSent(err: unknown): boolean {
+  const code = (err as { code?: string }).code;
+  return code === 'ECONNREFUSED' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'EHOSTUNREACH';
+}
 
 export const b64 = (s: string): string => Buffer.from(s, 'utf8').toString('base64');
 export const unb64 = (s: string | undefined): string => Buffer.from(s ?? '', 'base64').toString('utf8');
@@ -106,8 +124,13 @@ export class EtcdClient {
     return this.endpoints.join(',');
   }
 
-  /** One JSON call, to the member that answered last and then the others, within the deadline. */
-  async call<T>(path: string, body: unknown, timeoutMs = this.timeoutMs): Promise<T> {
+  /**
+   * One JSON call, to the member that answered last and then the others, within the deadline. A
+   * read is tried again anywhere; a write only where it surely was not sent: one sent without an
+   * answer throws EtcdAmbiguous (the caller reads back what happened).
+   */
+  async call<T>(path: string, body: unknown, opts: { timeoutMs?: number; write?: boolean } = {}): Promise<T> {
+    const timeoutMs = opts.timeoutMs ?? this.timeoutMs;
     const deadline = Date.now() + timeoutMs;
     let lastError: Error | undefined;
     for (let tried = 0; tried < this.endpoints.length; tried++) {
@@ -120,6 +143,7 @@ export class EtcdClient {
         return r;
       } catch (err) {
         if (err instanceof EtcdError && err.code !== 14) throw err; // 14: unavailable, another member may answer
+        if (opts.write && !neverSent(err)) throw new EtcdAmbiguous(`${this.endpoints[i]}${path}: no answer to a write (${(err as Error).message}); it may have been applied`);
         lastError = err as Error;
       }
     }
@@ -146,19 +170,19 @@ export class EtcdClient {
   }
 
   /** Keys from `key` (with `prefix`: every key under it), at most `limit`, from `revision` (0: now). */
-  async range(key: string, opts: { prefix?: boolean; limit?: number; revision?: number; fromKey?: string } = {}): Promise<{ kvs: KeyValue[]; more: boolean; revision: number }> {
+  async range(key: string, opts: { prefix?: boolean; limit?: number; revision?: number; fromKey?: string; timeoutMs?: number } = {}): Promise<{ kvs: KeyValue[]; more: boolean; revision: number }> {
     const start = opts.fromKey ?? key;
     const r = await this.call<{ kvs?: RawKv[]; more?: boolean; header?: { revision?: string } }>('/v3/kv/range', {
       key: b64(start),
       ...(opts.prefix ? { range_end: prefixEnd(key) } : {}),
       ...(opts.limit ? { limit: String(opts.limit) } : {}),
       ...(opts.revision ? { revision: String(opts.revision) } : {}),
-    });
+    }, { timeoutMs: opts.timeoutMs });
     return { kvs: (r.kvs ?? []).map(kvOf), more: !!r.more, revision: Number(r.header?.revision ?? 0) };
   }
 
   async txn(compare: Compare[], success: RequestOp[], failure: RequestOp[] = []): Promise<TxnResult> {
-    const r = await this.call<{ succeeded?: boolean; header?: { revision?: string }; responses?: Array<{ response_range?: { kvs?: RawKv[] } }> }>('/v3/kv/txn', { compare, success, failure });
+    const r = await this.call<{ succeeded?: boolean; header?: { revision?: string }; responses?: Array<{ response_range?: { kvs?: RawKv[] } }> }>('/v3/kv/txn', { compare, success, failure }, { write: success.some((op) => !('request_range' in op)) });
     return {
       succeeded: !!r.succeeded,
       revision: Number(r.header?.revision ?? 0),
@@ -167,7 +191,7 @@ export class EtcdClient {
   }
 
   async put(key: string, value: string, lease?: string): Promise<void> {
-    await this.call('/v3/kv/put', { key: b64(key), value: b64(value), ...(lease ? { lease } : {}) });
+    await this.call('/v3/kv/put', { key: b64(key), value: b64(value), ...(lease ? { lease } : {}) }, { write: true });
   }
 
   async leaseGrant(ttlSeconds: number): Promise<string> {

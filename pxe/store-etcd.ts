@@ -16,7 +16,7 @@
  */
 import type { Logger } from '../lib/logger.js';
 import { CREDENTIAL } from './credentials.js';
-import { b64, EtcdClient, prefixEnd, type KeyValue, type WatchEvent } from './etcd-client.js';
+import { b64, EtcdAmbiguous, EtcdClient, prefixEnd, type KeyValue, type WatchEvent } from './etcd-client.js';
 import { addsCredential, keyKind, keys, machineOf, planWrite, type StoredMachine } from './etcd-layout.js';
 import type { CredentialRecord, MachineActivity } from './history-document.js';
 import { StoreUnavailable, type Durability, type MachineStore, type StoreHealth } from './store.js';
@@ -53,6 +53,7 @@ export class EtcdStore implements MachineStore {
   private revision = 0;
   private closed = false;
   private probing = false;
+  private readonly queues = new Map<string, Promise<unknown>>();
   private stopWatch: (() => void) | undefined;
   private watching: Promise<void> | undefined;
   private timers: NodeJS.Timeout[] = [];
@@ -118,8 +119,23 @@ export class EtcdStore implements MachineStore {
     return new Set([...this.servers.keys(), this.opts.server]);
   }
 
-  /** Writes through whatever the durability: a change is in etcd, or it throws and nothing changed. */
-  async update<T>(name: string, create: () => MachineActivity, change: (a: MachineActivity) => T, _durable?: Durability): Promise<T> {
+  /**
+   * Writes through whatever the durability: a change is in etcd, or it throws and nothing changed.
+   * This server's changes to one machine go one after the other (they would only refuse each
+   * other's compare); other servers' are what the compare-and-swap is for.
+   */
+  update<T>(name: string, create: () => MachineActivity, change: (a: MachineActivity) => T, _durable?: Durability): Promise<T> {
+    const prev = this.queues.get(name) ?? Promise.resolve();
+    const next = prev.then(() => this.write(name, create, change));
+    const tail = next.catch(() => undefined);
+    this.queues.set(name, tail);
+    void tail.then(() => {
+      if (this.queues.get(name) === tail) this.queues.delete(name);
+    });
+    return next;
+  }
+
+  private async write<T>(name: string, create: () => MachineActivity, change: (a: MachineActivity) => T): Promise<T> {
     for (let attempt = 0; attempt < ETCD_STORE.casAttempts; attempt++) {
       const before = this.stored(name);
       const a = before ? machineOf(before) : create();
@@ -137,6 +153,9 @@ export class EtcdStore implements MachineStore {
         this.replace(name, r.ranges[0]?.[0], r.ranges[1] ?? []);
       } catch (err) {
         if (err instanceof StoreUnavailable) throw err;
+        // Sent, no answer (a leader died with it in flight): read back whether it landed; if not, decide again.
+        if (err instanceof EtcdAmbiguous && (await this.landed(name, a))) return result;
+        if (err instanceof EtcdAmbiguous) continue;
         this.failed((err as Error).message);
         throw new StoreUnavailable((err as Error).message);
       }
@@ -156,6 +175,16 @@ export class EtcdStore implements MachineStore {
       next.set(rec.sha256, same ? old : { rec: structuredClone(rec), rev: revision, lease: old?.lease ?? lease ?? '0' });
     }
     this.creds.set(name, next);
+  }
+
+  /** Whether the machine as stored now is `a` (a write whose answer was lost did land). */
+  private async landed(name: string, a: MachineActivity): Promise<boolean> {
+    await this.refresh(name);
+    const now = this.get(name);
+    const bySha = (x: MachineActivity | undefined): string => JSON.stringify([...(x?.credentials ?? [])].sort((p, q) => p.sha256.localeCompare(q.sha256)));
+    const { credentials: _n, ...nowDoc } = now ?? ({} as MachineActivity);
+    const { credentials: _a, ...aDoc } = a;
+    return !!now && JSON.stringify(nowDoc) === JSON.stringify(aDoc) && bySha(now) === bySha(a);
   }
 
   async refresh(name: string): Promise<void> {
@@ -238,7 +267,7 @@ export class EtcdStore implements MachineStore {
     if (this.closed || this.probing) return;
     this.probing = true;
     try {
-      await this.client.range(keys.server(this.prefix, this.opts.server));
+      await this.client.range(keys.server(this.prefix, this.opts.server), { timeoutMs: ETCD_STORE.probeMs });
       if (this.succeeded()) await this.resync().catch((err: Error) => this.failed(err.message));
     } catch (err) {
       this.failed((err as Error).message);
