@@ -129,6 +129,20 @@ function rssMiB(pid: number): number {
   return m ? Number(m[1]) / 1024 : 0;
 }
 
+/** What the fleet takes in etcd (docs/fleet.md, sizing): its machine records, credentials and the database. */
+async function storeSize(member: string): Promise<{ machines: number; recordBytes: number; largest: number; credentials: number; dbBytes: number }> {
+  const post = async (p: string, body: unknown): Promise<any> => (await fetch(`${member}${p}`, { method: 'POST', body: JSON.stringify(body) })).json();
+  const range = (prefix: string): Promise<{ kvs?: Array<{ value: string }>; count?: string }> => {
+    const end = Buffer.from(prefix);
+    end[end.length - 1]++;
+    return post('/v3/kv/range', { key: Buffer.from(prefix).toString('base64'), range_end: end.toString('base64') });
+  };
+  const records = ((await range('/hvpxe/fleet-test/machines/')).kvs ?? []).map((kv) => Buffer.from(kv.value, 'base64').length);
+  const creds = await range('/hvpxe/fleet-test/credentials/');
+  const status = await post('/v3/maintenance/status', {});
+  return { machines: records.length, recordBytes: records.reduce((a, b) => a + b, 0), largest: Math.max(0, ...records), credentials: creds.kvs?.length ?? 0, dbBytes: Number(status.dbSize ?? 0) };
+}
+
 const pct = (xs: number[], p: number): number => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))] ?? NaN;
 
 beforeAll(async () => {
@@ -187,12 +201,14 @@ describe('a fleet: three hvpxe servers on one etcd', () => {
     const stored = new Map(listed.machines.map((x) => [x.name, new Set(x.events.map((e) => e.data.id).filter(Boolean))]));
     const lostEvents = sims.flatMap((m) => m.acked.filter((id) => !stored.get(m.name)?.has(id)).map((id) => `${m.name}: ${id}`));
     const installed = sims.filter((m) => m.succeeded).length;
+    const size = await storeSize(etcd.members[1]!.clientUrl);
     const stranded = sims.filter((m) => m.stranded);
     console.log(
       [
         `fleet test: ${DECLARED} declared, ${BOOTING} booted in ${secs.toFixed(1)} s through 3 servers (${killed} and etcd ${etcd.members[0]!.name} killed after ${KILL_AFTER})`,
         `installed ${installed}, held on their disk ${stranded.length} (e.g. ${stranded[0]?.stranded ?? '-'})`,
         `script p50 ${pct(latency.script, 50).toFixed(1)} ms p99 ${pct(latency.script, 99).toFixed(1)} ms (${latency.script.length}); config p50 ${pct(latency.config, 50).toFixed(1)} ms p99 ${pct(latency.config, 99).toFixed(1)} ms (${latency.config.length})`,
+        `etcd: ${size.machines} machine records, ${(size.recordBytes / size.machines / 1024).toFixed(1)} KiB each on average (largest ${(size.largest / 1024).toFixed(1)} KiB), ${size.credentials} credentials, database ${(size.dbBytes / 1048576).toFixed(1)} MiB`,
         `peak RSS: ${servers.map((s) => `${s.name} ${s.rss.toFixed(0)} MiB`).join(', ')}`,
         `5xx: ${fiveXX.length} (${fiveXX.filter((f) => f.server === killed).length} from ${killed})`,
       ].join('\n'),
