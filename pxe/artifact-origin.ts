@@ -143,6 +143,10 @@ export class ArtifactOrigin {
       await rm(part, { force: true });
       throw new Error(`${url}: sha256 ${got}, profiles.yaml says ${sha256}: not cached (the origin serves other bytes)`);
     }
+    // A whole second: the ETag (mtime-size-inode) must survive the LRU's atime updates, whose
+    // utimes also writes the mtime back, rounded to the millisecond.
+    const whole = new Date(Math.floor(Date.now() / 1000) * 1000);
+    await utimes(part, whole, whole);
     await rename(part, this.file(sha256));
     this.stats.downloads++;
     this.stats.bytes += bytes;
