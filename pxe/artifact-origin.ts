@@ -38,7 +38,6 @@ const SHA_RE = /^[0-9a-f]{64}$/;
 
 /** The files of the cache to remove, least recently used first, so that `need` more bytes fit under `max`. Pure. */
 export function evictionsFor(files: ReadonlyArray<{ name: string; size: number; usedMs: number }>, need: number, max: number): string[] | undefined {
-  if (need > max) return undefined;
   let total = files.reduce((n, f) => n + f.size, 0);
   const out: string[] = [];
   for (const f of [...files].sort((a, b) => a.usedMs - b.usedMs || a.name.localeCompare(b.name))) {

@@ -88,7 +88,7 @@ export const unb64 = (s: string | undefined): string => Buffer.from(s ?? '', 'ba
  * last byte never overflows.
  */
 export function prefixEnd(prefix: string): string {
-  const end = Buffer.from(prefix, 'utf8');
+  const end = Buffer.from(prefix);
   end[end.length - 1]++;
   return end.toString('base64');
 }

@@ -49,3 +49,16 @@ export function orphanedInstall(a: Pick<MachineActivity, 'installing' | 'install
   if (!via || a.installed || a.hold || via === server || live.has(via)) return undefined;
   return `hvpxe ${via}, which served its config at ${a.installing!.since}, is not running: the install's outcome could not be reported, so whether it finished is unknown`;
 }
+
+/**
+ * The hold for a machine whose report of a finished install reached a server that could not store
+ * it (the store was unavailable; the installer posts each event once, so the report is gone):
+ * whether it finished is unknown, so it boots its disk until re-armed. `reportedAt`: when the
+ * report came. Undefined once it no longer applies: the machine is installed or held, was re-armed
+ * since, or is not installing. Pure.
+ */
+export function lostSuccessHold(a: Pick<MachineActivity, 'installing' | 'installed' | 'hold' | 'rearmedAt'> | undefined, reportedAt: string): string | undefined {
+  if (!a?.installing || a.installed || a.hold) return undefined;
+  if (a.rearmedAt && Date.parse(a.rearmedAt) >= Date.parse(reportedAt)) return undefined;
+  return `its install reported success at ${reportedAt} while the machine store could not be written, and that report is lost: whether it finished is unknown`;
+}

@@ -11,7 +11,7 @@ import { rearmActivity, type CredentialRecord, type LostHistory, type MachineAct
 import { decideBoot, loopOf, reportsFailure, reportsSuccess, withLocalBoot, type AfterInstall, type BootDecision } from './boot-decision.js';
 import { checkCredential, newCredential, withIssued, type CredentialCheck, type CredentialUse } from './credentials.js';
 import { summariseEvent, type EventSummary } from './event-body.js';
-import { claimInstall, orphanedInstall } from './install-claim.js';
+import { claimInstall, lostSuccessHold, orphanedInstall } from './install-claim.js';
 import { machineByName, type Catalog, type Machine } from './profiles.js';
 import { StoreUnavailable, type MachineStore } from './store.js';
 
@@ -21,6 +21,8 @@ export const BOOK_LIMITS = {
   /** Machines tracked; default-group machines beyond it replace one that never got further than booting. */
   machinesTracked: 1000,
   addressesTracked: 4096,
+  /** How often a success report that could not be stored is tried again as a hold. */
+  lostSuccessRetryMs: 2_000,
 } as const;
 
 /** What /machines says a machine boots next. */
@@ -53,6 +55,12 @@ function afterInstallOf(catalog: Catalog, profile: string): AfterInstall {
 /** A machine whose history must not be dropped to make room: it installed, is installing or is held. */
 function mustKeep(a: MachineActivity): boolean {
   return !!(a.installed || a.installing || a.hold || a.credentials?.some((c) => c.configAt));
+}
+
+/** Puts the machine on hold for `why` (nothing when undefined); gives `why`. */
+function holdFor(a: MachineActivity, why: string | undefined): string | undefined {
+  if (why) a.hold = { since: new Date().toISOString(), why };
+  return why;
 }
 
 function newActivity(m: Machine): MachineActivity {
@@ -88,6 +96,10 @@ export function applyEvent(a: MachineActivity, e: EventSummary, at: string): boo
 
 export class MachineBook {
   private readonly byAddress = new Map<string, string>();
+  /** Success reports refused while the store could not be written, by machine: when each came. */
+  private readonly lostSuccesses = new Map<string, string>();
+  private lostSuccessTimer: NodeJS.Timeout | undefined;
+  private holdingLost = false;
 
   constructor(
     private readonly log: Logger,
@@ -183,6 +195,7 @@ export class MachineBook {
     let answer: ScriptAnswer;
     try {
       answer = await this.store.update(m.name, () => newActivity(m), (a) => this.scriptChange(a, catalog, req), 'soon');
+      this.lostSuccesses.delete(m.name); // decided on, and stored with the decision
     } catch (err) {
       if (!(err instanceof StoreUnavailable)) throw err;
       answer = { kind: 'disk', decision: this.storeDown(this.store.get(m.name), catalog, err) };
@@ -219,7 +232,8 @@ export class MachineBook {
     if (d.kind !== 'install') return d;
     const loop = loopOf(a.localBoots, now, 1);
     const looping = loop ? { loop } : {};
-    const orphaned = orphanedInstall(a, this.store.liveServers(), this.server);
+    const reportedAt = this.lostSuccesses.get(a.name);
+    const orphaned = (reportedAt && lostSuccessHold(a, reportedAt)) || orphanedInstall(a, this.store.liveServers(), this.server);
     if (orphaned) {
       a.hold = { since: new Date(now).toISOString(), why: orphaned };
       return { kind: 'hold', why: orphaned, ...looping };
@@ -290,21 +304,52 @@ export class MachineBook {
     this.noteAddress(m.name, client);
     const data = typeof e.data === 'object' ? e.data : undefined;
     const outcome = reportsSuccess(data) || reportsFailure(data);
-    const r = await this.store.update(
-      m.name,
-      () => newActivity(m),
-      (a) => {
-        const check = checkCredential(a.credentials, credential, 'events', Date.now(), attested);
-        if (!check.ok) return { check, success: false };
-        const at = new Date().toISOString();
-        seenIn(a, client, at);
-        a.servedBy = { ...a.servedBy, event: this.server };
-        return { check, success: applyEvent(a, e, at) };
-      },
-      outcome ? 'try' : 'soon',
-    );
+    const change = (a: MachineActivity): { check: CredentialCheck; success: boolean } => {
+      const check = checkCredential(a.credentials, credential, 'events', Date.now(), attested);
+      if (!check.ok) return { check, success: false };
+      const at = new Date().toISOString();
+      seenIn(a, client, at);
+      a.servedBy = { ...a.servedBy, event: this.server };
+      return { check, success: applyEvent(a, e, at) };
+    };
+    const r = await this.store.update(m.name, () => newActivity(m), change, outcome ? 'try' : 'soon').catch((err: unknown) => {
+      if (err instanceof StoreUnavailable && reportsSuccess(data)) this.lostSuccess(m.name);
+      throw err;
+    });
     if (r.success) this.log.info('machine reported a finished install: it boots from its disk from now on', { machine: m.name, via: data?.type === 'install' ? 'hvinstall events' : 'SUCCEEDED webhook' });
     return r.check;
+  }
+
+  /**
+   * A success report the store could not take (the answer is a 503, and the installer does not
+   * post it again): the machine is held on its disk as soon as the store is back, by a retry here
+   * or by this server's next decision for it, whichever comes first.
+   */
+  private lostSuccess(name: string): void {
+    if (!this.lostSuccesses.has(name)) this.lostSuccesses.set(name, new Date().toISOString());
+    this.log.warn('a finished install could not be recorded: the machine is held on its disk once the machine store is back', { machine: name });
+    this.lostSuccessTimer ??= setInterval(() => void this.holdLostSuccesses(), BOOK_LIMITS.lostSuccessRetryMs).unref();
+  }
+
+  /** Holds the machines whose success report was lost, once the store takes it. */
+  async holdLostSuccesses(): Promise<void> {
+    if (this.holdingLost) return;
+    this.holdingLost = true;
+    try {
+      for (const [name, reportedAt] of this.lostSuccesses) {
+        const why = this.store.get(name) ? await this.store.update(name, () => this.store.get(name)!, (a) => holdFor(a, lostSuccessHold(a, reportedAt)), 'must') : undefined;
+        this.lostSuccesses.delete(name);
+        if (why) this.log.warn('machine held: its report of a finished install was lost while the machine store could not be written', { machine: name, reportedAt, rearm: `hvpxe rearm ${name}` });
+      }
+    } catch (err) {
+      if (!(err instanceof StoreUnavailable)) this.log.error('holding machines whose success report was lost failed', { error: (err as Error).message });
+    } finally {
+      this.holdingLost = false;
+      if (this.lostSuccesses.size === 0 && this.lostSuccessTimer) {
+        clearInterval(this.lostSuccessTimer);
+        this.lostSuccessTimer = undefined;
+      }
+    }
   }
 
   /** A refused request, where the operator sees it: the machine's refusals, the log and a metric. */

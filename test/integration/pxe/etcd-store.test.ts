@@ -132,12 +132,15 @@ describe('hvpxe on etcd when members fail', () => {
     }
   });
 
-  it('without quorum: no installer, no config; the disk for known machines; artifacts still served; degraded; back without a restart', async () => {
+  it('without quorum: no installer, no config; the disk for known machines; artifacts still served; degraded; back without a restart; a success report it could not store holds the machine', async () => {
     const [a] = await startFleet(['a']);
     const installed = await bootIpxe(a, 'mac=52:54:00:00:00:01&platform=pcbios');
     expect(await (await fetch(installed.events!, { method: 'POST', body: '{"event":"SUCCEEDED"}' })).status).toBe(204);
     const pending = await bootIpxe(a, 'mac=52:54:00:00:00:02&platform=pcbios');
     expect(pending.script).toMatch(INSTALL);
+    // A machine in the middle of its install when the store goes away.
+    const finishing = await bootIpxe(a, 'mac=52:54:00:00:00:33&platform=pcbios');
+    expect((await fetch(finishing.config!)).status).toBe(200);
 
     await etcd.kill(etcd.members[1]);
     await etcd.kill(etcd.members[2]);
@@ -162,11 +165,23 @@ describe('hvpxe on etcd when members fail', () => {
       expect(metrics).toMatch(/^hvpxe_store_available\{store="etcd"\} 0$/m);
       expect(metrics).toMatch(/^hvpxe_store_refused_total\{what="script"\} [1-9]/m);
       expect(a.stderr.join('')).toContain('machine store unavailable');
+      // Its install finishes now: the report cannot be stored, and the installer does not send it again.
+      expect((await fetch(finishing.events!, { method: 'POST', body: '{"event":"SUCCEEDED"}' })).status).toBe(503);
     } finally {
       await Promise.all([etcd.restart(etcd.members[1]), etcd.restart(etcd.members[2])]);
     }
-    await waitUntil(async () => ((await health(a)).status === 'ok' ? { done: true as const, value: true } : { done: false as const, reason: 'still degraded' }), { what: 'recovery', timeoutMs: 30_000, intervalMs: 100 });
+    // Back: the store's problem is gone (the machine held below stays one, for the operator).
+    await waitUntil(async () => (!(await health(a)).problems.some((p) => p.includes('machine store')) ? { done: true as const, value: true } : { done: false as const, reason: 'the store still unavailable' }), { what: 'recovery', timeoutMs: 30_000, intervalMs: 100 });
     expect((await bootIpxe(a, 'mac=52:54:00:00:00:02&platform=pcbios')).script).toMatch(INSTALL);
     expect(a.stderr.join('')).toContain('machine store available again');
+    // The lost report: whether it finished is unknown, so it boots its disk, here and at a server that never saw the report.
+    await waitUntil(async () => ((await machineOf(a, 'spare-525400000033')).hold ? { done: true as const, value: true } : { done: false as const, reason: 'not held yet' }), { what: 'the hold for the lost report', timeoutMs: 10_000, intervalMs: 100 });
+    expect((await machineOf(a, 'spare-525400000033')).hold.why).toMatch(/^its install reported success at .* while the machine store could not be written/);
+    const b = await startServer('b');
+    servers.push(b);
+    const onB = await bootIpxe(b, 'mac=52:54:00:00:00:33&platform=pcbios');
+    expect(onB.script).not.toMatch(INSTALL);
+    expect(onB.script).toContain('reported success at');
+    expect(a.stderr.join('')).toContain('machine held: its report of a finished install was lost');
   });
 });

@@ -144,6 +144,7 @@ describe('evictionsFor', () => {
   });
   it('refuses a file larger than the bound', () => {
     expect(evictionsFor([], 1001, 1000)).toBeUndefined();
+    expect(evictionsFor([f('a', 300, 1)], 1001, 1000)).toBeUndefined();
     expect(evictionsFor([], 1000, 1000)).toEqual([]);
   });
 });

@@ -5,7 +5,7 @@
  * The expected transactions are written out by hand from etcd's JSON gateway format.
  */
 import { describe, expect, it } from 'vitest';
-import { CLAIM, claimInstall, orphanedInstall } from '../../../pxe/install-claim.js';
+import { CLAIM, claimInstall, lostSuccessHold, orphanedInstall } from '../../../pxe/install-claim.js';
 import { addsCredential, keyKind, keys, machineOf, planWrite, storedOf, type StoredMachine } from '../../../pxe/etcd-layout.js';
 import { b64, prefixEnd } from '../../../pxe/etcd-client.js';
 import type { CredentialRecord, MachineActivity } from '../../../pxe/history-document.js';
@@ -74,6 +74,16 @@ describe('planWrite: a change as one compare-and-swap transaction', () => {
     });
   });
 
+  it('creates a machine with its first credential: both must not exist yet, the credential under the lease', () => {
+    const a = machine({ credentials: [cred('c1')] });
+    const { credentials: _c, ...doc } = a;
+    expect(planWrite(P, undefined, a, '42')).toEqual({
+      compare: [mod(`${P}/machines/n1`, 0), mod(`${P}/credentials/n1/c1`, 0)],
+      success: [{ request_put: { key: b64(`${P}/machines/n1`), value: b64(JSON.stringify(doc)) } }, { request_put: { key: b64(`${P}/credentials/n1/c1`), value: b64(JSON.stringify(cred('c1'))), lease: '42' } }],
+      failure: readBack,
+    });
+  });
+
   it('writes nothing when nothing changed', () => {
     const a = machine({ credentials: [cred('c1')] });
     expect(planWrite(P, stored(a, 7, [[cred('c1'), 5, '99']]), a, '42')).toBeUndefined();
@@ -123,13 +133,14 @@ describe('the keys of a fleet', () => {
     expect(keys.machine(P, 'node-1.rack')).toBe('/hvpxe/f/machines/node-1.rack');
     expect(keys.credential(P, 'n1', 'ab')).toBe('/hvpxe/f/credentials/n1/ab');
     expect(keys.server(P, 'a:8080')).toBe('/hvpxe/f/servers/a:8080');
+    expect([keys.machines(P), keys.credentials(P), keys.credentialsOf(P, 'n1'), keys.servers(P)]).toEqual(['/hvpxe/f/machines/', '/hvpxe/f/credentials/', '/hvpxe/f/credentials/n1/', '/hvpxe/f/servers/']);
     expect(keyKind(P, '/hvpxe/f/machines/node-1.rack')).toEqual({ kind: 'machine', name: 'node-1.rack' });
     expect(keyKind(P, '/hvpxe/f/credentials/n1/ab')).toEqual({ kind: 'credential', name: 'n1', sha256: 'ab' });
     expect(keyKind(P, '/hvpxe/f/servers/a:8080')).toEqual({ kind: 'server', server: 'a:8080' });
   });
 
   it('ignores what is not ours: another prefix, deeper or shallower keys, empty names', () => {
-    for (const k of ['/hvpxe/fleet2/machines/n1', '/hvpxe/f', '/hvpxe/f/machines/', '/hvpxe/f/machines/n1/x', '/hvpxe/f/credentials/n1', '/hvpxe/f/credentials/n1/ab/c', '/hvpxe/f/servers/', '/hvpxe/f/servers/a/b', '/hvpxe/f/other/x', '/hvpxe/fmachines/n1']) {
+    for (const k of ['/hvpxe/fleet2/machines/n1', '/hvpxe/g/machines/n1', '/hvpxe/g/credentials/n1/ab', '/hvpxe/f', '/hvpxe/f/machines/', '/hvpxe/f/machines/n1/x', '/hvpxe/f/credentials/n1', '/hvpxe/f/credentials/n1/ab/c', '/hvpxe/f/servers/', '/hvpxe/f/servers/a/b', '/hvpxe/f/other/x', '/hvpxe/fmachines/n1']) {
       expect(keyKind(P, k), k).toBeUndefined();
     }
   });
@@ -144,7 +155,7 @@ describe('the keys of a fleet', () => {
     const kv = (key: string, value: unknown, rev: number, lease = '0'): { key: string; value: string; modRevision: number; createRevision: number; lease: string } => ({ key, value: JSON.stringify(value), modRevision: rev, createRevision: 1, lease });
     const { credentials: _c, ...doc } = machine();
     const late = cred('c2', { issuedAt: iso(T0 + 5) });
-    const s = storedOf(P, kv(`${P}/machines/n1`, doc, 9), [kv(`${P}/credentials/n1/c2`, late, 8, '5'), kv(`${P}/credentials/n1/c1`, cred('c1'), 7, '5'), kv(`${P}/servers/x`, {}, 3)])!;
+    const s = storedOf(P, kv(`${P}/machines/n1`, doc, 9), [kv(`${P}/credentials/n1/c2`, late, 8, '5'), kv(`${P}/credentials/n1/c1`, cred('c1'), 7, '5'), kv(`${P}/servers/x`, {}, 3), kv('/hvpxe/g/credentials/n1/c3', cred('c3'), 6)])!;
     expect(s.rev).toBe(9);
     expect([...s.creds.keys()]).toEqual(['c2', 'c1']);
     expect(s.creds.get('c2')).toEqual({ rec: late, rev: 8, lease: '5' });
@@ -156,5 +167,22 @@ describe('the keys of a fleet', () => {
     expect(s.doc.events).toEqual([]);
     expect(machineOf({ ...s, creds: new Map() })).not.toHaveProperty('credentials');
     expect(storedOf(P, undefined, [])).toBeUndefined();
+  });
+});
+
+describe('lostSuccessHold: a success report the store could not take holds the machine', () => {
+  const installing = { since: iso(T0), via: 'a' };
+  const at = iso(T0 + 60_000);
+  it('holds a machine still installing, and says when the report came and why it is lost', () => {
+    expect(lostSuccessHold({ installing }, at)).toBe(`its install reported success at ${at} while the machine store could not be written, and that report is lost: whether it finished is unknown`);
+    expect(lostSuccessHold({ installing, rearmedAt: iso(T0) }, at)).toBeDefined();
+  });
+  it('leaves alone a machine installed or held meanwhile, re-armed at or after the report, or not installing', () => {
+    expect(lostSuccessHold({ installing, installed: { at, via: 'b' } }, at)).toBeUndefined();
+    expect(lostSuccessHold({ installing, hold: { since: at, why: 'x' } }, at)).toBeUndefined();
+    expect(lostSuccessHold({ installing, rearmedAt: at }, at)).toBeUndefined();
+    expect(lostSuccessHold({ installing, rearmedAt: iso(T0 + 61_000) }, at)).toBeUndefined();
+    expect(lostSuccessHold({}, at)).toBeUndefined();
+    expect(lostSuccessHold(undefined, at)).toBeUndefined();
   });
 });
