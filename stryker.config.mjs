@@ -64,7 +64,7 @@ const SCOPES = {
     'pxe/install-claim.ts',
     'pxe/etcd-layout.ts',
     'pxe/etcd-client.ts:90-94', // prefixEnd
-    'pxe/artifact-origin.ts:40-50', // evictionsFor
+    'pxe/artifact-origin.ts:40-49', // evictionsFor
   ],
 };
 const scope = process.env.HV_MUTATION_SCOPE ?? 'redact-safe-path';
