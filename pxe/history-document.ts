@@ -11,7 +11,13 @@
 import type { Machine } from './profiles.js';
 import { MACHINE_NAME_RE } from './profiles.js';
 import type { EventData } from './event-body.js';
-import type { InstallClaim } from './install-claim.js';
+
+
+/** Which server handed out the machine's latest install script, and when (install-claim.ts). */
+export interface InstallClaim {
+  server: string;
+  at: string;
+}
 
 export const HISTORY_VERSION = 2;
 
@@ -55,7 +61,7 @@ export interface MachineActivity extends Pick<Machine, 'name' | 'group' | 'profi
   installed?: { at: string; via: string };
   /** Its config was served (by `via`, in a fleet) and no outcome (success or failure) has been reported since. */
   installing?: { since: string; via?: string };
-  /** The latest install script handed out, and by which server (install-claim.ts). */
+  /** The latest install script handed out, and by which server (install-claim.ts decides). */
   claim?: InstallClaim;
   /** Which server served its latest script, config and event (a fleet's servers share one store). */
   servedBy?: { script?: string; config?: string; event?: string };

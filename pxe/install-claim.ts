@@ -12,18 +12,12 @@
  * cannot report its outcome (its event URL names that server), so whether it finished is unknown
  * and it is held on its disk, never reinstalled. Pure.
  */
-import type { MachineActivity } from './history-document.js';
+import type { InstallClaim, MachineActivity } from './history-document.js';
 
 export const CLAIM = {
   /** Another server's claim stands this long: one failed network boot and the firmware's next try. */
   windowMs: 60_000,
 } as const;
-
-/** Which server handed out the machine's latest install script, and when. */
-export interface InstallClaim {
-  server: string;
-  at: string;
-}
 
 export type ClaimDecision = { ok: true; claim: InstallClaim } | { ok: false; why: string };
 
