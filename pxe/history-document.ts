@@ -12,7 +12,6 @@ import type { Machine } from './profiles.js';
 import { MACHINE_NAME_RE } from './profiles.js';
 import type { EventData } from './event-body.js';
 
-
 /** Which server handed out the machine's latest install script, and when (install-claim.ts). */
 export interface InstallClaim {
   server: string;
