@@ -25,6 +25,7 @@ import { assertLabelsUnique } from './labels.js';
 import { espFiles, grubEntryName, patchNoFloppy, renderDebugGrubcustom, renderEspStubCfg, IMAGE_EFI_VENDOR_DIR, type ImageBootChain } from './image-chain.js';
 import { chainFiles, extractImageFiles, IMAGE_OS_RELEASE } from './image-chain-source.js';
 import { writeBootAssessment } from './assessment.js';
+import { verifyBiosCore } from './bios-core-check.js';
 
 export * from './grub-config.js';
 export { assertLabelsUnique, devicesWithLabels, duplicateLabels, labelledDevices } from './labels.js';
@@ -202,7 +203,7 @@ function mtools(cmd: string, args: readonly string[], allowFailure = false) {
 /**
  * i386-pc: grub-install writes the MBR code and core.img (into the bios_grub partition) with
  * the boot directory on the mounted COS_STATE; Debian names it grub/, so its grub.cfg there is
- * the early config that moves on to grub2/grub.cfg.
+ * the early config that moves on to grub2/grub.cfg. What grub-install wrote is read back.
  */
 export async function installBiosCore(device: string, stateDir: string): Promise<void> {
   await run('grub-install', [
@@ -213,6 +214,7 @@ export async function installBiosCore(device: string, stateDir: string): Promise
     '--no-floppy',
     device,
   ]);
+  await verifyBiosCore(device, stateDir);
   await writeFileAtomic(path.join(stateDir, 'grub', 'grub.cfg'), renderEarlyCfg());
 }
 
