@@ -51,6 +51,7 @@ const SCOPES = {
   pxe: [
     'pxe/credentials.ts',
     'pxe/event-body.ts',
+    'pxe/event-history.ts',
     'pxe/boot-decision.ts',
     'pxe/history-document.ts',
     'pxe/fleet-conflicts.ts',
