@@ -46,11 +46,12 @@ const SCOPES = {
   'redact-safe-path': ['lib/redact.ts', 'pxe/safe-path.ts'],
   // hvpxe's decision modules (docs/testing.md, "the pxe scope"): who gets a config and when (boot
   // credentials, TPM attestation), what a network boot gets (the history's holds), what is kept of
-  // an event, fleet conflicts, TFTP's limits, who a machine is, which server may serve an install. Their effects (the HTTP and TFTP
-  // servers, the history file) are the integration tests'.
+  // an event, fleet conflicts, TFTP's limits, who a machine is, which server may serve an install.
+  // Their effects (the HTTP and TFTP servers, the history file) are the integration tests'.
   pxe: [
     'pxe/credentials.ts',
     'pxe/event-body.ts',
+    'pxe/event-history.ts',
     'pxe/boot-decision.ts',
     'pxe/history-document.ts',
     'pxe/fleet-conflicts.ts',

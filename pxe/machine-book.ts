@@ -11,6 +11,7 @@ import { rearmActivity, type CredentialRecord, type LostHistory, type MachineAct
 import { decideBoot, loopOf, reportsFailure, reportsSuccess, withLocalBoot, type AfterInstall, type BootDecision } from './boot-decision.js';
 import { checkCredential, newCredential, withIssued, type CredentialCheck, type CredentialUse } from './credentials.js';
 import { summariseEvent, type EventSummary } from './event-body.js';
+import { trimEvents } from './event-history.js';
 import { claimInstall, lostSuccessHold, orphanedInstall } from './install-claim.js';
 import { machineByName, type Catalog, type Machine } from './profiles.js';
 import { StoreUnavailable, type MachineStore } from './store.js';
@@ -79,7 +80,7 @@ export function applyEvent(a: MachineActivity, e: EventSummary, at: string): boo
   const last = a.events.at(-1);
   if (e.event === 'bytes' && last?.event === 'bytes' && typeof last.data === 'object' && last.data.step === data?.step) a.events.pop();
   a.events.push({ at, event: e.event, data: e.data, ...(e.note ? { note: e.note } : {}) });
-  if (a.events.length > BOOK_LIMITS.eventsKept) a.events.splice(0, a.events.length - BOOK_LIMITS.eventsKept);
+  a.events = trimEvents(a.events, BOOK_LIMITS.eventsKept);
   const summary = data ? summariseEvent(data)?.slice(0, 200) : undefined;
   a.progress = { event: e.event, at, ...(summary ? { summary } : {}) };
   const success = reportsSuccess(data);

@@ -31,22 +31,26 @@ interface Install {
   args: string[];
   journalFile: string;
   part: (label: string) => { number: number; startBytes: number; sizeBytes: number; dev: string; from: number; to: number };
+  /** The planned partitions' filesystem labels (COS_GRUB only for EFI). */
+  labels: string[];
 }
 
 let source: string;
 
-async function setup(extraInstall?: string): Promise<Install> {
+/** An EFI install unless `bios` (this machine boots without UEFI, so a plan without force_efi is for BIOS). */
+async function setup(extraInstall?: string, bios = false): Promise<Install> {
   const dir = await tempDir(cleanup, 'hv-faults-');
   const disk = await faultDisk(cleanup, dir);
   const configFile = path.join(dir, 'config.yaml');
-  await writeFile(configFile, configYaml({ device: disk.dev, forceEfi: true, extraInstall }));
+  await writeFile(configFile, configYaml({ device: disk.dev, forceEfi: !bios, extraInstall }));
   const stateDir = path.join(dir, 'state');
   const parts = await plannedPartitions(configFile, source, TEST_SYSTEM_SIZE_MIB);
   const part = (label: string) => {
-    const p = parts.find((x) => x.label === label)!;
+    const p = parts.find((x) => (x.label ?? x.name) === label)!;
     return { ...p, dev: partitionNode(disk.dev, p.number), from: p.startBytes, to: p.startBytes + p.sizeBytes };
   };
-  return { dir, disk, configFile, stateDir, args: installArgs(configFile, source, stateDir, ['--bundle', 'none']), journalFile: path.join(stateDir, `${path.basename(disk.dev)}.journal.json`), part };
+  const labels = parts.flatMap((p) => (p.label ? [p.label] : []));
+  return { dir, disk, configFile, stateDir, args: installArgs(configFile, source, stateDir, ['--bundle', 'none']), journalFile: path.join(stateDir, `${path.basename(disk.dev)}.journal.json`), part, labels };
 }
 
 /** The disk as a clean install leaves it, with the loop device's name taken out. */
@@ -94,7 +98,7 @@ async function recoversToClean(t: Install): Promise<void> {
   const again = await install(t);
   expect(again.code, again.stderr).toBe(0);
   const recovered = await fingerprint(t);
-  for (const p of ['COS_GRUB', 'COS_OEM', 'COS_RECOVERY', 'COS_STATE', 'COS_PERSISTENT', 'HARV_LH_DEFAULT']) await sh('wipefs', ['--all', '--force', t.part(p).dev]);
+  for (const p of t.labels) await sh('wipefs', ['--all', '--force', t.part(p).dev]);
   await sh('sgdisk', ['--zap-all', t.disk.dev]);
   await sh('partprobe', [t.disk.dev], { allowFailure: true });
   const clean = await install({ ...t, args: installArgs(t.configFile, source, `${t.stateDir}-clean`, ['--bundle', 'none']) });
@@ -169,6 +173,59 @@ describe('the ESP', () => {
     expect(r.stderr).toMatch(new RegExp(`::/EFI/BOOT/BOOTX64\\.EFI read back from ${esp.dev} differs from what was written: sha256 [0-9a-f]{64}, expected [0-9a-f]{64}`));
     await recoversToClean(t);
   });
+});
+
+describe('the ESP after a killed run', () => {
+  it("1e. grub's EFI binary corrupted on the ESP after a run was killed after the bootloader step: the re-run reads it back and installs the bootloader again", async () => {
+    const t = await setup();
+    const killed = await install(t, { HVINSTALL_TEST_SIGKILL_AT: 'after:bootloader' });
+    expect(killed.signal, killed.stderr).toBe('SIGKILL');
+    const esp = t.part('COS_GRUB');
+    // The PE signature of the first EFI binary on the ESP, changed in the backing file behind the kernel's back.
+    const fh = await open(t.disk.backing, 'r+');
+    try {
+      const buf = Buffer.alloc(esp.to - esp.from);
+      await fh.read(buf, 0, buf.length, esp.from);
+      const at = buf.indexOf(Buffer.from('50450000', 'hex'));
+      expect(at).toBeGreaterThan(0);
+      await fh.write(Buffer.from('X'), 0, 1, esp.from + at);
+    } finally {
+      await fh.close();
+    }
+    await sh('blockdev', ['--flushbufs', esp.dev]);
+    const again = await install(t);
+    expect(again.code, again.stderr).toBe(0);
+    const redo = events(again.stdout).find((e) => e.type === 'message' && e.step === 'bootloader' && e.level === 'warn');
+    expect(String(redo?.message)).toMatch(new RegExp(`::/EFI/(BOOT/BOOTX64\\.EFI|\\w+/grubx64\\.efi) on ${esp.dev} is sha256 [0-9a-f]{64}, not the [0-9a-f]{64} written: redoing from here`));
+    // Both copies of grub on the ESP are whole again: the same bytes, with the PE signature.
+    const copies = await Promise.all(['::/EFI/BOOT/BOOTX64.EFI', '::/EFI/hvinstall/grubx64.efi'].map(async (f, i) => {
+      const out = path.join(t.dir, `esp-copy-${i}`);
+      await sh('mcopy', ['-n', '-o', '-i', esp.dev, f, out], { env: { ...process.env, MTOOLS_SKIP_CHECK: '1' } });
+      return readFile(out);
+    }));
+    expect(copies[0]!.equals(copies[1]!)).toBe(true);
+    expect(copies[0]!.includes(Buffer.from('50450000', 'hex'))).toBe(true);
+  }, 420_000);
+});
+
+describe("grub's BIOS boot code", () => {
+  it('1d. bytes corrupted on their way to the bios_grub partition (core.img): fails naming core.img, the disk and the byte; a re-run installs', async () => {
+    const t = await setup(undefined, true);
+    const bios = t.part('bios');
+    await t.disk.setRules([{ op: 'write', from: bios.from, to: bios.to, action: 'flip' }]);
+    const r = await install(t);
+    await failedLoudly(t, r);
+    expect((await t.disk.hits()).length).toBeGreaterThan(0);
+    expect(r.stderr).toContain('install failed in step bootloader');
+    expect(r.stderr).toMatch(new RegExp(`grub's BIOS boot code read back from ${t.disk.dev}: core\\.img differs from grub's at byte \\d+ \\(disk byte \\d+\\)`));
+    const at = /disk byte (\d+)/.exec(r.stderr)!;
+    expect(Number(at[1])).toBeGreaterThanOrEqual(bios.from);
+    expect(Number(at[1])).toBeLessThan(bios.to);
+    // (The clean-install comparison after a fault is the EFI cases'; here the re-run only has to succeed.)
+    await t.disk.setRules([]);
+    const again = await install(t);
+    expect(again.code, again.stderr).toBe(0);
+  }, 420_000);
 });
 
 describe('the install from a source that changes', () => {
