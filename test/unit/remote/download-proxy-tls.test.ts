@@ -9,10 +9,11 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
-import net, { type AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { downloadFile } from '../../../installer/remote/iso.js';
+import { tunnelTo } from './connect-tunnel.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'hv-dl-proxy-tls-'));
 const body = Buffer.from('the ISO bytes, through a proxy '.repeat(500));
@@ -40,17 +41,10 @@ beforeAll(async () => {
   await new Promise<void>((r) => origin.listen(0, '127.0.0.1', r));
   originUrl = `https://127.0.0.1:${(origin.address() as AddressInfo).port}`;
   proxy = http.createServer((_req, res) => res.writeHead(405).end());
-  proxy.on('connect', (req: http.IncomingMessage, client: net.Socket, head: Buffer) => {
+  proxy.on('connect', (req: http.IncomingMessage, client: Socket, head: Buffer) => {
     tunnels.push(String(req.url));
     const [host, port] = String(req.url).split(':');
-    const upstream = net.connect(Number(port), host, () => {
-      client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-      upstream.write(head);
-      upstream.pipe(client);
-      client.pipe(upstream);
-    });
-    upstream.on('error', () => client.destroy());
-    client.on('error', () => upstream.destroy());
+    tunnelTo(client, head, Number(port), host);
   });
   await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
   for (const k of ['http_proxy', 'HTTP_PROXY', 'https_proxy', 'no_proxy', 'NO_PROXY']) delete process.env[k];
