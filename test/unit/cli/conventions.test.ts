@@ -163,6 +163,17 @@ describe.each([hvinstall, hvagent, hvpxe].map((p) => [p.name, p] as const))('%s 
     }
   });
 
+  it('a letter left out of an option (--jsn, as in validate --jsn) names the option too, in our words, not Node\'s', async () => {
+    const withJson = paths((await define(p)).commands).filter(({ def }) => !def.subcommands?.length && 'json' in def.options);
+    if (p.name === 'hvinstall') expect(withJson.map((c) => c.argv.join(' '))).toContain('validate');
+    for (const { argv } of withJson) {
+      const r = await call(p, [...argv, '--jsn']);
+      expect(`${r.code} ${r.stderr}`, argv.join(' ')).toMatch(/^(threw )?2\b[^]*unknown option --jsn \(did you mean --json\?\)/);
+      expect(r.stderr).not.toMatch(/Unknown option '|To specify a positional argument/);
+      expect(r.stdout).toBe('');
+    }
+  });
+
 });
 
 describe('version', () => {
