@@ -39,48 +39,72 @@ export function emptyPositions(): PositionIndex {
   return { value: new Map(), key: new Map(), numberText: new Map() };
 }
 
+type At = (offset: number) => Position;
+
 export function parseYamlWithPositions(text: string, source: string): ParsedYaml {
   const lineCounter = new LineCounter();
-  const errors: Finding[] = [];
-  const warnings: Finding[] = [];
   const positions = emptyPositions();
-  const at = (offset: number): Position => {
+  const at: At = (offset) => {
     const p = lineCounter.linePos(offset);
     return { line: p.line, column: p.col };
   };
-  let docs: Document.Parsed[];
+  const fail = (errors: Finding[], warnings: Finding[] = []): ParsedYaml => ({ value: undefined, positions, errors, warnings });
+  const parsed = parseDocuments(text, lineCounter, source);
+  if ('error' in parsed) return fail([parsed.error]);
+  const docs = parsed.docs;
+  if (docs.length === 0) return { value: null, positions, errors: [], warnings: [] };
+  const doc = docs[0];
+  const warnings = extraDocumentsWarning(docs, source, at);
+  const errors = documentErrors(doc, text, source);
+  if (errors.length > 0) return fail(errors, warnings);
+  if (!indexPositions(doc.contents, positions, at)) return fail([{ severity: 'error', path: '', source, message: DEEP_MESSAGE }], warnings);
+  const value = plainValue(doc, source);
+  if ('error' in value) return fail([value.error], warnings);
+  return { value: value.value, positions, errors: [], warnings };
+}
+
+/** The documents of the text, or why the text is not YAML at all. */
+function parseDocuments(text: string, lineCounter: LineCounter, source: string): { docs: Document.Parsed[] } | { error: Finding } {
   try {
-    docs = parseAllDocuments(text, { lineCounter, prettyErrors: true, merge: true, uniqueKeys: true, strict: false }) as Document.Parsed[];
+    const docs = parseAllDocuments(text, { lineCounter, prettyErrors: true, merge: true, uniqueKeys: true, strict: false }) as Document.Parsed[];
+    return { docs: Array.isArray(docs) ? docs : [docs as unknown as Document.Parsed] };
   } catch (err) {
     const msg = (err as Error).message;
-    errors.push({ severity: 'error', path: '', source, message: /call stack/i.test(msg) ? DEEP_MESSAGE : `not YAML: ${firstLine(msg)}` });
-    return { value: undefined, positions, errors, warnings };
+    return { error: { severity: 'error', path: '', source, message: /call stack/i.test(msg) ? DEEP_MESSAGE : `not YAML: ${firstLine(msg)}` } };
   }
-  if (!Array.isArray(docs)) docs = [docs as unknown as Document.Parsed];
-  if (docs.length === 0) return { value: null, positions, errors, warnings };
-  const doc = docs[0];
-  if (docs.length > 1) {
-    const pos = docs[1].range ? at(docs[1].range[0]) : undefined;
-    warnings.push({
+}
+
+/** A file of several documents: only the first is read, and the operator is told so. */
+function extraDocumentsWarning(docs: Document.Parsed[], source: string, at: At): Finding[] {
+  if (docs.length <= 1) return [];
+  const pos = docs[1].range ? at(docs[1].range[0]) : undefined;
+  return [
+    {
       severity: 'warning',
       path: '',
       source,
       ...pos,
       message: `the file holds ${docs.length} YAML documents; only the first is read`,
       hint: "remove the '---' separators or split the file",
-    });
-  }
-  for (const e of doc.errors) {
+    },
+  ];
+}
+
+/** The first document's syntax errors, a duplicate key named by its text. */
+function documentErrors(doc: Document.Parsed, text: string, source: string): Finding[] {
+  return doc.errors.map((e) => {
     const p = e.linePos?.[0];
     let message = /call stack/i.test(e.message) ? DEEP_MESSAGE : `not valid YAML: ${firstLine(e.message)}`;
     if (e.code === 'DUPLICATE_KEY') {
       const key = /^\s*["']?([^"':\n]*)/.exec(text.slice(e.pos[0], e.pos[0] + 200))?.[1]?.trim();
       message = `not valid YAML: duplicate key${key ? ` ${JSON.stringify(key)}` : ''} (keys must be unique)`;
     }
-    errors.push({ severity: 'error', path: '', source, line: p?.line, column: p?.col, message });
-  }
-  if (errors.length > 0) return { value: undefined, positions, errors, warnings };
+    return { severity: 'error', path: '', source, line: p?.line, column: p?.col, message } satisfies Finding;
+  });
+}
 
+/** Records the position of every key and value under the document's root; false when it is nested past MAX_DEPTH. */
+function indexPositions(root: unknown, positions: PositionIndex, at: At): boolean {
   let tooDeep = false;
   const walk = (node: unknown, ptr: string, depth: number): void => {
     if (depth > MAX_DEPTH) {
@@ -100,41 +124,37 @@ export function parseYamlWithPositions(text: string, source: string): ParsedYaml
       return;
     }
     if (isMap(n)) {
-      for (const pair of n.items) {
-        if (!isPair(pair)) continue;
-        const keyNode = pair.key as Node | null;
-        const keyText = isScalar(keyNode) ? String(keyNode.value) : keyNode ? String((keyNode as { toJSON?: () => unknown }).toJSON?.() ?? '') : '';
-        if (keyText === '<<') {
-          walk(pair.value, ptr, depth + 1);
-          continue;
-        }
-        const child = `${ptr}/${escapePointer(keyText)}`;
-        if (keyNode && (keyNode as Node).range) {
-          const kp = at((keyNode as Node).range![0]);
-          positions.key.set(child, kp);
-          if (pair.value === null || pair.value === undefined) positions.value.set(child, kp);
-        }
-        walk(pair.value, child, depth + 1);
-      }
+      for (const pair of n.items) if (isPair(pair)) walkPair(pair.key as Node | null, pair.value, ptr, depth);
       return;
     }
     if (isSeq(n)) n.items.forEach((item, i) => walk(item, `${ptr}/${i}`, depth + 1));
   };
-  walk(doc.contents, '', 0);
-  if (tooDeep) {
-    errors.push({ severity: 'error', path: '', source, message: DEEP_MESSAGE });
-    return { value: undefined, positions, errors, warnings };
-  }
+  const walkPair = (keyNode: Node | null, value: unknown, ptr: string, depth: number): void => {
+    const keyText = isScalar(keyNode) ? String(keyNode.value) : keyNode ? String((keyNode as { toJSON?: () => unknown }).toJSON?.() ?? '') : '';
+    if (keyText === '<<') {
+      walk(value, ptr, depth + 1);
+      return;
+    }
+    const child = `${ptr}/${escapePointer(keyText)}`;
+    if (keyNode && keyNode.range) {
+      const kp = at(keyNode.range[0]);
+      positions.key.set(child, kp);
+      if (value === null || value === undefined) positions.value.set(child, kp);
+    }
+    walk(value, child, depth + 1);
+  };
+  walk(root, '', 0);
+  return !tooDeep;
+}
 
-  let value: unknown;
+/** The document as plain data, aliases expanded up to MAX_ALIAS_COUNT. */
+function plainValue(doc: Document.Parsed, source: string): { value: unknown } | { error: Finding } {
   try {
-    value = doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT });
+    return { value: doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT }) };
   } catch (err) {
     const msg = (err as Error).message;
-    errors.push({ severity: 'error', path: '', source, message: /call stack/i.test(msg) ? DEEP_MESSAGE : `not valid YAML: ${firstLine(msg)}` });
-    return { value: undefined, positions, errors, warnings };
+    return { error: { severity: 'error', path: '', source, message: /call stack/i.test(msg) ? DEEP_MESSAGE : `not valid YAML: ${firstLine(msg)}` } };
   }
-  return { value, positions, errors, warnings };
 }
 
 function firstLine(s: string): string {

@@ -5,6 +5,7 @@ import { runCli } from '../lib/run-cli.js';
 import { ExitCode, HvError } from '../lib/errors.js';
 import { HELP_OPTION, type CommandDef, type OptionDefs } from '../lib/cli/definition.js';
 import { programUsage, runProgram, type Program } from '../lib/cli/program.js';
+import { describeParseError } from '../lib/cli/parse-error.js';
 import { stderrSink } from '../lib/journal-sink.js';
 import { chooseLogFormat, isLogFormat, isLogLevel, LOG_FORMATS, LOG_LEVELS, Logger } from '../lib/logger.js';
 import { writeFileAtomic } from '../lib/atomic-write.js';
@@ -161,7 +162,7 @@ function parse<const T extends OptionDefs>(cmd: CommandName, options: T, argv: s
   try {
     return parseArgs({ args: argv, options: { ...options, ...HELP_OPTION }, allowPositionals, strict: true });
   } catch (err) {
-    throw new HvError((err as Error).message, { hint: `run 'hvpxe ${cmd} --help'`, exitCode: ExitCode.usage });
+    throw new HvError(describeParseError(err, { ...options, ...HELP_OPTION }) ?? (err as Error).message, { hint: `run 'hvpxe ${cmd} --help'`, exitCode: ExitCode.usage });
   }
 }
 

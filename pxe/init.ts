@@ -30,7 +30,7 @@ profiles:
     initrd: initrd
     rootfs: rootfs
     iso: iso            # sets install.iso_url to this server's copy
-    # Added after Harvester's defaults (ip=dhcp net.ifnames=1 rd.cos.disable rd.noverifyssl console=tty1);
+    # Added after Harvester's defaults (ip=dhcp net.ifnames=1 rd.cos.disable console=tty1);
     # an argument with the same key replaces the default (e.g. console=ttyS0,115200).
     kernel_args: [rd.net.dhcp.retry=3]
     # Post STARTED/SUCCEEDED/FAILED back to this server (see GET /machines).

@@ -9,8 +9,15 @@ import type { Catalog, Machine } from './profiles.js';
 import { attestUrl, artifactUrl, configUrl, eventsUrl } from './render-config.js';
 import { ATTEST_URL_ARG, EVENTS_URL_ARG } from '../config/hvpxe-protocol.js';
 
-/** Harvester's kernel parameters for a live PXE boot (docs pxe-boot-install.md). */
-export const DEFAULT_KERNEL_ARGS = ['ip=dhcp', 'net.ifnames=1', 'rd.cos.disable', 'rd.noverifyssl', 'console=tty1'];
+/**
+ * Harvester's kernel parameters for a live PXE boot (docs pxe-boot-install.md), less
+ * `rd.noverifyssl`: only dracut reads it (dracut.cmdline(7): "accept self-signed certificates for
+ * ssl downloads", the root=live:https fetch of Harvester's own initrd). hvinstall's live initramfs
+ * and live root never read it, and hvinstall verifies every https download; a profile serving
+ * Harvester's initrd over https with a certificate it cannot check names it in kernel_args, an
+ * explicit choice (docs/pxe.md).
+ */
+export const DEFAULT_KERNEL_ARGS = ['ip=dhcp', 'net.ifnames=1', 'rd.cos.disable', 'console=tty1'];
 
 /** Keys hvpxe sets itself: a profile's kernel_args cannot replace them. */
 const OURS = ['root', 'harvester.install.automatic', 'harvester.install.config_url', EVENTS_URL_ARG, ATTEST_URL_ARG, 'initrd'];

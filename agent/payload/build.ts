@@ -102,92 +102,126 @@ async function fileRecord(root: string, rel: string): Promise<PayloadFile> {
   return { path: rel, mode: st.mode & 0o7777, size: st.size, sha256: sha256(buf) };
 }
 
+/** What a payload is built from, read once: the build key says whether an existing payload is theirs. */
+interface PayloadInputs {
+  version: string;
+  bundle: string;
+  units: Array<{ name: string; text: Buffer }>;
+  shares: Array<{ rel: string; text: Buffer }>;
+  nodeBytes: Buffer;
+  nodeVersion: string;
+  arch: 'x86_64';
+  libBytes: Array<{ name: string; bytes: Buffer; mode: number }>;
+  buildKey: string;
+}
+
+async function readInputs(repoDir: string, node: string, work: string): Promise<PayloadInputs> {
+  const version = (JSON.parse(await readFile(path.join(repoDir, 'package.json'), 'utf8')) as { version: string }).version;
+  const bundle = path.join(work, 'hvagent.cjs');
+  await bundleAgent(repoDir, bundle);
+  const units = await Promise.all(UNIT_NAMES.map(async (name) => ({ name, text: await readFile(path.join(repoDir, 'agent', name)) })));
+  const shares = await Promise.all(
+    SHARE_FILES.map(async (rel) => ({
+      rel,
+      text: await readFile(path.join(repoDir, 'dist', rel)).catch(() => {
+        throw new HvError(`dist/${rel} is missing: the payload carries hvagent's man page and completion`, { hint: 'run make build (scripts/write-share.mjs writes dist/share)', exitCode: ExitCode.usage });
+      }),
+    })),
+  );
+  const nodeBytes = await readFile(node);
+  const arch = ELF_MACHINES[elfMachine(nodeBytes.subarray(0, 64)) ?? -1];
+  if (arch !== 'x86_64') throw new HvError(`${node} is not an x86-64 ELF binary`, { hint: 'the payload embeds the node that runs the build', exitCode: ExitCode.usage });
+  const libs = parseLdd((await run('ldd', [node])).stdout);
+  if (!libs.some((l) => path.basename(l) === INTERPRETER_NAME)) throw new HvError(`ldd ${node} names no ${INTERPRETER_NAME}`, { exitCode: ExitCode.usage });
+  const libBytes = await Promise.all(libs.map(async (l) => ({ name: path.basename(l), bytes: await readFile(l), mode: (await stat(l)).mode & 0o7777 })));
+  const nodeVersion = (await run(node, ['--version'])).stdout.trim();
+  const buildKey = sha256(
+    [RECIPE, version, nodeVersion, sha256(await readFile(bundle)), sha256(nodeBytes), ...units.map((u) => `${u.name}:${sha256(u.text)}`), ...shares.map((f) => `${f.rel}:${sha256(f.text)}`), ...libBytes.map((l) => `${l.name}:${sha256(l.bytes)}`)].join('\n'),
+  );
+  return { version, bundle, units, shares, nodeBytes, nodeVersion, arch, libBytes, buildKey };
+}
+
+/** The node binary with the agent's SEA blob injected, stripped, its loader and libraries the payload's own. */
+async function writeSeaBinary(node: string, work: string, inputs: PayloadInputs, binary: string): Promise<void> {
+  const seaConfig = path.join(work, 'sea-config.json');
+  const blob = path.join(work, 'sea.blob');
+  // Relative names: the blob records the main script's path, which must not be the random work dir.
+  await writeFile(seaConfig, JSON.stringify({ main: path.basename(inputs.bundle), output: path.basename(blob), disableExperimentalSEAWarning: true, useCodeCache: false, useSnapshot: false }));
+  await run(node, ['--experimental-sea-config', path.basename(seaConfig)], { cwd: work, timeoutMs: 120_000 });
+  await writeFile(binary, inputs.nodeBytes, { mode: 0o755 });
+  await run('strip', ['--strip-all', binary], { timeoutMs: 120_000 });
+  // @ts-expect-error postject ships no type declarations
+  const { inject } = (await import('postject')) as { inject: (file: string, name: string, data: Buffer, o: { sentinelFuse: string }) => Promise<void> };
+  const blobBytes = await readFile(blob);
+  await quietly(() => inject(binary, 'NODE_SEA_BLOB', blobBytes, { sentinelFuse: SEA_FUSE }));
+  await run('patchelf', ['--set-interpreter', INTERPRETER, '--set-rpath', LIBRARY_PATH, binary], { timeoutMs: 120_000 });
+  await chmod(binary, 0o755);
+}
+
+/** The libraries, units and shared files next to the binary. */
+async function writeStagedFiles(stage: string, inputs: PayloadInputs): Promise<void> {
+  for (const l of inputs.libBytes) await writeFile(path.join(stage, PAYLOAD_LIB_DIR, l.name), l.bytes, { mode: l.mode & 0o755 });
+  for (const u of inputs.units) await writeFile(path.join(stage, u.name), u.text, { mode: 0o644 });
+  for (const f of inputs.shares) {
+    await mkdir(path.join(stage, path.dirname(f.rel)), { recursive: true });
+    await writeFile(path.join(stage, f.rel), f.text, { mode: 0o644 });
+  }
+}
+
+/** The binary's own loader and libraries, not the host's: what the node will run. */
+async function smokeTest(stage: string, binary: string): Promise<void> {
+  const smoke = await run(path.join(stage, PAYLOAD_LIB_DIR, INTERPRETER_NAME), ['--library-path', path.join(stage, PAYLOAD_LIB_DIR), binary, '--help'], {
+    allowFailure: true,
+    timeoutMs: 60_000,
+  });
+  if (smoke.exitCode !== 0 || !smoke.stdout.includes('usage: hvagent')) {
+    throw new HvError(`the built hvagent does not run: exit ${smoke.exitCode}: ${smoke.stderr.trim().slice(0, 500)}`, { where: binary, exitCode: ExitCode.usage });
+  }
+}
+
+/** The manifest of every staged file, written; every file and directory stamped with PAYLOAD_EPOCH. */
+async function writeManifest(stage: string, inputs: PayloadInputs): Promise<PayloadManifest> {
+  const rels = [PAYLOAD_BINARY, ...UNIT_NAMES, ...SHARE_FILES, ...inputs.libBytes.map((l) => `${PAYLOAD_LIB_DIR}/${l.name}`)].sort();
+  const files: PayloadFile[] = [];
+  for (const rel of rels) files.push(await fileRecord(stage, rel));
+  const manifest: PayloadManifest = {
+    format: MANIFEST_FORMAT,
+    name: 'hvagent',
+    version: inputs.version,
+    node: inputs.nodeVersion,
+    arch: { name: inputs.arch, elfMachine: 62 },
+    interpreter: INTERPRETER,
+    files,
+    digest: payloadDigest(files),
+    buildKey: inputs.buildKey,
+  };
+  await writeFile(path.join(stage, MANIFEST_FILE), JSON.stringify(manifest, null, 2) + '\n', { mode: 0o644 });
+  const when = new Date(PAYLOAD_EPOCH * 1000);
+  for (const rel of [...rels, MANIFEST_FILE]) await utimes(path.join(stage, rel), when, when);
+  const shareDirs = [...new Set(SHARE_FILES.flatMap((f) => f.split('/').slice(0, -1).map((_, i, parts) => parts.slice(0, i + 1).join('/'))))];
+  for (const d of ['bin', PAYLOAD_LIB_DIR, ...shareDirs.sort().reverse(), '.']) await utimes(path.join(stage, d), when, when);
+  return manifest;
+}
+
 export async function buildAgentPayload(opts: BuildPayloadOptions): Promise<BuildPayloadResult> {
   const repoDir = path.resolve(opts.repoDir);
   const outDir = path.resolve(opts.outDir ?? defaultPayloadDir(repoDir));
   const node = opts.node ?? process.execPath;
-  const version = (JSON.parse(await readFile(path.join(repoDir, 'package.json'), 'utf8')) as { version: string }).version;
   await mkdir(path.dirname(outDir), { recursive: true });
   const work = await mkdtemp(path.join(path.dirname(outDir), '.hvagent-payload-build-'));
   try {
-    const bundle = path.join(work, 'hvagent.cjs');
-    await bundleAgent(repoDir, bundle);
-    const units = await Promise.all(UNIT_NAMES.map(async (name) => ({ name, text: await readFile(path.join(repoDir, 'agent', name)) })));
-    const shares = await Promise.all(
-      SHARE_FILES.map(async (rel) => ({
-        rel,
-        text: await readFile(path.join(repoDir, 'dist', rel)).catch(() => {
-          throw new HvError(`dist/${rel} is missing: the payload carries hvagent's man page and completion`, { hint: 'run make build (scripts/write-share.mjs writes dist/share)', exitCode: ExitCode.usage });
-        }),
-      })),
-    );
-    const nodeBytes = await readFile(node);
-    const arch = ELF_MACHINES[elfMachine(nodeBytes.subarray(0, 64)) ?? -1];
-    if (arch !== 'x86_64') throw new HvError(`${node} is not an x86-64 ELF binary`, { hint: 'the payload embeds the node that runs the build', exitCode: ExitCode.usage });
-    const libs = parseLdd((await run('ldd', [node])).stdout);
-    if (!libs.some((l) => path.basename(l) === INTERPRETER_NAME)) throw new HvError(`ldd ${node} names no ${INTERPRETER_NAME}`, { exitCode: ExitCode.usage });
-    const libBytes = await Promise.all(libs.map(async (l) => ({ name: path.basename(l), bytes: await readFile(l), mode: (await stat(l)).mode & 0o7777 })));
-    const nodeVersion = (await run(node, ['--version'])).stdout.trim();
-    const buildKey = sha256(
-      [RECIPE, version, nodeVersion, sha256(await readFile(bundle)), sha256(nodeBytes), ...units.map((u) => `${u.name}:${sha256(u.text)}`), ...shares.map((f) => `${f.rel}:${sha256(f.text)}`), ...libBytes.map((l) => `${l.name}:${sha256(l.bytes)}`)].join('\n'),
-    );
-
+    const inputs = await readInputs(repoDir, node, work);
     const existing = await readFile(path.join(outDir, MANIFEST_FILE), 'utf8').then((t) => JSON.parse(t) as PayloadManifest, () => undefined);
-    if (existing?.buildKey === buildKey && (await intact(outDir, existing))) return { dir: outDir, manifest: existing, reused: true };
+    if (existing?.buildKey === inputs.buildKey && (await intact(outDir, existing))) return { dir: outDir, manifest: existing, reused: true };
 
     const stage = path.join(work, 'payload');
     await mkdir(path.join(stage, 'bin'), { recursive: true });
     await mkdir(path.join(stage, PAYLOAD_LIB_DIR), { recursive: true });
-    const seaConfig = path.join(work, 'sea-config.json');
-    const blob = path.join(work, 'sea.blob');
-    // Relative names: the blob records the main script's path, which must not be the random work dir.
-    await writeFile(seaConfig, JSON.stringify({ main: path.basename(bundle), output: path.basename(blob), disableExperimentalSEAWarning: true, useCodeCache: false, useSnapshot: false }));
-    await run(node, ['--experimental-sea-config', path.basename(seaConfig)], { cwd: work, timeoutMs: 120_000 });
-
     const binary = path.join(stage, PAYLOAD_BINARY);
-    await writeFile(binary, nodeBytes, { mode: 0o755 });
-    await run('strip', ['--strip-all', binary], { timeoutMs: 120_000 });
-    // @ts-expect-error postject ships no type declarations
-    const { inject } = (await import('postject')) as { inject: (file: string, name: string, data: Buffer, o: { sentinelFuse: string }) => Promise<void> };
-    const blobBytes = await readFile(blob);
-    await quietly(() => inject(binary, 'NODE_SEA_BLOB', blobBytes, { sentinelFuse: SEA_FUSE }));
-    await run('patchelf', ['--set-interpreter', INTERPRETER, '--set-rpath', LIBRARY_PATH, binary], { timeoutMs: 120_000 });
-    await chmod(binary, 0o755);
-    for (const l of libBytes) await writeFile(path.join(stage, PAYLOAD_LIB_DIR, l.name), l.bytes, { mode: l.mode & 0o755 });
-    for (const u of units) await writeFile(path.join(stage, u.name), u.text, { mode: 0o644 });
-    for (const f of shares) {
-      await mkdir(path.join(stage, path.dirname(f.rel)), { recursive: true });
-      await writeFile(path.join(stage, f.rel), f.text, { mode: 0o644 });
-    }
-
-    // The binary's own loader and libraries, not the host's: what the node will run.
-    const smoke = await run(path.join(stage, PAYLOAD_LIB_DIR, INTERPRETER_NAME), ['--library-path', path.join(stage, PAYLOAD_LIB_DIR), binary, '--help'], {
-      allowFailure: true,
-      timeoutMs: 60_000,
-    });
-    if (smoke.exitCode !== 0 || !smoke.stdout.includes('usage: hvagent')) {
-      throw new HvError(`the built hvagent does not run: exit ${smoke.exitCode}: ${smoke.stderr.trim().slice(0, 500)}`, { where: binary, exitCode: ExitCode.usage });
-    }
-
-    const rels = [PAYLOAD_BINARY, ...UNIT_NAMES, ...SHARE_FILES, ...libBytes.map((l) => `${PAYLOAD_LIB_DIR}/${l.name}`)].sort();
-    const files: PayloadFile[] = [];
-    for (const rel of rels) files.push(await fileRecord(stage, rel));
-    const manifest: PayloadManifest = {
-      format: MANIFEST_FORMAT,
-      name: 'hvagent',
-      version,
-      node: nodeVersion,
-      arch: { name: arch, elfMachine: 62 },
-      interpreter: INTERPRETER,
-      files,
-      digest: payloadDigest(files),
-      buildKey,
-    };
-    await writeFile(path.join(stage, MANIFEST_FILE), JSON.stringify(manifest, null, 2) + '\n', { mode: 0o644 });
-    const when = new Date(PAYLOAD_EPOCH * 1000);
-    for (const rel of [...rels, MANIFEST_FILE]) await utimes(path.join(stage, rel), when, when);
-    const shareDirs = [...new Set(SHARE_FILES.flatMap((f) => f.split('/').slice(0, -1).map((_, i, parts) => parts.slice(0, i + 1).join('/'))))];
-    for (const d of ['bin', PAYLOAD_LIB_DIR, ...shareDirs.sort().reverse(), '.']) await utimes(path.join(stage, d), when, when);
+    await writeSeaBinary(node, work, inputs, binary);
+    await writeStagedFiles(stage, inputs);
+    await smokeTest(stage, binary);
+    const manifest = await writeManifest(stage, inputs);
 
     await rm(outDir, { recursive: true, force: true });
     await rename(stage, outDir);

@@ -108,7 +108,8 @@ export async function downloadFile(url: string, dest: string, opts: DownloadOpti
   const ca = opts.caFile ? await readFile(opts.caFile, 'utf8').catch((err: Error) => {
     throw new HvError(`cannot read CA bundle ${opts.caFile}: ${err.message}`, { exitCode: ExitCode.usage });
   }) : undefined;
-  const agent = new EnvHttpProxyAgent({ connect: ca ? { ca } : undefined, headersTimeout: stall, bodyTimeout: stall, connectTimeout: stall });
+  // connect: a direct https connection; requestTls: the one inside a proxy's CONNECT tunnel.
+  const agent = new EnvHttpProxyAgent({ connect: ca ? { ca } : undefined, requestTls: ca ? { ca } : undefined, headersTimeout: stall, bodyTimeout: stall, connectTimeout: stall });
   const dispatcher: Dispatcher = agent.compose(interceptors.redirect({ maxRedirections: 5 }));
   const expected = opts.sha256?.toLowerCase();
   if (expected !== undefined && !/^[0-9a-f]{64}$/.test(expected)) throw new HvError(`expected sha256 '${opts.sha256}' is not 64 hex digits`, { exitCode: ExitCode.usage });

@@ -148,11 +148,9 @@ function sortedRecord(r: Record<string, string>): Record<string, string> {
   return Object.fromEntries(Object.keys(r).sort().map((k) => [k, String(r[k])]));
 }
 
-export function yipDocument(inp: YipInputs): Record<string, unknown> {
-  const { config, hostname, hasDataPartition, passwordSalt, warnings } = inp;
-  const os = config.os ?? {};
-
-  const rootfs = {
+/** cOS's layout: which paths persist (the rootfs stage). */
+function layoutStage(config: HarvesterConfig, hasDataPartition: boolean): Record<string, unknown> {
+  return {
     name: 'Layout configuration',
     if: NOT_RECOVERY,
     environment_file: '/run/cos/cos-layout.env',
@@ -164,15 +162,21 @@ export function yipDocument(inp: YipInputs): Record<string, unknown> {
       PERSISTENT_STATE_BIND: 'true',
     },
   };
+}
 
+/** Harvester's modules and os.modules, once each, every name checked (it becomes a modprobe command). */
+function kernelModules(os: NonNullable<HarvesterConfig['os']>): string[] {
   const modules: string[] = [];
   for (const m of [...DEFAULT_MODULES, ...(os.modules ?? [])]) if (m && !modules.includes(m)) modules.push(m);
   for (const m of modules) {
     if (!/^[A-Za-z0-9_-]+$/.test(m)) throw new HvError(`module name "${m}" is not a kernel module name`, { where: 'os.modules', exitCode: ExitCode.checkFailed });
   }
+  return modules;
+}
 
-  const files: Array<Record<string, unknown>> = [];
-  (os.writeFiles ?? []).forEach((f, i) => {
+/** os.write_files, each path, encoding and mode checked. */
+function userFiles(os: NonNullable<HarvesterConfig['os']>, warnings: string[]): Array<Record<string, unknown>> {
+  return (os.writeFiles ?? []).map((f, i) => {
     const where = `os.write_files[${i}]`;
     if (!f.path || !f.path.startsWith('/')) throw new HvError(`path "${f.path ?? ''}" is not absolute`, { where: `${where}.path`, exitCode: ExitCode.checkFailed });
     const encoding = (f.encoding ?? '').trim();
@@ -181,8 +185,15 @@ export function yipDocument(inp: YipInputs): Record<string, unknown> {
     if (encoding && ENCODINGS[encoding.toLowerCase()] !== 'plain') file.encoding = encoding.toLowerCase();
     // yip's File has no yaml tags, so Go's YAML decoder expects the lowercased field name `ownerstring`.
     if (f.owner) file.ownerstring = f.owner;
-    files.push(file);
+    return file;
   });
+}
+
+/** Every file the initramfs stage writes, and the units that external storage needs enabled. */
+function nodeFiles(inp: YipInputs): { files: Array<Record<string, unknown>>; enable: string[] } {
+  const { config, warnings } = inp;
+  const os = config.os ?? {};
+  const files = userFiles(os, warnings);
   files.push({ path: '/etc/sysctl.d/zz-harvester-enable-ipv6.conf', permissions: 0o644, content: '# Written by hvinstall: overrides /etc/sysctl.d/ipv6.conf\n' + Object.entries(IPV6_SYSCTLS).map(([k, v]) => `${k} = ${v}\n`).join('') });
   files.push({ path: '/etc/multipath/conf.d/99-longhorn.conf', permissions: 0o644, content: LONGHORN_MULTIPATH_CONF });
   files.push({ path: MULTIPATHD_DROPIN_PATH, permissions: 0o644, content: MULTIPATHD_DROPIN });
@@ -200,9 +211,16 @@ export function yipDocument(inp: YipInputs): Record<string, unknown> {
     if (mp) files.push({ path: '/etc/multipath.conf', permissions: 0o644, content: renderMultipathConf(mp) });
     enable.push('multipathd');
   }
-
   for (const f of inp.bootFiles ?? []) files.push({ path: f.path, permissions: f.mode, content: escapeGoTemplate(f.content) });
+  return { files, enable };
+}
 
+/** The initramfs stage: modules, sysctls, environment, files, hostname, the login's password, NTP and units. */
+function initramfsStage(inp: YipInputs): Record<string, unknown> {
+  const { config, hostname, passwordSalt, warnings } = inp;
+  const os = config.os ?? {};
+  const modules = kernelModules(os);
+  const { files, enable } = nodeFiles(inp);
   const initramfs: Record<string, unknown> = { name: 'Harvester node configuration' };
   initramfs.commands = [...modules.map((m) => `modprobe ${m}`), 'rm -f /var/lib/kubelet/cpu_manager_state'];
   for (const [k, v] of Object.entries(os.sysctls ?? {})) {
@@ -219,7 +237,14 @@ export function yipDocument(inp: YipInputs): Record<string, unknown> {
     enable.push('systemd-timesyncd', 'systemd-time-wait-sync');
   }
   if (enable.length) initramfs.systemctl = { enable };
+  return initramfs;
+}
 
+export function yipDocument(inp: YipInputs): Record<string, unknown> {
+  const { config, hostname, hasDataPartition } = inp;
+  const os = config.os ?? {};
+  const rootfs = layoutStage(config, hasDataPartition);
+  const initramfs = initramfsStage(inp);
   const network: Record<string, unknown> = { name: 'Harvester network stage', hostname };
   const keys = (os.sshAuthorizedKeys ?? []).map((k) => k.trim()).filter(Boolean);
   if (keys.length) network.authorized_keys = { [LOGIN_USER]: keys };

@@ -33,23 +33,75 @@ harvester-<V>-rootfs-amd64.squashfs, harvester-<V>-amd64.iso, harvester-<V>-amd6
   --cache DIR          downloaded Debian packages (default: $HV_E2E_CACHE, else .e2e-cache)
 The build time is SOURCE_DATE_EPOCH, else the last commit's: the same inputs give the same bytes.`;
 
-async function main(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      out: { type: 'string' },
-      cache: { type: 'string' },
-      'kernel-package': { type: 'string' },
-      repo: { type: 'string' },
-      version: { type: 'string' },
-      bundle: { type: 'string' },
-      'release-file': { type: 'string' },
-      'os-image': { type: 'string' },
-      'extra-cmdline': { type: 'string' },
-      'grub-timeout': { type: 'string' },
-      help: { type: 'boolean' },
-    },
+const OPTIONS = {
+  out: { type: 'string' },
+  cache: { type: 'string' },
+  'kernel-package': { type: 'string' },
+  repo: { type: 'string' },
+  version: { type: 'string' },
+  bundle: { type: 'string' },
+  'release-file': { type: 'string' },
+  'os-image': { type: 'string' },
+  'extra-cmdline': { type: 'string' },
+  'grub-timeout': { type: 'string' },
+  help: { type: 'boolean' },
+} as const;
+
+type BuildArgs = ReturnType<typeof parseArgs<{ args: string[]; options: typeof OPTIONS }>>['values'];
+
+/** Checks the inputs before the minutes of building: the bundle, the OS image, the grub settings. */
+async function checkInputs(values: BuildArgs, grubTimeout: number | undefined): Promise<void> {
+  const isDir = (p: string) => stat(p).then((st) => st.isDirectory()).catch(() => false);
+  const isFile = (p: string) => stat(p).then((st) => st.isFile()).catch(() => false);
+  if (values.bundle && !(await isDir(values.bundle))) {
+    throw new HvError(`--bundle ${values.bundle} is not a directory`, { hint: 'pass an image bundle directory (metadata.yaml and the image archives)', exitCode: ExitCode.usage });
+  }
+  if (values['os-image'] && !(await isFile(values['os-image']))) {
+    throw new HvError(`--os-image ${values['os-image']} is not a file`, { hint: 'pass a squashfs of the OS to install (a Harvester ISO\'s rootfs.squashfs)', exitCode: ExitCode.usage });
+  }
+  if (grubTimeout !== undefined) isoGrubCfg(grubTimeout);
+  if (values['extra-cmdline'] !== undefined) harvesterCfg('v', values['extra-cmdline']);
+}
+
+/** --release-file parsed, or undefined when none is given. */
+async function readRelease(file: string | undefined): Promise<unknown> {
+  if (!file) return undefined;
+  const text = await readFile(file, 'utf8').catch((err: NodeJS.ErrnoException) => {
+    throw new HvError(`cannot read --release-file ${file}: ${err.code ?? err.message}`, { exitCode: ExitCode.usage });
   });
+  return parseYaml(text);
+}
+
+type LiveBuild = Awaited<ReturnType<typeof buildLiveInstaller>>;
+type Published = Awaited<ReturnType<typeof publishArtifacts>>;
+
+/** What the build made and from what: printed, and kept as DIR/build.json. */
+function buildReport(
+  outDir: string,
+  b: { version: string; versionFrom: string; epoch: number; epochFrom: string; live: LiveBuild; signed: { debs: string[] }; published: Published; started: number },
+): Record<string, unknown> {
+  const { live, published } = b;
+  const names = harvesterArtifactNames(b.version);
+  return {
+    version: b.version,
+    versionFrom: b.versionFrom,
+    epoch: b.epoch,
+    epochFrom: b.epochFrom,
+    mediumId: live.mediumId,
+    kernelVersion: live.kernelVersion,
+    inputs: { kernel: path.basename(live.kernelDeb), signedBoot: b.signed.debs.map((d) => path.basename(d)) },
+    missingOptionalTools: live.missingOptionalTools,
+    iso: path.join(outDir, names.iso),
+    pxe: { kernel: path.join(outDir, names.kernel), initrd: path.join(outDir, names.initrd), rootfs: path.join(outDir, names.rootfs) },
+    live: { kernel: live.kernel, initrd: live.initrd, pxeInitrd: live.pxeInitrd, liveSquashfs: live.liveSquashfs, osSquashfs: live.osSquashfs },
+    checksums: { sha512: published.sha512File, sha256: published.sha256File },
+    artifacts: published.artifacts,
+    seconds: Math.round((Date.now() - b.started) / 100) / 10,
+  };
+}
+
+async function main(argv: string[]): Promise<number> {
+  const { values } = parseArgs({ args: argv, options: OPTIONS });
   if (values.help) {
     process.stdout.write(USAGE + '\n');
     return ExitCode.ok;
@@ -61,34 +113,15 @@ async function main(argv: string[]): Promise<number> {
   const cacheDir = values.cache ?? process.env.HV_E2E_CACHE ?? path.join(repo, '.e2e-cache');
   const grubTimeout = values['grub-timeout'] === undefined ? undefined : Number(values['grub-timeout']);
   await requireBuildTools();
-  // Inputs are checked before the minutes of building.
-  const isDir = (p: string) => stat(p).then((st) => st.isDirectory()).catch(() => false);
-  const isFile = (p: string) => stat(p).then((st) => st.isFile()).catch(() => false);
-  if (values.bundle && !(await isDir(values.bundle))) {
-    throw new HvError(`--bundle ${values.bundle} is not a directory`, { hint: 'pass an image bundle directory (metadata.yaml and the image archives)', exitCode: ExitCode.usage });
-  }
-  if (values['os-image'] && !(await isFile(values['os-image']))) {
-    throw new HvError(`--os-image ${values['os-image']} is not a file`, { hint: 'pass a squashfs of the OS to install (a Harvester ISO\'s rootfs.squashfs)', exitCode: ExitCode.usage });
-  }
-  if (grubTimeout !== undefined) isoGrubCfg(grubTimeout);
-  if (values['extra-cmdline'] !== undefined) harvesterCfg('v', values['extra-cmdline']);
+  await checkInputs(values, grubTimeout);
 
-  const release = values['release-file'] ? parseYaml(await readFile(values['release-file'], 'utf8').catch((err: NodeJS.ErrnoException) => {
-    throw new HvError(`cannot read --release-file ${values['release-file']}: ${err.code ?? err.message}`, { exitCode: ExitCode.usage });
-  })) : undefined;
+  const release = await readRelease(values['release-file']);
   const pkg = JSON.parse(await readFile(path.join(repo, 'package.json'), 'utf8')) as { version: string };
   const { version, from: versionFrom } = chooseVersion(values.version, release, pkg.version);
   const { epoch, from: epochFrom } = await buildEpoch(repo);
 
   const signed = await fetchSignedBootChain(cacheDir);
-  const live = await buildLiveInstaller({
-    repoDir: repo,
-    outDir: path.join(outDir, 'live'),
-    cacheDir,
-    kernelPackage: values['kernel-package'],
-    epoch,
-    osImage: values['os-image'],
-  });
+  const live = await buildLiveInstaller({ repoDir: repo, outDir: path.join(outDir, 'live'), cacheDir, kernelPackage: values['kernel-package'], epoch, osImage: values['os-image'] });
   const iso = path.join(outDir, 'live', 'live.iso');
   await buildIsoImage({
     kernel: live.kernel,
@@ -106,24 +139,7 @@ async function main(argv: string[]): Promise<number> {
     out: iso,
   });
   const published = await publishArtifacts(outDir, version, { kernel: live.kernel, pxeInitrd: live.pxeInitrd, osSquashfs: live.osSquashfs, iso });
-  const names = harvesterArtifactNames(version);
-  const report = {
-    version,
-    versionFrom,
-    epoch,
-    epochFrom,
-    mediumId: live.mediumId,
-    kernelVersion: live.kernelVersion,
-    inputs: { kernel: path.basename(live.kernelDeb), signedBoot: signed.debs.map((d) => path.basename(d)) },
-    missingOptionalTools: live.missingOptionalTools,
-    iso: path.join(outDir, names.iso),
-    pxe: { kernel: path.join(outDir, names.kernel), initrd: path.join(outDir, names.initrd), rootfs: path.join(outDir, names.rootfs) },
-    live: { kernel: live.kernel, initrd: live.initrd, pxeInitrd: live.pxeInitrd, liveSquashfs: live.liveSquashfs, osSquashfs: live.osSquashfs },
-    checksums: { sha512: published.sha512File, sha256: published.sha256File },
-    artifacts: published.artifacts,
-    seconds: Math.round((Date.now() - started) / 100) / 10,
-  };
-  const text = JSON.stringify(report, null, 2) + '\n';
+  const text = JSON.stringify(buildReport(outDir, { version, versionFrom, epoch, epochFrom, live, signed, published, started }), null, 2) + '\n';
   await writeFileAtomic(path.join(outDir, 'build.json'), text);
   process.stdout.write(text);
   return ExitCode.ok;

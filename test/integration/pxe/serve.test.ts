@@ -58,7 +58,7 @@ describe('hvpxe serve: scripts and matching', () => {
       '#!ipxe',
       '# hvpxe: machine node-1 (group rack1, profile hv, matched by mac)',
       'echo hvpxe: installing node-1 with profile hv',
-      `kernel ${u}/artifacts/k/vmlinuz initrd=initrd.img ip=dhcp net.ifnames=1 rd.cos.disable rd.noverifyssl console=tty1 root=live:${u}/artifacts/rootfs.squashfs harvester.install.automatic=true harvester.install.config_url=${u}/config/node-1.yaml?credential=${credential} hvinstall.events_url=${u}/events/node-1?credential=${credential} rd.net.dhcp.retry=3 || goto failed`,
+      `kernel ${u}/artifacts/k/vmlinuz initrd=initrd.img ip=dhcp net.ifnames=1 rd.cos.disable console=tty1 root=live:${u}/artifacts/rootfs.squashfs harvester.install.automatic=true harvester.install.config_url=${u}/config/node-1.yaml?credential=${credential} hvinstall.events_url=${u}/events/node-1?credential=${credential} rd.net.dhcp.retry=3 || goto failed`,
       `initrd ${u}/artifacts/k/initrd.img || goto failed`,
       'boot || goto failed',
       ':failed',

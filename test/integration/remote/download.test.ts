@@ -1,6 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import http from 'node:http';
-import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, stat, writeFile, mkdir, readdir } from 'node:fs/promises';
@@ -10,6 +9,7 @@ import { execa } from 'execa';
 import { downloadFile, type DownloadProgress } from '../../../installer/remote/iso.js';
 import { openIsoMedia } from '../../../installer/remote/media.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';
+import { tunnelTo } from '../../unit/remote/connect-tunnel.js';
 
 const BODY = randomBytes(3 * 1024 * 1024 + 123);
 const SHA = createHash('sha256').update(BODY).digest('hex');
@@ -178,14 +178,7 @@ describe('downloadFile through a proxy', () => {
     });
     proxy.on('connect', (req: http.IncomingMessage, client: import('node:net').Socket, head: Buffer) => {
       seen.push(`CONNECT ${req.url}`);
-      const upstream = net.connect(originPort, '127.0.0.1', () => {
-        client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-        upstream.write(head);
-        upstream.pipe(client);
-        client.pipe(upstream);
-      });
-      upstream.on('error', () => client.destroy());
-      client.on('error', () => upstream.destroy());
+      tunnelTo(client, head, originPort);
     });
     servers.push(proxy);
     await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));

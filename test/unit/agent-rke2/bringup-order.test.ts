@@ -9,7 +9,7 @@ import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises
 import os from 'node:os';
 import path from 'node:path';
 import { bringUp } from '../../../agent/rke2/bringup.js';
-import { ProcessRke2Services } from '../../../agent/rke2/services.js';
+import { ProcessRke2Services, SystemdRke2Services } from '../../../agent/rke2/services.js';
 import { RKE2_DEFAULTS } from '../../../agent/rke2/settings.js';
 import type { GuardContext } from '../../../agent/guard.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';
@@ -49,4 +49,30 @@ describe('bringUp switching roles', () => {
     const log = (await readFile(events, 'utf8')).trim().split('\n');
     expect(log.slice(0, 3)).toEqual(['started agent', 'stopped agent', 'started server']);
   }, 30_000);
+});
+
+/** A systemctl stand-in: takes a moment, as stopping RKE2 does, then records what it was asked. */
+const SYSTEMCTL = `#!/bin/sh
+sleep 0.3
+echo "$*" >> "$HV_TEST_EVENTS"
+`;
+
+describe('SystemdRke2Services', () => {
+  it('stop returns once systemctl stop has finished, not when it has been started', async () => {
+    const root = await mkdtemp(path.join(os.tmpdir(), 'hv-systemctl-'));
+    dirs.push(root);
+    await writeFile(path.join(root, 'systemctl'), SYSTEMCTL);
+    await chmod(path.join(root, 'systemctl'), 0o755);
+    const events = path.join(root, 'events');
+    const saved = { PATH: process.env.PATH, HV_TEST_EVENTS: process.env.HV_TEST_EVENTS };
+    process.env.PATH = `${root}:${process.env.PATH}`;
+    process.env.HV_TEST_EVENTS = events;
+    try {
+      await new SystemdRke2Services().stop('agent');
+      expect(await readFile(events, 'utf8')).toBe('stop rke2-agent.service\n');
+    } finally {
+      for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  });
 });

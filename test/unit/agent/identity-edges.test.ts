@@ -62,3 +62,24 @@ describe('nicChanges', () => {
     ]);
   });
 });
+
+describe('judgeAddress: sets, repeats and the hint', () => {
+  it('a set of two addresses that becomes another and back is a flap naming each address', () => {
+    const r = judgeAddress(f({ samples: [['10.0.0.5/24', '10.0.0.6/24'], ['10.0.0.7/24'], ['10.0.0.6/24', '10.0.0.5/24']] }));
+    expect(r).toMatchObject({ verdict: 'flapping', addresses: ['10.0.0.5/24', '10.0.0.6/24', '10.0.0.7/24'] });
+  });
+
+  it('the same address seen twice, then another: one change, not a flap', () => {
+    expect(judgeAddress(f({ samples: [['10.0.0.5/24'], ['10.0.0.5/24'], ['10.0.0.9/24']] })).verdict).not.toBe('flapping');
+  });
+
+  it('no sample at all: waiting for an address', () => {
+    expect(judgeAddress(f({ samples: [] }))).toEqual({ verdict: 'waiting', text: 'mgmt-br has no IPv4 address yet' });
+  });
+
+  it('without a MAC the reservation hint names no MAC', () => {
+    const seen = { version: 1 as const, interface: 'mgmt-br', address: '10.0.0.5/24', recordedAt: '2026-12-01T10:00:00Z', why: 'first-boot' as const };
+    const r = judgeAddress(f({ samples: [['10.0.0.9/24']], seen, clusterKnows: true }));
+    expect((r as { hint: string }).hint).toBe('make the DHCP server hand 10.0.0.5 again (a reservation) and renew the lease (`nmcli connection up bridge-mgmt`), or add the address back: `ip addr add 10.0.0.5/24 dev mgmt-br`');
+  });
+});

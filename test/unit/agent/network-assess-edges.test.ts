@@ -140,3 +140,53 @@ describe('parsers', () => {
     expect(parseDhcpLease('ADDRESS=10.0.0.9\nROUTER=\n', '/x/internal-1-mgmt-br.lease', 'mgmt-br')).toEqual({ file: '/x/internal-1-mgmt-br.lease', address: '10.0.0.9', routers: [] });
   });
 });
+
+describe('assessNetwork: every missing piece is offline, and says so in full', () => {
+  it('a declared bond that does not exist, a missing or carrier-less interface, a lease router not installed: never online', () => {
+    expect(assessNetwork(facts({ links: [bridge] }), want)).toEqual({ online: false, missing: 'bond mgmt-bo does not exist (NetworkManager has not brought up bond-mgmt)' });
+    expect(assessNetwork(facts({ links: [bond, slave('ens3')] }), want)).toEqual({ online: false, missing: 'interface mgmt-br does not exist' });
+    const vlan: IpLink = { ifname: 'mgmt-br.100', flags: ['UP'], operstate: 'LOWERLAYERDOWN' };
+    expect(assessNetwork(facts({ links: [bridge, bond, slave('ens3'), vlan] }), { ...want, iface: 'mgmt-br.100' })).toEqual({ online: false, missing: 'mgmt-br.100 has no carrier' });
+    const lease = { file: '/var/lib/NetworkManager/internal-1-mgmt-br.lease', address: '10.0.0.5', routers: ['10.0.0.1'] };
+    expect(assessNetwork(facts({ defaultRoutes: [], lease }), want)).toEqual({ online: false, missing: 'no default route although the DHCP lease names router 10.0.0.1 (not installed yet)' });
+  });
+
+  it('a bond with no slave and none declared: 0 of 0 active, with no empty list of problems', () => {
+    expect(assessNetwork(facts({ links: [bridge, bond] }), { ...want, expectedSlaves: 0 })).toEqual({ online: false, missing: 'bond mgmt-bo: 0 of 0 slaves active' });
+  });
+
+  it('two declared NICs gone: each named, separated', () => {
+    const declaredNics = [
+      { name: 'ens3', mac: '52:54:00:00:00:03' },
+      { name: 'ens4', mac: '52:54:00:00:00:04' },
+    ];
+    const r = assessNetwork(facts({ links: [bridge, bond] }), { ...want, expectedSlaves: 2, declaredNics });
+    expect(r.online).toBe(false);
+    const missing = (r as { missing: string }).missing;
+    expect(missing).toMatch(/^bond mgmt-bo: 0 of 2 slaves active \(.*ens3.*; .*ens4.*\)$/);
+  });
+
+  it('lists every nameserver and every address, separated', () => {
+    const two = { ifname: 'mgmt-br', addr_info: [...addr.addr_info, { family: 'inet', local: '10.0.0.6', prefixlen: 24, scope: 'global' }] };
+    expect(assessNetwork(facts({ links: [bridge], addrs: [two], nameservers: ['10.0.0.53', '10.0.0.54'] }), { ...want, bond: undefined })).toEqual({
+      online: true,
+      detail: 'mgmt-br 10.0.0.5/24 10.0.0.6/24, default via 10.0.0.1, dns 10.0.0.53 10.0.0.54',
+    });
+    expect(assessNetwork(facts({ links: [bridge], nameservers: ['8.8.8.8', '1.1.1.1'] }), { ...want, bond: undefined, dnsServers: ['10.0.0.53'] })).toEqual({
+      online: false,
+      missing: 'DNS: /etc/resolv.conf lists 8.8.8.8, 1.1.1.1, none of the declared 10.0.0.53',
+    });
+  });
+});
+
+describe('bondLinkFailures and the dhclient lease, odd but real shapes', () => {
+  it('a bond member whose linkinfo has no slave data counts no failure (no crash)', () => {
+    const bare: IpLink = { ifname: 'ens5', flags: UP, operstate: 'UP', master: 'mgmt-bo', linkinfo: { info_slave_kind: 'bond' } };
+    expect(bondLinkFailures(facts({ links: [bridge, bond, slave('ens3', {}, { link_failure_count: 2 }), bare] }), 'mgmt-bo')).toBe(2);
+  });
+
+  it('an indented lease block, and a routers option with a space before its semicolon', () => {
+    const text = '  lease {\n  interface "mgmt-br";\n  fixed-address 10.0.0.7;\n  option routers 10.0.0.1 ;\n}\n';
+    expect(parseDhcpLease(text, 'd.leases', 'mgmt-br')).toEqual({ file: 'd.leases', address: '10.0.0.7', routers: ['10.0.0.1'] });
+  });
+});

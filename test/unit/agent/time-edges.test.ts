@@ -125,3 +125,10 @@ describe('chronyc and timesyncd', () => {
     expect(timesyncdServers(['NTP=a\n', 'NTP=\n'])).toBeUndefined();
   });
 });
+
+describe('timesyncdServers: comments', () => {
+  it('a commented-out NTP= is not a server', () => {
+    expect(timesyncdServers(['[Time]\n#NTP=10.0.0.1\n'])).toBeUndefined();
+    expect(timesyncdServers(['[Time]\n;NTP=10.0.0.1\nFallbackNTP=10.0.0.2\n'])).toBe('10.0.0.2 (fallback)');
+  });
+});

@@ -83,7 +83,6 @@ describe('grub scripts (boot: grub-signed)', () => {
       'ip=dhcp',
       'net.ifnames=1',
       'rd.cos.disable',
-      'rd.noverifyssl',
       `root=live:${URL_}/artifacts/rootfs.squashfs`,
       'harvester.install.automatic=true',
       `harvester.install.config_url=${URL_}/config/node-2.yaml?mac=52:54:00:00:00:02`,

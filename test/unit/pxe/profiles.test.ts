@@ -168,13 +168,23 @@ describe('iPXE scripts', () => {
     expect(lines[0]).toBe('#!ipxe');
     expect(lines[1]).toBe('# hvpxe: machine node-2 (group rack1, profile hv, matched by mac)');
     expect(lines[3]).toBe(
-      `kernel ${URL_}/artifacts/k/vmlinuz initrd=initrd.img ip=dhcp net.ifnames=1 rd.cos.disable rd.noverifyssl root=live:${URL_}/artifacts/rootfs.squashfs harvester.install.automatic=true harvester.install.config_url=${URL_}/config/node-2.yaml?mac=52:54:00:00:00:02 hvinstall.events_url=${URL_}/events/node-2 rd.net.dhcp.retry=3 console=ttyS0 || goto failed`,
+      `kernel ${URL_}/artifacts/k/vmlinuz initrd=initrd.img ip=dhcp net.ifnames=1 rd.cos.disable root=live:${URL_}/artifacts/rootfs.squashfs harvester.install.automatic=true harvester.install.config_url=${URL_}/config/node-2.yaml?mac=52:54:00:00:00:02 hvinstall.events_url=${URL_}/events/node-2 rd.net.dhcp.retry=3 console=ttyS0 || goto failed`,
     );
     expect(lines[4]).toBe(`initrd ${URL_}/artifacts/k/initrd.img || goto failed`);
     expect(lines[5]).toBe('boot || goto failed');
     const bios = renderMachineScript(cat, machineByName(cat, 'node-3')!, URL_, { platform: 'pcbios' }).split('\n')[3];
     expect(bios).not.toContain('initrd=');
     expect(bios).toContain(`harvester.install.config_url=${URL_}/config/node-3.yaml?uuid=11111111-2222-3333-4444-555555555555`);
+  });
+  it('turns no TLS check off by default; rd.noverifyssl is there only when the profile names it', async () => {
+    // Only dracut reads rd.noverifyssl (Harvester's initrd fetching root=live:https); nothing of
+    // hvinstall's live system does, so it is not a default: an operator who needs it says so.
+    const line = (cat: Awaited<ReturnType<typeof catalog>>) => renderMachineScript(cat, machineByName(cat, 'node-2')!, URL_, { platform: 'efi', matchedBy: 'mac' }).split('\n')[3];
+    const plain = line(await catalog()).split(' ');
+    expect(plain).not.toContain('rd.noverifyssl');
+    expect(plain).toEqual(expect.arrayContaining(['ip=dhcp', 'net.ifnames=1', 'rd.cos.disable']));
+    const asked = buildCatalog(await parseProfiles(profilesText().replace('kernel_args: [', 'kernel_args: [rd.noverifyssl, ')));
+    expect(line(asked).split(' ').filter((a) => a === 'rd.noverifyssl')).toHaveLength(1);
   });
   it('an unmatched machine gets a message and exits instead of hanging; its query cannot inject commands', () => {
     const lines = renderNoMatchScript({ mac: '52:54:00:aa:bb:cc', uuid: 'x\nchain http://evil/', hostname: 'h\n#' }).split('\n');

@@ -34,7 +34,7 @@ function u32(n: number): Buffer {
 }
 
 /** A TPM2B_PUBLIC as the TCG EK template L-1 lays it out, around a given modulus (written here, not by the product). */
-function ekArea(modulus: Buffer, over: { type?: number; attributes?: number; symAlg?: number; symBits?: number; mode?: number; nameAlg?: number } = {}): Buffer {
+function ekArea(modulus: Buffer, over: { type?: number; attributes?: number; symAlg?: number; symBits?: number; mode?: number; nameAlg?: number; scheme?: number[]; keyBits?: number } = {}): Buffer {
   const area = Buffer.concat([
     u16(over.type ?? 0x0001),
     u16(over.nameAlg ?? 0x000b),
@@ -43,8 +43,9 @@ function ekArea(modulus: Buffer, over: { type?: number; attributes?: number; sym
     u16(over.symAlg ?? 0x0006),
     u16(over.symBits ?? 128),
     u16(over.mode ?? 0x0043),
-    u16(0x0010),
-    u16(modulus.length * 8),
+    // TPMT_RSA_SCHEME: TPM_ALG_NULL, or a scheme and its hash algorithm.
+    ...(over.scheme ?? [0x0010]).map(u16),
+    u16(over.keyBits ?? modulus.length * 8),
     u32(0),
     tpm2b(modulus),
   ]);
@@ -127,6 +128,11 @@ describe('public areas', () => {
     expect(TPM_ALG).toEqual({ RSA: 0x0001, SHA256: 0x000b, NULL: 0x0010, AES: 0x0006, CFB: 0x0043, ECC: 0x0023 });
   });
 
+  it('reads past an RSA scheme and its hash algorithm (RSAES-OAEP with SHA-256) to the key bits and modulus', () => {
+    const n = Buffer.from(key.export({ format: 'jwk' }).n!, 'base64url');
+    expect(parseRsaEk(ekArea(n, { scheme: [0x0017, 0x000b] }))).toMatchObject({ keyBits: 2048, exponent: 65537, modulus: n });
+  });
+
   it('refuses what credential activation cannot use, saying why', () => {
     const n = Buffer.from(key.export({ format: 'jwk' }).n!, 'base64url');
     expect(() => parseRsaEk(ekArea(n, { type: 0x0023 }))).toThrow('EK public area: type 0x23 (an RSA key expected, as tpm2_createek -G rsa makes it)');
@@ -135,6 +141,7 @@ describe('public areas', () => {
     expect(() => parseRsaEk(ekArea(n, { attributes: 0x00060072 }))).toThrow(/are not an endorsement key's/);
     expect(() => parseRsaEk(ekArea(n, { nameAlg: 0x0004 }))).toThrow(/name algorithm 0x4 \(SHA-256 expected\)/);
     expect(() => parseRsaEk(ekArea(n.subarray(0, 128)))).toThrow(/a 1024-bit modulus for 1024 key bits \(2048 or more expected\)/);
+    expect(() => parseRsaEk(ekArea(n, { keyBits: 3072 }))).toThrow(/a 2048-bit modulus for 3072 key bits/);
     expect(() => parseRsaEk(ekPubOf().subarray(0, 100))).toThrow(/truncated at byte/);
     expect(() => parseRsaEk(Buffer.concat([ekPubOf(), Buffer.from([0])]))).toThrow(/1 bytes after the end/);
     expect(() => parseRsaEk(Buffer.from([0, 1, 0]))).toThrow(/empty public area/);
