@@ -20,7 +20,7 @@ import { formatFinding, readConfigText } from '../../config/index.js';
 import type { Finding } from '../../config/types.js';
 import { formatBytes } from '../../config/disk-sizes.js';
 import type { MachineFacts } from '../preflight/types.js';
-import { runPreflightChecks } from '../preflight/index.js';
+import { runPreflightChecks, selectDisks } from '../preflight/index.js';
 import { describeFailedInstall } from '../steps/failed-install.js';
 import type { StampedEvent } from '../steps/progress.js';
 import { listOf, splitCidr, type Answers } from './answers.js';
@@ -87,6 +87,7 @@ export class ConsoleApp {
   ) {
     const hardware = runPreflightChecks(opts.facts, { profile: 'testing' }).checks.filter((c) => MACHINE_CHECKS.has(c.id) && c.result !== 'pass');
     this.state = { answers: opts.answers, facts: opts.facts, base: opts.base, skipchecks: opts.base.install?.skipchecks === true, allowLegacyBios: opts.allowLegacyBios === true, hardware };
+    this.applyDiskRules();
     this.state.answers.device ??= defaultDisk(opts.facts);
     this.app = new App(term, {
       name: 'Harvester installer (hvinstall console)',
@@ -100,6 +101,15 @@ export class ConsoleApp {
         return false;
       },
     });
+  }
+
+  /** The command line's disk rules pre-select the disks the page offers (the operator may pick others). */
+  private applyDiskRules(): void {
+    const { choices } = selectDisks(this.state.base, this.state.facts, (n) => findListedDisk(this.state.facts, n));
+    if (!choices.length) return;
+    this.state.diskChoices = choices;
+    for (const c of choices) if (c.recorded) this.state.answers[c.role] = c.recorded;
+    this.opts.log.info('disk rules', { choices: choices.map((c) => ({ rule: c.key, chose: c.path ?? null, problem: c.problem })) });
   }
 
   async run(): Promise<number> {

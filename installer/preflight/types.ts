@@ -35,6 +35,8 @@ export interface DiskFacts {
   removable: boolean;
   readOnly: boolean;
   model?: string;
+  /** As the kernel reports it (SATA disks behind libata say `ATA`); NVMe namespaces have none. */
+  vendor?: string;
   serial?: string;
   wwn?: string;
   nvme?: { controller?: string; namespaceId?: number; firmware?: string };
