@@ -61,15 +61,35 @@ export async function kernelClock(): Promise<number> {
   return Number((await readFile('/proc/uptime', 'utf8')).split(' ')[0]);
 }
 
+/** The I/O error reporters' rate-limit notices (`blk_print_req_error: 25 callbacks suppressed`) since `since`. */
+export function parseSuppressedIoReports(dmesg: string, since: number): string[] {
+  const out: string[] = [];
+  for (const raw of dmesg.split('\n')) {
+    const stamped = STAMP.exec(raw.trim());
+    if (stamped && Number(stamped[1]) >= since && SUPPRESSED.test(stamped[2]!)) out.push(stamped[2]!.trim());
+  }
+  return out;
+}
+
+const SUPPRESSED = /^(?:blk_print_req_error|print_req_error|buffer_io_error|blk_update_request): \d+ callbacks suppressed/;
+
+/** What the kernel said about I/O errors on these disks since `since`: the first error, or why there is none. */
+export type KernelIoReport = { error: KernelIoError } | { suppressed: string[] };
+
 /**
  * The first I/O error the kernel logged about these disks since `since` (seconds since boot), if it
- * can be read: the block layer's (which has the byte) when there is one, else the first other.
+ * can be read: the block layer's (which has the byte) when there is one, else the first other. The
+ * kernel rate-limits those lines across all devices (ten per five seconds); when it dropped some and
+ * none about our disks is left, the report says so instead of staying silent.
  */
-export async function firstKernelIoError(disks: readonly string[], since: number): Promise<KernelIoError | undefined> {
+export async function firstKernelIoError(disks: readonly string[], since: number): Promise<KernelIoReport | undefined> {
   const r = await run('dmesg', [], { allowFailure: true, timeoutMs: 30_000 }).catch(() => undefined);
   if (!r || r.exitCode !== 0) return undefined;
   const errors = parseKernelIoErrors(r.stdout, disks).filter((e) => e.at >= since);
-  return errors.find((e) => e.offset !== undefined) ?? errors[0];
+  const first = errors.find((e) => e.offset !== undefined) ?? errors[0];
+  if (first) return { error: first };
+  const suppressed = parseSuppressedIoReports(r.stdout, since);
+  return suppressed.length ? { suppressed } : undefined;
 }
 
 /** "write error at byte N of /dev/X (kernel: …)", or "write error on /dev/X (kernel: …)" without a byte. */

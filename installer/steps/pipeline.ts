@@ -294,9 +294,14 @@ async function failed(r: PipelineRun, err: unknown): Promise<InstallOutcome> {
 /** The kernel's first I/O error on the install's disks during this run, unless the error already says it. */
 async function kernelNote(r: PipelineRun, err: unknown): Promise<string> {
   if (!r.since) return '';
-  const first = await firstKernelIoError(installDisks(r.plan), r.since - 1).catch(() => undefined);
-  if (!first || String((err as Error)?.message).includes(first.line)) return '';
-  return `\nthe first I/O error of this run: ${describeKernelIoError(first)}`;
+  const disks = installDisks(r.plan);
+  const report = await firstKernelIoError(disks, r.since - 1).catch(() => undefined);
+  if (!report) return '';
+  if ('suppressed' in report) {
+    return `\nthe kernel logged no I/O error line about ${disks.join(', ')} in this run: it rate-limited them (${report.suppressed.join('; ')}); dmesg around the failure may still show the device`;
+  }
+  if (String((err as Error)?.message).includes(report.error.line)) return '';
+  return `\nthe first I/O error of this run: ${describeKernelIoError(report.error)}`;
 }
 
 /** Only a disk this run started to change is invalidated; a refused guard touched nothing. */

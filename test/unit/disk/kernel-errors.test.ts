@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { describeKernelIoError, parseKernelIoErrors } from '../../../installer/disk/kernel-errors.js';
+import { describeKernelIoError, parseKernelIoErrors, parseSuppressedIoReports } from '../../../installer/disk/kernel-errors.js';
 
 const DMESG = `[  865.064684] EXT4-fs (loop6p2): mounted filesystem fd3c212b r/w with ordered data mode.
 [  895.545612] I/O error, dev loop1, sector 2048 op 0x1:(WRITE) flags 0xc800 phys_seg 128 prio class 2
@@ -36,5 +36,18 @@ describe('when the block layer was rate-limited', () => {
     expect(got.map((e) => e.device)).toEqual(['/dev/loop9p5', '/dev/loop9p5', '/dev/loop9p5']);
     expect(got[0]!.offset).toBeUndefined();
     expect(describeKernelIoError(got[1]!)).toBe('write error on /dev/loop9p5 (kernel: EXT4-fs (loop9p5): I/O error while writing superblock)');
+  });
+});
+
+describe('parseSuppressedIoReports', () => {
+  const LIMITED = `[21100.854461] buffer_io_error: 2 callbacks suppressed
+[21101.107675] blk_print_req_error: 25 callbacks suppressed
+[21106.000000] EXT4-fs unmount: 37 callbacks suppressed
+[21107.476532] blk_print_req_error: 29 callbacks suppressed
+`;
+  it("keeps the I/O error reporters' notices at or after the run's start, not other subsystems'", () => {
+    expect(parseSuppressedIoReports(LIMITED, 21101)).toEqual(['blk_print_req_error: 25 callbacks suppressed', 'blk_print_req_error: 29 callbacks suppressed']);
+    expect(parseSuppressedIoReports(LIMITED, 0)[0]).toBe('buffer_io_error: 2 callbacks suppressed');
+    expect(parseSuppressedIoReports(LIMITED, 21200)).toEqual([]);
   });
 });
