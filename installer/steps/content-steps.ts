@@ -154,7 +154,7 @@ function renderFor(config: HarvesterConfig, facts: MachineFacts, plan: InstallPl
     config,
     {
       cpuCount: facts.cpu.threads || facts.cpu.cores,
-      nics: facts.nics.filter((n) => !n.loopback).map((n) => ({ name: n.name, mac: (n.mac ?? '').toLowerCase() })),
+      nics: facts.nics.filter((n) => !n.loopback).map((n) => ({ name: n.name, mac: (n.mac ?? '').toLowerCase(), permMac: n.permMac ?? '' })),
       hasDataPartition,
       ...managementAddressOf(config, facts),
       arch: machineArch(),

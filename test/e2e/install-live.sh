@@ -13,7 +13,7 @@ live_automatic_install() {
   run_qemu "$name" "$INSTALL_TIMEOUT" \
     "${LIVE_MEDIA[@]}" -append "$(live_append "$config")" "$@" \
     -drive file="$disk",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial="$serial",drive=d0 \
-    -netdev "$(netdev)" -device virtio-net-pci,netdev=n0 \
+    -netdev "$(netdev)" -device virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56 \
     || die "$name: QEMU exited with status $?"
 }
 
@@ -43,12 +43,16 @@ install_stage() {
   for p in "$LOOP"p*; do echo "${p#"$LOOP"} $(blkid -p -s TYPE -s LABEL -o export "$p" | tr '\n' ' ')" >> "$OUT/labels.txt"; done
   # /oem/harvester.config names the disk the rule chose by path, for Harvester's own tools.
   debugfs -R 'cat /harvester.config' "${LOOP}p2" 2>/dev/null | grep -E '^    (device|deviceselector):' > "$OUT/oem-device.txt" || true
+  # The management NIC's name is pinned by its permanent MAC (the one live_automatic_install gives it).
+  debugfs -R 'cat /grubenv' "${LOOP}p2" 2>/dev/null | grep -a '^third_party_kernel_args=' > "$OUT/oem-kargs.txt" || true
   losetup --detach "$LOOP"; LOOP=
   sed 's/^/   oem: /' "$OUT/oem-device.txt"
   # The live system has no udev (no by-id links), so the path is the kernel name; that the rule took
   # the 260 GiB disk is what the labels below and the unwritten 16 GiB disk show.
   grep -qxE '    device: /dev/(nvme[0-9]n1|disk/by-id/nvme-QEMU_NVMe_Ctrl_HVE2E0001)' "$OUT/oem-device.txt" || die "install: /oem/harvester.config does not record the chosen disk as a plain path"
   if grep -q deviceselector "$OUT/oem-device.txt"; then die "install: /oem/harvester.config still carries the rule"; fi
+  sed 's/^/   oem: /' "$OUT/oem-kargs.txt"
+  grep -qw 'ifname=eth0:52:54:00:12:34:56' "$OUT/oem-kargs.txt" || die "install: /oem/grubenv does not pin the management NIC eth0 to its MAC (third_party_kernel_args: $(cat "$OUT/oem-kargs.txt"))"
   sed 's/^/   /' "$OUT/labels.txt"
   for want in COS_GRUB COS_OEM COS_RECOVERY COS_STATE COS_PERSISTENT HARV_LH_DEFAULT; do
     grep -q "LABEL=$want " "$OUT/labels.txt" || die "install: no filesystem labelled $want on the disk"
