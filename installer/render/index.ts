@@ -188,7 +188,7 @@ export function renderNode(config: HarvesterConfig, facts: RenderFacts, seeds?: 
   for (let i = 1; i < files.length; i++) {
     if (files[i]!.path === files[i - 1]!.path) throw new HvError(`two rendered files share the path ${files[i]!.path}`, { where: 'installer/render', exitCode: ExitCode.installFailed });
   }
-  return { files, seeds: used, hostname, warnings, yipFiles, bootstrap: { bootstrapper: image.bootstrapper, why: image.why, ...(versions ? { versions } : {}) } };
+  return { files, seeds: used, hostname, warnings, yipFiles, bootstrap: { bootstrapper: image.bootstrapper, why: image.why, ...(versions ? { versions } : {}) }, nicPins: pinning.pins };
 }
 
 /** The public contract: the node's file set, sorted by path. */

@@ -104,4 +104,6 @@ export interface RenderReport {
   yipFiles: RenderedFile[];
   /** Who bootstraps the node, and the versions rancherd gets (when it does). */
   bootstrap: { bootstrapper: Bootstrapper; why: string; versions?: BootstrapVersions };
+  /** The management NICs' names pinned by permanent MAC in /oem/grubenv (nic-names.ts). */
+  nicPins: Array<{ name: string; mac: string }>;
 }

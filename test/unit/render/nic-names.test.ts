@@ -4,13 +4,16 @@
 import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { renderNode } from '../../../installer/render/index.js';
 import type { RenderFacts, RenderNic } from '../../../installer/render/types.js';
 import type { HarvesterConfig } from '../../../config/types.js';
 import { gatherNics } from '../../../installer/preflight/machine.js';
 import { Host } from '../../../lib/host.js';
 import { HvError } from '../../../lib/errors.js';
+import { main } from '../../../installer/cli.js';
+import { CREATE } from '../config/helpers.js';
+import { fixtureFacts } from '../preflight/helpers.js';
 
 const BOND_MAC = '0c:42:a1:00:00:01';
 const OWN_A = '0c:42:a1:00:00:01';
@@ -139,5 +142,27 @@ describe('the permanent MAC in the machine facts', () => {
     await nic('lo', { address: '00:00:00:00:00:00', type: '772' });
     const got = Object.fromEntries((await gatherNics(new Host(root))).map((n) => [n.name, n.permMac]));
     expect(got).toEqual({ eno1: OWN_A, eno2: OWN_B, enp1s0: 'b8:ce:f6:10:00:01', usb0: undefined, lo: undefined });
+  });
+});
+
+describe('hvinstall plan says which names it pins', () => {
+  let dir = '';
+  afterEach(async () => {
+    vi.restoreAllMocks();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('the management NIC of the raid-rack machine, by its MAC', async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'hv-plan-pin-'));
+    await writeFile(path.join(dir, 'facts.json'), JSON.stringify(await fixtureFacts('raid-rack')));
+    await writeFile(path.join(dir, 'config.yaml'), CREATE.replace('name: ens5', 'name: eno12409np1'));
+    let out = '';
+    vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
+      out += String(chunk);
+      return true;
+    });
+    const code = await main(['plan', '--config', path.join(dir, 'config.yaml'), '--facts', path.join(dir, 'facts.json'), '--agent', 'none']);
+    expect(code).toBe(0);
+    expect(out).toContain('  - NIC names pinned at boot by permanent MAC (ifname= in /oem/grubenv): eno12409np1 b4:96:91:00:00:02\n');
   });
 });
