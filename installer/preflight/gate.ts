@@ -120,8 +120,9 @@ function checkLine(c: PreflightCheck): string {
 /** The checks that did not pass, the decision and what would override it, one item a line. */
 export function gateLines(report: PreflightReport, gate: InstallGate): string[] {
   const lines = report.checks.filter((c) => c.result !== 'pass').map(checkLine);
-  // A refused disk rule names every disk and why it was or was not taken.
-  for (const c of report.diskChoices ?? []) if (!c.path) lines.push(...formatDiskChoice(c));
+  // A disk rule says which disk it took (or why none) and why each other disk was not taken: an
+  // unattended install shows it where the operator watches (the console, the log, hvpxe's events).
+  for (const c of report.diskChoices ?? []) lines.push(...formatDiskChoice(c));
   lines.push(`decision: ${gate.message}`);
   if (gate.override) lines.push(`to go on: ${gate.override}`);
   return lines;

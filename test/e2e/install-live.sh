@@ -30,6 +30,9 @@ install_stage() {
   expect_line install '^HV-LIVE: kernel' "the live system did not start"
   grep -q 'GET /node-install.yaml 200' "$OUT/config-server.log" || { console install | tail -n 40 >&2; die "install: the guest never fetched its config_url (see $OUT/config-server.log)"; }
   expect_line install '^installed /dev/nvme[0-9]n1' "the installer did not report a completed install"
+  # The hardware gate's lines say which disk the rule took and why it passed over the other.
+  expect_line install '^  install\.device_selector \(size 250GB\.\.any, transport nvme\): /dev/nvme[0-9]n1' "the install did not say which disk the rule took"
+  expect_line install '^    - /dev/nvme[0-9]n1 \(17\.2 GB, nvme, .*serial HVE2E0009\): 17\.2 GB is below min_size 250GB' "the install did not say why the rule passed over the 16 GiB disk"
   [ "$(stat -c %b "$OUT/disk-small.raw")" = 0 ] || die "install: the disk the rule passed over got written"
   expect_line install '^automatic install: poweroff' "the automatic install did not power off by itself"
   if has_line install 'HV-LIVE-RESULT install-failed'; then die "install: the live system reported a failed install"; fi

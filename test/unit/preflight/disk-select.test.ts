@@ -129,6 +129,14 @@ describe('preflight and the gate with a rule', () => {
     expect(formatPreflightReport(report)).toContain('Disk rules (* taken):\n  install.device_selector (transport nvme): /dev/nvme0n1 (recorded as /dev/disk/by-id/nvme-Dell_Ent_NVMe_CM6_RI_1.92TB_PHAB012300000)\n    * /dev/nvme0n1');
   });
 
+  it("an unattended install's gate says which disk the rule took and why not the others", () => {
+    const report = runPreflightChecks(rack, { profile: 'production', config: cfg({ transport: 'nvme' }) });
+    const lines = gateLines(report, decideInstallGate(report, { mode: 'automatic', skipchecks: true }));
+    expect(lines).toContain('install.device_selector (transport nvme): /dev/nvme0n1 (recorded as /dev/disk/by-id/nvme-Dell_Ent_NVMe_CM6_RI_1.92TB_PHAB012300000)');
+    expect(lines).toContain('  * /dev/nvme0n1 (1.92 TB, nvme, Dell Ent NVMe CM6 RI 1.92TB, serial PHAB012300000): the only disk that matches');
+    expect(lines).toContain('  - /dev/sdc (480 GB, sata, MZ7LH480HBHQ0D3, serial SSDC002): transport sata, not nvme');
+  });
+
   it('a rule that takes nothing fails the gate, which names every disk; no "no device specified" beside it', () => {
     const report = runPreflightChecks(rack, { profile: 'production', config: cfg({ model: 'PERC*' }) });
     expect(report.checks.filter((c) => c.result === 'fail').map((c) => c.id)).toEqual(['device.selector']);
