@@ -3,10 +3,12 @@
  * the higher-priority config keeps every non-zero value, zero values are filled from the lower one,
  * lists are appended (higher first), maps gain the keys they lack. So a bool cannot be forced back
  * to false by the higher source, and the kernel command line wins over the file (harvester/harvester-installer pkg/console/install_panels.go, mergo WithAppendSlice).
+ * hvinstall's one addition: a disk's path and its rule (install.device_selector) are one key.
  */
 import type { HarvesterConfig } from './types.js';
 import type { Origins } from './findings.js';
 import { ownValue, setOwn } from '../lib/own-keys.js';
+import { keepOneDiskName } from './disk-selector.js';
 
 export interface Mergeable {
   config: HarvesterConfig;
@@ -30,8 +32,9 @@ function copyOrigins(src: Origins, from: string, to: string, into: Origins): voi
 
 export function mergeConfigs(high: Mergeable, low: Mergeable): Mergeable {
   const origins: Origins = new Map();
-  const merged = mergeValue(high.config, low.config, '', high.origins, low.origins, origins) as HarvesterConfig | undefined;
-  return { config: merged ?? {}, origins };
+  const merged = (mergeValue(high.config, low.config, '', high.origins, low.origins, origins) as HarvesterConfig | undefined) ?? {};
+  keepOneDiskName(high.config, merged);
+  return { config: merged, origins };
 }
 
 function mergeValue(h: unknown, l: unknown, ptr: string, ho: Origins, lo: Origins, out: Origins): unknown {

@@ -15,6 +15,7 @@ import { adminPasswordProblem } from './admin-password.js';
 import { containerdRegistryProblem } from './containerd-registry.js';
 import { DISK_MESSAGES, MIN_PERSISTENT_GIB, MIN_PERSISTENT_MIB, parsePartitionSizeMiB } from './disk-sizes.js';
 import { checkFieldTraps, type TrapContext } from './field-traps.js';
+import { checkDiskSelectors } from './disk-selector.js';
 import { AUTHORIZED_KEY, REMOTE_SSH_KEY } from './ssh-key.js';
 import { renderWebhook, unknownTemplateFields, WEBHOOK_TEMPLATE_FIELDS } from './webhook-check.js';
 
@@ -37,6 +38,7 @@ export function checkRules(cfg: HarvesterConfig, out: FindingList, ctx: RuleCont
   commonCheck(cfg, out, ctx);
   validateStep(cfg, out, ctx);
   checkHvinstallKeys(cfg, out);
+  checkDiskSelectors(cfg, out);
   checkPartitionSize(cfg, out);
   checkForceGpt(cfg, out);
   checkUrls(cfg, out);
@@ -88,8 +90,8 @@ function commonCheck(cfg: HarvesterConfig, out: FindingList, ctx: RuleContext): 
 function validateStep(cfg: HarvesterConfig, out: FindingList, ctx: RuleContext): void {
   const install = cfg.install ?? {};
   const mode = install.mode ?? '';
-  if (!install.device && !ctx.alreadyInstalled && mode !== 'upgrade') {
-    out.error('/install/device', 'no device specified', 'set install.device, e.g. /dev/sda or /dev/disk/by-id/... (stable across reboots)');
+  if (!install.device && !install.deviceSelector && !ctx.alreadyInstalled && mode !== 'upgrade') {
+    out.error('/install/device', 'no device specified', 'set install.device, e.g. /dev/sda or /dev/disk/by-id/... (stable across reboots), or install.device_selector (a rule, docs/config.md)');
   }
   for (const [key, ptr] of [
     [install.device, '/install/device'],
@@ -271,7 +273,7 @@ function checkPartitionSize(cfg: HarvesterConfig, out: FindingList): void {
     if (install.skipchecks) out.warn('/install/persistentPartitionSize', DISK_MESSAGES.partitionTooSmall, 'allowed because install.skipchecks is set');
     else out.error('/install/persistentPartitionSize', DISK_MESSAGES.partitionTooSmall, `use at least ${MIN_PERSISTENT_GIB}Gi`);
   }
-  if (install.dataDisk && install.dataDisk !== install.device) {
+  if ((install.dataDisk && install.dataDisk !== install.device) || install.dataDiskSelector) {
     out.warn('/install/persistentPartitionSize', 'persistent_partition_size is used only when the data partition shares the installation disk', 'with a separate data_disk the persistent partition takes the rest of the installation disk');
   }
 }

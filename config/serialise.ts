@@ -38,6 +38,8 @@ function zeroOf(node: FieldNode): unknown {
 function lowercaseStruct(node: FieldNode, value: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [name, child] of Object.entries(node.f ?? {})) {
+    // A key of ours Harvester's struct lacks is written only when set (a zero selector would be a rule).
+    if (child.h && (value[name] === undefined || value[name] === null)) continue;
     out[node.g?.[name] ?? name.toLowerCase()] = value[name] === undefined || value[name] === null ? zeroOf(child) : convert(child, value[name]);
   }
   return out;

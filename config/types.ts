@@ -113,6 +113,24 @@ export interface HarvesterChartValues {
   enableGoCoverDir?: boolean;
 }
 
+/** A rule choosing a disk from the machine's facts (docs/config.md "Choosing disks by rules"). */
+export interface DiskSelector {
+  /** Inclusive bounds: `500GB` (10^9), `465Gi` (2^30), or bytes. */
+  minSize?: string;
+  maxSize?: string;
+  /** Globs (`*`, `?`), case-insensitive. */
+  model?: string;
+  vendor?: string;
+  serial?: string;
+  transport?: DiskTransport | string;
+  rotational?: boolean;
+  /** The start of the disk's /dev/disk/by-path name. */
+  byPathPrefix?: string;
+  tieBreak?: DiskTieBreak | string;
+}
+export type DiskTransport = 'nvme' | 'sata' | 'sas' | 'scsi' | 'usb' | 'virtio' | 'mmc';
+export type DiskTieBreak = 'smallest' | 'largest' | 'first_by_path';
+
 export interface Install {
   automatic?: boolean;
   skipchecks?: boolean;
@@ -126,6 +144,8 @@ export interface Install {
   clusterDns?: string;
   forceEfi?: boolean;
   device?: string;
+  /** hvinstall, beyond Harvester: the installation disk chosen by a rule (config/disk-selector.ts). */
+  deviceSelector?: DiskSelector;
   configUrl?: string;
   silent?: boolean;
   isoUrl?: string;
@@ -140,6 +160,8 @@ export interface Install {
   wipeDisksList?: string[];
   forceMbr?: boolean;
   dataDisk?: string;
+  /** hvinstall, beyond Harvester: the Longhorn data disk chosen by a rule. */
+  dataDiskSelector?: DiskSelector;
   webhooks?: Webhook[];
   addons?: Record<string, Addon>;
   harvester?: HarvesterChartValues;

@@ -11,7 +11,8 @@ export interface ArtifactSpec {
   path: string;
   sha256: string;
 }
-export type Values = Record<string, string | number | boolean>;
+/** A scalar, or a mapping of scalars used as a whole value (a disk rule shared by a rack: docs/pxe.md). */
+export type Values = Record<string, string | number | boolean | Record<string, string | number | boolean>>;
 export interface ProfileSpec {
   kernel: string;
   initrd: string;

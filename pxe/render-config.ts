@@ -74,12 +74,20 @@ function deepMerge(base: Obj, over: Obj): Obj {
 
 const PLACEHOLDER = /\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
 
-function substitute(value: unknown, vars: Record<string, string>, where: string): unknown {
+type Vars = Record<string, string | Obj>;
+const WHOLE_PLACEHOLDER = /^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$/;
+
+function substitute(value: unknown, vars: Vars, where: string): unknown {
   if (typeof value === 'string') {
+    // A mapping value (a disk rule) stands for the whole value it is written as.
+    const whole = WHOLE_PLACEHOLDER.exec(value)?.[1];
+    if (whole !== undefined && isObj(ownValue(vars, whole))) return structuredClone(vars[whole]);
     return value.replace(PLACEHOLDER, (all, name: string | undefined) => {
       if (name === undefined) return '$';
       if (!Object.hasOwn(vars, name)) throw new RenderError(`${where}: unknown placeholder \${${name}} (known: ${Object.keys(vars).sort().join(', ')})`);
-      return vars[name];
+      const v = vars[name]!;
+      if (isObj(v)) throw new RenderError(`${where}: \${${name}} is a mapping (a disk rule): write it as the whole value, e.g. device_selector: \${${name}}`);
+      return v;
     });
   }
   if (Array.isArray(value)) return value.map((v, i) => substitute(v, vars, `${where}[${i}]`));
@@ -148,8 +156,8 @@ export function renderMachineConfig(cat: Catalog, m: Machine, serverUrl: string,
   const group = file.groups.find((g) => g.name === m.group)!;
   const spec = m.spec;
   const ip = spec.ip?.split('/')[0];
-  const vars: Record<string, string> = {};
-  for (const [k, v] of Object.entries({ ...group.values, ...spec.values })) setOwn(vars, k, String(v));
+  const vars: Vars = {};
+  for (const [k, v] of Object.entries({ ...group.values, ...spec.values })) setOwn(vars, k, isObj(v) ? v : String(v));
   Object.assign(vars, {
     machine: m.name,
     hostname: spec.hostname ?? '',

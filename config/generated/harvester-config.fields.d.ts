@@ -2,7 +2,8 @@
 export type FieldKind = 'string' | 'bool' | 'int' | 'stringList' | 'stringMap' | 'stringListMap' | 'struct' | 'structList' | 'structMap' | 'multipath';
 /**
  * k: kind; f: fields of a struct (Go struct order); i: item of a list; v: value of a map; o: object form of a union; s: secret;
- * g: the yaml.v3 key (Go field name lowercased) of the fields where it is not the json tag lowercased; z: a Go pointer (unset is null).
+ * g: the yaml.v3 key (Go field name lowercased) of the fields where it is not the json tag lowercased; z: a Go pointer (unset is null);
+ * h: hvinstall's, not in Harvester's struct (written only when set).
  */
 export interface FieldNode {
   k: FieldKind;
@@ -13,5 +14,6 @@ export interface FieldNode {
   s?: 1;
   g?: Record<string, string>;
   z?: 1;
+  h?: 1;
 }
 export declare const fieldTree: FieldNode;

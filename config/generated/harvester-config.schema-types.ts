@@ -112,6 +112,7 @@ export type SchemaInstall = {
   clusterServiceCidr?: string;
   forceEfi?: boolean;
   device?: string;
+  deviceSelector?: SchemaDiskSelector;
   configUrl?: string;
   silent?: boolean;
   isoUrl?: string;
@@ -127,12 +128,25 @@ export type SchemaInstall = {
   cordoned?: boolean;
   forceMbr?: boolean;
   dataDisk?: string;
+  dataDiskSelector?: SchemaDiskSelector;
   webhooks?: Array<SchemaWebhook>;
   addons?: Record<string, SchemaAddon>;
   harvester?: SchemaHarvesterChartValues;
   rawDiskImagePath?: string;
   persistentPartitionSize?: string;
   adminPassword?: string;
+};
+
+export type SchemaDiskSelector = {
+  minSize?: string;
+  maxSize?: string;
+  model?: string;
+  vendor?: string;
+  serial?: string;
+  transport?: "nvme" | "sata" | "sas" | "scsi" | "usb" | "virtio" | "mmc";
+  rotational?: boolean;
+  byPathPrefix?: string;
+  tieBreak?: "smallest" | "largest" | "first_by_path";
 };
 
 export type SchemaHarvesterConfig = {

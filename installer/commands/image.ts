@@ -9,6 +9,7 @@ import { access, open, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { ExitCode, HvError } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
+import { withResolvedDisks } from '../../config/disk-selector.js';
 import { formatBytes } from '../../config/disk-sizes.js';
 import { convertArgs, imageFormatOf, imageSizeBytes, oneDiskProblems, scratchPaths } from '../image/decide.js';
 import { resolveBundleSource } from '../steps/bundle-source.js';
@@ -160,7 +161,8 @@ async function installOnto(
   // The image boots in a VM whose firmware this host does not tell: UEFI (Harvester v1.8 refuses
   // legacy BIOS), unless the config asks for an msdos table (a BIOS image).
   const uefi = loaded.config.install?.forceMbr ? {} : { forceEfi: true };
-  const config = { ...loaded.config, install: { ...loaded.config.install, device: loop, ...uefi } };
+  // The image is the one disk: a device rule is for the machine that installs, not for this file.
+  const config = withResolvedDisks({ ...loaded.config, install: { ...loaded.config.install, device: loop, ...uefi } }, { device: loop });
   const prepared = await prepareInstall({ configPath: values.config!, loaded: { config, warnings: loaded.warnings }, device: loop, source: values.source, requireSource: true, systemSizeMiB, agent, nodeFacts: nodeFactsFor(gate.target) });
   for (const w of prepared.warnings) process.stderr.write(`warning: ${w}\n`);
   const stateDir = values['state-dir'] ?? '/var/lib/hvinstall/image';

@@ -265,7 +265,8 @@ async function prepareAutomatic(values: Values): Promise<AutomaticSetup> {
   const auto = await prepareAutomaticInstall(text, { log });
   const gate = await gateAutomaticInstall(auto, { log });
   const fmt = (f: { path: string; message: string; source?: string }) => `${f.source ?? auto.source}: ${f.path ? `${f.path}: ` : ''}${f.message}`;
-  const config = values.device && !auto.config.install?.device ? { ...auto.config, install: { ...auto.config.install, device: values.device } } : auto.config;
+  const named = auto.config.install?.device || auto.config.install?.deviceSelector;
+  const config = values.device && !named ? { ...auto.config, install: { ...auto.config.install, device: values.device } } : auto.config;
   const media = await openAutomaticMedia(auto, { given: values.source, fallback: values['fallback-source'], isoToDisk: values['iso-to-disk'] === true, trust: mediaTrustFromCmdline(text), log });
   log.info('automatic install: the OS medium', { source: media.source, verified: media.verified });
   return {

@@ -32,7 +32,7 @@ initramfs stage at every boot).
 
   --config FILE   the node's config.yaml (file, http(s) URL or -)
   --out DIR       where to write (DIR/oem/..., DIR/etc/...); usable as hvagent --root
-  --facts FILE    JSON {cpuCount, nics:[{name,mac}], hasDataPartition?, dhcpHostname?, managementAddress?, arch?};
+  --facts FILE    JSON {cpuCount, nics:[{name,mac,permMac?}], hasDataPartition?, dhcpHostname?, managementAddress?, arch?};
                   default: this machine's CPU count and architecture and no NIC lookup
   --seeds FILE    JSON {seed?, hostnameSuffix?, passwordSalt?}; default: the seeds recorded
                   in DIR by an earlier render, else fresh random ones
@@ -83,8 +83,11 @@ export function parseFacts(raw: unknown, where: string): RenderFacts {
   const parsed = (nics as unknown[]).map((n, i) => {
     const nic = n as Record<string, unknown>;
     if (!nic || typeof nic.name !== 'string' || !nic.name) fail(`nics[${i}].name must be a non-empty string`);
-    if (nic.mac !== undefined && (typeof nic.mac !== 'string' || !/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/i.test(nic.mac))) fail(`nics[${i}].mac must be a MAC like aa:bb:cc:dd:ee:ff`);
-    return { name: nic.name as string, mac: ((nic.mac as string | undefined) ?? '').toLowerCase() };
+    for (const k of ['mac', 'permMac']) {
+      if (nic[k] !== undefined && (typeof nic[k] !== 'string' || !/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/i.test(nic[k]))) fail(`nics[${i}].${k} must be a MAC like aa:bb:cc:dd:ee:ff`);
+    }
+    const permMac = nic.permMac as string | undefined;
+    return { name: nic.name as string, mac: ((nic.mac as string | undefined) ?? '').toLowerCase(), ...(permMac ? { permMac: permMac.toLowerCase() } : {}) };
   });
   if (o.hasDataPartition !== undefined && typeof o.hasDataPartition !== 'boolean') fail('hasDataPartition must be true or false');
   if (o.dhcpHostname !== undefined && typeof o.dhcpHostname !== 'string') fail('dhcpHostname must be a string');

@@ -137,6 +137,9 @@ export function applyAnswers(base: HarvesterConfig, a: Answers, opts: ApplyOptio
   const clusterMode = a.mode === 'create' || a.mode === 'join';
   setOrDelete(install, 'role', a.mode === 'join' ? a.role : a.mode === 'create' ? 'default' : undefined);
   setOrDelete(os, 'password', a.password ? (opts.passwordAs ? opts.passwordAs(a.password) : a.password) : undefined);
+  // The disks are answered by path: a command-line rule that pre-selected them has done its work.
+  delete install.deviceSelector;
+  delete install.dataDiskSelector;
   setOrDelete(install, 'device', a.device);
   setOrDelete(install, 'dataDisk', a.dataDisk && a.dataDisk !== a.device ? a.dataDisk : undefined);
   setOrDelete(install, 'persistentPartitionSize', !a.dataDisk || a.dataDisk === a.device ? a.persistentSize.trim() : undefined);

@@ -6,13 +6,11 @@
 import type { Option } from '../../lib/tui/form.js';
 import type { HarvesterConfig } from '../../config/types.js';
 import { formatBytes } from '../../config/disk-sizes.js';
-import { isInstallCandidate, runPreflightChecks, type PreflightCheck } from '../preflight/index.js';
+import { isInstallCandidate, runPreflightChecks, stableNameOf, type PreflightCheck } from '../preflight/index.js';
 import type { DiskFacts, MachineFacts, NicFacts } from '../preflight/types.js';
 
-/** The name the config records for a disk: its first /dev/disk/by-id link (stable across boots), else its /dev path. */
-export function diskName(d: DiskFacts): string {
-  return d.links.find((l) => l.startsWith('/dev/disk/by-id/') && !/\/(wwn|nvme-eui)/.test(l)) ?? d.links.find((l) => l.startsWith('/dev/disk/by-id/')) ?? d.path;
-}
+/** The name the config records for a disk (preflight's stableNameOf: a by-id link, else its /dev path). */
+export const diskName = stableNameOf;
 
 /** Disks the console offers: not optical drives (they cannot take an install and only add noise). */
 export function listedDisks(facts: MachineFacts): DiskFacts[] {

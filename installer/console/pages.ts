@@ -4,6 +4,7 @@
  * for the current answers and the machine, and when it applies. The checks are in checks.ts, the
  * network probes in probes.ts; this file only lays pages out.
  */
+import type { DiskChoice } from '../preflight/disk-select.js';
 import type { FieldMessage, Item, Option } from '../../lib/tui/form.js';
 import { BOND_MODES } from '../../config/rules.js';
 import type { HarvesterConfig } from '../../config/types.js';
@@ -25,6 +26,8 @@ export interface ConsoleState {
   allowLegacyBios?: boolean;
   /** The machine checks that did not pass (the Hardware Checks page). */
   hardware: PreflightCheck[];
+  /** What the command line's disk rules (install.device_selector, data_disk_selector) chose, and why. */
+  diskChoices?: DiskChoice[];
   summary?: Summary;
 }
 
@@ -301,6 +304,15 @@ export const PAGES: PageDef[] = [
   },
 ];
 
+/** The rule, the disk it chose (or why none), and why each other disk was not taken: the operator may still pick another. */
+function diskRuleLines(choices: DiskChoice[]): string[] {
+  const lines = choices.flatMap((c) => [
+    c.path ? `The ${c.role === 'device' ? 'installation' : 'data'} disk was chosen by ${c.key} (${c.rule}): ${c.recorded ?? c.path}` : `${c.problem}: choose the disk below.`,
+    ...c.candidates.map((v) => `  ${v.taken ? '*' : '-'} ${v.path}: ${v.why}`),
+  ]);
+  return [...lines, 'A disk chosen below replaces the rule; the config records the disk by path.', ''];
+}
+
 function diskItems(s: ConsoleState): Item[] {
   const a = s.answers;
   const disks = listedDisks(s.facts);
@@ -313,6 +325,7 @@ function diskItems(s: ConsoleState): Item[] {
   if (devOpts.every((o) => o.disabled)) {
     items.push({ kind: 'static', id: 'no-usable-disk', lines: ['No disk can take the install (each says why below). Free or attach a disk, then press F5 to rescan.', ''] });
   }
+  if (s.diskChoices?.length) items.push({ kind: 'static', id: 'disk-rules', lines: diskRuleLines(s.diskChoices) });
   items.push({ kind: 'select', id: 'device', label: 'Installation disk', value: a.device ?? '', options: devOpts });
   const witness = a.mode === 'join' && a.role === 'witness';
   const dev = findListedDisk(s.facts, a.device);

@@ -3,6 +3,7 @@ import { formatBytes, MiB } from '../../config/disk-sizes.js';
 import type { InstallPlan } from './types.js';
 import { describeBootChain } from '../bootloader/image-chain.js';
 import { bootEntrySkipReason, planBootEntry } from '../bootloader/boot-entry.js';
+import { formatDiskChoice } from '../preflight/disk-select.js';
 
 function table(rows: string[][]): string[] {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
@@ -15,6 +16,7 @@ export function formatPlanText(plan: InstallPlan): string {
     `Target ${plan.device}: ${formatBytes(plan.deviceSizeBytes)}, ${plan.logicalSectorSize}-byte sectors, ${plan.table === 'gpt' ? 'GPT' : 'msdos (MBR)'}, ${plan.firmware === 'efi' ? 'UEFI' : 'legacy BIOS'} boot`,
   );
   out.push(`Mode ${plan.mode}, role ${plan.role}; active.img ${plan.systemSizeMiB} MiB`);
+  if (plan.diskChoices?.length) out.push('', 'Disks chosen by rule (* taken):', ...plan.diskChoices.flatMap((c) => formatDiskChoice(c).map((l) => `  ${l}`)));
   out.push('');
   out.push('Partitions:');
   const rows = [['#', 'start', 'size', 'label', 'fs', 'type', 'mount']];

@@ -108,6 +108,8 @@ export interface InstallPlan {
   destroys: string[];
   /** What the OS image brings (who bootstraps, its release metadata), when the source was inspected; the oem step renders with it. */
   image?: ImageFacts;
+  /** The disks the config's rules chose, with every disk and why (install.device_selector, data_disk_selector). */
+  diskChoices?: import('../preflight/disk-select.js').DiskChoice[];
   /** The boot chain the bootloader step installs (the image's or hvinstall's own), when the source was inspected. */
   bootChain?: import('../bootloader/image-chain.js').BootChainChoice;
 }

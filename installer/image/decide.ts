@@ -47,6 +47,7 @@ export function imageSizeBytes(config: HarvesterConfig, size: string | undefined
 export function oneDiskProblems(config: HarvesterConfig): string[] {
   const problems: string[] = [];
   if (config.install?.dataDisk) problems.push(`install.data_disk (${config.install.dataDisk}): an image is a single disk; leave data_disk out`);
+  if (config.install?.dataDiskSelector) problems.push('install.data_disk_selector: an image is a single disk; leave data_disk_selector out');
   if (config.install?.wipeDisksList?.length) problems.push('install.wipe_disks_list: an image is a single disk; there is nothing else to wipe');
   return problems;
 }

@@ -44,6 +44,7 @@ export function runPreflightChecks(facts: MachineFacts, opts: PreflightOptions):
     installDevice: disks.installDevice,
     dataDisk: disks.dataDisk,
     suggestedDevice: disks.suggestedDevice,
+    diskChoices: disks.diskChoices?.length ? disks.diskChoices : undefined,
     checks,
     summary: summarise(checks),
   };

@@ -186,12 +186,13 @@ function isBootMedium(d: RawDisk, partitions: PartitionFacts[], sig: Signature, 
   );
 }
 
-/** Model, serial and WWN: sysfs first, then what udev or blkid knew. */
-async function identityOf(host: Host, base: string, sig: Signature): Promise<Pick<DiskFacts, 'model' | 'serial' | 'wwn'>> {
+/** Model, vendor, serial and WWN: sysfs first, then what udev or blkid knew. */
+async function identityOf(host: Host, base: string, sig: Signature): Promise<Pick<DiskFacts, 'model' | 'vendor' | 'serial' | 'wwn'>> {
   const model = (await host.readAttr(`${base}/device/model`)) || sig.model?.replace(/_/g, ' ') || undefined;
+  const vendor = (await host.readAttr(`${base}/device/vendor`)) || sig.vendor || undefined;
   const serial = (await host.readAttr(`${base}/device/serial`)) || (await host.readAttr(`${base}/serial`)) || sig.serial || undefined;
   const wwn = (await host.readAttr(`${base}/wwid`)) || (await host.readAttr(`${base}/device/wwid`)) || sig.wwn || undefined;
-  return { model: model?.trim() || undefined, serial: serial?.trim() || undefined, wwn: wwn?.trim() || undefined };
+  return { model: model?.trim() || undefined, vendor: vendor?.trim() || undefined, serial: serial?.trim() || undefined, wwn: wwn?.trim() || undefined };
 }
 
 async function diskFacts(host: Host, d: RawDisk, a: Around): Promise<DiskFacts> {

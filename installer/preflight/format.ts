@@ -1,5 +1,6 @@
 /** Renders a preflight report as a table for people. Pure. */
 import type { PreflightReport } from './report.js';
+import { formatDiskChoice } from './disk-select.js';
 
 const MARK = { pass: 'pass', warn: 'WARN', fail: 'FAIL' } as const;
 
@@ -24,6 +25,7 @@ export function formatPreflightReport(report: PreflightReport): string {
     lines.push('', 'Findings:');
     for (const c of findings) lines.push(`  ${MARK[c.result]} ${c.id}${c.subject ? ` ${c.subject}` : ''}: ${c.message}`);
   }
+  if (report.diskChoices?.length) lines.push('', 'Disk rules (* taken):', ...report.diskChoices.flatMap((c) => formatDiskChoice(c).map((l) => `  ${l}`)));
   if (report.suggestedDevice) lines.push('', `Suggested install device: ${report.suggestedDevice}`);
   const { pass, warn, fail } = report.summary;
   lines.push('', `${pass} passed, ${warn} warnings, ${fail} failed`);

@@ -10,6 +10,7 @@
  *  - Warnings never stop an install.
  * `gateLines` words the decision once, for the log, the events and the failed-install report.
  */
+import { formatDiskChoice } from './disk-select.js';
 import type { PreflightCheck, PreflightReport } from './report.js';
 
 /** Who is there to answer: the console's operator, or nobody (automatic mode, a command line). */
@@ -119,6 +120,9 @@ function checkLine(c: PreflightCheck): string {
 /** The checks that did not pass, the decision and what would override it, one item a line. */
 export function gateLines(report: PreflightReport, gate: InstallGate): string[] {
   const lines = report.checks.filter((c) => c.result !== 'pass').map(checkLine);
+  // A disk rule says which disk it took (or why none) and why each other disk was not taken: an
+  // unattended install shows it where the operator watches (the console, the log, hvpxe's events).
+  for (const c of report.diskChoices ?? []) lines.push(...formatDiskChoice(c));
   lines.push(`decision: ${gate.message}`);
   if (gate.override) lines.push(`to go on: ${gate.override}`);
   return lines;

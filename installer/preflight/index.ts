@@ -10,6 +10,7 @@ export type { ImageBootFacts } from './checks/hardware.js';
 export { decideInstallGate, gateLines, LEGACY_BIOS_CHECK, type GateInput, type GateMode, type InstallGate } from './gate.js';
 export { judgeInstall, nodeFactsFor, gateDecision, gateEvent, gateRefusal, type GateDecision, type GateTarget, type GateVerdict } from './judge.js';
 export { suggestInstallDevice, isInstallCandidate } from './suggest.js';
+export { selectDisks, chooseDisk, formatDiskChoice, stableNameOf, unavailableBecause, type DiskChoice, type DiskSelection, type CandidateVerdict } from './disk-select.js';
 export { formatPreflightReport } from './format.js';
 export { probeNtpServers, probeNtpServer, type NtpProbe } from './ntp.js';
 export { PROFILES, type CheckResult, type PreflightCheck, type PreflightReport, type Profile } from './report.js';

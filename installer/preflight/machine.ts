@@ -137,9 +137,38 @@ async function gatherIpv4(host: Host): Promise<Map<string, string[]>> {
   return out;
 }
 
+/** `ip -j link`'s permaddr per interface (the driver's permanent address, printed where it differs): live only. */
+async function gatherPermaddr(host: Host): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  if (host.sysroot !== '/') return out;
+  const r = await run('ip', ['-j', 'link', 'show'], { allowFailure: true, timeoutMs: 10_000 }).catch(() => undefined);
+  if (!r || r.exitCode !== 0) return out;
+  try {
+    for (const e of JSON.parse(r.stdout) as Array<{ ifname?: string; permaddr?: string }>) if (e.ifname && e.permaddr) out.set(e.ifname, e.permaddr.toLowerCase());
+  } catch {
+    // unreadable output: the sysfs sources still apply
+  }
+  return out;
+}
+
+// addr_assign_type (include/uapi/linux/netdevice.h): 0 NET_ADDR_PERM; 1 random, 2 stolen, 3 set.
+const NET_ADDR_PERM = 0;
+
+/** The permanent address of a NIC (NicFacts.permMac says which source wins and why). */
+export async function permanentMac(host: Host, name: string, address: string | undefined, permaddr: Map<string, string>): Promise<string | undefined> {
+  const base = `/sys/class/net/${name}`;
+  const bondMember = (await host.readAttr(`${base}/bonding_slave/perm_hwaddr`))?.toLowerCase();
+  if (bondMember) return bondMember;
+  const fromDriver = permaddr.get(name);
+  if (fromDriver) return fromDriver;
+  const assigned = await host.readInt(`${base}/addr_assign_type`);
+  return address && (assigned === undefined || assigned === NET_ADDR_PERM) ? address.toLowerCase() : undefined;
+}
+
 export async function gatherNics(host: Host): Promise<NicFacts[]> {
   const nics: NicFacts[] = [];
   const ipv4 = await gatherIpv4(host);
+  const permaddr = await gatherPermaddr(host);
   for (const name of await host.list('/sys/class/net')) {
     const base = `/sys/class/net/${name}`;
     // bonding_masters is a file in /sys/class/net, not an interface.
@@ -149,9 +178,13 @@ export async function gatherNics(host: Host): Promise<NicFacts[]> {
     const type = await host.readInt(`${base}/type`);
     const speed = await host.readInt(`${base}/speed`);
     const carrier = await host.readAttr(`${base}/carrier`);
+    const mac = (await host.readAttr(`${base}/address`)) || undefined;
+    const loopback = name === 'lo' || type === 772;
+    const permMac = loopback ? undefined : await permanentMac(host, name, mac, permaddr);
     nics.push({
       name,
-      mac: (await host.readAttr(`${base}/address`)) || undefined,
+      mac,
+      ...(permMac ? { permMac } : {}),
       driver: driverLink ? path.posix.basename(driverLink) : undefined,
       operState: await host.readAttr(`${base}/operstate`),
       // Reading carrier or speed of a down interface fails (EINVAL): unknown, not false.
@@ -159,7 +192,7 @@ export async function gatherNics(host: Host): Promise<NicFacts[]> {
       speedMbps: speed !== undefined && speed > 0 ? speed : undefined,
       mtu: await host.readInt(`${base}/mtu`),
       virtual: link.includes('/devices/virtual/'),
-      loopback: name === 'lo' || type === 772,
+      loopback,
       ...(ipv4.has(name) ? { ipv4: ipv4.get(name) } : {}),
     });
   }

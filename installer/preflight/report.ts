@@ -34,6 +34,8 @@ export interface PreflightReport {
   dataDisk?: string;
   /** Without a config: the disk preflight would install onto. */
   suggestedDevice?: string;
+  /** What the config's disk selectors chose, with every disk and why (installer/preflight/disk-select.ts). */
+  diskChoices?: import('./disk-select.js').DiskChoice[];
   checks: PreflightCheck[];
   summary: { pass: number; warn: number; fail: number };
 }

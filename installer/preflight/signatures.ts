@@ -19,6 +19,7 @@ export interface Signature {
   serial?: string;
   wwn?: string;
   model?: string;
+  vendor?: string;
   bus?: string;
 }
 
@@ -66,6 +67,7 @@ export function parseUdevDb(text: string): Signature {
   set('serial', 'ID_SERIAL_SHORT');
   set('wwn', 'ID_WWN');
   set('model', 'ID_MODEL');
+  set('vendor', 'ID_VENDOR');
   set('bus', 'ID_BUS');
   return sig;
 }
@@ -129,6 +131,7 @@ export async function readSignatures(
       serial: fromUdev.serial,
       wwn: fromUdev.wwn,
       model: fromUdev.model,
+      vendor: fromUdev.vendor,
       bus: fromUdev.bus,
     });
   }

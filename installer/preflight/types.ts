@@ -35,6 +35,8 @@ export interface DiskFacts {
   removable: boolean;
   readOnly: boolean;
   model?: string;
+  /** As the kernel reports it (SATA disks behind libata say `ATA`); NVMe namespaces have none. */
+  vendor?: string;
   serial?: string;
   wwn?: string;
   nvme?: { controller?: string; namespaceId?: number; firmware?: string };
@@ -54,6 +56,14 @@ export interface DiskFacts {
 export interface NicFacts {
   name: string;
   mac?: string;
+  /**
+   * The NIC's own, permanent address, which names it at every boot (docs/render.md "NIC names pinned at install"):
+   * a bond member's `bonding_slave/perm_hwaddr` (its `address` is the bond's, shared by every
+   * member), else the driver's permanent address (`ip -j link` permaddr, printed only where it
+   * differs), else `address` when the kernel says it is permanent (`addr_assign_type` 0, or not
+   * readable). Absent when the address is random or assigned and no permanent one is known.
+   */
+  permMac?: string;
   driver?: string;
   operState?: string;
   carrier?: boolean;

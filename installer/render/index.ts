@@ -14,6 +14,7 @@ import { HARVESTER_INSTALLER_PATH, missingTemplates } from './harvester-template
 import { renderKubeVipManifest, KUBE_VIP_MANIFEST_PATH } from '../../node/kube-vip.js';
 import { defaultHasDataPartition } from '../../node/layout.js';
 import { NM_CONNECTIONS_DIR, renderNetworkManagerProfiles } from './network.js';
+import { nicPins, withNicPins } from './nic-names.js';
 import { RANCHERD_CONFIG_DIR, RANCHERD_CONFIG_PATH, renderRancherdConfig } from './rancherd.js';
 import { renderRegistriesFile } from '../../node/registries.js';
 import { resolveBootstrapVersions, type BootstrapVersions } from './release.js';
@@ -152,7 +153,10 @@ export function renderNode(config: HarvesterConfig, facts: RenderFacts, seeds?: 
   const yip = renderYip({ config, hostname: hostname.name, hasDataPartition, passwordSalt: used.passwordSalt, warnings, bootFiles: yipFiles.map((f) => ({ path: f.path, mode: f.mode, content: String(f.content) })) });
   // Always 0600: besides the password hash it may carry proxy credentials, the user's write_files and rancherd's token.
   add(YIP_PATH, yip, 0o600, true);
-  const kargs = thirdPartyKernelArgs(config);
+  // A node without a management network (mode install) has no interface to pin.
+  const pinning = clusterNode ? nicPins(config, facts) : { pins: [], warnings: [] };
+  warnings.push(...pinning.warnings);
+  const kargs = withNicPins(thirdPartyKernelArgs(config), pinning.pins);
   add('/oem/grubenv', renderGrubenv(kargs ? { third_party_kernel_args: kargs } : {}), 0o644, false);
   add('/oem/grubcustom', '', 0o644, false);
   // The persisted copies carry the passwords' hashes, never the clear text, and the hostname the node got
@@ -184,7 +188,7 @@ export function renderNode(config: HarvesterConfig, facts: RenderFacts, seeds?: 
   for (let i = 1; i < files.length; i++) {
     if (files[i]!.path === files[i - 1]!.path) throw new HvError(`two rendered files share the path ${files[i]!.path}`, { where: 'installer/render', exitCode: ExitCode.installFailed });
   }
-  return { files, seeds: used, hostname, warnings, yipFiles, bootstrap: { bootstrapper: image.bootstrapper, why: image.why, ...(versions ? { versions } : {}) } };
+  return { files, seeds: used, hostname, warnings, yipFiles, bootstrap: { bootstrapper: image.bootstrapper, why: image.why, ...(versions ? { versions } : {}) }, nicPins: pinning.pins };
 }
 
 /** The public contract: the node's file set, sorted by path. */

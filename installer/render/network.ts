@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import type { HarvesterConfig, ManagementInterface } from '../../config/types.js';
 import { ExitCode, HvError } from '../../lib/errors.js';
-import type { RenderFacts } from './types.js';
+import type { RenderFacts, RenderNic } from './types.js';
 import { BRIDGE_INTERFACE, managementVlan } from '../../node/management-interface.js';
 
 export { BRIDGE_INTERFACE, managementInterfaceName, managementVlan } from '../../node/management-interface.js';
@@ -61,7 +61,21 @@ export interface ResolvedSlave {
   mac?: string;
 }
 
-/** Fills in the name from the MAC (or the MAC from the name) using the machine's NICs, as Harvester does. */
+/** A NIC's permanent MAC, when known (RenderNic.permMac): what NetworkManager's mac-address and a pinned name match. */
+export function permanentMacOf(nic: RenderNic): string | undefined {
+  return (nic.permMac === undefined ? nic.mac : nic.permMac) || undefined;
+}
+
+/** A NIC has an address when either its current or its permanent one is it (a bond member's current one is the bond's). */
+function hasAddress(nic: RenderNic, mac: string): boolean {
+  return nic.mac.toLowerCase() === mac || permanentMacOf(nic) === mac;
+}
+
+/**
+ * Fills in the name from the MAC (or the MAC from the name) using the machine's NICs, as Harvester
+ * does; the MAC recorded is the permanent one where known, which is what NetworkManager's
+ * mac-address matches (nm-settings(5)), so two bond members never share one.
+ */
 export function resolveSlaves(mi: ManagementInterface, facts: RenderFacts): ResolvedSlave[] {
   const nics = facts.nics ?? [];
   const out: ResolvedSlave[] = [];
@@ -77,15 +91,15 @@ export function resolveSlaves(mi: ManagementInterface, facts: RenderFacts): Reso
     if (name) {
       const nic = nics.find((n) => n.name === name);
       if (!nic) throw new HvError(`no interface matching name ${name} found`, { where, hint: `this machine has: ${nics.map((n) => n.name).join(', ')}`, exitCode: ExitCode.checkFailed });
-      if (mac && nic.mac && nic.mac.toLowerCase() !== mac) {
-        throw new HvError(`interface ${name} has hardware address ${nic.mac}, not ${mac}`, { where, hint: 'give the name or the hwAddr, or make them agree', exitCode: ExitCode.checkFailed });
+      if (mac && nic.mac && !hasAddress(nic, mac)) {
+        throw new HvError(`interface ${name} has hardware address ${permanentMacOf(nic) ?? nic.mac}, not ${mac}`, { where, hint: 'give the name or the hwAddr, or make them agree', exitCode: ExitCode.checkFailed });
       }
-      out.push({ name, mac: mac ?? (nic.mac ? nic.mac.toLowerCase() : undefined) });
+      out.push({ name, mac: permanentMacOf(nic) ?? mac });
       return;
     }
-    const nic = nics.find((n) => n.mac.toLowerCase() === mac);
-    if (!nic) throw new HvError(`no interface matching hardware address ${mac} found`, { where, hint: `this machine has: ${nics.map((n) => `${n.name} ${n.mac}`).join(', ')}`, exitCode: ExitCode.checkFailed });
-    out.push({ name: nic.name, mac });
+    const nic = nics.find((n) => permanentMacOf(n) === mac) ?? nics.find((n) => hasAddress(n, mac!));
+    if (!nic) throw new HvError(`no interface matching hardware address ${mac} found`, { where, hint: `this machine has: ${nics.map((n) => `${n.name} ${permanentMacOf(n) ?? n.mac}`).join(', ')}`, exitCode: ExitCode.checkFailed });
+    out.push({ name: nic.name, mac: permanentMacOf(nic) ?? mac });
   });
   if (out.length === 0) {
     throw new HvError('no interface specified for management network', { where: 'install.management_interface.interfaces', exitCode: ExitCode.checkFailed });

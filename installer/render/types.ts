@@ -26,6 +26,12 @@ export interface RenderNic {
   name: string;
   /** Lowercase colon-separated MAC; empty when unknown. */
   mac: string;
+  /**
+   * Its permanent MAC (lowercase), which pins its name on the installed node (nic-names.ts); a bond
+   * member's own, not the bond's. Absent: the same as `mac`. Empty: not known (a random or assigned
+   * address), so the name cannot be pinned.
+   */
+  permMac?: string;
 }
 
 /** The few machine facts rendering needs; everything else comes from the config. */
@@ -98,4 +104,6 @@ export interface RenderReport {
   yipFiles: RenderedFile[];
   /** Who bootstraps the node, and the versions rancherd gets (when it does). */
   bootstrap: { bootstrapper: Bootstrapper; why: string; versions?: BootstrapVersions };
+  /** The management NICs' names pinned by permanent MAC in /oem/grubenv (nic-names.ts). */
+  nicPins: Array<{ name: string; mac: string }>;
 }

@@ -166,7 +166,7 @@ function renderFor(config: HarvesterConfig, facts: MachineFacts, plan: InstallPl
     config,
     {
       cpuCount: facts.cpu.threads || facts.cpu.cores,
-      nics: facts.nics.filter((n) => !n.loopback).map((n) => ({ name: n.name, mac: (n.mac ?? '').toLowerCase() })),
+      nics: facts.nics.filter((n) => !n.loopback).map((n) => ({ name: n.name, mac: (n.mac ?? '').toLowerCase(), permMac: n.permMac ?? '' })),
       hasDataPartition,
       ...managementAddressOf(config, facts),
       arch: machineArch(),
@@ -185,7 +185,9 @@ export function withRenderedFileList(config: HarvesterConfig, facts: MachineFact
   const withImage: InstallPlan = image ? { ...planned, image, notes: [...planned.notes, `bootstrap: ${image.why}`] } : planned;
   const report = renderFor(config, facts, withImage);
   // The renderer's warnings (an addon left out, a setting ignored) belong where the operator reads the plan.
-  const plan: InstallPlan = report.warnings.length ? { ...withImage, notes: [...withImage.notes, ...report.warnings.map((w) => `render: ${w}`)] } : withImage;
+  const pins = report.nicPins.length ? [`NIC names pinned at boot by permanent MAC (ifname= in /oem/grubenv): ${report.nicPins.map((p) => `${p.name} ${p.mac}`).join(', ')}`] : [];
+  const notes = [...pins, ...report.warnings.map((w) => `render: ${w}`)];
+  const plan: InstallPlan = notes.length ? { ...withImage, notes: [...withImage.notes, ...notes] } : withImage;
   const files: PlannedFile[] = report.files.map((f) => {
     const where = placeNodePath(f.path, plan.persistentStatePaths);
     return {

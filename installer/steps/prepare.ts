@@ -6,10 +6,10 @@ import { Redactor } from '../../lib/redact.js';
 import { configSecrets, loadConfig } from '../../config/index.js';
 import type { HarvesterConfig } from '../../config/types.js';
 import type { OsSource } from '../disk/contracts.js';
-import { planInstall } from '../disk/plan.js';
+import { findDisk, planInstall } from '../disk/plan.js';
 import type { InstallPlan } from '../disk/types.js';
 import type { MachineFacts } from '../preflight/types.js';
-import { gatherMachineFacts } from '../preflight/index.js';
+import { formatDiskChoice, gatherMachineFacts, selectDisks, type DiskSelection } from '../preflight/index.js';
 import { resolveSource, sourceSizeBytes } from './source.js';
 import { withRenderedFileList } from './content-steps.js';
 import { agentForImage, withAgentPlan, type AgentSource } from './agent-source.js';
@@ -82,14 +82,34 @@ export async function gatherFacts(factsFile?: string): Promise<MachineFacts> {
   return gatherMachineFacts(new Host('/'));
 }
 
+/**
+ * The config's disk rules resolved on this machine: the config names the chosen disks by path (as
+ * /oem/harvester.config records them). A rule that chooses nothing refuses with every disk and why.
+ */
+export function resolveDiskRules(config: HarvesterConfig, facts: MachineFacts): DiskSelection {
+  const selection = selectDisks(config, facts, (name) => findDisk(facts, name));
+  const refused = selection.choices.filter((c) => !c.path);
+  if (refused.length) {
+    throw new HvError(`no disk was chosen, and none was touched:\n${refused.flatMap(formatDiskChoice).map((l) => `  ${l}`).join('\n')}`, {
+      where: refused.map((c) => c.key).join(', '),
+      hint: 'change the rule (a tie_break picks one of several matches) or name the disk by path',
+      exitCode: ExitCode.checkFailed,
+    });
+  }
+  return selection;
+}
+
 export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
   const loaded = opts.loaded ?? (await loadInstallConfig(opts.configPath));
   const warnings = loaded.warnings;
+  const given = loaded.config.install;
   // A device given only on the command line is recorded in the config, as the node will read it.
-  const config: HarvesterConfig = loaded.config.install?.device || !opts.device ? loaded.config : { ...loaded.config, install: { ...loaded.config.install, device: opts.device } };
-  const redactor = new Redactor().add(...configSecrets(config));
+  const named: HarvesterConfig = given?.device || given?.deviceSelector || !opts.device ? loaded.config : { ...loaded.config, install: { ...given, device: opts.device } };
+  const redactor = new Redactor().add(...configSecrets(named));
   const source = opts.source || opts.requireSource ? await resolveSource(opts.source) : undefined;
   const facts = await gatherFacts(opts.factsFile);
+  const selection = resolveDiskRules(named, facts);
+  const config = selection.config;
   // Read before any disk is touched: an image with rancherd but no versions fails the render here.
   const image = source ? await imageFactsOf(source, { isoRelease: opts.isoRelease }) : undefined;
   const rendered = withRenderedFileList(
@@ -104,6 +124,7 @@ export async function prepareInstall(opts: PrepareOptions): Promise<Prepared> {
   );
   const agent = opts.agent && source ? await agentForImage(opts.agent, source, rendered.persistentStatePaths) : opts.agent;
   const plan = agent ? withAgentPlan(rendered, agent, !!source) : rendered;
+  if (selection.choices.length) plan.diskChoices = selection.choices;
   // Also before any disk is touched: an incomplete chain or a grub.cfg that does not parse refuses here.
   if (source) plan.bootChain = await inspectBootChain(source, plan.firmware);
   return { config, warnings, facts, plan, source, redactor, agent, nodeFacts: opts.nodeFacts };

@@ -36,6 +36,8 @@ export const ANNOTATIONS = [
   ['x-severity', 'string'],
   // Findings of this node only in this install.mode (Harvester checks it only there).
   ['x-only-in-mode', 'string'],
+  // hvinstall, beyond Harvester's struct: /oem/harvester.config carries it only when set.
+  ['x-hvinstall', 'boolean'],
 ];
 
 export function createAjv() {
@@ -64,7 +66,8 @@ function resolveRef(schema, node) {
 
 /**
  * Field tree: {k: kind, f?: {name: node} (ordered), i?: item node, v?: value node, s?: secret,
- * g?: {name: yaml.v3 key} where that key is not the name lowercased, z?: written as null when unset}.
+ * g?: {name: yaml.v3 key} where that key is not the name lowercased, z?: written as null when unset,
+ * h?: not in Harvester's struct, written only when set}.
  */
 function fieldNode(schema, raw, seen = new Map()) {
   const node = resolveRef(schema, raw);
@@ -72,6 +75,7 @@ function fieldNode(schema, raw, seen = new Map()) {
   const out = {};
   if (node['x-secret']) out.s = 1;
   if (raw['x-go-pointer']) out.z = 1;
+  if (node['x-hvinstall']) out.h = 1;
   if (node['x-kind'] === 'multipath') {
     out.k = 'multipath';
     out.i = fieldNode(schema, node.then.items, seen);
@@ -220,8 +224,8 @@ export default async function generate() {
     header +
       "export type FieldKind = 'string' | 'bool' | 'int' | 'stringList' | 'stringMap' | 'stringListMap' | 'struct' | 'structList' | 'structMap' | 'multipath';\n" +
       '/**\n * k: kind; f: fields of a struct (Go struct order); i: item of a list; v: value of a map; o: object form of a union; s: secret;\n' +
-      ' * g: the yaml.v3 key (Go field name lowercased) of the fields where it is not the json tag lowercased; z: a Go pointer (unset is null).\n */\n' +
-      'export interface FieldNode {\n  k: FieldKind;\n  f?: Record<string, FieldNode>;\n  i?: FieldNode;\n  v?: FieldNode;\n  o?: FieldNode;\n  s?: 1;\n  g?: Record<string, string>;\n  z?: 1;\n}\n' +
+      ' * g: the yaml.v3 key (Go field name lowercased) of the fields where it is not the json tag lowercased; z: a Go pointer (unset is null);\n * h: hvinstall\'s, not in Harvester\'s struct (written only when set).\n */\n' +
+      'export interface FieldNode {\n  k: FieldKind;\n  f?: Record<string, FieldNode>;\n  i?: FieldNode;\n  v?: FieldNode;\n  o?: FieldNode;\n  s?: 1;\n  g?: Record<string, string>;\n  z?: 1;\n  h?: 1;\n}\n' +
       'export declare const fieldTree: FieldNode;\n',
   );
 

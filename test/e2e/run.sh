@@ -144,7 +144,8 @@ write_config() { # file device
   sed "s#@DEVICE@#$2#" "$REPO/test/e2e/install-node.yaml" > "$OUT/www/$1"
 }
 write_config node-1.yaml /dev/nvme0n1
-write_config node-install.yaml /dev/nvme0n1
+# The install stage names its disk by a rule (install.device_selector, docs/config.md), not a path.
+sed "s#^  device: @DEVICE@#  device_selector: {transport: nvme, min_size: 250GB}#" "$REPO/test/e2e/install-node.yaml" > "$OUT/www/node-install.yaml"
 write_config node-missing-disk.yaml /dev/nvme9n1
 
 # end_guest_failed WHY: for run_qemu's loop (its pid, log and name): ends the guest, shows the

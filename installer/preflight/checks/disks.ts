@@ -5,6 +5,7 @@ import type { PreflightCheck, Profile } from '../report.js';
 import { locateDevice, type LocatedDevice } from '../resolve.js';
 import { isInstallCandidate, suggestInstallDevice } from '../suggest.js';
 import { DISK_MESSAGES, installDiskMinGiB, DATA_DISK_MIN_GIB, wholeGiB } from '../../../config/disk-sizes.js';
+import { selectDisks, type DiskChoice } from '../disk-select.js';
 
 export interface DiskCheckInput {
   facts: MachineFacts;
@@ -16,6 +17,8 @@ export interface DiskCheckInput {
 
 export interface DiskCheckOutput {
   checks: PreflightCheck[];
+  /** What the config's disk selectors chose, and why (empty without selectors). */
+  diskChoices?: DiskChoice[];
   installDevice?: string;
   dataDisk?: string;
   suggestedDevice?: string;
@@ -303,12 +306,31 @@ function checkMultipath(facts: MachineFacts, out: PreflightCheck[]): void {
   }
 }
 
-/** The install disk's rows, then the data disk's, then what concerns the other disks. */
-export function checkDisks(input: DiskCheckInput): DiskCheckOutput {
-  const out: PreflightCheck[] = [];
+/** A selector's row: the disk it chose, or the refusal with every disk and why. */
+function selectorCheck(c: DiskChoice): PreflightCheck {
+  const matching = c.candidates.filter((v) => v.taken || v.why.startsWith('matches')).length;
+  return {
+    id: `${c.role === 'device' ? 'device' : 'data-disk'}.selector`,
+    title: `${c.role === 'device' ? 'install' : 'data'} disk chosen by rule`,
+    subject: c.path,
+    result: c.path ? 'pass' : 'fail',
+    measured: `${matching} of ${c.candidates.length} disks match`,
+    threshold: c.rule,
+    message: c.path ? `${c.key} chose ${c.path}${c.recorded && c.recorded !== c.path ? ` (${c.recorded})` : ''}.` : `${c.problem}.`,
+    whatToDo: c.path ? '' : `Change the rule (a tie_break picks one of several), or name the disk with ${c.role === 'device' ? 'install.device' : 'install.data_disk'}.`,
+    skippable: false,
+  };
+}
+
+/** The selectors' rows, the install disk's, then the data disk's, then what concerns the other disks. */
+export function checkDisks(given: DiskCheckInput): DiskCheckOutput {
+  const selection = selectDisks(given.config, given.facts, (n) => locate(given, n)?.disk);
+  const input: DiskCheckInput = given.config ? { ...given, config: selection.config } : given;
+  const out: PreflightCheck[] = selection.choices.map(selectorCheck);
+  const refused = new Set(selection.choices.filter((c) => !c.path).map((c) => c.role));
   const install = input.config?.install;
   const witness = install?.role === 'witness';
-  const { device, suggested } = input.config ? configuredDevice(input, out) : suggestedDevice(input, out);
+  const { device, suggested } = refused.has('device') ? {} : input.config ? configuredDevice(input, out) : suggestedDevice(input, out);
   const dat: PreflightCheck[] = [];
   const { data, separateData } = dataDisk(input, device, dat);
   if (device) {
@@ -325,7 +347,7 @@ export function checkDisks(input: DiskCheckInput): DiskCheckOutput {
   out.push(...dat);
   checkStaleLabels(input, new Set([device?.path, data?.path].filter((p): p is string => !!p)), out);
   checkMultipath(input.facts, out);
-  return { checks: out, installDevice: device?.path, dataDisk: data?.path, suggestedDevice: suggested?.path };
+  return { checks: out, diskChoices: selection.choices, installDevice: device?.path, dataDisk: data?.path, suggestedDevice: suggested?.path };
 }
 
 /** install.device as the config names it (an empty one is Harvester's "no device specified", with a suggestion). */

@@ -154,7 +154,10 @@ describe('grubenv is a GRUB environment block', () => {
     writeFileSync(file, f.content);
     const listed = execFileSync('grub-editenv', [file, 'list'], { encoding: 'utf8' });
     const multipathOn = c.config.os?.externalStorageConfig?.enabled === true;
-    const want = [multipathOn ? '' : 'multipath=off', c.config.os?.additionalKernelArguments ?? ''].filter(Boolean).join(' ');
+    // Create and join nodes pin each management NIC's name by its MAC (docs/render.md).
+    const nics = c.config.install?.mode === 'install' ? [] : (c.config.install?.managementInterface?.interfaces ?? []).map((i) => c.facts.nics.find((n) => n.name === i.name || n.mac === i.hwAddr?.toLowerCase())!);
+    const pins = nics.map((n) => `ifname=${n.name}:${n.mac}`).join(' ');
+    const want = [multipathOn ? '' : 'multipath=off', c.config.os?.additionalKernelArguments ?? '', pins].filter(Boolean).join(' ');
     expect(listed).toBe(want ? `third_party_kernel_args=${want}\n` : '');
     // grub-editenv writing the same variable produces the same bytes we rendered.
     const mine = path.join(dir, `${c.name}.editenv`);

@@ -35,6 +35,7 @@ describe('hvinstall image decisions', () => {
       'install.wipe_disks_list: an image is a single disk; there is nothing else to wipe',
     ]);
     expect(oneDiskProblems({ install: { wipeDisksList: [] } } as never)).toEqual([]);
+    expect(oneDiskProblems({ install: { dataDiskSelector: { transport: 'sata' } } } as never)).toEqual(['install.data_disk_selector: an image is a single disk; leave data_disk_selector out']);
   });
 
   it('scratch files live hidden beside --out; qemu-img writes raw sparse', () => {

@@ -50,8 +50,8 @@ describe('gatherMachineFacts on fixture sysroots', () => {
   it('production NVMe server: NICs with MAC, driver, state, speed; loopback marked', async () => {
     const f = await fixtureFacts('prod-nvme');
     expect(f.nics).toEqual([
-      { name: 'ens1f0np0', mac: 'b8:ce:f6:10:00:01', driver: 'mlx5_core', operState: 'up', carrier: true, speedMbps: 25000, mtu: 1500, virtual: false, loopback: false },
-      { name: 'ens1f1np1', mac: 'b8:ce:f6:10:00:02', driver: 'mlx5_core', operState: 'up', carrier: true, speedMbps: 25000, mtu: 1500, virtual: false, loopback: false },
+      { name: 'ens1f0np0', mac: 'b8:ce:f6:10:00:01', permMac: 'b8:ce:f6:10:00:01', driver: 'mlx5_core', operState: 'up', carrier: true, speedMbps: 25000, mtu: 1500, virtual: false, loopback: false },
+      { name: 'ens1f1np1', mac: 'b8:ce:f6:10:00:02', permMac: 'b8:ce:f6:10:00:02', driver: 'mlx5_core', operState: 'up', carrier: true, speedMbps: 25000, mtu: 1500, virtual: false, loopback: false },
       { name: 'lo', mac: '00:00:00:00:00:00', driver: undefined, operState: 'unknown', carrier: true, speedMbps: undefined, mtu: 65536, virtual: true, loopback: true },
     ]);
   });

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { FIXTURES } from './helpers.js';
 
-const NAMES = ['prod-nvme', 'lab-vm', 'legacy-bios', 'usb-boot', '4kn', 'old-install'];
+const NAMES = ['prod-nvme', 'lab-vm', 'legacy-bios', 'usb-boot', '4kn', 'old-install', 'raid-rack'];
 
 async function snapshot(dir: string, rel = ''): Promise<Record<string, string>> {
   const out: Record<string, string> = {};

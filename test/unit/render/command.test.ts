@@ -81,10 +81,16 @@ describe('hvinstall render', () => {
   it.each([
     [{ nics: [] }, 'cpuCount must be a positive integer'],
     [{ cpuCount: 4, nics: [{ name: 'eno1', mac: 'nope' }] }, 'nics[0].mac must be a MAC'],
+    [{ cpuCount: 4, nics: [{ name: 'eno1', mac: '52:54:00:00:00:01', permMac: 'eno1' }] }, 'nics[0].permMac must be a MAC'],
     [{ cpuCount: 4, nic: [] }, 'unknown key "nic"'],
     [{ cpuCount: 4, hasDataPartition: 'yes' }, 'hasDataPartition must be true or false'],
   ])('rejects facts %j', (facts, message) => {
     expect(() => parseFacts(facts, 'facts.json')).toThrow(message);
+  });
+
+  it('a bond member\'s permanent MAC (permMac) is read, lowercased, beside its current one', () => {
+    const f = parseFacts({ cpuCount: 4, nics: [{ name: 'eno1', mac: '0C:42:A1:00:00:01', permMac: '0C:42:A1:00:00:02' }, { name: 'eno2', mac: '0c:42:a1:00:00:01' }] }, 'facts.json');
+    expect(f.nics).toEqual([{ name: 'eno1', mac: '0c:42:a1:00:00:01', permMac: '0c:42:a1:00:00:02' }, { name: 'eno2', mac: '0c:42:a1:00:00:01' }]);
   });
 
   it('an invalid config (bad mask) exits 1 with the finding and writes nothing', async () => {
