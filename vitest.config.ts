@@ -1,9 +1,14 @@
 import { defineConfig } from 'vitest/config';
 
-// Unit tests need no root and run in parallel; integration tests drive real
-// block devices and daemons, so they get longer timeouts and fewer workers.
+// Unit tests need no root; integration tests drive real block devices and daemons, so they get
+// longer timeouts. Worker counts are root options in vitest 3: a project's poolOptions are ignored,
+// and the default (one worker less than the CPUs) ran every file one after another on a 2-core
+// machine. Integration files spend most of their time waiting on disks, daemons and guests, so
+// four run side by side (docs/testing.md, "How long the tests take"); no two share a loop
+// device, a port or a network namespace.
 export default defineConfig({
   test: {
+    poolOptions: { forks: { maxForks: 4, minForks: 1 } },
     projects: [
       {
         test: {
@@ -19,7 +24,6 @@ export default defineConfig({
           testTimeout: 180_000,
           hookTimeout: 120_000,
           pool: 'forks',
-          poolOptions: { forks: { maxForks: 2, minForks: 1 } },
         },
       },
     ],
