@@ -5,7 +5,8 @@ import { defineConfig } from 'vitest/config';
 // and the default (one worker less than the CPUs) ran every file one after another on a 2-core
 // machine. Integration files spend most of their time waiting on disks, daemons and guests, so
 // four run side by side (docs/testing.md, "How long the tests take"); no two share a loop
-// device, a port or a network namespace.
+// device, a port or a network namespace. `make test` gives the CPU-bound unit files one worker per
+// CPU instead (VITEST_MAX_FORKS overrides this count).
 export default defineConfig({
   test: {
     poolOptions: { forks: { maxForks: 4, minForks: 1 } },
