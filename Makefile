@@ -25,7 +25,7 @@ typecheck: generate
 	@$(TSC) -p tsconfig.test.json
 
 # Unit files are CPU-bound: one worker per CPU. Integration files mostly wait on disks, daemons and
-# guests: vitest.config.ts runs four at a time.
+# guests: vitest.config.ts runs three at a time.
 test: build typecheck
 	@VITEST_MAX_FORKS=$$(nproc) $(VITEST) run --project unit
 	@if [ "$$(id -u)" = 0 ]; then $(VITEST) run --project integration; \
