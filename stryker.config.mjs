@@ -46,11 +46,12 @@ const SCOPES = {
   'redact-safe-path': ['lib/redact.ts', 'pxe/safe-path.ts'],
   // hvpxe's decision modules (docs/testing.md, "the pxe scope"): who gets a config and when (boot
   // credentials, TPM attestation), what a network boot gets (the history's holds), what is kept of
-  // an event, fleet conflicts, TFTP's limits, who a machine is. Their effects (the HTTP and TFTP
-  // servers, the history file) are the integration tests'.
+  // an event, fleet conflicts, TFTP's limits, who a machine is, which server may serve an install.
+  // Their effects (the HTTP and TFTP servers, the history file) are the integration tests'.
   pxe: [
     'pxe/credentials.ts',
     'pxe/event-body.ts',
+    'pxe/event-history.ts',
     'pxe/boot-decision.ts',
     'pxe/history-document.ts',
     'pxe/fleet-conflicts.ts',
@@ -59,6 +60,12 @@ const SCOPES = {
     'pxe/admin.ts:44-70', // authorised, healthReport
     'pxe/profiles.ts:114-135', // normaliseMac, normaliseUuid, macHex, defaultMachineName
     'pxe/profiles.ts:227-320', // buildCatalog, matchMachine, machineByName, requestIdentifies
+    // A fleet of servers on one store (docs/fleet.md): one install per arm, the orphaned install,
+    // the compare-and-swap transaction and the keys, the origin cache's bound.
+    'pxe/install-claim.ts',
+    'pxe/etcd-layout.ts',
+    'pxe/etcd-client.ts:90-94', // prefixEnd
+    'pxe/artifact-origin.ts:40-49', // evictionsFor
   ],
 };
 const scope = process.env.HV_MUTATION_SCOPE ?? 'redact-safe-path';

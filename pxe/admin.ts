@@ -15,6 +15,7 @@ import { JSON_TYPE, type RequestContext, type Route } from './http.js';
 import type { MachineActivity } from './history-document.js';
 import type { ServeContext } from './serve-context.js';
 import type { ServerHealth } from './metrics.js';
+import type { StoreHealth } from './store.js';
 
 export const ADMIN_TOKEN_FILE = 'admin-token';
 export const DEFAULT_ADMIN_LISTEN = '127.0.0.1:8081';
@@ -56,7 +57,7 @@ export interface HealthReport {
 }
 
 export interface AdminSources {
-  health: () => ServerHealth & { lastReloadError?: string; historyFailingSince?: string; historyLastError?: string; historyFile?: string; lostAt?: string; lostKeptAs?: string };
+  health: () => ServerHealth & { lastReloadError?: string; historyFailingSince?: string; historyLastError?: string; historyFile?: string; lostAt?: string; lostKeptAs?: string; store?: StoreHealth };
   reloads: () => number;
 }
 
@@ -64,6 +65,7 @@ export function healthReport(h: ReturnType<AdminSources['health']>, held: number
   const problems: string[] = [];
   if (h.reloadRefused) problems.push(`the last reload of profiles.yaml was refused (still serving the previous profiles): ${h.lastReloadError}`);
   if (h.historyWritable === false) problems.push(`the machine history ${h.historyFile} cannot be written since ${h.historyFailingSince} (${h.historyLastError}); retrying, and no config is served until it can`);
+  if (h.store?.kind === 'etcd' && !h.store.writable) problems.push(`the machine store (${h.store.where}) cannot be read and written since ${h.store.failingSince} (${h.store.lastError}): no install script and no config is served until it can; known machines boot their disk; artifacts are still served`);
   if (h.historyLost) problems.push(`the machine history was lost at ${h.lostAt} (kept as ${h.lostKeptAs}): every machine boots its disk until \`hvpxe rearm\``);
   if (held > 0) problems.push(`${held} machine${held === 1 ? '' : 's'} held on local boot because hvpxe cannot tell whether ${held === 1 ? 'it' : 'they'} finished installing (\`hvpxe machines\`; \`hvpxe rearm\` installs)`);
   return { status: problems.length ? 'degraded' : 'ok', problems };
@@ -80,7 +82,7 @@ export function adminRoutes(ctx: ServeContext, src: AdminSources): Route[] {
     await ctx.book.applyRearms();
     const list = ctx.book.all(c.state.catalog).map((a) => ({ ...shown(a), boot: ctx.book.nextBoot(a, c.state.catalog) }));
     const lost = ctx.book.historyLost;
-    c.reply(200, JSON.stringify({ machines: list, ...(lost ? { historyLost: lost } : {}) }, null, 2) + '\n', JSON_TYPE, { 'Cache-Control': 'no-store' });
+    c.reply(200, JSON.stringify({ machines: list, ...(lost ? { historyLost: lost } : {}), store: ctx.book.store.kind, server: ctx.book.server }, null, 2) + '\n', JSON_TYPE, { 'Cache-Control': 'no-store' });
   };
   const healthz = (c: RequestContext): void => {
     const h = src.health();

@@ -9,6 +9,7 @@ import type { FileHandle } from 'node:fs/promises';
 import { checkRequestPath, openInsideRoot, type OpenedFile } from './safe-path.js';
 import { LIMITS, TEXT, type RequestContext, type Route } from './http.js';
 import type { ServeContext } from './serve-context.js';
+import type { ArtifactOrigin } from './artifact-origin.js';
 
 /**
  * The Content-Type of a file under /artifacts/: the media types UEFI defines for HTTP Boot where
@@ -57,13 +58,23 @@ export interface ArtifactReply {
 }
 
 /** Serves an artifact (or `<declared artifact>.sha256`); returns what was sent, undefined for a 404. */
-export async function serveArtifact(c: RequestContext, encoded: string): Promise<(ArtifactReply & { path: string }) | undefined> {
+/** A declared artifact not under --root, from the origin's verified cache (artifact-origin.ts); only reached when the local file is missing. */
+async function fromOrigin(c: RequestContext, rel: string, origin: ArtifactOrigin | undefined): Promise<OpenedFile | undefined> {
+  const declared = c.state.artifactsByPath.get(rel);
+  return declared?.origin && origin ? origin.open(rel, declared.sha256) : undefined;
+}
+
+export async function serveArtifact(c: RequestContext, encoded: string, origin?: ArtifactOrigin): Promise<(ArtifactReply & { path: string }) | undefined> {
   const check = checkRequestPath(encoded);
   if (!check.ok) return void c.reply(404, 'not found\n');
   const rel = check.segments.join('/');
-  const file = await openInsideRoot(c.state.rootReal, check.segments);
+  const file = (await openInsideRoot(c.state.rootReal, check.segments)) ?? (await fromOrigin(c, rel, origin));
   if (!file) {
     // `<artifact>.sha256` (sha256sum format) for every declared artifact, so the installer can verify an ISO.
+    if (c.state.artifactsByPath.get(rel)?.origin) {
+      c.reply(503, 'this artifact comes from the artifacts origin, which cannot be reached now (or served other bytes); retry shortly\n', TEXT, { 'Retry-After': '30' });
+      return undefined;
+    }
     const declared = rel.endsWith('.sha256') ? c.state.artifactsByPath.get(rel.slice(0, -'.sha256'.length)) : undefined;
     if (declared) c.reply(200, `${declared.sha256}  ${check.segments.at(-1)!.slice(0, -'.sha256'.length)}\n`, TEXT);
     else c.reply(404, 'not found\n');
@@ -177,13 +188,9 @@ async function sendFileRange(fh: FileHandle, res: http.ServerResponse, start: nu
 /** GET /artifacts/<path>, attributed to the machine last seen at the client's address (for /machines). */
 export function artifactRoutes(ctx: ServeContext): Route[] {
   const handle = async (c: RequestContext, encoded: string): Promise<void> => {
-    const who = ctx.book.machineAt(c.client);
-    c.note.machine = who;
-    const r = await serveArtifact(c, encoded);
-    const a = r && who ? ctx.book.get(who) : undefined;
-    if (!r || !a) return;
-    a.fetched.artifacts[r.path] = { at: new Date().toISOString(), bytes: r.bytes, status: r.status };
-    ctx.book.persist();
+    c.note.machine = ctx.book.machineAt(c.client);
+    const r = await serveArtifact(c, encoded, ctx.origin);
+    if (r) ctx.book.fetched(c.client, r.path, r);
   };
   return [{ path: '/artifacts/', handle }];
 }

@@ -20,6 +20,10 @@ import { parseHistory } from './history-document.js';
 import { ADMIN_TOKEN_FILE, DEFAULT_ADMIN_LISTEN, loadAdminToken } from './admin.js';
 import { listMachines } from './machines-command.js';
 import { readFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { etcdClient, etcdSettings, rearmInEtcd, SERVER_NAME_RE, STORE_OPTIONS, STORE_USAGE, type EtcdSettings } from './store-options.js';
+import { EtcdStore } from './store-etcd.js';
+import { ArtifactOrigin, ORIGIN_DEFAULT_GIB } from './artifact-origin.js';
 
 const STRING = { type: 'string' } as const;
 const BOOLEAN = { type: 'boolean' } as const;
@@ -37,6 +41,8 @@ export const COMMANDS = {
     summary: 'serve boot scripts, configs and artifacts; /machines and /metrics on the admin listener (SIGHUP or systemctl reload re-reads profiles.yaml)',
     usage: `usage: hvpxe serve --root DIR --profiles FILE [--listen ADDR:PORT] [--server-url URL] [--tls-cert FILE --tls-key FILE]
                    [--tftp ADDR[:PORT]] [--state-dir DIR] [--admin-listen ADDR:PORT] [--admin-token-file FILE]
+                   [--store file|etcd --etcd-endpoints URL,… [--etcd-prefix /hvpxe/FLEET] [--etcd-ca FILE --etcd-cert FILE --etcd-key FILE]]
+                   [--server-name NAME] [--artifacts-origin URL [--artifacts-cache DIR] [--artifacts-cache-gib N]]
                    [--log-level LEVEL] [--log-format text|json]
 
 Serves boot scripts, configs and artifacts to booting machines; /machines and /metrics (Prometheus
@@ -51,6 +57,11 @@ re-reads profiles.yaml.
   --state-dir DIR     the machine history (default: state/ next to profiles.yaml)
   --admin-listen ADDR:PORT   the admin listener: /machines, /metrics, /healthz (default ${DEFAULT_ADMIN_LISTEN})
   --admin-token-file FILE    the operator's bearer token, 0600 (default: <state dir>/${ADMIN_TOKEN_FILE}, created when missing)
+${STORE_USAGE}
+  --server-name NAME  this server's name in the fleet's store (default: host name-port)
+  --artifacts-origin URL     fetch declared artifacts missing under --root from URL/<path> (verified, cached; docs/fleet.md)
+  --artifacts-cache DIR      where they are cached (default: <state dir>/artifacts-cache)
+  --artifacts-cache-gib N    the cache's size bound in GiB (default ${ORIGIN_DEFAULT_GIB})
   --log-level LEVEL   debug, info, warn or error (default info)
   --log-format F      text (a terminal's default) or json (JSON lines, the default otherwise)`,
     options: {
@@ -64,6 +75,11 @@ re-reads profiles.yaml.
       'state-dir': STRING,
       'admin-listen': STRING,
       'admin-token-file': STRING,
+      ...STORE_OPTIONS,
+      'server-name': STRING,
+      'artifacts-origin': STRING,
+      'artifacts-cache': STRING,
+      'artifacts-cache-gib': STRING,
       'log-level': { type: 'string', choices: LOG_LEVELS },
       'log-format': { type: 'string', choices: LOG_FORMATS },
     },
@@ -85,13 +101,14 @@ token): what each boots next and why, its install's progress, refused requests.
   rearm: {
     name: 'rearm',
     summary: 'install MACHINE again on its next network boot (after a finished install, or a hold)',
-    usage: `usage: hvpxe rearm [--state-dir DIR | --profiles FILE] MACHINE...
+    usage: `usage: hvpxe rearm [--state-dir DIR | --profiles FILE | --store etcd --etcd-endpoints URL,… [--etcd-prefix P]] MACHINE...
 
 Installs each MACHINE (again) on its next network boot, wiping its disk: one that reported a
 finished install, or one hvpxe holds on local boot because it cannot tell whether it finished.
   --state-dir DIR   the state directory hvpxe serve uses
-  --profiles FILE   or the profiles.yaml whose state/ is next to it`,
-    options: { 'state-dir': STRING, profiles: STRING },
+  --profiles FILE   or the profiles.yaml whose state/ is next to it
+${STORE_USAGE}`,
+    options: { 'state-dir': STRING, profiles: STRING, ...STORE_OPTIONS },
   },
   'render-dnsmasq': {
     name: 'render-dnsmasq',
@@ -177,8 +194,27 @@ export function stateDirFor(stateDir: string | undefined, profilesPath: string, 
   return dir;
 }
 
-/** serve's options, checked, as PxeServer takes them (the admin token is read later). */
-async function serveOptions(values: Record<string, string | boolean | undefined>): Promise<Omit<ConstructorParameters<typeof PxeServer>[0], 'log' | 'admin'> & { admin: { host: string; port: number; tokenFile: string } }> {
+type ServeOpts = Omit<ConstructorParameters<typeof PxeServer>[0], 'log' | 'admin' | 'store' | 'origin'> & {
+  admin: { host: string; port: number; tokenFile: string };
+  etcd?: EtcdSettings;
+  origin?: { url: string; dir: string; maxBytes: number };
+};
+
+/** --artifacts-origin and its cache, checked. */
+function originOptions(v: Record<string, string | undefined>, stateDir: string): ServeOpts['origin'] {
+  const url = v['artifacts-origin'];
+  if (!url) {
+    if (v['artifacts-cache'] || v['artifacts-cache-gib']) throw usageError('--artifacts-cache and --artifacts-cache-gib need --artifacts-origin URL');
+    return undefined;
+  }
+  if (!/^https?:\/\/[^\s?#]+$/.test(url)) throw usageError(`--artifacts-origin must be an http(s) URL, got '${url}'`);
+  const gib = Number(v['artifacts-cache-gib'] ?? ORIGIN_DEFAULT_GIB);
+  if (!(gib > 0)) throw usageError(`--artifacts-cache-gib must be a positive number, got '${v['artifacts-cache-gib']}'`);
+  return { url: url.replace(/\/+$/, ''), dir: path.resolve(v['artifacts-cache'] ?? path.join(stateDir, 'artifacts-cache')), maxBytes: Math.floor(gib * 2 ** 30) };
+}
+
+/** serve's options, checked, as PxeServer takes them (the admin token is read, the store and the origin built, later). */
+async function serveOptions(values: Record<string, string | boolean | undefined>): Promise<ServeOpts> {
   const v = values as Record<string, string | undefined>;
   if (!v.root || !v.profiles) throw usageError('serve needs --root DIR and --profiles FILE');
   const stateDir = stateDirFor(v['state-dir'], v.profiles, v.root);
@@ -192,6 +228,8 @@ async function serveOptions(values: Record<string, string | boolean | undefined>
   if (!serverUrl && wildcard) throw usageError(`listening on ${host} needs a URL machines can reach: pass --server-url or set server_url in profiles.yaml`);
   if (serverUrl && !/^https?:\/\/[^/\s?#]+\/?$/.test(serverUrl)) throw usageError(`server URL must look like http://HOST[:PORT], got '${serverUrl}'`);
   serverUrl = serverUrl?.replace(/\/+$/, '');
+  const serverName = v['server-name'] ?? `${hostname()}-${port}`;
+  if (!SERVER_NAME_RE.test(serverName)) throw usageError(`--server-name must be letters, digits, . _ : - (at most 128), got '${serverName}'`);
   return {
     root: path.resolve(v.root),
     profilesPath,
@@ -202,8 +240,32 @@ async function serveOptions(values: Record<string, string | boolean | undefined>
     validate,
     stateDir,
     tftp,
+    serverName,
+    etcd: etcdSettings(values),
+    origin: originOptions(v, stateDir),
     admin: { ...admin, tokenFile: path.resolve(v['admin-token-file'] ?? path.join(stateDir, ADMIN_TOKEN_FILE)) },
   };
+}
+
+/** The log `hvpxe serve` writes, by --log-level and --log-format. */
+function serveLogger(values: { 'log-level'?: string; 'log-format'?: string }): Logger {
+  const level = values['log-level'] ?? 'info';
+  if (!isLogLevel(level)) throw usageError(`--log-level must be ${LOG_LEVELS.join(', ')}, got '${level}'`);
+  const style = values['log-format'];
+  if (style !== undefined && !isLogFormat(style)) throw usageError(`--log-format must be text or json, got '${style}'`);
+  return new Logger(stderrSink(), undefined, level, {}, undefined, chooseLogFormat(style));
+}
+
+/** The server with its store (etcd for a fleet) and its artifacts origin. */
+async function buildServer(opts: ServeOpts, log: Logger): Promise<PxeServer> {
+  const { token, created } = await loadAdminToken(opts.admin.tokenFile);
+  if (created) log.info('admin token created', { file: opts.admin.tokenFile });
+  const { etcd, origin, ...rest } = opts;
+  let server: PxeServer | undefined;
+  const store = etcd ? new EtcdStore({ client: etcdClient(etcd), prefix: etcd.prefix, server: opts.serverName!, url: () => server?.url ?? '', log }) : undefined;
+  const artifactOrigin = origin ? new ArtifactOrigin({ ...origin, log }) : undefined;
+  server = new PxeServer({ ...rest, log, admin: { ...opts.admin, token }, store, origin: artifactOrigin });
+  return server;
 }
 
 async function serve(argv: string[]): Promise<number> {
@@ -217,15 +279,9 @@ async function serve(argv: string[]): Promise<number> {
   const { values } = parse('serve', COMMANDS.serve.options, argv);
   if (values.help) return help('serve');
   const opts = await serveOptions(values);
-  const level = values['log-level'] ?? 'info';
-  if (!isLogLevel(level)) throw usageError(`--log-level must be ${LOG_LEVELS.join(', ')}, got '${level}'`);
-  const style = values['log-format'];
-  if (style !== undefined && !isLogFormat(style)) throw usageError(`--log-format must be text or json, got '${style}'`);
-  const log = new Logger(stderrSink(), undefined, level, {}, undefined, chooseLogFormat(style));
-  log.info('starting', { root: opts.root, profiles: opts.profilesPath, stateDir: opts.stateDir });
-  const { token, created } = await loadAdminToken(opts.admin.tokenFile);
-  if (created) log.info('admin token created', { file: opts.admin.tokenFile });
-  const server = new PxeServer({ ...opts, log, admin: { ...opts.admin, token } });
+  const log = serveLogger(values);
+  log.info('starting', { root: opts.root, profiles: opts.profilesPath, stateDir: opts.stateDir, store: opts.etcd ? 'etcd' : 'file', server: opts.serverName });
+  const server = await buildServer(opts, log);
   const url = await server.start();
   process.stdout.write(`hvpxe: serving ${url} (root ${values.root}, profiles ${values.profiles}); admin ${server.adminUrl} (token in ${opts.admin.tokenFile}); SIGHUP reloads\n`);
   let reloading = Promise.resolve(true);
@@ -261,10 +317,35 @@ async function readHistoryFile(file: string): Promise<ReturnType<typeof parseHis
   }
 }
 
+/** `hvpxe rearm --store etcd`: each machine's record re-armed in etcd; every server sees it by its watch. */
+async function rearmEtcd(settings: EtcdSettings, names: string[]): Promise<number> {
+  const client = etcdClient(settings);
+  try {
+    for (const name of names) {
+      const r = await rearmInEtcd(client, settings.prefix, name).catch((err: Error) => {
+        if (err instanceof HvError) throw err;
+        throw new HvError(`cannot re-arm ${name} in etcd (${client.where} ${settings.prefix}): ${err.message}`, { hint: 'nothing was changed; check that etcd has quorum (etcdctl endpoint health) and try again', exitCode: ExitCode.usage });
+      });
+      if (r.kind === 'unknown') throw new HvError(`no machine named ${name} under ${settings.prefix}`, { hint: `machines in the store: ${r.known.join(', ') || 'none'}`, exitCode: ExitCode.checkFailed });
+      if (r.kind === 'not-installed') {
+        process.stdout.write(`hvpxe: ${name} has not reported a finished install: its next network boot installs it anyway\n`);
+        continue;
+      }
+      const was = r.was.installed ? `installed ${r.was.installed.at}` : `held: ${r.was.hold?.why}`;
+      process.stdout.write(`hvpxe: ${name} (${was}) re-armed in ${settings.prefix}: its next network boot, through any server, installs it again, wiping its disk\n`);
+    }
+  } finally {
+    await client.close();
+  }
+  return ExitCode.ok;
+}
+
 async function rearm(argv: string[]): Promise<number> {
   const { values, positionals } = parse('rearm', COMMANDS.rearm.options, argv, true);
   if (values.help) return help('rearm');
   if (positionals.length === 0) throw usageError('rearm needs at least one machine name');
+  const etcd = etcdSettings(values);
+  if (etcd) return rearmEtcd(etcd, positionals);
   if (!values['state-dir'] && !values.profiles) throw usageError('rearm needs --state-dir DIR (or --profiles FILE, for the state/ next to it)');
   const dir = stateDirFor(values['state-dir'], values.profiles ?? '.');
   const file = path.join(dir, HISTORY_FILE);

@@ -12,6 +12,12 @@ import type { Machine } from './profiles.js';
 import { MACHINE_NAME_RE } from './profiles.js';
 import type { EventData } from './event-body.js';
 
+/** Which server handed out the machine's latest install script, and when (install-claim.ts). */
+export interface InstallClaim {
+  server: string;
+  at: string;
+}
+
 export const HISTORY_VERSION = 2;
 
 export interface StoredEvent {
@@ -52,8 +58,12 @@ export interface MachineActivity extends Pick<Machine, 'name' | 'group' | 'profi
   events: StoredEvent[];
   /** The machine reported a finished install: it boots from its disk until re-armed. */
   installed?: { at: string; via: string };
-  /** Its config was served and no outcome (success or failure) has been reported since. */
-  installing?: { since: string };
+  /** Its config was served (by `via`, in a fleet) and no outcome (success or failure) has been reported since. */
+  installing?: { since: string; via?: string };
+  /** The latest install script handed out, and by which server (install-claim.ts decides). */
+  claim?: InstallClaim;
+  /** Which server served its latest script, config and event (a fleet's servers share one store). */
+  servedBy?: { script?: string; config?: string; event?: string };
   /** hvpxe cannot tell whether this machine finished installing: local boot until an outcome or a re-arm. */
   hold?: { since: string; why: string };
   /** Local-boot scripts served since the install, newest last (a few kept: enough to see a loop). */
@@ -127,6 +137,16 @@ export function holdUnfinishedInstalls(machines: MachineActivity[], nowIso: stri
     held.push(a.name);
   }
   return held;
+}
+
+/** `hvpxe rearm`: the machine installs again on its next network boot. Mutates the activity. */
+export function rearmActivity(a: MachineActivity, nowIso: string): void {
+  a.installed = undefined;
+  a.installing = undefined;
+  a.hold = undefined;
+  a.localBoots = undefined;
+  a.claim = undefined;
+  a.rearmedAt = nowIso;
 }
 
 /** Whether a machine is still held because an earlier history was lost (not re-armed since). Pure. */

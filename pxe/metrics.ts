@@ -32,6 +32,8 @@ export interface ServerHealth {
   /** The last reload of profiles.yaml was refused. */
   reloadRefused: boolean;
   tftpActive?: number;
+  /** The machine store (store.ts): its kind and whether it can be read and written now. */
+  store?: { kind: string; writable: boolean; failures: number };
 }
 
 function gauge(name: string, help: string, value: number, labels?: Record<string, string>): MetricFamily {
@@ -50,6 +52,8 @@ export class PxeMetrics {
   readonly reloads = new LabelledCounter<'result'>();
   readonly refusals = new LabelledCounter<'what' | 'reason'>();
   readonly tftp = new LabelledCounter<'result'>();
+  /** Install scripts and configs not served because the machine store could not be written. */
+  readonly storeRefusals = new LabelledCounter<'what'>();
   artifactBytes = 0;
   configsServed = 0;
 
@@ -65,6 +69,10 @@ export class PxeMetrics {
 
   refused(what: string, reason: string): void {
     this.refusals.inc({ what, reason });
+  }
+
+  storeRefusal(what: 'script' | 'config'): void {
+    this.storeRefusals.inc({ what });
   }
 
   tftpTransfer(result: 'ok' | 'failed' | 'refused'): void {
@@ -90,6 +98,12 @@ export class PxeMetrics {
     if (health.historyWritable !== undefined) {
       families.push(gauge('hvpxe_history_writable', 'Whether the last write of the machine history succeeded.', health.historyWritable ? 1 : 0));
       families.push({ name: 'hvpxe_history_write_failures_total', help: 'Failed writes of the machine history (each is retried).', type: 'counter', samples: [{ value: health.historyWriteFailures ?? 0 }] });
+    }
+    if (health.store) {
+      const kind = { store: health.store.kind };
+      families.push(gauge('hvpxe_store_available', 'Whether the machine store can be read and written now (etcd: the last probe or write succeeded).', health.store.writable ? 1 : 0, kind));
+      families.push({ name: 'hvpxe_store_failures_total', help: 'Failed writes and probes of the machine store.', type: 'counter', samples: [{ labels: kind, value: health.store.failures }] });
+      families.push({ name: 'hvpxe_store_refused_total', help: 'Install scripts and configs not served because the machine store could not be written (the machine got its disk, or a 503).', type: 'counter', samples: withZeros(this.storeRefusals, [{ what: 'script' }, { what: 'config' }]) });
     }
     if (health.tftpActive !== undefined) families.push(gauge('hvpxe_tftp_transfers_active', 'TFTP transfers in progress.', health.tftpActive));
     return formatMetrics(families);

@@ -40,28 +40,18 @@ function shownArch(arch: string): string {
  * (installed, or held because hvpxe cannot tell), or why it cannot boot here.
  */
 export async function machineScript(ctx: ServeContext, state: ServedState, m: Machine, chain: Chain, client: string, matchedBy?: string): Promise<string> {
-  await ctx.book.applyRearms();
-  const a = ctx.book.track(m);
   const grub = chain.kind === 'grub';
-  if (!a) {
-    ctx.log.warn('machine not tracked: the book of machines is full', { machine: m.name });
-    return grub ? renderGrubUntrackedScript(m) : renderUntrackedScript(m);
-  }
-  ctx.book.seen(a, client);
-  if (matchedBy) a.matchedBy = matchedBy;
-  a.fetched[chain.kind] = a.lastSeen;
-  if (!archServed(chain.arch, chain.platform)) {
-    const shown = shownArch(chain.arch!);
-    ctx.book.refuseArch(a, shown, chain.kind);
-    return grub ? renderGrubUnsupportedArchScript(m, shown) : renderUnsupportedArchScript(m, shown);
-  }
-  const d = ctx.book.decide(a, state.catalog);
-  if (d.kind === 'install') {
-    const credential = ctx.book.issueCredential(a, chain.kind, client);
+  const shown = archServed(chain.arch, chain.platform) ? undefined : shownArch(chain.arch!);
+  const answer = await ctx.book.script(m, state.catalog, { via: chain.kind, client, matchedBy, refusedArch: shown });
+  if (answer.kind === 'untracked') return grub ? renderGrubUntrackedScript(m) : renderUntrackedScript(m);
+  if (answer.kind === 'arch') return grub ? renderGrubUnsupportedArchScript(m, shown!) : renderUnsupportedArchScript(m, shown!);
+  if (answer.kind === 'install') {
+    const credential = answer.credential;
     return grub
       ? renderGrubMachineScript(state.catalog, m, ctx.url, ctx.tftpDevice(), { matchedBy, credential })
       : renderMachineScript(state.catalog, m, ctx.url, { platform: chain.platform, matchedBy, credential });
   }
+  const d = answer.decision;
   if (d.loop) ctx.log.warn('machine loops back to the network after a local boot', { machine: m.name, detail: d.loop });
   else if (d.kind === 'hold') ctx.log.warn('serving a local boot to a held machine', { machine: m.name, why: d.why });
   else ctx.log.info('serving a local boot to an installed machine', { machine: m.name, installedAt: d.installedAt });

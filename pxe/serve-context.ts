@@ -3,6 +3,7 @@ import type { Logger } from '../lib/logger.js';
 import type { MachineBook } from './machine-book.js';
 import type { PxeMetrics } from './metrics.js';
 import type { Attestations } from './tpm/attestation.js';
+import type { ArtifactOrigin } from './artifact-origin.js';
 
 export interface ServeContext {
   readonly log: Logger;
@@ -11,6 +12,8 @@ export interface ServeContext {
   readonly attestations: Attestations;
   /** The URL machines reach hvpxe at (known once the listener is up). */
   readonly url: string;
+  /** --artifacts-origin: where declared artifacts missing under --root come from. */
+  readonly origin?: ArtifactOrigin;
   /** grub's device for hvpxe's own TFTP server, as machines reach it. */
   tftpDevice(): string;
 }

@@ -15,13 +15,16 @@
 import http from 'node:http';
 import https from 'node:https';
 import { readFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../lib/logger.js';
 import { HvError, ExitCode } from '../lib/errors.js';
 import { bootChainOf, type Catalog } from './profiles.js';
 import { tftpDevice } from './grub.js';
 import { TftpServer } from './tftp.js';
-import { HistoryStore } from './history.js';
+import { FileStore } from './store-file.js';
+import type { ArtifactOrigin } from './artifact-origin.js';
+import type { MachineStore, StoreHealth } from './store.js';
 import { PxeMetrics, type ServerHealth } from './metrics.js';
 import { loadState, refuseServedPrivatePaths, type ServedState, type Validator } from './state.js';
 import { MachineBook } from './machine-book.js';
@@ -54,6 +57,12 @@ export interface ServeOptions {
   tftp?: { host: string; port: number };
   /** The admin listener (/machines, /metrics) and the operator's token; without it they are not served. */
   admin?: { host: string; port: number; token: string; tokenFile?: string };
+  /** Where machines are kept: the etcd store for a fleet; default the file store in stateDir (store.ts). */
+  store?: MachineStore;
+  /** This server's name in a shared store (default: the host name and the listening port). */
+  serverName?: string;
+  /** --artifacts-origin: declared artifacts missing under --root are fetched, verified and cached (artifact-origin.ts). */
+  origin?: ArtifactOrigin;
 }
 
 type Listener = 'boot' | 'admin';
@@ -65,20 +74,23 @@ export class PxeServer implements ServeContext {
   private catalog?: Catalog;
   private reloads = 0;
   private lastReloadError?: string;
-  private readonly history?: HistoryStore;
+  readonly store: MachineStore;
   private tftpServer?: TftpServer;
   readonly metrics = new PxeMetrics();
   readonly book: MachineBook;
   readonly attestations = new Attestations();
   readonly log: Logger;
+  readonly origin?: ArtifactOrigin;
   url = '';
   adminUrl = '';
   private readonly routes: Record<Listener, Route[]>;
 
   constructor(private readonly opts: ServeOptions) {
     this.log = opts.log;
-    if (opts.stateDir) this.history = new HistoryStore(opts.stateDir, opts.log);
-    this.book = new MachineBook(opts.log, this.metrics, this.history, () => this.catalog);
+    this.origin = opts.origin;
+    const server = opts.serverName ?? `${hostname()}:${opts.port}`;
+    this.store = opts.store ?? new FileStore(opts.stateDir, opts.log, server);
+    this.book = new MachineBook(opts.log, this.metrics, this.store, () => this.catalog, server);
     const bootHealth: Route = { path: '/healthz', handle: (c) => c.reply(200, JSON.stringify({ status: this.healthReport(c.state).status }) + '\n', JSON_TYPE) };
     this.routes = {
       boot: [bootHealth, ...bootRoutes(this), ...configRoutes(this), ...eventRoutes(this), ...artifactRoutes(this)],
@@ -176,7 +188,7 @@ export class PxeServer implements ServeContext {
   }
 
   private async build(): Promise<ServedState> {
-    await this.history?.checkReadable();
+    await this.store.checkReadable();
     const state = await loadState({
       root: this.opts.root,
       profilesPath: this.opts.profilesPath,
@@ -184,7 +196,9 @@ export class PxeServer implements ServeContext {
       validate: this.opts.validate,
       verifyArtifacts: this.opts.verifyArtifacts,
       notServed: this.notServed(),
+      origin: !!this.opts.origin,
     });
+    this.prefetch(state);
     const grub = Object.entries(state.catalog.file.profiles).filter(([, p]) => bootChainOf(p) === 'grub-signed').map(([n]) => n);
     if (grub.length > 0 && !this.opts.tftp) {
       throw new HvError(`profile${grub.length === 1 ? '' : 's'} ${grub.join(', ')} select${grub.length === 1 ? 's' : ''} boot: grub-signed, whose signed grub fetches everything over TFTP: hvpxe serve needs --tftp ADDR[:PORT]`, {
@@ -194,6 +208,12 @@ export class PxeServer implements ServeContext {
       });
     }
     return state;
+  }
+
+  /** Fetches the artifacts the origin serves in the background, so that the first machine finds them here. */
+  private prefetch(state: ServedState): void {
+    const fromOrigin = [...state.artifactsByPath].filter(([, a]) => a.origin).map(([p, a]) => ({ path: p, sha256: a.sha256 }));
+    if (this.origin && fromOrigin.length) void this.origin.prefetch(fromOrigin);
   }
 
   /** What must never be under --root: it would be served to anyone. */
@@ -225,10 +245,12 @@ export class PxeServer implements ServeContext {
     }
   }
 
-  private health(): ServerHealth & { lastReloadError?: string; historyFailingSince?: string; historyLastError?: string; historyFile?: string; lostAt?: string; lostKeptAs?: string } {
-    const h = this.history?.health();
+  private health(): ServerHealth & { lastReloadError?: string; historyFailingSince?: string; historyLastError?: string; historyFile?: string; lostAt?: string; lostKeptAs?: string; store: StoreHealth } {
+    const store = this.store.health();
+    const h = store.kind === 'file' ? store : undefined;
     const lost = this.book.historyLost;
     return {
+      store,
       reloadRefused: this.lastReloadError !== undefined,
       lastReloadError: this.lastReloadError,
       historyLost: !!lost,
@@ -238,7 +260,7 @@ export class PxeServer implements ServeContext {
       historyWriteFailures: h?.failures,
       historyFailingSince: h?.failingSince,
       historyLastError: h?.lastError,
-      historyFile: this.history?.file,
+      historyFile: h?.where,
       tftpActive: this.tftpServer?.active,
     };
   }
@@ -251,7 +273,7 @@ export class PxeServer implements ServeContext {
   async close(): Promise<void> {
     await this.tftpServer?.close();
     this.tftpServer = undefined;
-    await this.history?.flush();
+    await this.store.close();
     await Promise.all([closeServer(this.server), closeServer(this.adminServer)]);
     this.server = undefined;
     this.adminServer = undefined;

@@ -25,8 +25,8 @@ export interface ServedState {
   rootReal: string;
   /** Rendered config YAML of every explicit machine, by machine name. */
   configs: Map<string, string>;
-  /** Declared artifacts by their path under the root. */
-  artifactsByPath: Map<string, { name: string; sha256: string; size: number }>;
+  /** Declared artifacts by their path under the root; `origin`: not under the root, fetched from --artifacts-origin. */
+  artifactsByPath: Map<string, { name: string; sha256: string; size: number; origin?: boolean }>;
   /** Every secret in any served config, for log redaction. */
   redactor: Redactor;
   loadedAt: string;
@@ -41,6 +41,8 @@ export interface LoadStateOptions {
   verifyArtifacts?: boolean;
   /** Files and directories that must not be under the root (profiles.yaml, keys, the history). */
   notServed?: Array<{ what: string; path: string }>;
+  /** --artifacts-origin: a declared artifact missing under the root is fetched from there (artifact-origin.ts). */
+  origin?: boolean;
 }
 
 /** Placeholder MAC used to render and validate a default group's template at start-up. */
@@ -96,7 +98,7 @@ export async function loadState(opts: LoadStateOptions): Promise<ServedState> {
   }
   await refuseServedPrivatePaths(rootReal, opts.notServed ?? []);
   const errors: string[] = [];
-  const artifactsByPath = new Map<string, { name: string; sha256: string; size: number }>();
+  const artifactsByPath: ServedState['artifactsByPath'] = new Map();
   for (const [name, a] of Object.entries(file.artifacts)) {
     const where = `artifacts.${name} (${a.path})`;
     const check = checkRequestPath(a.path);
@@ -105,6 +107,11 @@ export async function loadState(opts: LoadStateOptions): Promise<ServedState> {
       continue;
     }
     const opened = await openInsideRoot(rootReal, check.segments);
+    if (!opened && opts.origin) {
+      // Verified against its sha256 when it is fetched; never served otherwise.
+      artifactsByPath.set(check.segments.join('/'), { name, sha256: a.sha256.toLowerCase(), size: -1, origin: true });
+      continue;
+    }
     if (!opened) {
       errors.push(`${where}: no such regular file under ${opts.root} (or it resolves outside it)`);
       continue;

@@ -4,7 +4,7 @@
  * or its disk, routes-boot.ts), or a file under --root.
  */
 import { GRUB_AUTO, GRUB_BOOTSTRAP, renderGrubBootstrap, renderGrubNoMatchScript } from './grub.js';
-import { machineByName, matchMachine } from './profiles.js';
+import { matchMachine } from './profiles.js';
 import { checkRequestPath, openInsideRoot } from './safe-path.js';
 import { machineScript, matchQuery, noMatch } from './routes-boot.js';
 import type { ServeContext } from './serve-context.js';
@@ -31,15 +31,11 @@ export function tftpResolver(ctx: ServeContext, current: () => ServedState | und
     if (name === GRUB_AUTO || name.startsWith(`${GRUB_AUTO}?`)) return { data: Buffer.from(await grubAuto(ctx, state, new URLSearchParams(name.slice(GRUB_AUTO.length + 1)), client)) };
     const check = checkRequestPath(name);
     if (!check.ok) return undefined;
-    const file = await openInsideRoot(state.rootReal, check.segments);
+    const rel = check.segments.join('/');
+    const declared = state.artifactsByPath.get(rel);
+    const file = (await openInsideRoot(state.rootReal, check.segments)) ?? (declared?.origin && ctx.origin ? await ctx.origin.open(rel, declared.sha256) : undefined);
     if (!file) return undefined;
-    const who = ctx.book.machineAt(client);
-    const m = who ? machineByName(state.catalog, who) : undefined;
-    const a = m ? ctx.book.get(m.name) : undefined;
-    if (a) {
-      a.fetched.artifacts[check.segments.join('/')] = { at: new Date().toISOString(), bytes: file.stat.size, status: 200 };
-      ctx.book.persist();
-    }
+    ctx.book.fetched(client, check.segments.join('/'), { status: 200, bytes: file.stat.size });
     return { fh: file.fh, size: file.stat.size };
   };
 }

@@ -25,6 +25,7 @@ import { assertLabelsUnique } from './labels.js';
 import { espFiles, grubEntryName, patchNoFloppy, renderDebugGrubcustom, renderEspStubCfg, IMAGE_EFI_VENDOR_DIR, type ImageBootChain } from './image-chain.js';
 import { chainFiles, extractImageFiles, IMAGE_OS_RELEASE } from './image-chain-source.js';
 import { writeBootAssessment } from './assessment.js';
+import { verifyBiosCore } from './bios-core-check.js';
 
 export * from './grub-config.js';
 export { assertLabelsUnique, devicesWithLabels, duplicateLabels, labelledDevices } from './labels.js';
@@ -40,7 +41,12 @@ export const GRUB_LIB = '/usr/lib/grub';
  * bios_grub gap), the grub.cfg on COS_STATE, and the grub environments on COS_OEM and COS_STATE.
  * Idempotent: every file is rewritten whole; a re-run after a kill produces the same files.
  */
-export async function installBootloader(req: BootloaderRequest): Promise<void> {
+/** What the bootloader step wrote outside a filesystem the install mounts: the ESP's files by sha256, read back. */
+export interface BootloaderWritten {
+  espFiles: Record<string, string>;
+}
+
+export async function installBootloader(req: BootloaderRequest): Promise<BootloaderWritten> {
   req.signal?.throwIfAborted();
   if (req.firmware === 'efi' && !req.espDevice) {
     throw new HvError('an EFI install needs the COS_GRUB (ESP) partition device', {
@@ -54,16 +60,16 @@ export async function installBootloader(req: BootloaderRequest): Promise<void> {
     if (req.firmware !== 'efi' || !req.source) {
       throw new HvError("the image's boot chain is for UEFI installs from a known source", { where: 'bootloader', hint: 'a planner bug: report it with the plan (hvinstall plan --json)', exitCode: ExitCode.installFailed });
     }
-    await installImageChain(req, req.bootChain);
-    return;
+    return { espFiles: await installImageChain(req, req.bootChain) };
   }
 
   const grubDir = path.join(req.stateDir, GRUB_DIR);
   await mkdir(grubDir, { recursive: true });
+  let espFiles: Record<string, string> = {};
   if (req.firmware === 'efi') {
     await copyGrubModules('x86_64-efi', grubDir);
     req.signal?.throwIfAborted();
-    await installEfiBinary(req.espDevice!);
+    espFiles = await installEfiBinary(req.espDevice!);
   } else {
     await copyGrubModules('i386-pc', grubDir);
     req.signal?.throwIfAborted();
@@ -76,6 +82,25 @@ export async function installBootloader(req: BootloaderRequest): Promise<void> {
   await writeBootAssessment(req.stateDir, writeGrubenv);
   // Harvester ships an empty grubcustom: without it some firmware spends minutes searching for it.
   await writeFileAtomic(path.join(req.oemDir, 'grubcustom'), '');
+  return { espFiles };
+}
+
+/**
+ * Whether what the bootloader step wrote outside the install's filesystems still reads back as
+ * written (a resumed install keeps the step only then): each ESP file against its recorded sha256,
+ * and on BIOS the boot sector and core.img against grub-install's files on COS_STATE. The reason
+ * to redo the step, or undefined.
+ */
+export async function bootloaderStillWritten(req: { firmware: 'efi' | 'bios'; device: string; espDevice?: string; stateDir: string }, written: BootloaderWritten): Promise<string | undefined> {
+  if (req.firmware === 'bios') {
+    return verifyBiosCore(req.device, req.stateDir).then(() => undefined, (err: unknown) => String((err as Error).message));
+  }
+  if (!req.espDevice) return 'no ESP to check';
+  for (const [to, want] of Object.entries(written.espFiles)) {
+    const got = await espFileSha256(req.espDevice, to).catch((err: unknown) => `unreadable (${String((err as Error).message).split('\n')[0]})`);
+    if (got !== want) return `${to} on ${req.espDevice} is ${got.startsWith('unreadable') ? got : `sha256 ${got}`}, not the ${want} written`;
+  }
+  return undefined;
 }
 
 /**
@@ -83,15 +108,16 @@ export async function installBootloader(req: BootloaderRequest): Promise<void> {
  * directory first, so a source that fails to read leaves the disk as it was; then the ESP, the
  * modules and grub.cfg on COS_STATE, the environments and grubcustom.
  */
-async function installImageChain(req: BootloaderRequest, chain: ImageBootChain): Promise<void> {
+async function installImageChain(req: BootloaderRequest, chain: ImageBootChain): Promise<Record<string, string>> {
   const root = await extractImageFiles(req.source!, chainFiles(chain), [IMAGE_OS_RELEASE]);
   try {
     req.signal?.throwIfAborted();
     const stub = path.join(root, 'esp-grub.cfg');
     await writeFileAtomic(stub, renderEspStubCfg());
     await mtoolsMkdirs(req.espDevice!, ['::/EFI', '::/EFI/BOOT', `::/EFI/${IMAGE_EFI_VENDOR_DIR}`]);
+    const written: Record<string, string> = {};
     for (const f of espFiles(chain)) {
-      await mcopyVerified(req.espDevice!, f.from === 'stub' ? stub : path.join(root, f.from), f.to);
+      written[f.to] = await mcopyVerified(req.espDevice!, f.from === 'stub' ? stub : path.join(root, f.from), f.to);
     }
     const modDir = path.join(req.stateDir, GRUB_DIR, 'x86_64-efi');
     await mkdir(modDir, { recursive: true });
@@ -103,6 +129,7 @@ async function installImageChain(req: BootloaderRequest, chain: ImageBootChain):
     await writeBootAssessment(req.stateDir, writeGrubenv, renderDebugGrubcustom());
     await writeGrubenv(path.join(req.oemDir, 'grubenv'), oemGrubenvVars(req.thirdPartyKernelArgs ?? ''));
     await writeFileAtomic(path.join(req.oemDir, 'grubcustom'), '');
+    return written;
   } finally {
     await rm(path.dirname(root), { recursive: true, force: true });
   }
@@ -131,7 +158,7 @@ export async function copyGrubModules(platform: 'x86_64-efi' | 'i386-pc', grubDi
  * grub-mkimage with the early config in a memdisk (the config grub runs first only points there),
  * copied to both ESP paths with mtools.
  */
-export async function installEfiBinary(espDevice: string): Promise<void> {
+export async function installEfiBinary(espDevice: string): Promise<Record<string, string>> {
   const tmp = await mkdtemp(path.join(os.tmpdir(), 'hv-grub-efi-'));
   try {
     const embedded = path.join(tmp, 'embedded.cfg');
@@ -152,8 +179,8 @@ export async function installEfiBinary(espDevice: string): Promise<void> {
       ...EFI_IMAGE_MODULES,
     ]);
     await mtoolsMkdirs(espDevice, ['::/EFI', '::/EFI/BOOT', `::/EFI/${EFI_VENDOR_DIR}`]);
-    await mcopyVerified(espDevice, efi, '::/EFI/BOOT/BOOTX64.EFI');
-    await mcopyVerified(espDevice, efi, `::/EFI/${EFI_VENDOR_DIR}/grubx64.efi`);
+    const vendor = `::/EFI/${EFI_VENDOR_DIR}/grubx64.efi`;
+    return { '::/EFI/BOOT/BOOTX64.EFI': await mcopyVerified(espDevice, efi, '::/EFI/BOOT/BOOTX64.EFI'), [vendor]: await mcopyVerified(espDevice, efi, vendor) };
   } finally {
     await rm(tmp, { recursive: true, force: true });
   }
@@ -181,16 +208,23 @@ export function missingFatDirs(mdirListing: string, dirs: readonly string[]): st
  * first: mtools writes through them) and compares it by sha256 with what was meant: mcopy reports
  * success over writes the disk failed.
  */
-async function mcopyVerified(espDevice: string, from: string, to: string): Promise<void> {
+async function mcopyVerified(espDevice: string, from: string, to: string): Promise<string> {
   await mtools('mcopy', ['-o', '-i', espDevice, from, to]);
+  const [want, got] = await Promise.all([readFile(from).then((b) => createHash('sha256').update(b).digest('hex')), espFileSha256(espDevice, to)]);
+  if (got !== want) throw new ReadBackMismatch(`${to} read back from ${espDevice} differs from what was written: sha256 ${got}, expected ${want}`, to, undefined);
+  return got;
+}
+
+/** The sha256 of a file on the ESP as the disk holds it (the device's cached blocks dropped first: mtools reads through them). */
+async function espFileSha256(espDevice: string, file: string): Promise<string> {
   await run('blockdev', ['--flushbufs', espDevice], { timeoutMs: 60_000 });
-  const back = `${from}.read-back`;
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'hv-esp-read-'));
   try {
-    await mtools('mcopy', ['-n', '-o', '-i', espDevice, to, back]);
-    const [want, got] = await Promise.all([readFile(from), readFile(back)].map(async (p) => createHash('sha256').update(await p).digest('hex')));
-    if (got !== want) throw new ReadBackMismatch(`${to} read back from ${espDevice} differs from what was written: sha256 ${got}, expected ${want}`, to, undefined);
+    const back = path.join(dir, 'file');
+    await mtools('mcopy', ['-n', '-o', '-i', espDevice, file, back]);
+    return createHash('sha256').update(await readFile(back)).digest('hex');
   } finally {
-    await rm(back, { force: true });
+    await rm(dir, { recursive: true, force: true });
   }
 }
 
@@ -202,7 +236,7 @@ function mtools(cmd: string, args: readonly string[], allowFailure = false) {
 /**
  * i386-pc: grub-install writes the MBR code and core.img (into the bios_grub partition) with
  * the boot directory on the mounted COS_STATE; Debian names it grub/, so its grub.cfg there is
- * the early config that moves on to grub2/grub.cfg.
+ * the early config that moves on to grub2/grub.cfg. What grub-install wrote is read back.
  */
 export async function installBiosCore(device: string, stateDir: string): Promise<void> {
   await run('grub-install', [
@@ -213,6 +247,7 @@ export async function installBiosCore(device: string, stateDir: string): Promise
     '--no-floppy',
     device,
   ]);
+  await verifyBiosCore(device, stateDir);
   await writeFileAtomic(path.join(stateDir, 'grub', 'grub.cfg'), renderEarlyCfg());
 }
 

@@ -105,7 +105,7 @@ export default async function install(argv: string[]): Promise<number> {
     configPath: values.config ?? auto!.configSource,
     loaded: auto?.loaded,
     device: values.device,
-    source: values.source ?? auto?.source,
+    source: auto?.source ?? values.source,
     isoRelease: auto?.isoRelease,
     requireSource: true,
     systemSizeMiB: parseSystemSize(values['system-size']),

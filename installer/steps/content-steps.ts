@@ -14,7 +14,7 @@ import type { MachineFacts } from '../preflight/types.js';
 import { copyProgress, type InstallContext, type Step } from './context.js';
 import { withMounted } from './mounted.js';
 import { deployImages, imageDigestOnDisk } from '../deploy/index.js';
-import { describeBootChain, installBootloader } from '../bootloader/index.js';
+import { bootloaderStillWritten, describeBootChain, installBootloader } from '../bootloader/index.js';
 import { bootEntrySkipReason, planBootEntry, writeBootEntry } from '../bootloader/boot-entry.js';
 import { placeNodePath, renderNode, type RenderedFile, type RenderReport } from '../render/index.js';
 import { bindDirName, persistentLocation } from '../../node/layout.js';
@@ -90,7 +90,7 @@ export const bootloaderStep: Step = {
     const labelCheckDevices = (await bootVisibleSignatures(installDisks(plan))).map((s) => s.DEVNAME!);
     const bootChain = plan.bootChain ?? { kind: 'own', why: 'the plan did not inspect the source' };
     ctx.bus.emit({ type: 'message', level: 'info', step: 'bootloader', message: `boot chain: ${describeBootChain(bootChain)}` });
-    await withMounted(plan, ctx.runDir, ['COS_STATE', 'COS_OEM'], (dirs) =>
+    const written = await withMounted(plan, ctx.runDir, ['COS_STATE', 'COS_OEM'], (dirs) =>
       installBootloader({
         firmware: plan.firmware,
         device: plan.device,
@@ -111,9 +111,21 @@ export const bootloaderStep: Step = {
       const skip = bootEntrySkipReason(plan.device);
       const outcome = skip ? { kind: 'skipped' as const, message: `no UEFI boot entry: ${skip}` } : await writeBootEntry(entry);
       ctx.bus.emit({ type: 'message', level: outcome.kind === 'warning' ? 'warn' : 'info', step: 'bootloader', message: outcome.message });
-      return { firmware: plan.firmware, table: plan.table, bootChain: bootChain.kind, bootEntry: outcome.kind };
+      return { firmware: plan.firmware, table: plan.table, bootChain: bootChain.kind, bootEntry: outcome.kind, espFiles: written.espFiles };
     }
-    return { firmware: plan.firmware, table: plan.table, bootChain: bootChain.kind };
+    return { firmware: plan.firmware, table: plan.table, bootChain: bootChain.kind, espFiles: written.espFiles };
+  },
+  // By content: the ESP's files and BIOS's core.img, read back from the disk.
+  async check(ctx, detail) {
+    const plan = ctx.plan;
+    const espFiles = detail?.espFiles;
+    if (typeof espFiles !== 'object' || espFiles === null) return 'the journal does not record what the bootloader step wrote';
+    const efi = plan.partitions.find((p) => p.role === 'efi');
+    return withMounted(plan, ctx.runDir, ['COS_STATE'], (dirs) =>
+      bootloaderStillWritten(
+        { firmware: plan.firmware, device: plan.device, ...(efi ? { espDevice: partitionPath(plan.device, efi.number) } : {}), stateDir: dirs.COS_STATE },
+        { espFiles: espFiles as Record<string, string> },
+      ), { readOnly: true });
   },
 };
 

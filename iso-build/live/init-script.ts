@@ -47,6 +47,14 @@ medium=$(awk '$2 == "/run/initramfs/live" {print $1}' /proc/mounts)
 echo "HV-LIVE: boot medium \${medium:-none}"
 
 arg() { for a in $(cat /proc/cmdline); do case "$a" in "$1"=*) echo "\${a#*=}"; return 0 ;; esac; done; return 1; }
+# A URL as the console may show it: hvpxe's config URL carries the machine's credential in its query,
+# and a console is often logged (a BMC's serial-over-LAN); its query and userinfo are never printed.
+shown_url() {
+  u=\${1%%\\?*}; [ "$u" = "$1" ] || u="$u?<query hidden>"
+  rest=\${u#*://}; authority=\${rest%%/*}
+  case "$authority" in *@*) u="\${u%%://*}://<userinfo hidden>@\${rest#*@}" ;; esac
+  echo "$u"
+}
 
 finish() {
   echo "HV-LIVE-RESULT $1"
@@ -86,7 +94,8 @@ if ! grep -qE '(^| )harvester\\.install\\.automatic(=(true|t|yes|y))?( |$)' /pro
   wait
 fi
 
-echo "HV-LIVE: automatic install: the config comes from $(arg harvester.install.config_url || echo '(no config_url: the command line only)')"
+config_url=$(arg harvester.install.config_url) && config_url=$(shown_url "$config_url") || config_url='(no config_url: the command line only)'
+echo "HV-LIVE: automatic install: the config comes from $config_url"
 
 # root=live:URL (PXE, as hvpxe writes it): the OS image comes over HTTP; hvinstall downloads it
 # (with resume) and checks it against the URL.sha256 the server publishes before using any of it
@@ -96,7 +105,7 @@ echo "HV-LIVE: automatic install: the config comes from $(arg harvester.install.
 source=
 live=$(arg root) && case "$live" in live:http://*|live:https://*)
   source=\${live#live:}
-  echo "HV-LIVE: the OS image is $source (hvinstall downloads and verifies it)" ;;
+  echo "HV-LIVE: the OS image is $(shown_url "$source") (hvinstall downloads and verifies it)" ;;
 esac
 # hvinstall's automatic mode reads the command line itself: config_url (with Harvester's retries)
 # merged under the harvester.* keys, webhooks, and progress to hvinstall.events_url when present.

@@ -93,7 +93,7 @@ pxe_bridge_peer() {
 
 # pxe_machines DIR OUT [WRAP...]: what `hvpxe machines --json` says into OUT (the admin listener
 # with the operator token); and that the boot listener does not list machines, and that no boot
-# credential reached hvpxe's log.
+# credential reached hvpxe's log or a console.
 pxe_machines() {
   local dir=$1 out=$2 admin server code; shift 2
   admin=$(sed -n 's/^hvpxe: serving .*; admin \([^ ]*\) (token in .*/\1/p' "$dir/hvpxe.log" | head -n 1)
@@ -104,6 +104,8 @@ pxe_machines() {
   code=$("$@" curl -s -o /dev/null -w '%{http_code}' "${PXE_LOCAL_URL:-$server}/machines")
   [ "$code" = 404 ] || die "pxe: the boot listener answered /machines with $code, not 404"
   if grep -aE 'credential=[A-Za-z0-9_-]{43}' "$dir/hvpxe.log" > /dev/null; then die "pxe: a boot credential reached hvpxe's log ($dir/hvpxe.log)"; fi
+  # A console is often logged (a BMC's serial-over-LAN): the live system prints no credential either.
+  if grep -laE 'credential=[A-Za-z0-9_-]{43}' "$OUT"/console-*.log; then die "pxe: a boot credential reached a console log (above)"; fi
 }
 
 # pxe_check_events MACHINES_JSON: hvpxe received the install's STARTED and SUCCEEDED webhooks.

@@ -34,23 +34,27 @@ export interface Install {
   args: string[];
   journalFile: string;
   part: (label: string) => { number: number; startBytes: number; sizeBytes: number; dev: string; from: number; to: number };
+  /** The planned partitions' filesystem labels (COS_GRUB only for EFI). */
+  labels: string[];
 }
 
 /** The OS source every case installs from (built once per file by faultFileHooks). */
 export let source: string;
 
-export async function setup(extraInstall?: string): Promise<Install> {
+/** An EFI install unless `bios` (this machine boots without UEFI, so a plan without force_efi is for BIOS). */
+export async function setup(extraInstall?: string, bios = false): Promise<Install> {
   const dir = await tempDir(cleanup, 'hv-faults-');
   const disk = await faultDisk(cleanup, dir);
   const configFile = path.join(dir, 'config.yaml');
-  await writeFile(configFile, configYaml({ device: disk.dev, forceEfi: true, extraInstall }));
+  await writeFile(configFile, configYaml({ device: disk.dev, forceEfi: !bios, extraInstall }));
   const stateDir = path.join(dir, 'state');
   const parts = await plannedPartitions(configFile, source, TEST_SYSTEM_SIZE_MIB);
   const part = (label: string) => {
-    const p = parts.find((x) => x.label === label)!;
+    const p = parts.find((x) => (x.label ?? x.name) === label)!;
     return { ...p, dev: partitionNode(disk.dev, p.number), from: p.startBytes, to: p.startBytes + p.sizeBytes };
   };
-  return { dir, disk, configFile, stateDir, args: installArgs(configFile, source, stateDir, ['--bundle', 'none']), journalFile: path.join(stateDir, `${path.basename(disk.dev)}.journal.json`), part };
+  const labels = parts.flatMap((p) => (p.label ? [p.label] : []));
+  return { dir, disk, configFile, stateDir, args: installArgs(configFile, source, stateDir, ['--bundle', 'none']), journalFile: path.join(stateDir, `${path.basename(disk.dev)}.journal.json`), part, labels };
 }
 
 /** The disk as a clean install leaves it, with the loop device's name taken out. */
@@ -98,7 +102,7 @@ export async function recoversToClean(t: Install): Promise<void> {
   const again = await install(t);
   expect(again.code, again.stderr).toBe(0);
   const recovered = await fingerprint(t);
-  for (const p of ['COS_GRUB', 'COS_OEM', 'COS_RECOVERY', 'COS_STATE', 'COS_PERSISTENT', 'HARV_LH_DEFAULT']) await sh('wipefs', ['--all', '--force', t.part(p).dev]);
+  for (const p of t.labels) await sh('wipefs', ['--all', '--force', t.part(p).dev]);
   await sh('sgdisk', ['--zap-all', t.disk.dev]);
   await sh('partprobe', [t.disk.dev], { allowFailure: true });
   const clean = await install({ ...t, args: installArgs(t.configFile, source, `${t.stateDir}-clean`, ['--bundle', 'none']) });

@@ -189,8 +189,8 @@ export async function leftovers(dev: string): Promise<string[]> {
 }
 
 /** The planned layout, from `hvinstall plan --json` for the same config and source. */
-export async function plannedPartitions(configFile: string, source: string, systemSizeMiB: number): Promise<Array<{ number: number; label?: string; startBytes: number; sizeBytes: number }>> {
+export async function plannedPartitions(configFile: string, source: string, systemSizeMiB: number): Promise<Array<{ number: number; label?: string; name: string; startBytes: number; sizeBytes: number }>> {
   const r = await sh(HVINSTALL, ['plan', '--config', configFile, '--source', source, '--system-size', String(systemSizeMiB), '--json'], { allowFailure: true });
-  const plan = (JSON.parse(r.stdout) as { plan: { partitions: Array<{ number: number; label?: string; startBytes: number; sizeBytes: number }> } }).plan;
+  const plan = (JSON.parse(r.stdout) as { plan: { partitions: Array<{ number: number; label?: string; name: string; startBytes: number; sizeBytes: number }> } }).plan;
   return plan.partitions;
 }

@@ -122,6 +122,28 @@ describe('hvinstall install --cmdline-file (automatic mode)', () => {
     await verifyAsInstalled(t);
   });
 
+  it("PXE's root=live:URL: --source names the OS image over http; it is downloaded, checked against its .sha256 and installed; a wrong one is refused before the disk", async () => {
+    const t = await setup('right', 'local');
+    const squashfs = path.join(t.dir, 'rootfs.squashfs');
+    await sh('mksquashfs', [t.tree, squashfs, '-noappend', '-quiet', '-comp', 'gzip']);
+    const image = await readFile(squashfs);
+    const sha = createHash('sha256').update(image).digest('hex');
+    t.srv.files.set('/rootfs.squashfs', image);
+    t.srv.files.set('/rootfs.squashfs.sha256', Buffer.from(`${sha}  rootfs.squashfs\n`));
+    const r = await hvinstallOnUefiMachine([...autoArgs(t.cmdline, t.stateDir), '--source', `${t.srv.url}/rootfs.squashfs`, '--bundle', 'none']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain(`"verified":"sha256 ${sha} (from ${t.srv.url}/rootfs.squashfs.sha256) matched"`);
+    await verifyAsInstalled(t);
+
+    const bad = await setup('right', 'local');
+    bad.srv.files.set('/rootfs.squashfs', image);
+    bad.srv.files.set('/rootfs.squashfs.sha256', Buffer.from(`${sha.replace(/^./, (c) => (c === '0' ? '1' : '0'))}  rootfs.squashfs\n`));
+    const refused = await hvinstallOnUefiMachine([...autoArgs(bad.cmdline, bad.stateDir), '--source', `${bad.srv.url}/rootfs.squashfs`, '--bundle', 'none']);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/sha256/);
+    await untouched(bad.disk);
+  });
+
   it('refuses --fallback-source outside automatic mode', async () => {
     const dir = await tempDir(cleanup);
     const cfg = path.join(dir, 'c.yaml');

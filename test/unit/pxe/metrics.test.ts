@@ -92,6 +92,10 @@ describe('hvpxe /metrics', () => {
     expect(reloaded.value('hvpxe_reloads_total{result="ok"}')).toBe(1);
     expect(reloaded.value('hvpxe_reloads_total{result="refused"}')).toBe(1);
     expect(reloaded.value('hvpxe_last_reload_refused')).toBe(1);
+    // The machine store: writable, nothing refused for it (the etcd outage is etcd-store.test.ts's).
+    expect(reloaded.text).toMatch(/^hvpxe_store_available\{store="(file|memory)"\} 1$/m);
+    expect(reloaded.text).toMatch(/^hvpxe_store_refused_total\{what="script"\} 0$/m);
+    expect(reloaded.text).toMatch(/^hvpxe_store_refused_total\{what="config"\} 0$/m);
     expect(reloaded.text).toMatch(/^hvpxe_build_info\{version="[^"]+",commit="[^"]+"\} 1$/m);
 
     const lint = promtool(reloaded.text);
