@@ -6,7 +6,7 @@
  * can and names what it cannot, ends within its grace after the verdict, and leaves no mount, loop
  * device or process; then the fault is removed and a re-run gives the disk a clean install gives,
  * compared by fingerprint (partition table and GUIDs, filesystem signatures, every file's digest,
- * the images' digests). The cases are spread over four files so that the integration forks run
+ * the images' digests). The cases are spread over five files so that the integration forks run
  * them side by side (each case is three installs through FUSE).
  */
 import { afterAll, beforeAll, expect } from 'vitest';
