@@ -24,13 +24,15 @@ build: deps generate
 typecheck: generate
 	@$(TSC) -p tsconfig.test.json
 
+# Unit files are CPU-bound: one worker per CPU. Integration files mostly wait on disks, daemons and
+# guests: vitest.config.ts runs three at a time.
 test: build typecheck
-	@$(VITEST) run --project unit
+	@VITEST_MAX_FORKS=$$(nproc) $(VITEST) run --project unit
 	@if [ "$$(id -u)" = 0 ]; then $(VITEST) run --project integration; \
 	 else echo "integration tests need root: run 'sudo make test-integration'" >&2; exit 2; fi
 
 test-unit: build
-	@$(VITEST) run --project unit
+	@VITEST_MAX_FORKS=$$(nproc) $(VITEST) run --project unit
 
 test-integration: build
 	@$(VITEST) run --project integration

@@ -1,9 +1,15 @@
 import { defineConfig } from 'vitest/config';
 
-// Unit tests need no root and run in parallel; integration tests drive real
-// block devices and daemons, so they get longer timeouts and fewer workers.
+// Unit tests need no root; integration tests drive real block devices and daemons, so they get
+// longer timeouts. Worker counts are root options in vitest 3: a project's poolOptions are ignored,
+// and the default (one worker less than the CPUs) ran every file one after another on a 2-core
+// machine. An integration file keeps about three quarters of one CPU busy (the rest is waiting on
+// disks, daemons and guests), so three run side by side on two CPUs (docs/testing.md, "How long
+// the tests take"); no two share a loop device, a port or a network namespace. `make test` gives
+// the CPU-bound unit files one worker per CPU instead (VITEST_MAX_FORKS overrides this count).
 export default defineConfig({
   test: {
+    poolOptions: { forks: { maxForks: 3, minForks: 1 } },
     projects: [
       {
         test: {
@@ -19,7 +25,6 @@ export default defineConfig({
           testTimeout: 180_000,
           hookTimeout: 120_000,
           pool: 'forks',
-          poolOptions: { forks: { maxForks: 2, minForks: 1 } },
         },
       },
     ],

@@ -79,83 +79,107 @@ export function statusFile(rootDir: string): string {
 }
 
 export async function runGuards(opts: RunnerOptions): Promise<RunOutcome> {
-  const now = opts.now ?? Date.now;
-  const iso = (t = now()): string => new Date(t).toISOString();
-  const all = opts.names ?? GUARD_ORDER;
-  const names = opts.only ? all.filter((n) => opts.only!.includes(n)) : all;
-  const registry = opts.guards ?? GUARDS;
-  const missing = names.filter((n) => !registry[n]);
-  if (missing.length) throw new Error(`runGuards: no guard named ${missing.join(', ')}`);
-  const grace = opts.overrunGraceMs ?? 10_000;
-  const root = (p: string): string => (opts.rootDir === '/' ? p : path.join(opts.rootDir, p));
-  const store = new StatusStore(statusFile(opts.rootDir), names, opts.mode, opts.log.redactor, opts.log, now, root(METRICS_TEXTFILE_PATH));
-  const bootstrap = opts.bootstrap ?? { by: 'hvagent', why: 'not detected (default)' };
-  store.setBootstrap(bootstrap);
-  let readySent = false;
-  const outcomes = new Map<GuardName, Outcome>();
-  const changes = new Changes();
-  const stop = opts.signal;
+  const run = new GuardRun(opts);
+  opts.log.info('hvagent starting', { mode: opts.mode, guards: run.names, root: opts.rootDir, bootstrapper: run.bootstrap.by, why: run.bootstrap.why });
+  // Every guard is driven at once; each waits only for its own dependencies.
+  await Promise.all(run.names.map((n) => run.drive(n)));
+  return run.finish();
+}
 
-  const setOutcome = (name: GuardName, o: Outcome): void => {
-    outcomes.set(name, o);
-    changes.notify();
-    if (readySent || !opts.onReady) return;
-    const r = readiness(outcomes as Map<GuardName, SettledOutcome | 'stopped'>, names);
+/** One run of the guard set: the status store, the outcomes so far, and each guard's loop. */
+class GuardRun {
+  readonly names: GuardName[];
+  readonly bootstrap: BootstrapMode;
+  private readonly registry: Partial<Record<GuardName, Guard>>;
+  private readonly now: () => number;
+  private readonly grace: number;
+  private readonly store: StatusStore;
+  private readonly outcomes = new Map<GuardName, Outcome>();
+  private readonly changes = new Changes();
+  private readonly stop: AbortSignal;
+  private readySent = false;
+
+  constructor(private readonly opts: RunnerOptions) {
+    this.now = opts.now ?? Date.now;
+    const all = opts.names ?? GUARD_ORDER;
+    this.names = opts.only ? all.filter((n) => opts.only!.includes(n)) : all;
+    this.registry = opts.guards ?? GUARDS;
+    const missing = this.names.filter((n) => !this.registry[n]);
+    if (missing.length) throw new Error(`runGuards: no guard named ${missing.join(', ')}`);
+    this.grace = opts.overrunGraceMs ?? 10_000;
+    this.store = new StatusStore(statusFile(opts.rootDir), this.names, opts.mode, opts.log.redactor, opts.log, this.now, this.root(METRICS_TEXTFILE_PATH));
+    this.bootstrap = opts.bootstrap ?? { by: 'hvagent', why: 'not detected (default)' };
+    this.store.setBootstrap(this.bootstrap);
+    this.stop = opts.signal;
+  }
+
+  private iso(t = this.now()): string {
+    return new Date(t).toISOString();
+  }
+
+  private readonly root = (p: string): string => (this.opts.rootDir === '/' ? p : path.join(this.opts.rootDir, p));
+
+  /** Records a guard's outcome, wakes the guards waiting on it, and says ready once the pre-bootstrap guards have settled. */
+  private setOutcome(name: GuardName, o: Outcome): void {
+    this.outcomes.set(name, o);
+    this.changes.notify();
+    if (this.readySent || !this.opts.onReady) return;
+    const r = readiness(this.outcomes as Map<GuardName, SettledOutcome | 'stopped'>, this.names);
     if (!r.ready) return;
-    readySent = true;
-    store.setReady(r.status);
-    opts.log.info('node prepared for the bootstrap', { status: r.status, bootstrapper: bootstrap.by });
-    void Promise.resolve(opts.onReady(r.status)).catch((err: Error) => opts.log.warn('readiness notification failed', { error: err.message }));
-  };
+    this.readySent = true;
+    this.store.setReady(r.status);
+    this.opts.log.info('node prepared for the bootstrap', { status: r.status, bootstrapper: this.bootstrap.by });
+    void Promise.resolve(this.opts.onReady(r.status)).catch((err: Error) => this.opts.log.warn('readiness notification failed', { error: err.message }));
+  }
 
-  function contextFor(guard: Guard, signal: AbortSignal): GuardContext {
+  private contextFor(guard: Guard, signal: AbortSignal): GuardContext {
     return {
-      root,
-      config: opts.config,
-      log: opts.log.child({ guard: guard.name }),
+      root: this.root,
+      config: this.opts.config,
+      log: this.opts.log.child({ guard: guard.name }),
       signal,
-      settings: guardSettings(opts.settings, guard.name),
-      progress: (detail) => store.update(guard.name, { detail }),
-      report: (data) => store.update(guard.name, { data }),
-      now,
-      bootstrapper: bootstrap.by,
+      settings: guardSettings(this.opts.settings, guard.name),
+      progress: (detail) => this.store.update(guard.name, { detail }),
+      report: (data) => this.store.update(guard.name, { data }),
+      now: this.now,
+      bootstrapper: this.bootstrap.by,
     };
   }
 
   /** Waits until every dependency succeeded or was skipped; says which one blocks otherwise. */
-  async function waitForDependencies(name: GuardName, deps: GuardName[]): Promise<'ready' | 'stopped' | { why: string }> {
+  private async waitForDependencies(name: GuardName, deps: GuardName[]): Promise<'ready' | 'stopped' | { why: string }> {
     for (;;) {
-      if (stop.aborted) return 'stopped';
+      if (this.stop.aborted) return 'stopped';
       const waitingFor: string[] = [];
       for (const d of deps) {
-        const o = outcomes.get(d);
+        const o = this.outcomes.get(d);
         if (o === 'ok' || o === 'skip') continue;
-        if (o === 'failed' && opts.mode === 'once') return { why: `dependency ${d} failed` };
+        if (o === 'failed' && this.opts.mode === 'once') return { why: `dependency ${d} failed` };
         waitingFor.push(o === 'failed' ? `${d} (failed; retried later)` : d);
       }
       if (waitingFor.length === 0) return 'ready';
-      store.update(name, { phase: 'pending', detail: `waiting for ${waitingFor.join(', ')}` });
-      await changes.next(stop);
+      this.store.update(name, { phase: 'pending', detail: `waiting for ${waitingFor.join(', ')}` });
+      await this.changes.next(this.stop);
     }
   }
 
   /** One reconcile pass, bounded by the deadline even if the guard ignores its signal. */
-  async function reconcileOnce(guard: Guard, deadlineAt: number): Promise<GuardResult | 'stopped'> {
+  private async reconcileOnce(guard: Guard, deadlineAt: number): Promise<GuardResult | 'stopped'> {
     const attempt = new AbortController();
-    const remaining = Math.max(0, deadlineAt - now());
+    const remaining = Math.max(0, deadlineAt - this.now());
     const onDeadline = setTimeout(() => attempt.abort(new Error(`the ${guard.name} deadline passed`)), remaining);
     let abandon: NodeJS.Timeout | undefined;
     const overrun = new Promise<GuardResult>((resolve) => {
       abandon = setTimeout(
-        () => resolve({ status: 'fail', diagnosis: `reconcile did not return within the deadline (+${Math.round(grace / 1000)} s) and was abandoned` }),
-        remaining + grace,
+        () => resolve({ status: 'fail', diagnosis: `reconcile did not return within the deadline (+${Math.round(this.grace / 1000)} s) and was abandoned` }),
+        remaining + this.grace,
       );
     });
     try {
-      const result = await Promise.race([guard.reconcile(contextFor(guard, AbortSignal.any([stop, attempt.signal]))), overrun]);
-      return stop.aborted ? 'stopped' : result;
+      const result = await Promise.race([guard.reconcile(this.contextFor(guard, AbortSignal.any([this.stop, attempt.signal]))), overrun]);
+      return this.stop.aborted ? 'stopped' : result;
     } catch (err) {
-      if (stop.aborted) return 'stopped';
+      if (this.stop.aborted) return 'stopped';
       return { status: 'retry', reason: message(err) };
     } finally {
       clearTimeout(onDeadline);
@@ -164,119 +188,138 @@ export async function runGuards(opts: RunnerOptions): Promise<RunOutcome> {
   }
 
   /** Reconciles with backoff until ok/skip/fail or the deadline. */
-  async function reconcileUntilDeadline(guard: Guard): Promise<Outcome> {
+  private async reconcileUntilDeadline(guard: Guard): Promise<Outcome> {
     const name = guard.name;
-    const log = opts.log.child({ guard: name });
-    const deadlineMs = guardDeadlineMs(opts.settings, name, guard.deadlineMs);
-    const start = now();
-    const deadlineAt = start + deadlineMs;
-    let delay = opts.settings.backoff.initialMs;
-    store.update(name, { startedAt: iso(start), finishedAt: undefined, nextRetryAt: undefined, hint: undefined });
+    const deadlineMs = guardDeadlineMs(this.opts.settings, name, guard.deadlineMs);
+    const start = this.now();
+    let delay = this.opts.settings.backoff.initialMs;
+    this.store.update(name, { startedAt: this.iso(start), finishedAt: undefined, nextRetryAt: undefined, hint: undefined });
     for (;;) {
-      const attempts = store.get(name).attempts + 1;
-      store.update(name, { phase: 'running', attempts, nextRetryAt: undefined });
-      await store.flush();
-      const r = await reconcileOnce(guard, deadlineAt);
+      const attempts = this.store.get(name).attempts + 1;
+      this.store.update(name, { phase: 'running', attempts, nextRetryAt: undefined });
+      await this.store.flush();
+      const r = await this.reconcileOnce(guard, start + deadlineMs);
       if (r === 'stopped') return 'stopped';
-      switch (r.status) {
-        case 'ok':
-          store.update(name, { phase: 'succeeded', detail: r.detail, lastError: undefined, finishedAt: iso() });
-          log.info('guard succeeded', { attempts, detail: r.detail });
-          return 'ok';
-        case 'skip':
-          store.update(name, { phase: 'skipped', detail: r.reason, lastError: undefined, finishedAt: iso() });
-          log.info('guard skipped', { reason: r.reason });
-          return 'skip';
-        case 'fail':
-          store.update(name, { phase: 'failed', lastError: r.diagnosis, hint: r.hint, finishedAt: iso() });
-          log.error('guard failed', { attempts, diagnosis: r.diagnosis, hint: r.hint });
-          return 'failed';
-        case 'retry': {
-          const elapsed = now() - start;
-          if (elapsed >= deadlineMs) {
-            const diagnosis = `not reached within ${formatMs(deadlineMs)} (${attempts} attempt${attempts === 1 ? '' : 's'}): ${r.reason}`;
-            store.update(name, { phase: 'failed', lastError: diagnosis, finishedAt: iso() });
-            log.error('guard deadline passed', { attempts, diagnosis });
-            return 'failed';
-          }
-          const wait = Math.min(delay, deadlineMs - elapsed);
-          store.update(name, { phase: 'waiting', lastError: r.reason, nextRetryAt: iso(now() + wait) });
-          log.info('guard not there yet', { attempts, reason: r.reason, retryInMs: wait });
-          await store.flush();
-          try {
-            await sleep(wait, stop);
-          } catch {
-            return 'stopped';
-          }
-          delay = Math.min(delay * 2, opts.settings.backoff.maxMs);
-        }
-      }
+      if (r.status !== 'retry') return this.settled(name, r, attempts, this.now() - start);
+      const elapsed = this.now() - start;
+      if (elapsed >= deadlineMs) return this.deadlinePassed(name, deadlineMs, attempts, r.reason, elapsed);
+      if (!(await this.waitToRetry(name, Math.min(delay, deadlineMs - elapsed), attempts, r.reason))) return 'stopped';
+      delay = Math.min(delay * 2, this.opts.settings.backoff.maxMs);
     }
   }
 
-  async function driveGuard(name: GuardName): Promise<void> {
-    const guard = registry[name]!;
-    const deps = opts.only ? [] : guard.dependsOn.filter((d) => names.includes(d));
+  /** Records a final result (ok, skip, fail); the log says how long the guard took (tookMs). */
+  private settled(name: GuardName, r: Exclude<GuardResult, { status: 'retry' }>, attempts: number, tookMs: number): Outcome {
+    const log = this.opts.log.child({ guard: name });
+    switch (r.status) {
+      case 'ok':
+        this.store.update(name, { phase: 'succeeded', detail: r.detail, lastError: undefined, finishedAt: this.iso() });
+        log.info('guard succeeded', { attempts, detail: r.detail, tookMs });
+        return 'ok';
+      case 'skip':
+        this.store.update(name, { phase: 'skipped', detail: r.reason, lastError: undefined, finishedAt: this.iso() });
+        log.info('guard skipped', { reason: r.reason, tookMs });
+        return 'skip';
+      case 'fail':
+        this.store.update(name, { phase: 'failed', lastError: r.diagnosis, hint: r.hint, finishedAt: this.iso() });
+        log.error('guard failed', { attempts, diagnosis: r.diagnosis, hint: r.hint, tookMs });
+        return 'failed';
+    }
+  }
+
+  /** The deadline passed on a retry: the last reason becomes the diagnosis. */
+  private deadlinePassed(name: GuardName, deadlineMs: number, attempts: number, reason: string, tookMs: number): Outcome {
+    const diagnosis = `not reached within ${formatMs(deadlineMs)} (${attempts} attempt${attempts === 1 ? '' : 's'}): ${reason}`;
+    this.store.update(name, { phase: 'failed', lastError: diagnosis, finishedAt: this.iso() });
+    this.opts.log.child({ guard: name }).error('guard deadline passed', { attempts, diagnosis, tookMs });
+    return 'failed';
+  }
+
+  /** The backoff wait before the next attempt; false when the run was stopped during it. */
+  private async waitToRetry(name: GuardName, wait: number, attempts: number, reason: string): Promise<boolean> {
+    this.store.update(name, { phase: 'waiting', lastError: reason, nextRetryAt: this.iso(this.now() + wait) });
+    this.opts.log.child({ guard: name }).info('guard not there yet', { attempts, reason, retryInMs: wait });
+    await this.store.flush();
+    return sleep(wait, this.stop).then(
+      () => true,
+      () => false,
+    );
+  }
+
+  /** A guard's whole life: its dependencies, its reconcile, the retry after a failure, its watch. */
+  async drive(name: GuardName): Promise<void> {
+    const guard = this.registry[name]!;
+    const deps = this.opts.only ? [] : guard.dependsOn.filter((d) => this.names.includes(d));
     for (;;) {
-      const ready = await waitForDependencies(name, deps);
-      if (ready === 'stopped') return setOutcome(name, 'stopped');
+      const ready = await this.waitForDependencies(name, deps);
+      if (ready === 'stopped') return this.setOutcome(name, 'stopped');
       if (ready !== 'ready') {
-        store.update(name, { phase: 'failed', detail: undefined, lastError: `not run: ${ready.why}`, finishedAt: iso() });
-        opts.log.error('guard not run', { guard: name, reason: ready.why });
-        return setOutcome(name, 'failed');
+        this.store.update(name, { phase: 'failed', detail: undefined, lastError: `not run: ${ready.why}`, finishedAt: this.iso() });
+        this.opts.log.error('guard not run', { guard: name, reason: ready.why });
+        return this.setOutcome(name, 'failed');
       }
-      const o = await reconcileUntilDeadline(guard);
-      setOutcome(name, o);
+      const o = await this.reconcileUntilDeadline(guard);
+      this.setOutcome(name, o);
       if (o === 'stopped' || o === 'skip') return;
       if (o === 'failed') {
-        if (opts.mode === 'once') return;
-        const retryAt = now() + opts.settings.retryFailedAfterMs;
-        store.update(name, { nextRetryAt: iso(retryAt) });
-        try {
-          await sleep(opts.settings.retryFailedAfterMs, stop);
-        } catch {
-          return setOutcome(name, 'stopped');
-        }
+        if (this.opts.mode === 'once') return;
+        if (!(await this.waitAfterFailure(name))) return this.setOutcome(name, 'stopped');
         continue;
       }
-      if (opts.mode === 'once' || !guard.watch) return;
-      store.update(name, { phase: 'watching' });
-      try {
-        await guard.watch(contextFor(guard, stop));
-        if (stop.aborted) return;
-        store.update(name, { phase: 'succeeded' });
-        return;
-      } catch (err) {
-        if (stop.aborted) return;
-        // The watch broke (not a stop): reconcile again from the top, with a fresh deadline.
-        store.update(name, { phase: 'waiting', lastError: `watch ended: ${message(err)}` });
-        opts.log.warn('guard watch ended; reconciling again', { guard: name, error: message(err) });
-        try {
-          await sleep(opts.settings.backoff.initialMs, stop);
-        } catch {
-          return;
+      if (this.opts.mode === 'once' || !guard.watch) return;
+      if ((await this.watch(guard)) === 'done') return;
+    }
+  }
+
+  /** `run` mode retries a failed guard after retryFailedAfterMs; false when stopped meanwhile. */
+  private async waitAfterFailure(name: GuardName): Promise<boolean> {
+    const retryAt = this.now() + this.opts.settings.retryFailedAfterMs;
+    this.store.update(name, { nextRetryAt: this.iso(retryAt) });
+    return sleep(this.opts.settings.retryFailedAfterMs, this.stop).then(
+      () => true,
+      () => false,
+    );
+  }
+
+  /** Keeps the state with the guard's watch; 'again' when the watch broke and the guard must reconcile again. */
+  private async watch(guard: Guard): Promise<'done' | 'again'> {
+    const name = guard.name;
+    this.store.update(name, { phase: 'watching' });
+    try {
+      await guard.watch!(this.contextFor(guard, this.stop));
+      if (this.stop.aborted) return 'done';
+      this.store.update(name, { phase: 'succeeded' });
+      return 'done';
+    } catch (err) {
+      if (this.stop.aborted) return 'done';
+      // The watch broke (not a stop): reconcile again from the top, with a fresh deadline.
+      this.store.update(name, { phase: 'waiting', lastError: `watch ended: ${message(err)}` });
+      this.opts.log.warn('guard watch ended; reconciling again', { guard: name, error: message(err) });
+      const slept = await sleep(this.opts.settings.backoff.initialMs, this.stop).then(
+        () => true,
+        () => false,
+      );
+      return slept ? 'again' : 'done';
+    }
+  }
+
+  /** Marks what a stop interrupted, writes the final status document and says whether all went well. */
+  async finish(): Promise<RunOutcome> {
+    const stopped = this.stop.aborted;
+    if (stopped) {
+      for (const g of this.store.snapshot().guards) {
+        if (['pending', 'running', 'waiting', 'watching'].includes(g.phase)) {
+          this.store.update(g.name, { phase: 'stopped', nextRetryAt: undefined, finishedAt: this.iso() });
         }
       }
     }
+    this.store.setState(stopped ? 'stopped' : 'finished');
+    await this.store.flush();
+    const status = this.store.snapshot();
+    const ok = status.guards.every((g) => g.phase === 'succeeded' || g.phase === 'skipped');
+    this.opts.log.info(stopped ? 'hvagent stopped' : 'hvagent finished', { ok });
+    return { ok, stopped, status };
   }
-
-  opts.log.info('hvagent starting', { mode: opts.mode, guards: names, root: opts.rootDir, bootstrapper: bootstrap.by, why: bootstrap.why });
-  await Promise.all(names.map((n) => driveGuard(n)));
-
-  const stopped = stop.aborted;
-  if (stopped) {
-    for (const g of store.snapshot().guards) {
-      if (['pending', 'running', 'waiting', 'watching'].includes(g.phase)) {
-        store.update(g.name, { phase: 'stopped', nextRetryAt: undefined, finishedAt: iso() });
-      }
-    }
-  }
-  store.setState(stopped ? 'stopped' : 'finished');
-  await store.flush();
-  const status = store.snapshot();
-  const ok = status.guards.every((g) => g.phase === 'succeeded' || g.phase === 'skipped');
-  opts.log.info(stopped ? 'hvagent stopped' : 'hvagent finished', { ok });
-  return { ok, stopped, status };
 }
 
 export function formatMs(ms: number): string {

@@ -191,12 +191,20 @@ export interface TestMachine {
   meminfo?: string;
 }
 
+/**
+ * Drops this private mount namespace's copies of the mounts other integration files have made
+ * (their disks' partitions under /tmp and /run/hvinstall, their FUSE media): held here for the
+ * length of an install, a copy keeps that filesystem busy, and the other file's remount, exclusive
+ * open or fsck of its own partition fails. The host's mounts are not touched.
+ */
+const DROP_FOREIGN_MOUNTS = `for m in $(awk '$5 ~ "^/(tmp|run/hvinstall)/" {print $5}' /proc/self/mountinfo | sort -r); do umount -l "$m" 2>/dev/null; done`;
+
 /** Runs bin/hvinstall in a private mount namespace shaped as `machine`. */
 export function hvinstallOn(machine: TestMachine, args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliResult> {
   const steps = ['mount -t tmpfs hvtest-firmware /sys/firmware', ...(machine.firmware === 'uefi' ? ['mkdir /sys/firmware/efi'] : [])];
   if (machine.cpuinfo) steps.push(`mount --bind ${machine.cpuinfo} /proc/cpuinfo`);
   if (machine.meminfo) steps.push(`mount --bind ${machine.meminfo} /proc/meminfo`);
-  const script = `${steps.join(' && ')} && exec "$0" "$@"`;
+  const script = `${DROP_FOREIGN_MOUNTS}; ${steps.join(' && ')} && exec "$0" "$@"`;
   return run('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', script, HVINSTALL, ...args], env);
 }
 

@@ -20,6 +20,8 @@ import { mountSlowMedium, type SlowMedium } from './harness.js';
 
 let work: string;
 let medium: SlowMedium | undefined;
+/** A tmpfs a test mounted under work (unmounted before work is removed). */
+let destMount: string | undefined;
 const ARCHIVE = randomBytes(6 * 1024 * 1024);
 
 async function listAll(dir: string): Promise<string[]> {
@@ -42,6 +44,8 @@ beforeEach(async () => {
 afterEach(async () => {
   await medium?.close();
   medium = undefined;
+  while (destMount && (await run('umount', [destMount], { allowFailure: true })).exitCode === 0);
+  destMount = undefined;
   await rm(work, { recursive: true, force: true });
 });
 
@@ -97,16 +101,21 @@ describe('a boot medium that stops answering', () => {
   it('unsquashfs of a squashfs on a stalled medium is stopped and named; once the medium answers it unpacks byte for byte', async () => {
     await run('mksquashfs', [path.join(work, 'src/tree'), path.join(work, 'src/rootfs.squashfs'), '-noappend', '-no-progress', '-comp', 'gzip']);
     medium = await mountSlowMedium(path.join(work, 'src'), work);
+    // unsquashfs's progress is the space used under dest: a tmpfs of its own, so that other
+    // writers to /tmp (the integration files running alongside) cannot hide the stall.
     const dest = path.join(work, 'unpacked');
     await mkdir(dest);
+    await run('mount', ['-t', 'tmpfs', '-o', 'size=64m', 'hv-slow-media-dest', dest]);
+    destMount = dest;
     await medium.stall();
     const err = await unpackSquashfs(path.join(medium.mount, 'rootfs.squashfs'), dest, 1_500).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(HvError);
     expect((err as HvError).message).toMatch(/^unsquashfs wrote nothing under .*\/unpacked for [12] s: reading the squashfs source .*\/medium\/rootfs\.squashfs stalled \(a hung boot medium\?\)$/);
     expect((err as HvError).where).toBe('deploy: unsquashfs');
     await medium.resume();
-    await rm(dest, { recursive: true, force: true });
-    await mkdir(dest);
+    // An empty dest again: the stopped unsquashfs may still hold a file there, so a fresh tmpfs.
+    await run('umount', ['-l', dest]);
+    await run('mount', ['-t', 'tmpfs', '-o', 'size=64m', 'hv-slow-media-dest', dest]);
     await unpackSquashfs(path.join(medium.mount, 'rootfs.squashfs'), dest, 1_500);
     expect(await readFile(path.join(dest, 'big'))).toEqual(ARCHIVE);
     expect(await readFile(path.join(dest, 'etc/os-release'), 'utf8')).toBe('ID=test\n');

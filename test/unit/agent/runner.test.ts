@@ -125,9 +125,12 @@ describe('runGuards retries and deadlines', () => {
   });
 
   it('ends in a diagnosis with the last reason when the deadline passes', async () => {
+    // Each check takes 40 ms of the runner's clock, so the deadline passes at the fourth whatever
+    // the machine's load.
     let n = 0;
-    const g = testDoubleGuard('network-online', { deadlineMs: 150, reconcile: async () => ({ status: 'retry', reason: `no default route (check ${++n})` }) });
-    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online'], guards: guardSet([g]) });
+    let clock = 1_000_000;
+    const g = testDoubleGuard('network-online', { deadlineMs: 150, reconcile: async () => { clock += 40; return { status: 'retry', reason: `no default route (check ${++n})` }; } });
+    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online'], guards: guardSet([g]), now: () => clock });
     expect(r.ok).toBe(false);
     const s = r.status.guards[0]!;
     expect(s.phase).toBe('failed');
@@ -138,8 +141,9 @@ describe('runGuards retries and deadlines', () => {
 
   it('the wait before a retry never runs past the deadline: it is clamped to what is left', async () => {
     settings.backoff = { initialMs: 60_000, maxMs: 60_000 };
-    const g = testDoubleGuard('network-online', { deadlineMs: 120, reconcile: async () => ({ status: 'retry', reason: 'no carrier' }) });
-    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online'], guards: guardSet([g]) });
+    let clock = 1_000_000;
+    const g = testDoubleGuard('network-online', { deadlineMs: 120, reconcile: async () => { clock += 50; return { status: 'retry', reason: 'no carrier' }; } });
+    const r = await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online'], guards: guardSet([g]), now: () => clock });
     expect(r.status.guards[0]!.phase).toBe('failed');
     const waits = sink.lines.map((l) => JSON.parse(l) as { msg: string; retryInMs?: number }).filter((l) => l.msg === 'guard not there yet').map((l) => l.retryInMs!);
     expect(waits.length).toBeGreaterThan(0);

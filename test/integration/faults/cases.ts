@@ -1,0 +1,174 @@
+/**
+ * The install under a failing disk and a changing source (docs/install.md, "Faults"): what every
+ * case shares. Each case installs onto a loop device over the fault harness's FUSE file
+ * (harness.ts), injects its fault, and checks the promise: the install fails loudly naming the
+ * device or file and the offset or operation, exits 3, never reports success, invalidates what it
+ * can and names what it cannot, ends within its grace after the verdict, and leaves no mount, loop
+ * device or process; then the fault is removed and a re-run gives the disk a clean install gives,
+ * compared by fingerprint (partition table and GUIDs, filesystem signatures, every file's digest,
+ * the images' digests). The cases are spread over five files so that the integration forks run
+ * them side by side (each case is three installs through FUSE).
+ */
+import { afterAll, beforeAll, expect } from 'vitest';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { Cleanup, buildSmallOsTree, configYaml, diskSnapshot, events, installArgs, partitionNode, sh, tempDir, TEST_SYSTEM_SIZE_MIB } from '../install/helpers.js';
+import { faultDisk, hvinstallRun, leftovers, plannedPartitions, type FaultDisk, type FaultRule, type Verdict } from './harness.js';
+
+export const cleanup = new Cleanup();
+
+/** A case's timeout: up to three installs through FUSE, with the other integration forks alongside. */
+export const FAULT_CASE_MS = 420_000;
+
+/** A file of the test OS whose every 4 KiB carries this text: a flip rule corrupts only its data blocks. */
+export const MARKER = 'HVFAULT-MARKER-0123456789abcdef';
+export const MARKER_HEX = Buffer.from(MARKER).toString('hex');
+export const MARKER_FILE = 'usr/share/hv-fault/marker.bin';
+export const MiB = 1024 * 1024;
+
+export interface Install {
+  dir: string;
+  disk: FaultDisk;
+  configFile: string;
+  stateDir: string;
+  args: string[];
+  journalFile: string;
+  part: (label: string) => { number: number; startBytes: number; sizeBytes: number; dev: string; from: number; to: number };
+  /** The planned partitions' filesystem labels (COS_GRUB only for EFI). */
+  labels: string[];
+}
+
+/** The OS source every case installs from (built once per file by faultFileHooks). */
+export let source: string;
+
+/** An EFI install unless `bios` (this machine boots without UEFI, so a plan without force_efi is for BIOS). */
+export async function setup(extraInstall?: string, bios = false): Promise<Install> {
+  const dir = await tempDir(cleanup, 'hv-faults-');
+  const disk = await faultDisk(cleanup, dir);
+  const configFile = path.join(dir, 'config.yaml');
+  await writeFile(configFile, configYaml({ device: disk.dev, forceEfi: !bios, extraInstall }));
+  const stateDir = path.join(dir, 'state');
+  const parts = await plannedPartitions(configFile, source, TEST_SYSTEM_SIZE_MIB);
+  const part = (label: string) => {
+    const p = parts.find((x) => (x.label ?? x.name) === label)!;
+    return { ...p, dev: partitionNode(disk.dev, p.number), from: p.startBytes, to: p.startBytes + p.sizeBytes };
+  };
+  const labels = parts.flatMap((p) => (p.label ? [p.label] : []));
+  return { dir, disk, configFile, stateDir, args: installArgs(configFile, source, stateDir, ['--bundle', 'none']), journalFile: path.join(stateDir, `${path.basename(disk.dev)}.journal.json`), part, labels };
+}
+
+/** The disk as a clean install leaves it, with the loop device's name taken out. */
+export async function fingerprint(t: Install): Promise<string> {
+  const verify = (await sh('sgdisk', ['--verify', t.disk.dev])).stdout;
+  expect(verify).toContain('No problems found');
+  const snap = await diskSnapshot(t.disk.dev, t.dir);
+  return JSON.stringify(snap, null, 1).replaceAll(path.basename(t.disk.dev), 'DISK');
+}
+
+/** Runs the install and waits for the process (it must end within the grace after its verdict). */
+export async function install(t: Install, env: NodeJS.ProcessEnv = {}, during?: (stdout: () => string) => Promise<void>): Promise<Verdict> {
+  const run = hvinstallRun(cleanup, t.args, env);
+  let out = '';
+  run.child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  await during?.(() => out);
+  return run.done;
+}
+
+/** Resolves once the install's JSON events show `step` started. */
+export async function stepStarted(stdout: () => string, step: string): Promise<void> {
+  const re = new RegExp(`"type":"step","phase":"started","step":"${step}"`);
+  while (!re.test(stdout())) await new Promise((r) => setTimeout(r, 50));
+}
+
+export async function journalOf(t: Install): Promise<{ status: string; invalidation?: string[]; notInvalidated?: string[]; steps: Array<{ name: string; status: string }> }> {
+  return JSON.parse(await readFile(t.journalFile, 'utf8'));
+}
+
+/** The promise every failed case keeps. */
+export async function failedLoudly(t: Install, r: Verdict): Promise<void> {
+  expect(r.hungAfterVerdict, `still running 30 s after its verdict:\n${r.stderr}`).toBe(false);
+  expect(r.code, r.stderr).toBe(3);
+  expect(events(r.stdout).some((e) => e.type === 'install' && e.phase === 'succeeded')).toBe(false);
+  expect(await leftovers(t.disk.dev)).toEqual([]);
+}
+
+/**
+ * The fault removed, the same install again ends with the disk a clean install gives: compared with
+ * a fresh install (new journal) onto the same disk blanked first (the disk's identity, and so its
+ * GUIDs and UUIDs, comes from the plan, which names the disk).
+ */
+export async function recoversToClean(t: Install): Promise<void> {
+  await t.disk.setRules([]);
+  const again = await install(t);
+  expect(again.code, again.stderr).toBe(0);
+  const recovered = await fingerprint(t);
+  for (const p of t.labels) await sh('wipefs', ['--all', '--force', t.part(p).dev]);
+  await sh('sgdisk', ['--zap-all', t.disk.dev]);
+  await sh('partprobe', [t.disk.dev], { allowFailure: true });
+  const clean = await install({ ...t, args: installArgs(t.configFile, source, `${t.stateDir}-clean`, ['--bundle', 'none']) });
+  expect(clean.code, clean.stderr).toBe(0);
+  expect(recovered).toEqual(await fingerprint(t));
+}
+
+/** The file's hooks: the test OS source with its marker file first, everything undone last. */
+export function faultFileHooks(): void {
+  afterAll(() => cleanup.run());
+  beforeAll(async () => {
+    const dir = await tempDir(cleanup, 'hv-faults-src-');
+    source = await buildSmallOsTree(dir);
+    await mkdir(path.join(source, path.dirname(MARKER_FILE)), { recursive: true });
+    await writeFile(path.join(source, MARKER_FILE), Buffer.from(MARKER.repeat(Math.ceil((4 * MiB) / MARKER.length)).slice(0, 4 * MiB)));
+  }, 600_000);
+}
+
+/** The disk byte (from the partition's start) of a file's byte, from `filefrag -v`. */
+export function physicalByte(filefrag: string, offset: number): number {
+  const unit = Number(/blocks? of (\d+) bytes/.exec(filefrag)![1]);
+  for (const line of filefrag.split('\n')) {
+    const m = /^\s*\d+:\s+(\d+)\.\.\s*(\d+):\s+(\d+)\.\./.exec(line);
+    if (m && offset / unit >= Number(m[1]) && offset / unit <= Number(m[2]) + 1) return (Number(m[3]) + Math.floor(offset / unit) - Number(m[1])) * unit + (offset % unit);
+  }
+  throw new Error(`byte ${offset} is in no extent`);
+}
+
+
+/** Sets the rules once the install's step has started. */
+export function atStep(step: string, disk: FaultDisk, rules: FaultRule[]): (stdout: () => string) => Promise<void> {
+  return async (stdout) => {
+    await stepStarted(stdout, step);
+    await disk.setRules(rules);
+  };
+}
+
+/** The kernel's block-layer message about this disk, as the error must quote it. */
+const kernelLine = (dev: string): RegExp => new RegExp(`(write error at byte \\d+ of ${dev} \\(kernel: I/O error, dev ${path.basename(dev)}, sector \\d+|(write|I/O) error on ${dev}(p\\d+)? \\(kernel: .*I/O error)`);
+
+/**
+ * The error quotes the kernel's line about this disk, or, when the kernel rate-limited its I/O
+ * error lines (ten per five seconds across every device: the other integration fork's faults count
+ * too), says so with the kernel's own "callbacks suppressed" notice, which dmesg must hold.
+ */
+export async function expectKernelWord(stderr: string, dev: string): Promise<void> {
+  if (kernelLine(dev).test(stderr)) return;
+  const limited = /it rate-limited them \((.+?)\); dmesg/.exec(stderr);
+  expect(limited, `neither the kernel's line about ${dev} nor its rate limit in:\n${stderr}`).not.toBeNull();
+  const dmesg = (await sh('dmesg', [])).stdout;
+  for (const notice of limited![1]!.split('; ')) {
+    expect(notice).toMatch(/callbacks suppressed$/);
+    expect(dmesg).toContain(notice);
+  }
+}
+
+/** A small tmpfs of our own as the state dir (unmounted at cleanup). */
+export async function smallStateDir(t: Install, size: string): Promise<string> {
+  const dir = path.join(t.dir, 'small-state');
+  await mkdir(dir, { recursive: true });
+  await sh('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'hv-fault-state', dir]);
+  cleanup.add(() => sh('umount', ['-l', dir], { allowFailure: true }));
+  return dir;
+}
+
+/** Fills a filesystem to the last byte. */
+export async function fill(dir: string): Promise<void> {
+  await sh('sh', ['-c', `dd if=/dev/zero of=${dir}/filler bs=64k status=none; true`]);
+}
