@@ -11,10 +11,10 @@
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, mkdir, open, readFile, rm, writeFile } from 'node:fs/promises';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { children, curlOnce, freePort, stop, track } from './processes.mjs';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const MACHINES = Number(process.env.FLEET_BENCH_MACHINES ?? 600);
@@ -23,29 +23,6 @@ const CLIENTS = Number(process.env.FLEET_BENCH_CLIENTS ?? 20);
 const SIZE_MIB = Number(process.env.FLEET_BENCH_MIB ?? 128);
 const STORE_TARGET = 0.5;
 const ORIGIN_TARGET = 0.9;
-
-const children = new Set();
-function track(p) {
-  children.add(p);
-  p.on('exit', () => children.delete(p));
-  return p;
-}
-async function stop(p) {
-  if (!p || p.exitCode !== null || p.signalCode !== null) return;
-  const exited = new Promise((r) => p.once('exit', r));
-  p.kill('SIGTERM');
-  const t = setTimeout(() => p.kill('SIGKILL'), 10_000);
-  await exited;
-  clearTimeout(t);
-}
-
-async function freePort() {
-  const s = net.createServer();
-  await new Promise((r) => s.listen(0, '127.0.0.1', r));
-  const { port } = s.address();
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 async function until(what, check, ms = 60_000) {
   const deadline = Date.now() + ms;
@@ -153,19 +130,6 @@ async function boots(url) {
     while (next < MACHINES) await bootOne(url, next++);
   }));
   return MACHINES / ((performance.now() - t0) / 1000);
-}
-
-function curlOnce(url) {
-  return new Promise((resolve, reject) => {
-    const p = track(spawn('curl', ['-s', '-o', '/dev/null', '-w', '%{http_code} %{size_download}', url], { stdio: ['ignore', 'pipe', 'ignore'] }));
-    let out = '';
-    p.stdout.on('data', (d) => (out += d));
-    p.on('close', (code) => {
-      const [status, size] = out.trim().split(' ');
-      if (code !== 0 || status !== '200') reject(new Error(`curl ${url}: exit ${code}, status ${status}`));
-      else resolve(Number(size));
-    });
-  });
 }
 
 /** CLIENTS concurrent downloads, twice; aggregate bytes per second. */
