@@ -206,15 +206,9 @@ function superviseAttempt(
   stdin: 'pipe' | 'ignore',
   start: (child: ReturnType<typeof spawn>, fail: (kind: FailureKind, message: string) => void, running: () => boolean) => AttemptWay,
 ): Promise<ImportAttemptResult> {
-  const now = opts.now ?? Date.now;
-  const { archive } = opts;
   return new Promise<ImportAttemptResult>((resolve, reject) => {
     if (opts.signal.aborted) return reject(opts.signal.reason ?? new Error('aborted'));
-    const child = spawn(
-      'bash',
-      ['-c', script, 'hvagent-preload', archive.archivePath, archive.compression, opts.zstd, ...ctrImportArgs(opts.target, opts.unpack)],
-      { detached: true, stdio: [stdin, 'pipe', 'pipe', 'pipe'] },
-    );
+    const child = spawnImportGroup(opts, script, stdin);
     let output = '';
     const collect = (b: Buffer): void => {
       output = tail(output + b.toString('utf8'));
@@ -224,43 +218,13 @@ function superviseAttempt(
 
     let failure: Failure | undefined;
     let settled = false;
-    const killGroup = (): void => {
-      try {
-        if (child.pid) process.kill(-child.pid, 'SIGKILL');
-      } catch {
-        // Already gone.
-      }
-    };
     const fail = (kind: FailureKind, message: string): void => {
       if (failure) return;
       failure = { kind, message };
-      killGroup();
+      killGroup(child);
     };
     const way = start(child, fail, () => !failure && !settled);
-
-    const watchdog = new StallWatchdog(opts.stallTimeoutMs, now);
-    let throughSince: number | undefined;
-    let polling = false;
-    const tick = setInterval(() => {
-      if (failure || settled || polling) return;
-      polling = true;
-      void Promise.resolve(way.progress()).then((p) => {
-        polling = false;
-        if (failure || settled || !p) return;
-        if (p.state === 'moving') {
-          watchdog.observe(p.measure);
-          if (watchdog.stalled()) {
-            fail('stalled', `stalled: no bytes moved for ${Math.round(watchdog.idleMs() / 1000)} s at ${formatBytes(p.shownBytes)}${archive.sizeBytes ? ` of ${formatBytes(archive.sizeBytes)}` : ''}: ${p.why}`);
-          }
-          return;
-        }
-        throughSince ??= now();
-        if (now() - throughSince >= opts.finishTimeoutMs) {
-          fail('finish-timeout', `every byte was ${way.throughVerb} but ctr did not finish within ${Math.round(opts.finishTimeoutMs / 1000)} s`);
-        }
-      });
-    }, Math.max(50, Math.min(1000, Math.floor(opts.stallTimeoutMs / 4))));
-
+    const tick = watchAttempt(opts, way, fail, () => failure !== undefined || settled);
     const onAbort = (): void => fail('import-failed', 'stopped: the agent is shutting down');
     opts.signal.addEventListener('abort', onAbort, { once: true });
 
@@ -269,7 +233,7 @@ function superviseAttempt(
       settled = true;
       clearInterval(tick);
       opts.signal.removeEventListener('abort', onAbort);
-      killGroup();
+      killGroup(child);
       way.close();
       if (opts.signal.aborted) return reject(opts.signal.reason ?? new Error('aborted'));
       if (failure) return reject(new ImportAttemptError(failure.kind, way.failureMessage?.(failure, output) ?? failure.message, output));
@@ -281,17 +245,70 @@ function superviseAttempt(
       fail('import-failed', `cannot start the import: ${err.message}`);
       finish(null, null);
     });
-    child.on('exit', (code, sig) => {
-      // Give the pipes a moment to deliver the last output lines, then settle regardless.
-      let done = false;
-      const settle = (): void => {
-        if (done) return;
-        done = true;
-        finish(code, sig);
-      };
-      child.once('close', settle);
-      setTimeout(settle, 2000).unref();
+    settleAfterExit(child, finish);
+  });
+}
+
+/** The import group: `script` under bash in its own process group, with the archive and ctr's arguments. */
+function spawnImportGroup(opts: ImportAttemptOptions, script: string, stdin: 'pipe' | 'ignore'): ReturnType<typeof spawn> {
+  const { archive } = opts;
+  return spawn(
+    'bash',
+    ['-c', script, 'hvagent-preload', archive.archivePath, archive.compression, opts.zstd, ...ctrImportArgs(opts.target, opts.unpack)],
+    { detached: true, stdio: [stdin, 'pipe', 'pipe', 'pipe'] },
+  );
+}
+
+function killGroup(child: ReturnType<typeof spawn>): void {
+  try {
+    if (child.pid) process.kill(-child.pid, 'SIGKILL');
+  } catch {
+    // Already gone.
+  }
+}
+
+/**
+ * Polls the way's progress: the stall watchdog while bytes move, the finish deadline once every byte
+ * is through. One poll at a time; nothing once the attempt failed or settled.
+ */
+function watchAttempt(opts: ImportAttemptOptions, way: AttemptWay, fail: (kind: FailureKind, message: string) => void, over: () => boolean): NodeJS.Timeout {
+  const now = opts.now ?? Date.now;
+  const { archive } = opts;
+  const watchdog = new StallWatchdog(opts.stallTimeoutMs, now);
+  let throughSince: number | undefined;
+  let polling = false;
+  return setInterval(() => {
+    if (over() || polling) return;
+    polling = true;
+    void Promise.resolve(way.progress()).then((p) => {
+      polling = false;
+      if (over() || !p) return;
+      if (p.state === 'moving') {
+        watchdog.observe(p.measure);
+        if (watchdog.stalled()) {
+          fail('stalled', `stalled: no bytes moved for ${Math.round(watchdog.idleMs() / 1000)} s at ${formatBytes(p.shownBytes)}${archive.sizeBytes ? ` of ${formatBytes(archive.sizeBytes)}` : ''}: ${p.why}`);
+        }
+        return;
+      }
+      throughSince ??= now();
+      if (now() - throughSince >= opts.finishTimeoutMs) {
+        fail('finish-timeout', `every byte was ${way.throughVerb} but ctr did not finish within ${Math.round(opts.finishTimeoutMs / 1000)} s`);
+      }
     });
+  }, Math.max(50, Math.min(1000, Math.floor(opts.stallTimeoutMs / 4))));
+}
+
+/** Settles once the group's leader exited: after its pipes delivered the last lines, or 2 s, whichever first. */
+function settleAfterExit(child: ReturnType<typeof spawn>, finish: (code: number | null, sig: NodeJS.Signals | null) => void): void {
+  child.on('exit', (code, sig) => {
+    let done = false;
+    const settle = (): void => {
+      if (done) return;
+      done = true;
+      finish(code, sig);
+    };
+    child.once('close', settle);
+    setTimeout(settle, 2000).unref();
   });
 }
 
@@ -342,70 +359,17 @@ function importDirect(opts: ImportAttemptOptions): Promise<ImportAttemptResult> 
 function importRelayed(opts: ImportAttemptOptions): Promise<ImportAttemptResult> {
   const now = opts.now ?? Date.now;
   const started = now();
-  const holdBack = opts.holdBackBytes ?? HOLD_BACK_BYTES;
-  const { archive } = opts;
-  const expected = archive.sha256;
   return superviseAttempt(opts, SCRIPT, 'pipe', (child, fail, running) => {
     const source = child.stdio[3] as Readable;
     const sink = child.stdin as Writable;
-    // Hashing costs CPU on every byte: only when there is a checksum to verify.
-    const hash = expected ? createHash('sha256') : undefined;
-    const held: Buffer[] = [];
-    let heldBytes = 0;
-    let readBytes = 0;
-    let written = 0;
-    let phase: 'streaming' | 'finishing' = 'streaming';
-    let sha256: string | undefined;
-    const delivered = (): number => written - sink.writableLength;
-    const writeOut = (chunk: Buffer): void => {
-      written += chunk.length;
-      if (!sink.write(chunk)) source.pause();
-    };
-    sink.on('drain', () => {
-      if (phase === 'streaming' && running()) source.resume();
-    });
-    // EPIPE when ctr died: the exit status says why.
-    sink.on('error', () => undefined);
-    source.on('error', () => undefined);
-    source.on('data', (chunk: Buffer) => {
-      if (!running()) return;
-      hash?.update(chunk);
-      readBytes += chunk.length;
-      held.push(chunk);
-      heldBytes += chunk.length;
-      while (held.length > 1 && heldBytes - held[0]!.length >= holdBack) {
-        const c = held.shift()!;
-        heldBytes -= c.length;
-        writeOut(c);
-      }
-      opts.onBytes?.(readBytes);
-    });
-    source.on('end', () => {
-      if (!running()) return;
-      // A short read is the medium's fault (worth a retry), not the archive's: check it first.
-      if (archive.sizeBytes !== undefined && readBytes !== archive.sizeBytes) {
-        fail('read-failed', `read ${readBytes} bytes but the file has ${archive.sizeBytes}: the medium returned a short read`);
-        return;
-      }
-      sha256 = hash?.digest('hex');
-      if (expected && sha256 !== expected) {
-        fail('checksum-mismatch', `checksum mismatch: the bundle says sha256 ${expected}, the ${formatBytes(readBytes)} read hash to ${sha256}`);
-        return;
-      }
-      phase = 'finishing';
-      for (const c of held.splice(0)) {
-        written += c.length;
-        sink.write(c);
-      }
-      heldBytes = 0;
-      sink.end();
-    });
+    const relay = relayArchive(source, sink, opts, fail, running);
+    const delivered = (): number => relay.written - sink.writableLength;
     return {
       throughVerb: 'sent',
       progress() {
-        if (phase === 'finishing' && delivered() >= written) return { state: 'through' };
-        const side = source.isPaused() || phase === 'finishing' ? 'ctr/containerd stopped accepting data' : 'reading the archive stopped (hung or very slow medium?)';
-        return { state: 'moving', measure: readBytes + delivered(), shownBytes: readBytes, why: side };
+        if (relay.phase === 'finishing' && delivered() >= relay.written) return { state: 'through' };
+        const side = source.isPaused() || relay.phase === 'finishing' ? 'ctr/containerd stopped accepting data' : 'reading the archive stopped (hung or very slow medium?)';
+        return { state: 'moving', measure: relay.readBytes + delivered(), shownBytes: relay.readBytes, why: side };
       },
       failureMessage(f, output) {
         // A short read: cat's own complaint (EIO, EISDIR, …) says why.
@@ -413,12 +377,12 @@ function importRelayed(opts: ImportAttemptOptions): Promise<ImportAttemptResult>
         return f.kind === 'read-failed' && cat ? `${f.message}: ${cat}` : f.message;
       },
       settle(code, sig, output) {
-        const bad = classifyExit(code, sig, output, phase === 'finishing');
+        const bad = classifyExit(code, sig, output, relay.phase === 'finishing');
         if (bad) return new ImportAttemptError(bad.kind, bad.message, output);
-        if (phase !== 'finishing') {
-          return new ImportAttemptError('import-failed', `ctr finished before the whole archive was sent (${formatBytes(readBytes)} read): trailing data after the tar?`, output);
+        if (relay.phase !== 'finishing') {
+          return new ImportAttemptError('import-failed', `ctr finished before the whole archive was sent (${formatBytes(relay.readBytes)} read): trailing data after the tar?`, output);
         }
-        return { bytes: readBytes, sha256, durationMs: now() - started };
+        return { bytes: relay.readBytes, sha256: relay.sha256, durationMs: now() - started };
       },
       close() {
         source.destroy();
@@ -426,4 +390,73 @@ function importRelayed(opts: ImportAttemptOptions): Promise<ImportAttemptResult>
       },
     };
   });
+}
+
+/** Where a relay stands: bytes read from the archive and written to ctr, and whether the whole read checked out. */
+interface RelayState {
+  readBytes: number;
+  written: number;
+  /** 'finishing' once the whole archive was read, its size and sha256 right, and the held-back tail sent. */
+  phase: 'streaming' | 'finishing';
+  sha256?: string;
+}
+
+/**
+ * Copies `source` to `sink` with backpressure, hashing it and holding back its last bytes until the
+ * archive's size and sha256 check out: a corrupt archive never reaches ctr whole, so ctr never
+ * commits it.
+ */
+function relayArchive(source: Readable, sink: Writable, opts: ImportAttemptOptions, fail: (kind: FailureKind, message: string) => void, running: () => boolean): RelayState {
+  const holdBack = opts.holdBackBytes ?? HOLD_BACK_BYTES;
+  const { archive } = opts;
+  const expected = archive.sha256;
+  // Hashing costs CPU on every byte: only when there is a checksum to verify.
+  const hash = expected ? createHash('sha256') : undefined;
+  const st: RelayState = { readBytes: 0, written: 0, phase: 'streaming' };
+  const held: Buffer[] = [];
+  let heldBytes = 0;
+  const writeOut = (chunk: Buffer): void => {
+    st.written += chunk.length;
+    if (!sink.write(chunk)) source.pause();
+  };
+  sink.on('drain', () => {
+    if (st.phase === 'streaming' && running()) source.resume();
+  });
+  // EPIPE when ctr died: the exit status says why.
+  sink.on('error', () => undefined);
+  source.on('error', () => undefined);
+  source.on('data', (chunk: Buffer) => {
+    if (!running()) return;
+    hash?.update(chunk);
+    st.readBytes += chunk.length;
+    held.push(chunk);
+    heldBytes += chunk.length;
+    while (held.length > 1 && heldBytes - held[0]!.length >= holdBack) {
+      const c = held.shift()!;
+      heldBytes -= c.length;
+      writeOut(c);
+    }
+    opts.onBytes?.(st.readBytes);
+  });
+  source.on('end', () => {
+    if (!running()) return;
+    // A short read is the medium's fault (worth a retry), not the archive's: check it first.
+    if (archive.sizeBytes !== undefined && st.readBytes !== archive.sizeBytes) {
+      fail('read-failed', `read ${st.readBytes} bytes but the file has ${archive.sizeBytes}: the medium returned a short read`);
+      return;
+    }
+    st.sha256 = hash?.digest('hex');
+    if (expected && st.sha256 !== expected) {
+      fail('checksum-mismatch', `checksum mismatch: the bundle says sha256 ${expected}, the ${formatBytes(st.readBytes)} read hash to ${st.sha256}`);
+      return;
+    }
+    st.phase = 'finishing';
+    for (const c of held.splice(0)) {
+      st.written += c.length;
+      sink.write(c);
+    }
+    heldBytes = 0;
+    sink.end();
+  });
+  return st;
 }
