@@ -127,3 +127,35 @@ describe('the shape of the tree', () => {
     expect(cycles(g)).toEqual([['a', 'b', 'c'], ['d']]);
   });
 });
+
+/** Functions (declarations, methods, arrows, expressions) of more than `limit` lines, as `file:line name (N lines)`. */
+function longFunctions(file: string, text: string, limit: number): string[] {
+  const src = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true);
+  const out: string[] = [];
+  const visit = (n: ts.Node): void => {
+    if (ts.isFunctionDeclaration(n) || ts.isMethodDeclaration(n) || ts.isArrowFunction(n) || ts.isFunctionExpression(n) || ts.isConstructorDeclaration(n)) {
+      const first = src.getLineAndCharacterOfPosition(n.getStart()).line + 1;
+      const lines = src.getLineAndCharacterOfPosition(n.getEnd()).line + 2 - first;
+      const name = 'name' in n && n.name ? n.name.getText(src) : '(anonymous)';
+      if (lines > limit) out.push(`${file}:${first} ${name} (${lines} lines)`);
+    }
+    ts.forEachChild(n, visit);
+  };
+  visit(src);
+  return out;
+}
+
+describe('functions a reader can hold whole', () => {
+  it('no function in product code is over 80 lines (generated code aside): a long one becomes named steps', () => {
+    const files = PRODUCT.flatMap(sources).filter((f) => !f.includes('/generated/'));
+    expect(files.length).toBeGreaterThan(300);
+    expect(files.flatMap((f) => longFunctions(f, readFileSync(path.join(repo, f), 'utf8'), 80))).toEqual([]);
+  });
+
+  it('finds a long function, an arrow inside one included, and counts its lines', () => {
+    const body = Array.from({ length: 80 }, (_, i) => `  const v${i} = ${i};`).join('\n');
+    const text = `export function long() {\n${body}\n}\nexport function short() {\n  const f = () => {\n${body}\n  };\n}\n`;
+    expect(longFunctions('x.ts', text, 80)).toEqual(['x.ts:1 long (82 lines)', 'x.ts:83 short (84 lines)', 'x.ts:84 (anonymous) (82 lines)']);
+    expect(longFunctions('x.ts', 'function ok() {\n  return 1;\n}\n', 80)).toEqual([]);
+  });
+});
