@@ -74,21 +74,21 @@ export function parseSuppressedIoReports(dmesg: string, since: number): string[]
 const SUPPRESSED = /^(?:blk_print_req_error|print_req_error|buffer_io_error|blk_update_request): \d+ callbacks suppressed/;
 
 /** What the kernel said about I/O errors on these disks since `since`: the first error, or why there is none. */
-export type KernelIoReport = { error: KernelIoError } | { suppressed: string[] };
+export type KernelIoReport = { error: KernelIoError; suppressed: string[] } | { error?: undefined; suppressed: string[] };
 
 /**
  * The first I/O error the kernel logged about these disks since `since` (seconds since boot), if it
  * can be read: the block layer's (which has the byte) when there is one, else the first other. The
  * kernel rate-limits those lines across all devices (ten per five seconds); when it dropped some and
- * none about our disks is left, the report says so instead of staying silent.
+ * none about our disks is left, or none with the byte, the report carries the kernel's notices.
  */
 export async function firstKernelIoError(disks: readonly string[], since: number): Promise<KernelIoReport | undefined> {
   const r = await run('dmesg', [], { allowFailure: true, timeoutMs: 30_000 }).catch(() => undefined);
   if (!r || r.exitCode !== 0) return undefined;
   const errors = parseKernelIoErrors(r.stdout, disks).filter((e) => e.at >= since);
   const first = errors.find((e) => e.offset !== undefined) ?? errors[0];
-  if (first) return { error: first };
   const suppressed = parseSuppressedIoReports(r.stdout, since);
+  if (first) return { error: first, suppressed };
   return suppressed.length ? { suppressed } : undefined;
 }
 

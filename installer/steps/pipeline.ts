@@ -297,11 +297,13 @@ async function kernelNote(r: PipelineRun, err: unknown): Promise<string> {
   const disks = installDisks(r.plan);
   const report = await firstKernelIoError(disks, r.since - 1).catch(() => undefined);
   if (!report) return '';
-  if ('suppressed' in report) {
+  if (!report.error) {
     return `\nthe kernel logged no I/O error line about ${disks.join(', ')} in this run: it rate-limited them (${report.suppressed.join('; ')}); dmesg around the failure may still show the device`;
   }
   if (String((err as Error)?.message).includes(report.error.line)) return '';
-  return `\nthe first I/O error of this run: ${describeKernelIoError(report.error)}`;
+  // Without the block layer's line there is no byte: say why there is none when the kernel dropped lines.
+  const noByte = report.error.offset === undefined && report.suppressed.length ? ` (no byte: the kernel rate-limited its lines with the sector: ${report.suppressed.join('; ')})` : '';
+  return `\nthe first I/O error of this run: ${describeKernelIoError(report.error)}${noByte}`;
 }
 
 /** Only a disk this run started to change is invalidated; a refused guard touched nothing. */

@@ -159,6 +159,22 @@ export async function expectKernelWord(stderr: string, dev: string): Promise<voi
   }
 }
 
+/**
+ * The error names the byte of the first I/O error on this disk, or names the partition with the
+ * kernel's line and says there is no byte because the kernel rate-limited the lines that carry it,
+ * quoting notices dmesg must hold.
+ */
+export async function expectKernelByte(stderr: string, dev: string): Promise<void> {
+  if (new RegExp(`(read|write) error at byte \\d+ of ${dev}`).test(stderr)) return;
+  const limited = new RegExp(`(read|write|I/O) error on ${dev}(p\\d+)? \\(kernel: .+\\) \\(no byte: the kernel rate-limited its lines with the sector: (.+?)\\)\\n`).exec(stderr);
+  expect(limited, `neither the byte of the first I/O error on ${dev} nor the kernel's rate limit in:\n${stderr}`).not.toBeNull();
+  const dmesg = (await sh('dmesg', [])).stdout;
+  for (const notice of limited![3]!.split('; ')) {
+    expect(notice).toMatch(/callbacks suppressed$/);
+    expect(dmesg).toContain(notice);
+  }
+}
+
 /** A small tmpfs of our own as the state dir (unmounted at cleanup). */
 export async function smallStateDir(t: Install, size: string): Promise<string> {
   const dir = path.join(t.dir, 'small-state');

@@ -4,7 +4,7 @@
  * (the promise every case keeps, and the harness: cases.ts).
  */
 import { describe, expect, it } from 'vitest';
-import { atStep, expectKernelWord, failedLoudly, FAULT_CASE_MS, faultFileHooks, install, recoversToClean, setup } from './cases.js';
+import { atStep, expectKernelByte, expectKernelWord, failedLoudly, FAULT_CASE_MS, faultFileHooks, install, recoversToClean, setup } from './cases.js';
 
 faultFileHooks();
 
@@ -25,7 +25,7 @@ describe('write errors', { timeout: FAULT_CASE_MS }, () => {
     const pulled = await install(gone, {}, atStep('deploy', gone.disk, [{ action: 'gone' }]));
     await failedLoudly(gone, pulled);
     expect(pulled.stderr).toContain('install failed in step deploy');
-    expect(pulled.stderr).toMatch(new RegExp(`(read|write) error at byte \\d+ of ${gone.disk.dev}`));
+    await expectKernelByte(pulled.stderr, gone.disk.dev);
     expect(pulled.stderr).toContain('do not boot this disk');
   });
 });
