@@ -117,6 +117,19 @@ export class Session {
     }
   }
 
+  /** Waits until the body no longer shows the text (a dialog closed); fails with the screen as it was. */
+  async waitForTextGone(text: string, timeoutMs = 15_000): Promise<string> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      await this.pending;
+      const f = this.flat();
+      if (!f.includes(text)) return f;
+      if (this.exitInfo) throw new Error(`the program exited (${this.exitInfo.exitCode}) with the screen still showing ${JSON.stringify(text)}:\n${this.screen()}`);
+      if (Date.now() > deadline) throw new Error(`the screen still showed ${JSON.stringify(text)} after ${timeoutMs} ms:\n${this.screen()}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
   /** Text drawn in reverse video on the body rows (the focused field, the highlighted entry). */
   highlighted(): string[] {
     const b = this.term.buffer.active;
