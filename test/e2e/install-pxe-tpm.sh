@@ -53,7 +53,7 @@ pxe_tpm_stage() {
   TPM_MAC=52:54:00:e2:e0:07 TPM_UUID=4b2a9e10-7c1d-4f0e-9a55-0c2de2e00007 TPM_DIR="$OUT/pxe-tpm"
   local dir=$TPM_DIR ek
   mkdir -p "$dir/tftp" "$dir/tpm-enrolled" "$dir/tpm-other"
-  pxe_profiles "$dir" "$TPM_MAC" "http://$GUEST_SERVER"
+  pxe_profiles "$dir" "$TPM_MAC" "http://$GUEST_SERVER" hvinstall.legacy_bios # a BIOS guest, as pxe-bios: Harvester v1.8 refuses legacy BIOS
   ek=$(tpm_ek_sha256 "$dir/tpm-enrolled")
   say "   enrolled TPM: endorsement key sha256 $ek"
   sed -i "s|- { hostname: hv-e2e-pxe, mac: \"$TPM_MAC\" }|- { hostname: hv-e2e-pxe, mac: \"$TPM_MAC\", uuid: \"$TPM_UUID\", tpm_ek_sha256: \"$ek\" }|" "$dir/profiles.yaml"
