@@ -19,11 +19,18 @@ interface Member {
 
 const open: Member[] = [];
 
-/** A member that answers every request with `answer` (or destroys the socket: a member killed mid-request). */
-async function member(answer: { status: number; body: unknown } | 'reset'): Promise<Member> {
+type Answer = { status: number; body: unknown } | 'reset';
+
+/**
+ * A member that answers every request with `answer` (or destroys the socket: a member killed
+ * mid-request); with `after`, it answers `answer` to the first `after.count` requests and
+ * `after.then` from then on (an election that ends).
+ */
+async function member(first: Answer, after?: { count: number; then: Answer }): Promise<Member> {
   const hits: string[] = [];
   const server = http.createServer((req, res) => {
     hits.push(req.url ?? '');
+    const answer = after && hits.length > after.count ? after.then : first;
     req.resume();
     req.on('end', () => {
       if (answer === 'reset') return req.socket.destroy();
@@ -89,6 +96,24 @@ describe('EtcdClient: which failures go on to another member', () => {
     expect((await c.range('k')).kvs.map((kv) => kv.value)).toEqual(['v']);
     expect((await c.range('k')).revision).toBe(7);
     expect([a.hits.length, u.hits.length, b.hits.length]).toEqual([1, 1, 2]);
+  });
+
+  it('an election (every survivor "unavailable" for a while): a read goes round the members again until one answers', async () => {
+    const gone = await down();
+    const u1 = await member(UNAVAILABLE, { count: 3, then: OK });
+    const u2 = await member(UNAVAILABLE);
+    const c = new EtcdClient({ endpoints: [gone, u1.url, u2.url], requestTimeoutMs: 5_000 });
+    expect((await c.range('k')).kvs.map((kv) => kv.value)).toEqual(['v']);
+    expect(u1.hits.length).toBe(4);
+    expect(u2.hits.length).toBe(3);
+  });
+
+  it('members that stay "unavailable": a read fails at its deadline, not after the first round', async () => {
+    const u1 = await member(UNAVAILABLE);
+    const u2 = await member(UNAVAILABLE);
+    const c = new EtcdClient({ endpoints: [u1.url, u2.url], requestTimeoutMs: 1_500 });
+    await expect(c.range('k')).rejects.toThrow(/did not answer \/v3\/kv\/range within 1500 ms: .*leader changed/);
+    expect(u1.hits.length).toBeGreaterThan(2);
   });
 
   it('a transaction that only reads is a read (it may go elsewhere)', async () => {
