@@ -59,11 +59,15 @@ fb_attach() { # [--read-only]
 }
 fb_detach() { losetup --detach "$LOOP"; LOOP=; }
 
+# The firstboot and upgrade chains start together: with a cold cache both would build the same
+# test OS at once (twice the CPU) and write one report file. The cache's lock makes the second wait
+# for the first and find the image cached; each chain has its own report.
 fb_build() {
-  node "$REPO/dist/iso-build/systemd-os/cli.js" --cache "$CACHE" > "$OUT/systemd-os.json" 2> "$OUT/systemd-os-build.log" ||
-    { tail -n 20 "$OUT/systemd-os-build.log" >&2; die "systemd-os: building the test OS failed (see $OUT/systemd-os-build.log)"; }
-  FB_SQUASHFS=$(node -p "require('$OUT/systemd-os.json').squashfs")
-  say "   $(node -p "const m = require('$OUT/systemd-os.json'); \`image \${m.key} (root \${m.rootKey}): \${m.packages} packages, kernel \${m.kernelVersion}, tree \${(m.treeBytes / 2 ** 20).toFixed(0)} MiB, squashfs \${(m.squashfsBytes / 2 ** 20).toFixed(0)} MiB, initrd \${(m.initrd.bytes / 2 ** 20).toFixed(1)} MiB; built: root \${m.built.rootSec === undefined ? 'cached' : m.built.rootSec + ' s'}, image \${m.built.imageSec === undefined ? 'cached' : m.built.imageSec + ' s'}\`")"
+  local report="$OUT/$FB_TAG-systemd-os.json" log="$OUT/$FB_TAG-systemd-os-build.log"
+  flock "$CACHE/systemd-os.lock" node "$REPO/dist/iso-build/systemd-os/cli.js" --cache "$CACHE" > "$report" 2> "$log" ||
+    { tail -n 20 "$log" >&2; die "systemd-os: building the test OS failed (see $log)"; }
+  FB_SQUASHFS=$(node -p "require('$report').squashfs")
+  say "   $(node -p "const m = require('$report'); \`image \${m.key} (root \${m.rootKey}): \${m.packages} packages, kernel \${m.kernelVersion}, tree \${(m.treeBytes / 2 ** 20).toFixed(0)} MiB, squashfs \${(m.squashfsBytes / 2 ** 20).toFixed(0)} MiB, initrd \${(m.initrd.bytes / 2 ** 20).toFixed(1)} MiB; built: root \${m.built.rootSec === undefined ? 'cached' : m.built.rootSec + ' s'}, image \${m.built.imageSec === undefined ? 'cached' : m.built.imageSec + ' s'}\`")"
 }
 
 fb_install() {

@@ -82,8 +82,8 @@ upgrade_stage() {
   FB_TAG=up
   stage_start upgrade-build
   fb_build
-  node "$REPO/dist/iso-build/systemd-os/cli.js" --cache "$CACHE" --variants "$OUT/up-variants" > "$OUT/up-systemd-os.json" 2>> "$OUT/up-systemd-os-build.log" ||
-    die "upgrade: deriving the variants failed (see $OUT/up-systemd-os-build.log)"
+  flock "$CACHE/systemd-os.lock" node "$REPO/dist/iso-build/systemd-os/cli.js" --cache "$CACHE" --variants "$OUT/up-variants" > "$OUT/up-variants.json" 2> "$OUT/up-variants-build.log" ||
+    die "upgrade: deriving the variants failed (see $OUT/up-variants-build.log)"
   UP_VARIANTS="$OUT/up-variants"
   UP_BASE=$(sed -n 's/^IMAGE_VERSION=//p' "$UP_VARIANTS/base/usr/lib/os-release")
   stage_end upgrade-build
