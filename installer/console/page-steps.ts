@@ -8,6 +8,7 @@ import type { App } from '../../lib/tui/app.js';
 import { describeError } from '../../lib/errors.js';
 import { formatFinding, readConfigText } from '../../config/index.js';
 import type { Finding } from '../../config/types.js';
+import { parseVolumeUrl } from '../../config/config-volume.js';
 import { listOf } from './answers.js';
 import { validateAnswers } from './checks.js';
 import type { ConsoleContext, ConsoleOptions } from './context.js';
@@ -16,6 +17,9 @@ import { linkUp } from './machine.js';
 import type { PageScreen, Waiting } from './page-screen.js';
 import type { ConsoleState, PageDef, SubmitResult } from './pages.js';
 import type { ProbeResult } from './probes.js';
+
+/** How long the console looks for a config volume the operator named (it is attached by then, or it is not). */
+const CONSOLE_VOLUME_WAIT_MS = 5_000;
 
 export class PageSteps {
   /** The last probe warning that a second Enter accepts, keyed by page and value. */
@@ -165,9 +169,9 @@ export class PageSteps {
   }
 
   /**
-   * The remote config: fetched once, then validated merged under the answers (as it will be
-   * installed); the findings about the remote's own content are shown and nothing is merged until
-   * there are none.
+   * The remote config: fetched once (or read off the volume that `volume:LABEL` names), then
+   * validated merged under the answers (as it will be installed); the findings about the remote's
+   * own content are shown, with their line numbers, and nothing is merged until there are none.
    */
   private async fetchRemote(wait: (t: string, d: number) => Waiting): Promise<SubmitResult | 'handled'> {
     const url = this.state.answers.configUrl.trim();
@@ -176,10 +180,13 @@ export class PageSteps {
       return { ok: true };
     }
     if (this.state.remote?.url === url) return { ok: true };
-    const w = wait(`Fetching ${url} (3 attempts, 10 s each)`, 40_000);
+    const volume = parseVolumeUrl(url);
+    const w = volume.ok ? wait(`Looking for the volume labelled ${volume.label} (${CONSOLE_VOLUME_WAIT_MS / 1000} s)`, CONSOLE_VOLUME_WAIT_MS + 5000) : wait(`Fetching ${url} (3 attempts, 10 s each)`, 40_000);
     let read;
     try {
-      read = await readConfigText(url, { attempts: 3, timeoutMs: 10_000, retryDelayMs: 1000 });
+      read = volume.ok
+        ? await (await import('../remote/config-volume.js')).readVolumeConfigText(volume.label, { timeoutMs: CONSOLE_VOLUME_WAIT_MS, log: this.opts.log })
+        : await readConfigText(url, { attempts: 3, timeoutMs: 10_000, retryDelayMs: 1000 });
     } catch (err) {
       if (w.cancelled) return 'handled';
       this.opts.log.warn('remote config unreachable', { url, error: describeError(err) });

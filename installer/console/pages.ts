@@ -291,7 +291,7 @@ export const PAGES: PageDef[] = [
         id: 'configUrl',
         label: 'HTTP URL',
         value: s.answers.configUrl,
-        note: 'Its content is fetched, checked and merged under what you typed here.',
+        note: 'An http(s) URL, or volume:LABEL for a config medium (volume:HARVESTER_CONFIG, volume:cidata). Its content is read, checked and merged under what you typed here.',
       },
     ],
   },

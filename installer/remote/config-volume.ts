@@ -165,3 +165,13 @@ async function unmount(mnt: string, log?: Logger): Promise<void> {
   log?.warn('unmounting the config volume failed; detaching it lazily', { mountpoint: mnt, stderr: r.stderr.trim() });
   await run('umount', ['-l', mnt], { allowFailure: true, timeoutMs: 60_000 });
 }
+
+/**
+ * The config text on the volume labelled `label` (the console's "volume:LABEL"), as readConfigText
+ * reads a file: its name for findings, the text, or why the bytes are not a config. Not validated.
+ */
+export async function readVolumeConfigText(label: string, opts: VolumeSearchOptions): Promise<{ name: string; text?: string; error?: import('../../config/index.js').Finding }> {
+  const { readConfigText } = await import('../../config/index.js');
+  const volume = await requireConfigVolume([label], opts);
+  return withConfigVolume(volume, (file) => readConfigText(file.path, { sourceName: file.name }), { log: opts.log });
+}
