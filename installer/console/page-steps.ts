@@ -9,6 +9,7 @@ import { describeError } from '../../lib/errors.js';
 import { formatFinding, readConfigText } from '../../config/index.js';
 import type { Finding } from '../../config/types.js';
 import { parseVolumeUrl } from '../../config/config-volume.js';
+import { PASTED_SOURCE } from './paste-screen.js';
 import { listOf } from './answers.js';
 import { validateAnswers } from './checks.js';
 import type { ConsoleContext, ConsoleOptions } from './context.js';
@@ -176,7 +177,8 @@ export class PageSteps {
   private async fetchRemote(wait: (t: string, d: number) => Waiting): Promise<SubmitResult | 'handled'> {
     const url = this.state.answers.configUrl.trim();
     if (!url) {
-      this.state.remote = undefined;
+      // A pasted config stays merged while no URL replaces it.
+      if (this.state.remote?.url !== PASTED_SOURCE) this.state.remote = undefined;
       return { ok: true };
     }
     if (this.state.remote?.url === url) return { ok: true };
@@ -193,25 +195,33 @@ export class PageSteps {
       return { ok: false, field: 'configUrl', messages: [{ level: 'error', text: describeError(err).replace(/^error: /, '').replace(/\n\s*/g, ' ') + ' Nothing was merged.' }] };
     }
     if (w.cancelled) return 'handled';
-    const nothing = (findings: Finding[]): SubmitResult => {
-      this.opts.log.warn('remote config invalid', { url, errors: findings.map(formatFinding) });
-      return {
-        ok: false,
-        field: 'configUrl',
-        messages: [
-          { level: 'error', text: `${url} is not a valid config (${findings.length} error(s)); nothing was merged:` },
-          ...findings.map((f) => ({ level: 'error' as const, text: formatFinding(f).replace(/\n\s*/g, ' ') })),
-        ],
-      };
-    };
-    if (read.error || read.text === undefined) return nothing(read.error ? [read.error] : []);
-    const candidate = { url, text: read.text };
+    if (read.error || read.text === undefined) return this.refused(url, read.error ? [read.error] : []);
+    return this.merge({ url, text: read.text });
+  }
+
+  /**
+   * A config's text (fetched, read off a volume, pasted) validated merged under the answers; merged
+   * when it has no errors of its own, else its findings, with their line numbers.
+   */
+  async merge(candidate: { url: string; text: string }): Promise<SubmitResult> {
     const merged = await validateAnswers({ ...this.state, remote: candidate });
-    const own = merged.errors.filter((f) => f.source === url);
-    if (own.length) return nothing(own);
+    const own = merged.errors.filter((f) => f.source === candidate.url);
+    if (own.length) return this.refused(candidate.url, own);
     this.state.remote = candidate;
-    this.opts.log.info('remote config fetched', { url, warnings: merged.warnings.filter((f) => f.source === url).map(formatFinding) });
+    this.opts.log.info('remote config merged', { source: candidate.url, warnings: merged.warnings.filter((f) => f.source === candidate.url).map(formatFinding) });
     return { ok: true };
+  }
+
+  private refused(url: string, findings: Finding[]): SubmitResult {
+    this.opts.log.warn('remote config invalid', { source: url, errors: findings.map(formatFinding) });
+    return {
+      ok: false,
+      field: 'configUrl',
+      messages: [
+        { level: 'error', text: `${url} is not a valid config (${findings.length} error(s)); nothing was merged:` },
+        ...findings.map((f) => ({ level: 'error' as const, text: formatFinding(f).replace(/\n\s*/g, ' ') })),
+      ],
+    };
   }
 }
 

@@ -12,7 +12,7 @@ import { run } from '../../lib/exec.js';
 import { DeadlineError, waitUntil } from '../../lib/wait.js';
 import type { Logger } from '../../lib/logger.js';
 import { configFilesFor, pickConfigFile } from '../../config/config-volume.js';
-import { describeBlockDevices, pickConfigVolume, volumesFromBlkid, type BlockDeviceSeen, type BlockVolume } from './config-volume-plan.js';
+import { describeBlockDevices, pickConfigVolume, volumesFromBlkid, type BlockDeviceSeen, type BlockVolume, type VolumePick } from './config-volume-plan.js';
 import { openIsoMedia } from './media.js';
 
 export interface VolumeSearchOptions {
@@ -41,15 +41,12 @@ export async function listVolumes(among?: readonly string[]): Promise<BlockVolum
  * none appeared. Two devices with the winning label fail at once (waiting would not change that).
  */
 export async function findConfigVolume(labels: readonly string[], opts: VolumeSearchOptions): Promise<FoundVolume | undefined> {
+  let pick: VolumePick;
   try {
-    return await waitUntil(
+    pick = await waitUntil(
       async () => {
-        const pick = pickConfigVolume(await listVolumes(opts.among), labels);
-        if (pick.kind === 'found') return { done: true, value: pick.volume };
-        if (pick.kind === 'ambiguous') {
-          throw new AmbiguousVolume(`more than one filesystem is labelled ${pick.label}: ${pick.devices.join(', ')}`);
-        }
-        return { done: false, reason: `no filesystem labelled ${labels.join(', ')}` };
+        const p = pickConfigVolume(await listVolumes(opts.among), labels);
+        return p.kind === 'none' ? { done: false, reason: `no filesystem labelled ${labels.join(', ')}` } : { done: true, value: p };
       },
       { what: 'config volume', timeoutMs: opts.timeoutMs, intervalMs: opts.intervalMs ?? 1000, signal: opts.signal },
     );
@@ -57,12 +54,12 @@ export async function findConfigVolume(labels: readonly string[], opts: VolumeSe
     if (err instanceof DeadlineError) return undefined;
     throw err;
   }
-}
-
-class AmbiguousVolume extends HvError {
-  constructor(message: string) {
-    super(message, { where: 'config volume (blkid)', hint: 'detach all but one, or name the one to use by a label of its own (harvester.install.config_url=volume:LABEL)', exitCode: ExitCode.checkFailed });
-  }
+  if (pick.kind === 'found') return pick.volume;
+  throw new HvError(`more than one filesystem is labelled ${pick.label}: ${pick.devices.join(', ')}`, {
+    where: 'config volume (blkid)',
+    hint: 'detach all but one, or give the one to use a label of its own and name it: harvester.install.config_url=volume:LABEL',
+    exitCode: ExitCode.checkFailed,
+  });
 }
 
 /** As findConfigVolume, but a volume that did not appear is an error naming the labels and the block devices there are. */
