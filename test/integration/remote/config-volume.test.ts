@@ -103,7 +103,7 @@ describe('automatic install from a config volume', () => {
     const dev = await ext4Volume('bad', 'cidata', { 'user-data': `#cloud-config\n${CONFIG.replace('vip_mode: static', 'vip_mode: bogus')}`, 'meta-data': 'instance-id: x\n' });
     const err = await prepareAutomaticInstall(`${AUTO} harvester.install.config_url=volume:cidata`, { log: quiet(), volume: { among: [dev], timeoutMs: 5_000 } }).catch((e: Error) => e);
     expect(err).toMatchObject({ exitCode: 1 });
-    expect((err as Error).message).toContain(`cidata(${dev}):user-data:14: install.vip_mode: unknown vip mode: bogus`);
+    expect((err as Error).message).toContain(`cidata(${dev}):user-data:13: install.vip_mode: unknown vip mode: bogus`);
     expect(await mountsOf(dev)).toEqual([]);
   });
 
