@@ -2,7 +2,8 @@
  * Automatic (PXE) install from the kernel command line (harvester/docs install/pxe-boot-install.md): `harvester.install.automatic=true`
  * plus `harvester.install.config_url=…` and any `harvester.*` keys. The remote config is fetched
  * with Harvester's patience (30 attempts 10 s apart, 15 s per attempt; configurable), merged under
- * the command line, and validated with the one validator. The result carries the webhooks to call
+ * the command line, and validated with the one validator; without PXE or a web server the file comes
+ * from a config volume instead (config_url=volume:LABEL, or none: config-volume.ts). The result carries the webhooks to call
  * (STARTED/SUCCEEDED/FAILED) and where the install media come from.
  */
 import { HvError, ExitCode } from '../../lib/errors.js';
