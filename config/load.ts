@@ -100,8 +100,8 @@ export async function readSource(source: string, opts: LoadOptions = {}): Promis
   if (source === '-') return { name: STDIN_SOURCE, bytes: await readStdin() };
   if (isUrl(source)) return readUrl(source, opts);
   if (isVolumeUrl(source)) {
-    throw new HvError(`config_url ${source} is a volume the installer reads at boot; validate can only read its file`, {
-      hint: 'mount the volume and validate its file with the same command line: hvinstall validate /mnt/config.yaml --cmdline …',
+    throw new HvError(`config_url ${source} is a volume the installer reads at boot; here only its file can be read`, {
+      hint: 'mount the volume and give its file with the same command line: hvinstall validate /mnt/config.yaml --cmdline …',
       exitCode: ExitCode.usage,
     });
   }
