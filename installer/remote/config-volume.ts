@@ -28,6 +28,8 @@ export type FoundVolume = BlockVolume & { label: string };
 
 /** Every filesystem blkid sees now (a fresh probe, no cache). */
 export async function listVolumes(among?: readonly string[]): Promise<BlockVolume[]> {
+  // blkid without devices probes them all: an empty list means none.
+  if (among?.length === 0) return [];
   const r = await run('blkid', ['-c', '/dev/null', '-o', 'export', ...(among ?? [])], { allowFailure: true, timeoutMs: 60_000 });
   // blkid exits 2 when it finds no signature at all: that is an answer, not a failure.
   if (r.exitCode !== 0 && r.exitCode !== 2) {
