@@ -10,6 +10,7 @@ import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { prepareAutomaticInstall } from '../../../installer/remote/automatic.js';
+import { readVolumeConfigText } from '../../../installer/remote/config-volume.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';
 import { Cleanup, HVINSTALL, sh, tempDir } from '../install/helpers.js';
 
@@ -135,6 +136,13 @@ describe('automatic install from a config volume', () => {
     const err = await prepareAutomaticInstall(`${AUTO} harvester.install.config_url=volume:MY_CONFIG`, { log: quiet(), volume: { among: [other], timeoutMs: 1_000, intervalMs: 200 } }).catch((e: Error) => e);
     expect((err as Error).message).toMatch(/no filesystem labelled MY_CONFIG appeared within 1 s; block devices: loop\d+ 8 MiB ext4 "SOMETHING_ELSE"/);
     expect(err).toMatchObject({ exitCode: 3 });
+  });
+
+  it("the console's volume:LABEL: the config text off the volume, named by label, device and file, and the volume unmounted", async () => {
+    const dev = await ext4Volume('console', 'MY_CFG', { 'user-data': CONFIG });
+    const read = await readVolumeConfigText('MY_CFG', { among: [dev], timeoutMs: 5_000 });
+    expect(read).toEqual({ name: `MY_CFG(${dev}):user-data`, text: CONFIG, error: undefined });
+    expect(await mountsOf(dev)).toEqual([]);
   });
 
   it('a volume without the config file says what it holds', async () => {
