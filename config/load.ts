@@ -9,6 +9,7 @@ import { HvError, ExitCode } from '../lib/errors.js';
 import { redactUrl } from '../lib/url-secrets.js';
 import { parseYamlWithPositions } from './parse-yaml.js';
 import { caFileFromCmdline, parseCmdline } from './cmdline.js';
+import { isVolumeUrl } from './config-volume.js';
 import { normaliseRaw, type NormalisedSource } from './normalise.js';
 import { validateSources } from './validate.js';
 import { sortFindings } from './findings.js';
@@ -98,7 +99,13 @@ async function readUrl(url: string, opts: LoadOptions): Promise<RawSource> {
 export async function readSource(source: string, opts: LoadOptions = {}): Promise<RawSource> {
   if (source === '-') return { name: STDIN_SOURCE, bytes: await readStdin() };
   if (isUrl(source)) return readUrl(source, opts);
-  return { name: source, bytes: await readPath(source) };
+  if (isVolumeUrl(source)) {
+    throw new HvError(`config_url ${source} is a volume the installer reads at boot; here only its file can be read`, {
+      hint: 'mount the volume and give its file with the same command line: hvinstall validate /mnt/config.yaml --cmdline …',
+      exitCode: ExitCode.usage,
+    });
+  }
+  return { name: opts.sourceName ?? source, bytes: await readPath(source) };
 }
 
 /** Bytes -> text, or a finding saying why the bytes are not a config file. */

@@ -18,6 +18,7 @@ import { checkFieldTraps, type TrapContext } from './field-traps.js';
 import { checkDiskSelectors } from './disk-selector.js';
 import { AUTHORIZED_KEY, REMOTE_SSH_KEY } from './ssh-key.js';
 import { renderWebhook, unknownTemplateFields, WEBHOOK_TEMPLATE_FIELDS } from './webhook-check.js';
+import { isVolumeUrl, parseVolumeUrl } from './config-volume.js';
 
 export interface RuleContext extends TrapContext {
   /** The already-installed path (install mode on an installed system): no iso_url, no device needed. */
@@ -299,8 +300,11 @@ function checkUrls(cfg: HarvesterConfig, out: FindingList): void {
   if (install.isoUrl && install.isoUrl !== 'local' && !urlOk(install.isoUrl, ['http', 'https', 'ftp', 'file'])) {
     out.error('/install/isoUrl', `iso_url must be an http(s), ftp or file URL, or 'local' (got ${JSON.stringify(install.isoUrl)})`);
   }
-  if (install.configUrl && !urlOk(install.configUrl, ['http', 'https'])) {
-    out.error('/install/configUrl', `config_url must be an http(s) URL (got ${JSON.stringify(install.configUrl)})`);
+  if (install.configUrl && isVolumeUrl(install.configUrl)) {
+    const v = parseVolumeUrl(install.configUrl);
+    if (!v.ok) out.error('/install/configUrl', v.message);
+  } else if (install.configUrl && !urlOk(install.configUrl, ['http', 'https'])) {
+    out.error('/install/configUrl', `config_url must be an http(s) URL or volume:LABEL (got ${JSON.stringify(install.configUrl)})`);
   }
   if (install.rawDiskImagePath) {
     if (!urlOk(install.rawDiskImagePath, ['http', 'https', 'ftp', 'file'])) {

@@ -233,6 +233,8 @@ export interface LoadOptions {
   alreadyInstalled?: boolean;
   /** DHCP pools of the management network, when the operator knows them: the VIP must be outside. */
   dhcpRanges?: Array<{ first: string; last: string }>;
+  /** The name findings give a file source (a config read off a volume: `LABEL(/dev/sr1):config.yaml`). */
+  sourceName?: string;
 }
 
 export interface LoadedConfig extends ValidationResult {

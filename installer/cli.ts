@@ -21,6 +21,7 @@ const COMMANDS: CommandInfo[] = [
   { name: 'console', summary: "the interactive installer (Harvester's console pages), on a terminal" },
   { name: 'render', summary: "render the installed node's configuration files into a directory" },
   { name: 'fetch', summary: 'fetch a remote config or ISO with retries and checksum verification' },
+  { name: 'config-volume', summary: 'write a config ISO (label HARVESTER_CONFIG) for an install without PXE or a web server' },
 ];
 
 export function usage(): string {
@@ -42,6 +43,7 @@ const COMMAND_MODULES: Record<string, () => Promise<unknown>> = {
   console: () => import('./commands/console.js'),
   render: () => import('./commands/render.js'),
   fetch: () => import('./commands/fetch.js'),
+  'config-volume': () => import('./commands/config-volume.js'),
 };
 const DEFINED_IN: Record<string, () => Promise<unknown>> = { validate: () => import('../config/validate-command.js') };
 

@@ -31,6 +31,8 @@ Installs onto DISK, destroying everything on it (and on install.data_disk and th
   --config FILE         the config.yaml (path, http(s) URL or -)
   --cmdline-file F      automatic mode as Harvester's (F is usually /proc/cmdline): with
                         harvester.install.automatic=true, the config comes from harvester.install.config_url
+                        (an http(s) URL, or volume:LABEL; without it, a volume labelled HARVESTER_CONFIG,
+                        cidata or config-2 when one is attached: docs/install.md "The config volume")
                         merged under the harvester.* parameters, the OS from install.iso_url (downloaded,
                         checked and opened before any disk is touched) unless --source is given, and progress
                         goes to hvinstall.events_url (hvpxe) as well as the webhooks, and the image bundle

@@ -17,6 +17,7 @@ import { InstallHandoff } from './install-handoff.js';
 import { defaultDisk, defaultPersistentSize, findListedDisk } from './machine.js';
 import { PageScreen } from './page-screen.js';
 import { PageSteps } from './page-steps.js';
+import { PASTED_SOURCE, PasteScreen } from './paste-screen.js';
 import { MACHINE_CHECKS, PAGES, type ConsoleState, type PageDef } from './pages.js';
 
 export class ConsoleApp {
@@ -128,7 +129,27 @@ export class ConsoleApp {
       rescan: () => this.rescan(),
       ask: (t, x, c) => this.app.ask(t, x, c),
       flash: (t) => this.app.flash(t),
+      paste: () => this.paste(def),
     });
+  }
+
+  /** F2 on the remote-config page: the paste screen, back to the page when it is merged or given up. */
+  private paste(def: PageDef): void {
+    this.opts.log.info('page', { page: 'paste' });
+    this.app.show(
+      new PasteScreen({
+        accept: async (text) => {
+          const r = await this.steps.merge({ url: PASTED_SOURCE, text });
+          return r.ok ? { ok: true } : { ok: false, messages: r.messages.map((m) => m.text) };
+        },
+        done: (merged) => {
+          if (merged) this.state.answers.configUrl = '';
+          this.goto(def);
+          if (merged) this.app.flash('the pasted config is merged under the answers; Enter to go on');
+        },
+        redraw: () => this.app.redraw(),
+      }),
+    );
   }
 
   private store(f: Field): void {
@@ -152,7 +173,8 @@ export class ConsoleApp {
       const mask = splitCidr(f.value).mask;
       if (mask) this.state.answers.mask = mask;
     }
-    if (f.id === 'configUrl') this.state.remote = undefined;
+    // A URL typed replaces a pasted config; leaving the field empty keeps it.
+    if (f.id === 'configUrl' && (f.kind !== 'text' || f.value.trim() !== '' || this.state.remote?.url !== PASTED_SOURCE)) this.state.remote = undefined;
   }
 
   private async checkField(f: Field): Promise<FieldMessage[]> {

@@ -27,6 +27,8 @@ export interface PageHooks {
   rescan(): Promise<void>;
   ask(title: string, text: string, choices: string[]): Promise<number>;
   flash(text: string): void;
+  /** F2 on the remote-config page: paste a config instead. */
+  paste(): void;
 }
 
 /** One page: its form, the field checks as fields are left, and the page's own step when it is done. */
@@ -80,6 +82,10 @@ export class PageScreen implements Screen {
       await this.hooks.rescan();
       this.relayout();
       this.hooks.flash('rescanned the disks and NICs');
+      return;
+    }
+    if (k.kind === 'key' && k.name === 'f2' && this.def.id === 'config-url') {
+      this.hooks.paste();
       return;
     }
     const action = this.form.handleKey(k);

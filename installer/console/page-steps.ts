@@ -8,6 +8,8 @@ import type { App } from '../../lib/tui/app.js';
 import { describeError } from '../../lib/errors.js';
 import { formatFinding, readConfigText } from '../../config/index.js';
 import type { Finding } from '../../config/types.js';
+import { parseVolumeUrl } from '../../config/config-volume.js';
+import { PASTED_SOURCE } from './paste-screen.js';
 import { listOf } from './answers.js';
 import { validateAnswers } from './checks.js';
 import type { ConsoleContext, ConsoleOptions } from './context.js';
@@ -16,6 +18,9 @@ import { linkUp } from './machine.js';
 import type { PageScreen, Waiting } from './page-screen.js';
 import type { ConsoleState, PageDef, SubmitResult } from './pages.js';
 import type { ProbeResult } from './probes.js';
+
+/** How long the console looks for a config volume the operator named (it is attached by then, or it is not). */
+const CONSOLE_VOLUME_WAIT_MS = 5_000;
 
 export class PageSteps {
   /** The last probe warning that a second Enter accepts, keyed by page and value. */
@@ -165,46 +170,58 @@ export class PageSteps {
   }
 
   /**
-   * The remote config: fetched once, then validated merged under the answers (as it will be
-   * installed); the findings about the remote's own content are shown and nothing is merged until
-   * there are none.
+   * The remote config: fetched once (or read off the volume that `volume:LABEL` names), then
+   * validated merged under the answers (as it will be installed); the findings about the remote's
+   * own content are shown, with their line numbers, and nothing is merged until there are none.
    */
   private async fetchRemote(wait: (t: string, d: number) => Waiting): Promise<SubmitResult | 'handled'> {
     const url = this.state.answers.configUrl.trim();
     if (!url) {
-      this.state.remote = undefined;
+      // A pasted config stays merged while no URL replaces it.
+      if (this.state.remote?.url !== PASTED_SOURCE) this.state.remote = undefined;
       return { ok: true };
     }
     if (this.state.remote?.url === url) return { ok: true };
-    const w = wait(`Fetching ${url} (3 attempts, 10 s each)`, 40_000);
+    const volume = parseVolumeUrl(url);
+    const w = volume.ok ? wait(`Looking for the volume labelled ${volume.label} (${CONSOLE_VOLUME_WAIT_MS / 1000} s)`, CONSOLE_VOLUME_WAIT_MS + 5000) : wait(`Fetching ${url} (3 attempts, 10 s each)`, 40_000);
     let read;
     try {
-      read = await readConfigText(url, { attempts: 3, timeoutMs: 10_000, retryDelayMs: 1000 });
+      read = volume.ok
+        ? await (await import('../remote/config-volume.js')).readVolumeConfigText(volume.label, { timeoutMs: CONSOLE_VOLUME_WAIT_MS, log: this.opts.log })
+        : await readConfigText(url, { attempts: 3, timeoutMs: 10_000, retryDelayMs: 1000 });
     } catch (err) {
       if (w.cancelled) return 'handled';
       this.opts.log.warn('remote config unreachable', { url, error: describeError(err) });
       return { ok: false, field: 'configUrl', messages: [{ level: 'error', text: describeError(err).replace(/^error: /, '').replace(/\n\s*/g, ' ') + ' Nothing was merged.' }] };
     }
     if (w.cancelled) return 'handled';
-    const nothing = (findings: Finding[]): SubmitResult => {
-      this.opts.log.warn('remote config invalid', { url, errors: findings.map(formatFinding) });
-      return {
-        ok: false,
-        field: 'configUrl',
-        messages: [
-          { level: 'error', text: `${url} is not a valid config (${findings.length} error(s)); nothing was merged:` },
-          ...findings.map((f) => ({ level: 'error' as const, text: formatFinding(f).replace(/\n\s*/g, ' ') })),
-        ],
-      };
-    };
-    if (read.error || read.text === undefined) return nothing(read.error ? [read.error] : []);
-    const candidate = { url, text: read.text };
+    if (read.error || read.text === undefined) return this.refused(url, read.error ? [read.error] : []);
+    return this.merge({ url, text: read.text });
+  }
+
+  /**
+   * A config's text (fetched, read off a volume, pasted) validated merged under the answers; merged
+   * when it has no errors of its own, else its findings, with their line numbers.
+   */
+  async merge(candidate: { url: string; text: string }): Promise<SubmitResult> {
     const merged = await validateAnswers({ ...this.state, remote: candidate });
-    const own = merged.errors.filter((f) => f.source === url);
-    if (own.length) return nothing(own);
+    const own = merged.errors.filter((f) => f.source === candidate.url);
+    if (own.length) return this.refused(candidate.url, own);
     this.state.remote = candidate;
-    this.opts.log.info('remote config fetched', { url, warnings: merged.warnings.filter((f) => f.source === url).map(formatFinding) });
+    this.opts.log.info('remote config merged', { source: candidate.url, warnings: merged.warnings.filter((f) => f.source === candidate.url).map(formatFinding) });
     return { ok: true };
+  }
+
+  private refused(url: string, findings: Finding[]): SubmitResult {
+    this.opts.log.warn('remote config invalid', { source: url, errors: findings.map(formatFinding) });
+    return {
+      ok: false,
+      field: 'configUrl',
+      messages: [
+        { level: 'error', text: `${url} is not a valid config (${findings.length} error(s)); nothing was merged:` },
+        ...findings.map((f) => ({ level: 'error' as const, text: formatFinding(f).replace(/\n\s*/g, ' ') })),
+      ],
+    };
   }
 }
 

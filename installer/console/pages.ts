@@ -285,13 +285,14 @@ export const PAGES: PageDef[] = [
     id: 'config-url',
     title: () => 'Optional: remote Harvester config',
     applies: cluster,
+    help: 'Enter: next  F2: paste a config  Esc: back  Ctrl-C: quit',
     items: (s) => [
       {
         kind: 'text',
         id: 'configUrl',
         label: 'HTTP URL',
         value: s.answers.configUrl,
-        note: 'Its content is fetched, checked and merged under what you typed here.',
+        note: 'An http(s) URL, or volume:LABEL for a config medium (volume:HARVESTER_CONFIG, volume:cidata); F2 to paste one. Its content is read, checked and merged under what you typed here.',
       },
     ],
   },

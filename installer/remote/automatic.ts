@@ -2,12 +2,15 @@
  * Automatic (PXE) install from the kernel command line (harvester/docs install/pxe-boot-install.md): `harvester.install.automatic=true`
  * plus `harvester.install.config_url=…` and any `harvester.*` keys. The remote config is fetched
  * with Harvester's patience (30 attempts 10 s apart, 15 s per attempt; configurable), merged under
- * the command line, and validated with the one validator. The result carries the webhooks to call
+ * the command line, and validated with the one validator; without PXE or a web server the file comes
+ * from a config volume instead (config_url=volume:LABEL, or none: config-volume.ts). The result carries the webhooks to call
  * (STARTED/SUCCEEDED/FAILED) and where the install media come from.
  */
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { Logger } from '../../lib/logger.js';
-import { configSecrets, loadConfig, type LoadedConfig } from '../../config/index.js';
+import { cmdlineConfig, configSecrets, loadConfig, type LoadedConfig } from '../../config/index.js';
+import { CONFIG_VOLUME_LABEL } from '../../config/config-volume.js';
+import { volumeSearchOf } from './config-volume-plan.js';
 import { caFileFromCmdline, legacyBiosFromCmdline } from '../../config/cmdline.js';
 import type { HarvesterConfig } from '../../config/types.js';
 import { Host } from '../../lib/host.js';
@@ -98,6 +101,8 @@ export interface AutomaticOptions {
   fetch?: ConfigFetchOptions;
   log?: Logger;
   tpm?: TpmAttestOptions;
+  /** The config volume search (tests: their own loop devices, a short deadline). */
+  volume?: { among?: readonly string[]; timeoutMs?: number; intervalMs?: number };
 }
 
 /**
@@ -119,7 +124,7 @@ export async function prepareAutomaticInstall(cmdlineText: string, opts: Automat
   // A machine enrolled by its TPM proves it before hvpxe releases its config (tpm-attest.ts).
   const attestUrl = attestUrlFromCmdline(cmdlineText);
   if (attestUrl) await attestBootCredential(attestUrl, log, { caFile, ...opts.tpm });
-  const loaded = await loadAutomaticConfig(cmdlineText, f, log);
+  const loaded = await loadAutomaticConfig(cmdlineText, f, log, opts.volume);
   const config = loaded.config;
   const eventsUrl = eventsUrlFromCmdline(cmdlineText);
   // Printed and recorded as the config's name: without the boot credential its URL may carry.
@@ -138,11 +143,35 @@ export async function prepareAutomaticInstall(cmdlineText: string, opts: Automat
   };
 }
 
-/** config_url merged under the command line and validated; secrets registered with the log's redactor. */
-async function loadAutomaticConfig(cmdlineText: string, f: ConfigFetchOptions & typeof HARVESTER_CONFIG_FETCH, log: Logger): Promise<LoadedConfig> {
+type FetchSettings = ConfigFetchOptions & typeof HARVESTER_CONFIG_FETCH;
+
+/**
+ * The file under the command line: config_url fetched, or the config volume read (volume:LABEL, or
+ * discovery without a config_url: none found leaves the command line alone, as Harvester has it).
+ */
+async function readAutomaticConfig(cmdlineText: string, f: FetchSettings, log: Logger, volumeOpts: AutomaticOptions['volume'] = {}): Promise<LoadedConfig> {
+  const load = (file?: string, sourceName?: string): Promise<LoadedConfig> =>
+    loadConfig(file, { cmdline: cmdlineText, attempts: f.attempts, retryDelayMs: f.retryDelayMs, timeoutMs: f.timeoutMs, caFile: f.caFile, sha256: f.sha256, sourceName });
+  const { config } = await cmdlineConfig(cmdlineText);
+  const search = volumeSearchOf(config.install?.configUrl, cmdlineText);
+  if (search.mode === 'none') return load();
+  if (search.mode === 'invalid') throw new HvError(search.message, { where: '<cmdline>: harvester.install.config_url', hint: `e.g. harvester.install.config_url=volume:${CONFIG_VOLUME_LABEL}`, exitCode: ExitCode.usage });
+  const { findConfigVolume, requireConfigVolume, withConfigVolume } = await import('./config-volume.js');
+  const searchOpts = { timeoutMs: volumeOpts.timeoutMs ?? search.timeoutMs, intervalMs: volumeOpts.intervalMs, among: volumeOpts.among, log };
+  log.info(search.mode === 'explicit' ? 'waiting for the config volume' : 'looking for a config volume (no config_url)', { labels: search.labels, timeoutS: Math.round(searchOpts.timeoutMs / 1000) });
+  const volume = search.mode === 'explicit' ? await requireConfigVolume(search.labels, searchOpts) : await findConfigVolume(search.labels, searchOpts);
+  if (!volume) {
+    log.info('no config volume found: the command line alone is the config', { labels: search.labels });
+    return load();
+  }
+  return withConfigVolume(volume, (file) => load(file.path, file.name), { log });
+}
+
+/** config_url (or the config volume) merged under the command line and validated; secrets registered with the log's redactor. */
+async function loadAutomaticConfig(cmdlineText: string, f: FetchSettings, log: Logger, volumeOpts?: AutomaticOptions['volume']): Promise<LoadedConfig> {
   let loaded: LoadedConfig;
   try {
-    loaded = await loadConfig(undefined, { cmdline: cmdlineText, attempts: f.attempts, retryDelayMs: f.retryDelayMs, timeoutMs: f.timeoutMs, caFile: f.caFile, sha256: f.sha256 });
+    loaded = await readAutomaticConfig(cmdlineText, f, log, volumeOpts);
   } catch (err) {
     if (err instanceof HvError) {
       // The config URL may carry hvpxe's boot credential: redacted (lib/redact.ts) before it is printed.
@@ -156,7 +185,7 @@ async function loadAutomaticConfig(cmdlineText: string, f: ConfigFetchOptions & 
     const lines = loaded.errors.map((e) => `  - ${e.source ? `${e.source}${e.line ? `:${e.line}` : ''}: ` : ''}${e.path ? `${e.path}: ` : ''}${e.message}`);
     throw new HvError(`automatic install: invalid configuration (${loaded.source}):\n${lines.map((l) => log.redactor.redactString(l)).join('\n')}`, {
       where: loaded.source,
-      hint: "check it on any machine with 'hvinstall validate <url>'",
+      hint: "check it on any machine with 'hvinstall validate <url or file>'",
       exitCode: ExitCode.checkFailed,
     });
   }

@@ -53,9 +53,11 @@ async function tryLoopMount(iso: string, mnt: string, log?: Logger): Promise<boo
 /** Opens an ISO's contents; `close` unmounts or deletes the extraction. */
 export async function openIsoMedia(iso: string, workDir: string, opts: { paths?: string[]; preferMount?: boolean; log?: Logger } = {}): Promise<IsoMedia> {
   const wanted = opts.paths ?? DEFAULT_ISO_PATHS;
-  await stat(iso).catch((err: NodeJS.ErrnoException) => {
+  const st = await stat(iso).catch((err: NodeJS.ErrnoException) => {
     throw new HvError(`ISO ${iso} cannot be read: ${err.code ?? err.message}`, { exitCode: ExitCode.installFailed });
   });
+  // xorriso takes a block device that is not an optical drive (a loop device, a USB stick) only as stdio:.
+  const indev = st.isBlockDevice() && !/^\/dev\/sr\d+$/.test(iso) ? `stdio:${iso}` : iso;
   const mnt = path.join(workDir, 'iso-mount');
   if (opts.preferMount !== false && (await tryLoopMount(iso, mnt, opts.log))) {
     return {
@@ -74,7 +76,7 @@ export async function openIsoMedia(iso: string, workDir: string, opts: { paths?:
   for (const p of wanted) {
     const target = path.join(dest, p);
     await mkdir(path.dirname(target), { recursive: true });
-    const r = await run('xorriso', ['-osirrox', 'on', '-indev', iso, '-extract', p, target], { allowFailure: true, timeoutMs: 30 * 60_000 });
+    const r = await run('xorriso', ['-osirrox', 'on', '-indev', indev, '-extract', p, target], { allowFailure: true, timeoutMs: 30 * 60_000 });
     if (r.exitCode === 0) found.push(p);
     else if (/Cannot find|not found|does not exist|Cannot determine attributes/i.test(r.stderr)) opts.log?.info('not on the ISO', { iso, path: p });
     else {

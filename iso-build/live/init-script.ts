@@ -94,7 +94,7 @@ if ! grep -qE '(^| )harvester\\.install\\.automatic(=(true|t|yes|y))?( |$)' /pro
   wait
 fi
 
-config_url=$(arg harvester.install.config_url) && config_url=$(shown_url "$config_url") || config_url='(no config_url: the command line only)'
+config_url=$(arg harvester.install.config_url) && config_url=$(shown_url "$config_url") || config_url='(no config_url: a config volume labelled HARVESTER_CONFIG, cidata or config-2 when one is attached, else the command line only)'
 echo "HV-LIVE: automatic install: the config comes from $config_url"
 
 # root=live:URL (PXE, as hvpxe writes it): the OS image comes over HTTP; hvinstall downloads it

@@ -181,3 +181,30 @@ reproducible_stage() {
   say "   two builds, same sha256 for all $(wc -l < "$a") artifacts: $(awk '{print substr($1,1,12) "… " $2}' "$a" | tr '\n' ' ')"
   rm -rf "$OUT/build2" "$OUT/tmp-rebuild"
 }
+
+# iso-config-volume: no PXE, no web server, no network at all. The installer ISO and a second CD
+# written by `hvinstall config-volume`; the command line has harvester.install.automatic=true and no
+# config_url, so the live installer discovers the config by its volume label HARVESTER_CONFIG,
+# installs from the medium (iso_url local) and powers off; then the installed disk boots alone.
+config_volume_stage() {
+  local name=iso-config-volume disk="$OUT/disk-config-volume.raw" serial=HVE2E0014 cfg="$OUT/config-volume.yaml" iso="$OUT/config-volume.iso"
+  sed "s#@DEVICE@#/dev/nvme0n1#" "$REPO/test/e2e/install-node.yaml" > "$cfg"
+  "$REPO/bin/hvinstall" config-volume --config "$cfg" --out "$iso" --force > /dev/null || die "$name: hvinstall config-volume failed"
+  truncate -s 260G "$disk"
+  FAIL_ON='HV-LIVE: interactive install' run_qemu "$name-install" "$INSTALL_TIMEOUT" \
+    -kernel "$LIVE/vmlinuz" -initrd "$LIVE/initrd" \
+    -append "console=ttyS0 loglevel=4 panic=-1 no_timer_check harvester.install.automatic=true hvlive.system_size=$SYSTEM_SIZE hvlive.on_failure=poweroff" \
+    -drive "file=$ISO,if=none,id=cd0,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd0 \
+    -drive "file=$iso,if=none,id=cd1,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd1 \
+    -drive file="$disk",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=$serial,drive=d0 \
+    -nic none \
+    || die "$name-install: QEMU exited with status $?"
+  expect_line "$name-install" 'looking for a config volume \(no config_url\)' "the installer did not look for a config volume"
+  expect_line "$name-install" 'automatic install config loaded.*HARVESTER_CONFIG\(/dev/sr[0-9]\):config\.yaml' "the config did not come from the volume labelled HARVESTER_CONFIG"
+  expect_line "$name-install" '^installed /dev/nvme0n1' "the installer did not report a completed install"
+  expect_line "$name-install" '^automatic install: poweroff' "the automatic install did not power off by itself"
+  if has_line "$name-install" 'HV-LIVE-RESULT install-failed'; then die "$name: the live system reported a failed install"; fi
+  say "   guest: $(console "$name-install" | grep -aoE 'HARVESTER_CONFIG\(/dev/sr[0-9]\):config\.yaml' | head -n 1); $(console "$name-install" | grep -aE '^installed ' | head -n 1)"
+  boot_installed_disk "$name-boot" uefi "$disk" "$serial" "the disk installed from the config volume"
+  rm -f "$disk"
+}

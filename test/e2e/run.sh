@@ -42,7 +42,7 @@ GUEST_SERVER=10.0.2.100
 
 # Which stages run: HV_E2E_STAGES="install boot-installed ..." (spaces or commas), else all but 4kn
 # minus what the older switches turn off.
-ALL_STAGES="install boot-installed negative-missing-disk iso-url pxe-bios pxe-uefi http-boot pxe-secureboot pxe-tpm console iso-cd-bios iso-cd-uefi iso-usb-sb medium-missing reproducible image-out firstboot upgrade 4kn"
+ALL_STAGES="install boot-installed negative-missing-disk iso-url pxe-bios pxe-uefi http-boot pxe-secureboot pxe-tpm console iso-cd-bios iso-cd-uefi iso-usb-sb iso-config-volume medium-missing reproducible image-out firstboot upgrade 4kn"
 if [ -n "${HV_E2E_STAGES:-}" ]; then
   STAGES=" ${HV_E2E_STAGES//,/ } "
 else
@@ -250,6 +250,7 @@ run_stage() {
     pxe-tpm) pxe_tpm_stage ;;                       # a machine enrolled by its TPM's EK installs; another TPM is refused
     console) console_stage ;;                       # hvinstall console driven over the serial line
     iso-cd-bios | iso-cd-uefi | iso-usb-sb) media_stage "$1" ;; # the hybrid ISO as a CD-ROM or a USB stick
+    iso-config-volume) config_volume_stage ;;        # no network: the config from a second CD by its label
     medium-missing) medium_missing_stage ;;         # a medium the initramfs cannot find
     reproducible) reproducible_stage ;;             # a second build gives the same bytes
     image-out) image_out_stage ;;                   # hvinstall image: a qcow2 written here boots
@@ -259,7 +260,7 @@ run_stage() {
 }
 # The chains, longest first so that the jobs end close together (figures: docs/e2e.md "How long").
 CHAINS=("firstboot" "upgrade" "pxe-secureboot" "pxe-uefi" "pxe-tpm" "iso-cd-bios" "iso-cd-uefi" "http-boot" "iso-usb-sb"
-  "console" "pxe-bios" "install boot-installed" "iso-url" "negative-missing-disk" "4kn" "medium-missing"
+  "console" "pxe-bios" "install boot-installed" "iso-url" "iso-config-volume" "negative-missing-disk" "4kn" "medium-missing"
   "image-out" "reproducible")
 JOBS=${HV_E2E_JOBS:-3}
 case $JOBS in '' | *[!0-9]* | 0) die "HV_E2E_JOBS=$JOBS: give the number of stage chains to run at once (1 runs them one by one)" ;; esac

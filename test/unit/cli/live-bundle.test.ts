@@ -42,7 +42,7 @@ describe('the live CLI bundle', () => {
   });
 
   it('runs every command (each one answers --help with its own usage)', () => {
-    for (const cmd of ['validate', 'preflight', 'plan', 'install', 'image', 'console', 'render', 'fetch']) {
+    for (const cmd of ['validate', 'preflight', 'plan', 'install', 'image', 'console', 'render', 'fetch', 'config-volume']) {
       const r = both([cmd, '--help']);
       expect(r.code, cmd).toBe(0);
       expect(r.stdout, cmd).toContain(`usage: hvinstall ${cmd}`);
