@@ -36,7 +36,7 @@ export interface AssessmentDeps {
   announce(level: 'info' | 'error', lines: string[]): Promise<void>;
   /** After a fallback is committed: cordon, annotate and an Event when the API answers (best effort). */
   tellCluster?(record: AssessmentRecord): Promise<void>;
-  /** After a fallback is committed: the FALLBACK event to hvpxe when the node came from it (tell-hvpxe.ts; bounded, never throws). */
+  /** After a commit: FALLBACK or UPGRADED to hvpxe when the node came from it (tell-hvpxe.ts; bounded, never throws). */
   tellHvpxe?(event: NodeEventBody): Promise<HvpxeTold>;
   log: Logger;
   now(): number;
@@ -71,12 +71,12 @@ async function copyToRecovery(d: AssessmentDeps): Promise<void> {
   }
 }
 
-/** The FALLBACK told to hvpxe, logged either way; undefined when the node has nothing to tell it with. */
+/** A node event (the fallback, a committed upgrade) told to hvpxe, logged either way; undefined when there is no way to tell it. */
 async function tellHvpxeOf(d: AssessmentDeps, event: NodeEventBody): Promise<HvpxeTold | undefined> {
   if (!d.tellHvpxe) return undefined;
   const told = await d.tellHvpxe(event).catch((err: Error) => ({ told: false, at: iso(d), detail: err.message }));
-  if (told.told) d.log.info('boot assessment: hvpxe told of the fallback', { detail: told.detail });
-  else d.log.warn('boot assessment: hvpxe NOT told of the fallback', { detail: told.detail });
+  if (told.told) d.log.info(`boot assessment: hvpxe told: ${event.event}`, { detail: told.detail });
+  else d.log.warn(`boot assessment: hvpxe NOT told: ${event.event}`, { detail: told.detail });
   return told;
 }
 
@@ -115,6 +115,7 @@ async function gate(d: AssessmentDeps, upgrade: UpgradeRecord | undefined): Prom
     await copyToRecovery(d);
     await save(d, { ...record, outcome: 'committed', updatedAt: iso(d), attempt: { ...record.attempt!, decidedAt: iso(d) }, message: `${name} is healthy and committed (${v.detail})` });
     await d.announce('info', [`boot assessment: ${name} is healthy: committed`]);
+    await tellHvpxeOf(d, { event: 'UPGRADED', at: iso(d), running: name });
     return 'committed';
   }
   if (v.verdict !== 'fail') return undefined;

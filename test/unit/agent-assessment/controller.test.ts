@@ -290,6 +290,15 @@ describe('the fallback told to hvpxe (the node came from it: its grant on COS_OE
     }
   });
 
+  it('a committed upgrade is told as UPGRADED, with the image now running', async () => {
+    await node('trying');
+    const events: unknown[] = [];
+    const r = deps(ACTIVE, () => ALL_OK);
+    r.deps.tellHvpxe = async (e) => (events.push(e), { told: true, at: 'x', detail: 'd' });
+    expect(await runAssessment(r.deps)).toBe('committed');
+    expect(events).toEqual([{ event: 'UPGRADED', at: new Date(0).toISOString(), running: 'test OS v3' }]);
+  });
+
   it('hvpxe down: the fallback is committed and judged all the same, recorded as not told, no reboot', async () => {
     const s = http.createServer();
     await new Promise<void>((ok) => s.listen(0, '127.0.0.1', () => ok()));

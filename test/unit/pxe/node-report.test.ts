@@ -42,7 +42,7 @@ describe('checkTokenRequest: only a running install, once per boot credential', 
     ['a credential older than the events lifetime', [served], A, false, 'expired'],
   ] as const)('refuses %s', (_what, records, credential, attested, reason) => {
     const now = reason === 'expired' ? T0 + 25 * 3600_000 : T0 + 120_000;
-    expect(checkTokenRequest(records as CredentialRecord[], credential, now, attested)).toEqual({ ok: false, reason });
+    expect(checkTokenRequest(records as readonly CredentialRecord[], credential, now, attested)).toEqual({ ok: false, reason });
   });
   it('accepts the running install\'s credential (attested when enrolled)', () => {
     expect(checkTokenRequest([served], A, T0 + 120_000, false)).toMatchObject({ ok: true });
@@ -109,5 +109,25 @@ describe('redaction', () => {
   it('redacts a node-report token wherever it appears in a log line', () => {
     const t = newReportToken().token;
     expect(new Redactor().redactString(`posting with ${t} now`)).not.toContain(t.slice(5));
+  });
+});
+
+describe("the installer's side: the token URL and the grant it accepts", () => {
+  it('derives the token URL from the events URL, credential kept; none without a credential or /events/', async () => {
+    const { reportTokenUrl } = await import('../../../installer/remote/node-report.js');
+    expect(reportTokenUrl(`http://10.0.0.1:8080/events/node-1?credential=${A}`)).toBe(`http://10.0.0.1:8080/report-token/node-1?credential=${A}`);
+    expect(reportTokenUrl('http://10.0.0.1:8080/events/node-1')).toBeUndefined();
+    expect(reportTokenUrl(`http://10.0.0.1:8080/hooks/node-1?credential=${A}`)).toBeUndefined();
+    expect(reportTokenUrl(undefined)).toBeUndefined();
+  });
+  it('accepts only a grant for the same server and machine, with a token of the right form', async () => {
+    const { checkGrant } = await import('../../../installer/remote/node-report.js');
+    const events = `http://10.0.0.1:8080/events/node-1?credential=${A}`;
+    const good = { url: 'http://10.0.0.1:8080/node-events/node-1', token: newReportToken().token, machine: 'node-1', events: ['FALLBACK'] };
+    expect(checkGrant(good, events)).toEqual(good);
+    expect(checkGrant({ ...good, url: 'http://evil.example/node-events/node-1' }, events)).toBeUndefined();
+    expect(checkGrant({ ...good, url: 'http://10.0.0.1:8080/node-events/node-2' }, events)).toBeUndefined();
+    expect(checkGrant({ ...good, token: B }, events)).toBeUndefined();
+    expect(checkGrant('x', events)).toBeUndefined();
   });
 });
