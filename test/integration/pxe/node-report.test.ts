@@ -7,14 +7,13 @@
  * whose config was never served.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Logger } from '../../../lib/logger.js';
 import { requestReportToken, reportTokenUrl } from '../../../installer/remote/node-report.js';
 import { tellHvpxe } from '../../../agent/assessment/tell-hvpxe.js';
 import type { NodeReportGrant } from '../../../config/hvpxe-protocol.js';
-import { bootIpxe, machineOf, makeTree, profilesYaml, startHvpxe, stopHvpxe, type Running, type Tree } from './harness.js';
+import { bootIpxe, machineOf, serveDir, startHvpxe, stopHvpxe, type Running, type Tree } from './harness.js';
 
 let dir: string;
 let tree: Tree;
@@ -46,11 +45,7 @@ const postNode = (name: string, body: unknown, auth?: string) =>
   fetch(`${hv!.url}/node-events/${name}`, { method: 'POST', body: JSON.stringify(body), headers: auth ? { authorization: auth } : {} }).then((r) => r.status);
 
 beforeAll(async () => {
-  dir = await mkdtemp(path.join(tmpdir(), 'hv-pxe-node-report-'));
-  tree = await makeTree(dir);
-  profiles = path.join(dir, 'profiles.yaml');
-  state = path.join(dir, 'state');
-  await writeFile(profiles, profilesYaml(tree));
+  ({ dir, tree, profiles, state } = await serveDir('hv-pxe-node-report-'));
 });
 afterEach(async () => {
   await stopHvpxe(hv);
