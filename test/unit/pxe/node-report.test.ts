@@ -131,3 +131,21 @@ describe("the installer's side: the token URL and the grant it accepts", () => {
     expect(checkGrant('x', events)).toBeUndefined();
   });
 });
+
+describe('the etcd store keeps the token and the report in the machine record (etcd-layout.ts)', () => {
+  it('writes them with the record, not under a credential lease, and reads them back', async () => {
+    const { planWrite, storedOf, machineOf } = await import('../../../pxe/etcd-layout.js');
+    const t = newReportToken();
+    const a: MachineActivity = { name: 'node-1', group: 'g', profile: 'p', fetched: { artifacts: {} }, events: [], reportToken: { sha256: t.sha256, issuedAt: 'T', via: 's1' }, nodeReport: { event: 'FALLBACK', at: 'T2', summary: 's' } };
+    const plan = planWrite('/hv', undefined, a, '7')!;
+    const puts = plan.success.map((op) => op.request_put).filter(Boolean);
+    expect(puts).toHaveLength(1);
+    expect(puts[0]!.lease).toBeUndefined();
+    const doc = Buffer.from(puts[0]!.value, 'base64').toString();
+    expect(Buffer.from(puts[0]!.key, 'base64').toString()).toBe('/hv/machines/node-1');
+    const back = machineOf(storedOf('/hv', { key: '/hv/machines/node-1', value: doc, modRevision: 3, createRevision: 3, lease: '0' }, [])!);
+    expect(back.reportToken).toEqual(a.reportToken);
+    expect(back.nodeReport).toEqual(a.nodeReport);
+    expect(checkReportToken(back, `Bearer ${t.token}`)).toEqual({ ok: true });
+  });
+});
