@@ -138,7 +138,7 @@ describe('the etcd store keeps the token and the report in the machine record (e
     const t = newReportToken();
     const a: MachineActivity = { name: 'node-1', group: 'g', profile: 'p', fetched: { artifacts: {} }, events: [], reportToken: { sha256: t.sha256, issuedAt: 'T', via: 's1' }, nodeReport: { event: 'FALLBACK', at: 'T2', summary: 's' } };
     const plan = planWrite('/hv', undefined, a, '7')!;
-    const puts = plan.success.map((op) => op.request_put).filter(Boolean);
+    const puts = plan.success.flatMap((op) => ('request_put' in op ? [op.request_put] : []));
     expect(puts).toHaveLength(1);
     expect(puts[0]!.lease).toBeUndefined();
     const doc = Buffer.from(puts[0]!.value, 'base64').toString();
