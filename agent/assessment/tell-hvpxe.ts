@@ -25,9 +25,13 @@ export interface TellOptions {
 
 /** The grant the install wrote, checked; a reason when there is none to use. */
 export async function readNodeReport(file: string): Promise<{ grant: NodeReportGrant } | { why: string }> {
-  const text = await readFile(file, 'utf8').catch((err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? undefined : `unreadable (${err.code ?? err.message})`));
-  if (text === undefined) return { why: `no ${file}: the node was not installed by hvpxe (or before hvpxe issued node-report tokens)` };
-  if (text.startsWith('unreadable')) return { why: `${file} is ${text}` };
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return { why: code === 'ENOENT' ? `no ${file}: the node was not installed by hvpxe (or before hvpxe issued node-report tokens)` : `${file} is unreadable (${code ?? (err as Error).message})` };
+  }
   let g: Partial<NodeReportGrant>;
   try {
     g = JSON.parse(text) as Partial<NodeReportGrant>;
