@@ -58,3 +58,40 @@ export interface AttestProof {
 }
 /** The largest attestation message hvpxe reads. */
 export const ATTEST_BODY_MAX = 16 * 1024;
+
+/**
+ * Post-install reports (docs/pxe.md, "After the install: node reports"). At install time the
+ * installer trades its boot credential for a node-report token (POST REPORT_TOKEN_PATH/<machine>,
+ * once per boot credential); hvpxe keeps only its sha256, one per machine (the newest install's).
+ * The installed node keeps the token and the URL in NODE_REPORT_PATH (root-only, on COS_OEM) and
+ * posts a few post-install events with it (POST NODE_EVENTS_PATH/<machine>, `Authorization: Bearer`).
+ * The token can do nothing else: no config, no script, no install event, no re-arm.
+ */
+export const REPORT_TOKEN_PATH = '/report-token/';
+export const NODE_EVENTS_PATH = '/node-events/';
+/** A node-report token: 32 random bytes, base64url, with a prefix that says what it is. */
+export const REPORT_TOKEN_RE = /^hvnr_[A-Za-z0-9_-]{43}$/;
+/** The events a node may report after its install. */
+export const NODE_EVENTS = ['FALLBACK', 'UPGRADED'] as const;
+export type NodeEventName = (typeof NODE_EVENTS)[number];
+/** The largest node event body hvpxe reads. */
+export const NODE_EVENT_BODY_MAX = 4 * 1024;
+
+/** What hvpxe answers to a token request, and what the installer keeps at NODE_REPORT_PATH. */
+export interface NodeReportGrant {
+  /** The machine's node-events URL. */
+  url: string;
+  token: string;
+  machine: string;
+  events: readonly NodeEventName[];
+}
+
+/** A node event as posted: the event, when, and a few words (each field bounded by hvpxe). */
+export interface NodeEventBody {
+  event: NodeEventName;
+  at: string;
+  message?: string;
+  /** The image the node runs after the event, and the one that failed (FALLBACK). */
+  running?: string;
+  failed?: string;
+}

@@ -35,6 +35,8 @@ export class Redactor {
     for (const secret of [...this.secrets].sort((a, b) => b.length - a.length)) out = out.split(secret).join(REDACTED);
     // user:password@ in URLs (also where the rest would not parse as a URL)
     out = out.replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^/\s:@]+:)[^@\s/]+@/gi, `$1${REDACTED}@`);
+    // hvpxe's node-report tokens (config/hvpxe-protocol.ts REPORT_TOKEN_RE), wherever one appears.
+    out = out.replace(/\bhvnr_[A-Za-z0-9_-]{43}/g, REDACTED);
     // Query tokens, signatures and webhook path secrets in any URL, registered or not.
     return redactUrlsIn(out);
   }

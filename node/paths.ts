@@ -16,3 +16,5 @@ export const RKE2_CONFIG_DIR = '/etc/rancher/rke2/config.yaml.d';
 /** The server drop-in: rendered for a create node, written by a promotion (Harvester's promote.sh). */
 export const SERVER_DROPIN_PATH = `${RKE2_CONFIG_DIR}/90-harvester-server.yaml`;
 export const AUDIT_POLICY_PATH = `${RKE2_CONFIG_DIR}/92-harvester-kube-audit-policy.yaml`;
+/** hvpxe's node-events URL and this node's report token (root-only: config/hvpxe-protocol.ts NodeReportGrant). */
+export const NODE_REPORT_PATH = '/oem/hvinstall/hvpxe-report.json';

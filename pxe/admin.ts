@@ -71,10 +71,11 @@ export function healthReport(h: ReturnType<AdminSources['health']>, held: number
   return { status: problems.length ? 'degraded' : 'ok', problems };
 }
 
-/** A machine as /machines shows it: credentials without their hashes. */
+/** A machine as /machines shows it: credentials and its node-report token without their hashes. */
 function shown(a: MachineActivity): Record<string, unknown> {
-  const { credentials, ...rest } = a;
-  return { ...rest, ...(credentials ? { credentials: credentials.map(({ sha256: _sha, ...c }) => c) } : {}) };
+  const { credentials, reportToken, ...rest } = a;
+  const token = reportToken ? { reportToken: { issuedAt: reportToken.issuedAt, ...(reportToken.via ? { via: reportToken.via } : {}) } } : {};
+  return { ...rest, ...token, ...(credentials ? { credentials: credentials.map(({ sha256: _sha, ...c }) => c) } : {}) };
 }
 
 export function adminRoutes(ctx: ServeContext, src: AdminSources): Route[] {

@@ -4,8 +4,8 @@
  * install pushed its STARTED webhook out before it finished; progress goes first instead.
  */
 
-/** Harvester's webhooks and hvinstall's `install` events: the install's life, not its progress. */
-const LIFECYCLE = new Set(['STARTED', 'SUCCEEDED', 'FAILED', 'install']);
+/** Harvester's webhooks, hvinstall's `install` events and the installed node's reports: the machine's life, not its progress. */
+const LIFECYCLE = new Set(['STARTED', 'SUCCEEDED', 'FAILED', 'install', 'FALLBACK', 'UPGRADED']);
 
 export function isLifecycleEvent(event: string): boolean {
   return LIFECYCLE.has(event);

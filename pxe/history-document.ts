@@ -39,12 +39,22 @@ export interface CredentialRecord {
   configAt?: string;
   /** When the machine proved its TPM for it (machines enrolled by EK). */
   attestedAt?: string;
+  /** When a node-report token was issued for it (once per boot credential, node-report.ts). */
+  reportTokenAt?: string;
+}
+
+/** The machine's node-report token (only its sha256): what its installed node reports with (node-report.ts). */
+export interface ReportTokenRecord {
+  sha256: string;
+  issuedAt: string;
+  /** The server that issued it (a fleet). */
+  via?: string;
 }
 
 /** A request hvpxe refused for this machine (a replayed or foreign credential, a TPM that did not match). */
 export interface Refusal {
   at: string;
-  what: 'config' | 'events' | 'attest';
+  what: 'config' | 'events' | 'attest' | 'report-token' | 'node-events';
   reason: string;
   address?: string;
 }
@@ -71,6 +81,10 @@ export interface MachineActivity extends Pick<Machine, 'name' | 'group' | 'profi
   rearmedAt?: string;
   credentials?: CredentialRecord[];
   refusals?: Refusal[];
+  /** The newest install's node-report token; a later install's replaces it. */
+  reportToken?: ReportTokenRecord;
+  /** The last post-install event the installed node reported (FALLBACK, UPGRADED); it decides nothing. */
+  nodeReport?: { event: string; at: string; summary: string };
 }
 
 /** A history that could not be read back and was set aside: every machine is on hold until re-armed. */

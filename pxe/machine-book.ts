@@ -14,6 +14,8 @@ import { summariseEvent, type EventSummary } from './event-body.js';
 import { trimEvents } from './event-history.js';
 import { claimInstall, lostSuccessHold, orphanedInstall } from './install-claim.js';
 import { machineByName, type Catalog, type Machine } from './profiles.js';
+import { applyNodeEvent, checkReportToken, checkTokenRequest, newReportToken, type ReportRefusal } from './node-report.js';
+import type { NodeEventBody } from '../config/hvpxe-protocol.js';
 import { StoreUnavailable, type MachineStore } from './store.js';
 
 export const BOOK_LIMITS = {
@@ -351,6 +353,54 @@ export class MachineBook {
         this.lostSuccessTimer = undefined;
       }
     }
+  }
+
+  /**
+   * A node-report token for the install running with this boot credential (node-report.ts): once
+   * per credential, replacing the machine's earlier token, written before it is handed out.
+   * Throws StoreUnavailable when it cannot be written (no token then).
+   */
+  async issueReportToken(m: Machine, credential: string | null, attested: boolean, client: string): Promise<{ ok: true; token: string } | { ok: false; reason: ReportRefusal }> {
+    return this.store.update(
+      m.name,
+      () => newActivity(m),
+      (a) => {
+        const check = checkTokenRequest(a.credentials, credential, Date.now(), attested);
+        if (!check.ok) return check;
+        const at = new Date().toISOString();
+        const { token, sha256 } = newReportToken();
+        seenIn(a, client, at);
+        check.record.reportTokenAt = at;
+        a.reportToken = { sha256, issuedAt: at, via: this.server };
+        return { ok: true as const, token };
+      },
+      'must',
+    );
+  }
+
+  /** A post-install event from the installed node, with its node-report token; kept, deciding nothing (undefined: only the token checked). */
+  async nodeEvent(m: Machine, authorization: string | undefined, e: NodeEventBody | undefined, client: string): Promise<{ ok: true } | { ok: false; reason: ReportRefusal }> {
+    // Checked on this server's view first (another server may have issued it a moment ago): a refused post writes nothing.
+    let known = checkReportToken(this.store.get(m.name), authorization);
+    if (!known.ok && known.reason === 'unknown') {
+      await this.store.refresh(m.name);
+      known = checkReportToken(this.store.get(m.name), authorization);
+    }
+    if (!known.ok || !e) return known;
+    return this.store.update(
+      m.name,
+      () => newActivity(m),
+      (a) => {
+        const check = checkReportToken(a, authorization);
+        if (!check.ok) return check;
+        const at = new Date().toISOString();
+        seenIn(a, client, at);
+        a.servedBy = { ...a.servedBy, event: this.server };
+        applyNodeEvent(a, e, at, (events) => trimEvents(events, BOOK_LIMITS.eventsKept));
+        return check;
+      },
+      'try',
+    );
   }
 
   /** A refused request, where the operator sees it: the machine's refusals, the log and a metric. */

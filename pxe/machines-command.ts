@@ -10,6 +10,7 @@ interface Shown {
   installed?: { at: string };
   hold?: { why: string };
   refusals?: Array<{ at: string; what: string; reason: string }>;
+  nodeReport?: { event: string; at: string; summary: string };
   boot: { next: string; why: string; loop?: string };
 }
 
@@ -21,6 +22,7 @@ export function machinesTable(machines: Shown[]): string {
   for (const m of machines) {
     if (m.hold) lines.push(`${m.name}: held on local boot: ${m.hold.why}; \`hvpxe rearm ${m.name}\` installs it`);
     if (m.boot.loop) lines.push(`${m.name}: ${m.boot.loop}`);
+    if (m.nodeReport) lines.push(`${m.name}: reported ${m.nodeReport.at}: ${m.nodeReport.summary}`);
     const last = m.refusals?.at(-1);
     if (last) lines.push(`${m.name}: ${m.refusals!.length} refused request${m.refusals!.length === 1 ? '' : 's'}, the last ${last.at}: ${last.what}: ${last.reason}`);
   }

@@ -5,6 +5,8 @@
  *   GET /config/<machine>.yaml?credential=…   the config, once per boot credential (routes-config.ts)
  *   POST /attest/<machine>?credential=…       TPM attestation of an enrolled machine (routes-config.ts)
  *   POST /events/<machine>?credential=…       install progress (routes-events.ts)
+ *   POST /report-token/<machine>?credential=… a node-report token for the install (routes-node-report.ts)
+ *   POST /node-events/<machine>               the installed node's reports, with that token (routes-node-report.ts)
  *   GET /artifacts/<path>                     files under --root (artifacts.ts)
  *   GET /healthz                              {"status": "ok" | "degraded"}
  * Admin listener (127.0.0.1 by default, the operator's bearer token; admin.ts):
@@ -33,6 +35,7 @@ import { findRoute, JSON_TYPE, LIMITS, routeLabel, send, TEXT, type RequestConte
 import { bootRoutes } from './routes-boot.js';
 import { configRoutes } from './routes-config.js';
 import { eventRoutes } from './routes-events.js';
+import { nodeReportRoutes } from './routes-node-report.js';
 import { artifactRoutes } from './artifacts.js';
 import { adminRoutes, authorised, healthReport } from './admin.js';
 import { tftpResolver } from './tftp-routes.js';
@@ -93,7 +96,7 @@ export class PxeServer implements ServeContext {
     this.book = new MachineBook(opts.log, this.metrics, this.store, () => this.catalog, server);
     const bootHealth: Route = { path: '/healthz', handle: (c) => c.reply(200, JSON.stringify({ status: this.healthReport(c.state).status }) + '\n', JSON_TYPE) };
     this.routes = {
-      boot: [bootHealth, ...bootRoutes(this), ...configRoutes(this), ...eventRoutes(this), ...artifactRoutes(this)],
+      boot: [bootHealth, ...bootRoutes(this), ...configRoutes(this), ...eventRoutes(this), ...nodeReportRoutes(this), ...artifactRoutes(this)],
       admin: adminRoutes(this, { health: () => this.health(), reloads: () => this.reloads }),
     };
   }

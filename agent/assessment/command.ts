@@ -32,7 +32,9 @@ export function assessmentLine(v: AssessmentView | undefined): string {
   if (!v) return 'boot assessment: not installed on this node';
   const sw = v.enabled ? 'enabled' : 'DISABLED (hvagent assessment arm)';
   const pending = v.state ? `, pending: ${v.state}` : '';
-  return `boot assessment: ${sw}${pending}${v.record ? `; last: ${v.record.outcome}: ${v.record.message}` : ''}`;
+  const hv = v.record?.fallback?.hvpxe;
+  const told = hv ? (hv.told ? '; hvpxe told' : `; hvpxe NOT told: ${hv.detail}`) : '';
+  return `boot assessment: ${sw}${pending}${v.record ? `; last: ${v.record.outcome}: ${v.record.message}${told}` : ''}`;
 }
 
 /** The line for the node's status screen, only when it matters now: an attempt, a fallback, an unassessed upgrade. Pure. */

@@ -30,7 +30,22 @@ export interface AssessmentRecord {
   message: string;
   upgrade?: UpgradeRecord;
   attempt?: { startedAt: string; bootId?: string; decidedAt?: string; verdict?: { guard: GuardName; evidence: string; reason: 'failed' | 'deadline' } };
-  fallback?: { /** '' while the commit runs. */ committedAt: string; why: string; failedImage: string; health?: 'healthy' | 'unhealthy' | 'judging'; unhealthy?: { guard: GuardName; evidence: string } };
+  fallback?: {
+    /** '' while the commit runs. */ committedAt: string;
+    why: string;
+    failedImage: string;
+    health?: 'healthy' | 'unhealthy' | 'judging';
+    unhealthy?: { guard: GuardName; evidence: string };
+    /** Whether hvpxe was told (tell-hvpxe.ts): told, or why not. */
+    hvpxe?: HvpxeTold;
+  };
+}
+
+/** The FALLBACK event to hvpxe: posted (when), or not told (why). */
+export interface HvpxeTold {
+  told: boolean;
+  at: string;
+  detail: string;
 }
 
 export async function readAssessmentRecord(file: string): Promise<AssessmentRecord | undefined> {

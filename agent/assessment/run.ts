@@ -12,11 +12,16 @@ import type { GuardStatus } from '../guard.js';
 import { ENABLED_VAR, FAILED_IMAGE_FILE, STATE_VAR, type UpgradeRecord } from '../../node/boot-assessment.js';
 import { bootAction, gateVerdict, type GateVerdict } from './decide.js';
 import { commitFallback, commitUpgrade, readAssessmentEnv, tidyCommittedFallback, type CosState } from './cos-state.js';
-import { fallbackReason, readAssessmentRecord, writeAssessmentRecord, type AssessmentOutcome, type AssessmentRecord } from './record.js';
+import { fallbackReason, readAssessmentRecord, writeAssessmentRecord, type AssessmentOutcome, type AssessmentRecord, type HvpxeTold } from './record.js';
+import type { NodeEventBody } from '../../config/hvpxe-protocol.js';
 import type { GateSettings } from './settings.js';
+import { readBackText, type CosRecovery } from './cos-recovery.js';
+import { copyStateYamlToRecovery } from '../../node/state-yaml-copy.js';
 
 export interface AssessmentDeps {
   cos: CosState;
+  /** COS_RECOVERY, whose state.yaml copy follows COS_STATE's at each commit (none in some tests). */
+  recovery?: CosRecovery;
   recordFile: string;
   upgradeFile: string;
   metricsFile: string;
@@ -31,6 +36,8 @@ export interface AssessmentDeps {
   announce(level: 'info' | 'error', lines: string[]): Promise<void>;
   /** After a fallback is committed: cordon, annotate and an Event when the API answers (best effort). */
   tellCluster?(record: AssessmentRecord): Promise<void>;
+  /** After a commit: FALLBACK or UPGRADED to hvpxe when the node came from it (tell-hvpxe.ts; bounded, never throws). */
+  tellHvpxe?(event: NodeEventBody): Promise<HvpxeTold>;
   log: Logger;
   now(): number;
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
@@ -48,6 +55,29 @@ async function save(d: AssessmentDeps, r: AssessmentRecord): Promise<void> {
     { name: 'hvagent_boot_assessment_fell_back', help: 'The last upgrade failed its attempt and the node runs the previous image.', type: 'gauge', samples: [{ labels: {}, value: fellBack }] },
     { name: 'hvagent_boot_assessment_fallback_unhealthy', help: 'The previous image the node fell back to is not healthy either.', type: 'gauge', samples: [{ labels: {}, value: r.fallback?.health === 'unhealthy' ? 1 : 0 }] },
   ])).catch((err: Error) => d.log.warn('boot assessment: metrics not written', { error: err.message }));
+}
+
+/**
+ * COS_RECOVERY's state.yaml made COS_STATE's again after a commit (Elemental writes both). Best
+ * effort: the commit stands whatever happens here, and a later commit copies it again.
+ */
+async function copyToRecovery(d: AssessmentDeps): Promise<void> {
+  if (!d.recovery) return;
+  try {
+    const did = await d.recovery.writable((dir) => copyStateYamlToRecovery(d.cos.dir, dir, readBackText));
+    d.log.info('boot assessment: recovery copy of state.yaml', { did: did ?? 'no COS_RECOVERY partition: nothing to copy' });
+  } catch (err) {
+    d.log.warn("boot assessment: COS_RECOVERY's state.yaml was not updated (a recovery boot sees the images as they were before)", { error: (err as Error).message, hint: 'the next commit copies it again' });
+  }
+}
+
+/** A node event (the fallback, a committed upgrade) told to hvpxe, logged either way; undefined when there is no way to tell it. */
+async function tellHvpxeOf(d: AssessmentDeps, event: NodeEventBody): Promise<HvpxeTold | undefined> {
+  if (!d.tellHvpxe) return undefined;
+  const told = await d.tellHvpxe(event).catch((err: Error) => ({ told: false, at: iso(d), detail: err.message }));
+  if (told.told) d.log.info(`boot assessment: hvpxe told: ${event.event}`, { detail: told.detail });
+  else d.log.warn(`boot assessment: hvpxe NOT told: ${event.event}`, { detail: told.detail });
+  return told;
 }
 
 /** Polls the gate until it passes or fails (or the agent stops: undefined), re-reading the environment for a disarm. */
@@ -82,8 +112,10 @@ async function gate(d: AssessmentDeps, upgrade: UpgradeRecord | undefined): Prom
   }
   if (v.verdict === 'pass') {
     await commitUpgrade(d.cos);
+    await copyToRecovery(d);
     await save(d, { ...record, outcome: 'committed', updatedAt: iso(d), attempt: { ...record.attempt!, decidedAt: iso(d) }, message: `${name} is healthy and committed (${v.detail})` });
     await d.announce('info', [`boot assessment: ${name} is healthy: committed`]);
+    await tellHvpxeOf(d, { event: 'UPGRADED', at: iso(d), running: name });
     return 'committed';
   }
   if (v.verdict !== 'fail') return undefined;
@@ -106,12 +138,20 @@ async function fallback(d: AssessmentDeps, upgrade: UpgradeRecord | undefined, w
   await d.announce('error', [`boot assessment: ${message}`]);
   const did = await commitFallback(d.cos, d.signal);
   for (const x of did) d.log.info('boot assessment: fallback commit', { did: x });
+  await copyToRecovery(d);
   record.fallback!.committedAt = iso(d);
   await save(d, { ...record, updatedAt: iso(d) });
+  // Beside the judgement, not before it: hvpxe may be down, and its deadline is its own.
+  const toldHvpxe = tellHvpxeOf(d, { event: 'FALLBACK', at: record.fallback!.committedAt, message: reason, running: imageOf(upgrade, 'from'), failed: imageOf(upgrade, 'to') });
   const v = await judge(d, d.now(), async () => true);
   // After the judgement: RKE2 and its API had the gate's time to come up.
   await d.tellCluster?.(record).catch((err: Error) => d.log.warn('boot assessment: could not tell the cluster', { error: err.message }));
-  if (v === undefined || v === 'disarmed' || v.verdict === 'wait') return 'fell-back';
+  const hvpxe = await toldHvpxe;
+  if (hvpxe) record.fallback!.hvpxe = hvpxe;
+  if (v === undefined || v === 'disarmed' || v.verdict === 'wait') {
+    if (hvpxe) await save(d, { ...record, updatedAt: iso(d) });
+    return 'fell-back';
+  }
   if (v.verdict === 'pass') {
     await save(d, { ...record, updatedAt: iso(d), fallback: { ...record.fallback!, health: 'healthy' } });
     return 'fell-back';

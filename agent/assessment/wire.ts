@@ -15,9 +15,12 @@ import { statusFile } from '../runner.js';
 import type { AgentSettings } from '../settings.js';
 import type { HarvesterConfig } from '../../config/types.js';
 import { cosState } from './cos-state.js';
+import { cosRecovery, COS_RECOVERY_MOUNT } from './cos-recovery.js';
 import { runAssessment, type AssessmentDeps } from './run.js';
 import { gateSettings } from './settings.js';
 import { tellCluster } from './cluster.js';
+import { tellHvpxe } from './tell-hvpxe.js';
+import { NODE_REPORT_PATH } from '../../node/paths.js';
 
 export const ASSESSMENT_METRICS_PATH = '/var/lib/node_exporter/textfile_collector/hvagent_assessment.prom';
 export const REBOOT_REQUEST_PATH = '/run/hvagent/reboot-requested';
@@ -28,6 +31,7 @@ export function assessmentDeps(rootDir: string, settings: AgentSettings, log: Lo
   const real = rootDir === '/';
   return {
     cos: cosState(root(COS_STATE_MOUNT), real),
+    recovery: cosRecovery(root(COS_RECOVERY_MOUNT), real),
     recordFile: root(ASSESSMENT_RECORD_PATH),
     upgradeFile: root(UPGRADE_RECORD_PATH),
     metricsFile: root(ASSESSMENT_METRICS_PATH),
@@ -45,6 +49,7 @@ export function assessmentDeps(rootDir: string, settings: AgentSettings, log: Lo
       await appendFile(root('/dev/console'), lines.map((l) => `hvagent: ${l}\n`).join('')).catch(() => undefined);
     },
     tellCluster: (record) => tellCluster(root, record, log, config),
+    tellHvpxe: (event) => tellHvpxe(root(NODE_REPORT_PATH), event, { log, now: Date.now, sleep, signal }),
     log,
     now: () => Date.now(),
     sleep,

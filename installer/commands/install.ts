@@ -2,6 +2,7 @@
  * `hvinstall install --config F [--device D] [--source S] [--bundle DIR|none] [--yes]
  *  [--progress tty|plain|json] [--preserve-on-error]`: installs onto a disk through the journaled step pipeline.
  */
+import type { NodeReportGrant } from '../../config/hvpxe-protocol.js';
 import { readFile } from 'node:fs/promises';
 import { Logger } from '../../lib/logger.js';
 import { HvError, ExitCode } from '../../lib/errors.js';
@@ -122,7 +123,7 @@ export default async function install(argv: string[]): Promise<number> {
   const bus = new EventBus([sinkFor(run.mode, run.mode === 'tty' ? process.stderr : process.stdout)], prepared.redactor);
   emitGate(bus, verdict);
   if (auto?.eventsSink) bus.addSink(auto.eventsSink);
-  const outcome = await runPipeline(prepared, config, bundle, bus, values);
+  const outcome = await runPipeline(prepared, config, bundle, bus, values, auto?.nodeReport);
   bus.close();
   await auto?.close();
   if (!outcome.ok) return reportFailure(outcome, prepared);
@@ -193,7 +194,7 @@ async function withResolvedKeys(config: HarvesterConfig, caFile: string | undefi
   return sshKeys.config;
 }
 
-async function runPipeline(prepared: Prepared, config: HarvesterConfig, bundle: BundleSource, bus: EventBus, values: Values): ReturnType<typeof runInstall> {
+async function runPipeline(prepared: Prepared, config: HarvesterConfig, bundle: BundleSource, bus: EventBus, values: Values, nodeReport?: NodeReportGrant): ReturnType<typeof runInstall> {
   const controller = new AbortController();
   const onSignal = (sig: NodeJS.Signals): void => controller.abort(new HvError(`interrupted by ${sig}`, { exitCode: ExitCode.installFailed }));
   process.once('SIGINT', onSignal);
@@ -206,6 +207,7 @@ async function runPipeline(prepared: Prepared, config: HarvesterConfig, bundle: 
       stateDir: values['state-dir'] ?? '/var/lib/hvinstall',
       bus,
       preserveOnError: values['preserve-on-error'] === true,
+      ...(nodeReport ? { nodeReport } : {}),
       signal: controller.signal,
       killPoint: process.env[TEST_KILL_ENV] || undefined,
     });
@@ -240,6 +242,8 @@ interface AutomaticSetup {
   isoRelease?: string;
   streamedBundle?: BundleSource;
   eventsSink?: import('../steps/progress.js').Sink;
+  /** hvpxe's node-report grant, for the installed node's post-install reports. */
+  nodeReport?: NodeReportGrant;
   close(): Promise<void>;
 }
 
@@ -266,6 +270,8 @@ async function prepareAutomatic(values: Values): Promise<AutomaticSetup> {
   const log = new Logger();
   const auto = await prepareAutomaticInstall(text, { log });
   const gate = await gateAutomaticInstall(auto, { log });
+  const { requestReportToken } = await import('../remote/node-report.js');
+  const nodeReport = await requestReportToken(auto.events.url, log);
   const fmt = (f: { path: string; message: string; source?: string }) => `${f.source ?? auto.source}: ${f.path ? `${f.path}: ` : ''}${f.message}`;
   const named = auto.config.install?.device || auto.config.install?.deviceSelector;
   const config = values.device && !named ? { ...auto.config, install: { ...auto.config.install, device: values.device } } : auto.config;
@@ -281,6 +287,7 @@ async function prepareAutomatic(values: Values): Promise<AutomaticSetup> {
     isoRelease: media.isoRelease,
     streamedBundle: media.streamedBundle,
     eventsSink: auto.events.url ? auto.events.sink : undefined,
+    ...(nodeReport ? { nodeReport } : {}),
     close: async () => {
       await media.close().catch(() => undefined);
       await auto.events.sink.close().catch(() => undefined);

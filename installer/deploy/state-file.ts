@@ -1,6 +1,7 @@
 import { parse, stringify } from 'yaml';
 import type { ImageRecord, OsSource } from '../disk/contracts.js';
 import { DIGEST_RE } from '../../node/image-digest.js';
+import { STATE_YAML_FILE } from '../../node/state-yaml-copy.js';
 
 /**
  * state.yaml in Elemental v1's shape (InstallState: date, then one key per partition holding its
@@ -18,7 +19,7 @@ export interface DeployState {
   recovery: ImageRecord;
 }
 
-export const STATE_FILE = 'state.yaml';
+export const STATE_FILE = STATE_YAML_FILE;
 
 /** The URI form Elemental writes for an image source. */
 export function sourceUri(source: OsSource): string {

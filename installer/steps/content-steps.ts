@@ -25,6 +25,8 @@ import { formatBytes } from '../../config/disk-sizes.js';
 import type { ImageFacts } from '../render/types.js';
 import { machineArch } from './image-facts.js';
 import { testStallTimeoutMs } from './test-faults.js';
+import { NODE_REPORT_PATH } from '../../node/paths.js';
+import type { NodeReportGrant } from '../../config/hvpxe-protocol.js';
 
 export const deployStep: Step = {
   name: 'deploy',
@@ -339,14 +341,22 @@ export async function saveInstallRecord(plan: InstallPlan, runDir: string, logTe
   });
 }
 
-export function makeFinishStep(record: () => Promise<{ log: string; journal: string }>): Step {
+/** hvpxe's node-report grant on COS_OEM, root-only (it holds the node's token). */
+async function saveNodeReport(plan: InstallPlan, runDir: string, grant: NodeReportGrant): Promise<void> {
+  await withMounted(plan, runDir, ['COS_OEM'], async (dirs) => {
+    await writeFileAtomic(path.join(dirs.COS_OEM, path.relative('/oem', NODE_REPORT_PATH)), JSON.stringify(grant, null, 2) + '\n', { mode: 0o600 });
+  });
+}
+
+export function makeFinishStep(record: () => Promise<{ log: string; journal: string; nodeReport?: NodeReportGrant }>): Step {
   return {
     name: 'finish',
     async run(ctx) {
-      const { log, journal } = await record();
+      const { log, journal, nodeReport } = await record();
+      if (nodeReport) await saveNodeReport(ctx.plan, ctx.runDir, nodeReport);
       await saveInstallRecord(ctx.plan, ctx.runDir, log, journal);
       await run('sync', [], { timeoutMs: 600_000 });
-      return { record: '/oem/install/install.log, /oem/install/journal.json' };
+      return { record: `/oem/install/install.log, /oem/install/journal.json${nodeReport ? `, ${NODE_REPORT_PATH}` : ''}` };
     },
   };
 }

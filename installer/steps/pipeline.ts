@@ -106,7 +106,7 @@ function openRun(opts: RunInstallOptions): PipelineRun {
   opts.bus.addSink({ event: (e) => log.info(e.type, e as unknown as Record<string, unknown>) });
   const r: PipelineRun = { opts, plan, runDir, journalFile, logFile, installLog, log, steps: [], total: 0, resumed: false, current: 'guard', since: 0, lastEventAt: Date.now(), ctx: undefined as unknown as InstallContext };
   opts.bus.addSink({ event: () => (r.lastEventAt = Date.now()) });
-  r.steps = pipelineSteps(makeFinishStep(async () => ({ log: installLog.text(), journal: JSON.stringify(r.record!.final(), null, 2) + '\n' })));
+  r.steps = pipelineSteps(makeFinishStep(async () => ({ log: installLog.text(), journal: JSON.stringify(r.record!.final(), null, 2) + '\n', nodeReport: opts.nodeReport })));
   r.total = r.steps.length + 1;
   r.ctx = {
     plan,

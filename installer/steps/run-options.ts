@@ -9,6 +9,8 @@ import type { BundleSource } from './bundle-source.js';
 import type { EventBus } from './progress.js';
 
 export interface RunInstallOptions {
+  /** hvpxe's node-report grant (automatic installs from hvpxe): the finish step writes it to NODE_REPORT_PATH, root-only. */
+  nodeReport?: import('../../config/hvpxe-protocol.js').NodeReportGrant;
   plan: InstallPlan;
   config: HarvesterConfig;
   source: OsSource;

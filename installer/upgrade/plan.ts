@@ -79,7 +79,7 @@ export function planUpgrade(source: string, f: UpgradeFacts): UpgradePlan {
     notes,
     steps: [
       { name: 'build', what: `build cOS/transition.img (ext2, COS_ACTIVE) on ${f.stateDevice} from ${source}, digest read back` },
-      { name: 'switch', what: `cOS/active.img -> cOS/passive.img (COS_PASSIVE), cOS/transition.img -> cOS/active.img, state.yaml` },
+      { name: 'switch', what: `cOS/active.img -> cOS/passive.img (COS_PASSIVE), cOS/transition.img -> cOS/active.img, state.yaml (and its copy on COS_RECOVERY)` },
       { name: 'arm', what: arm ? 'arm boot assessment for the next boot (COS_STATE/hv_assessment), record the upgrade in /oem/hvinstall/upgrade.json' : `record the upgrade in /oem/hvinstall/upgrade.json; not armed: ${armWhy}` },
     ],
   };

@@ -171,7 +171,7 @@ async function runSteps(target: UpgradeTarget, plan: UpgradePlan, journal: Upgra
     await step('build', () => buildStep(target, journal, opts, sources));
     const built = journal.built!;
     await step('switch', async () => {
-      const r = await switchImages({ stateDir: target.stateDir, image: built.record, source: built.uri, sourceDigest: built.sourceDigest }, opts.signal);
+      const r = await switchImages({ stateDir: target.stateDir, image: built.record, source: built.uri, sourceDigest: built.sourceDigest, recovery: target.recovery }, opts.signal);
       for (const a of r.actions) opts.log.info('switch', { did: a });
     });
     await step('arm', async () => {

@@ -1,7 +1,7 @@
 /**
  * The A/B switch on COS_STATE, as `elemental upgrade` does it (rancher/elemental-toolkit v1.1.8
  * pkg/action/upgrade.go: `mv -f active.img passive.img`, `tune2fs -L COS_PASSIVE`, the new image
- * over active.img, state.yaml), made resumable: every state a kill can leave is recognised from
+ * over active.img, state.yaml on COS_STATE and its copy on COS_RECOVERY), made resumable: every state a kill can leave is recognised from
  * the files and finished, never redone wrongly (the new image is never moved to passive.img).
  */
 import { readFile, rename, rm, stat } from 'node:fs/promises';
@@ -9,10 +9,11 @@ import path from 'node:path';
 import { ExitCode, HvError } from '../../lib/errors.js';
 import { fsyncDir, writeFileAtomic } from '../../lib/atomic-write.js';
 import { run } from '../../lib/exec.js';
-import { imageDigest, sidecarPath, STATE_FILE } from '../deploy/index.js';
+import { imageDigest, readBackFile, sidecarPath, STATE_FILE } from '../deploy/index.js';
 import type { ImageRecord } from '../disk/contracts.js';
 import { ACTIVE_IMAGE_FILE, FAILED_IMAGE_FILE, PASSIVE_IMAGE_FILE } from '../../node/boot-assessment.js';
 import { activeDigestOf, upgradedStateYaml } from '../../node/state-yaml.js';
+import { copyStateYamlToRecovery } from '../../node/state-yaml-copy.js';
 import { killIfAsked, TEST_KILL_ENV } from '../steps/test-faults.js';
 
 export const TRANSITION_IMAGE_FILE = 'cOS/transition.img';
@@ -23,6 +24,8 @@ export interface SwitchRequest {
   image: ImageRecord;
   source: string;
   sourceDigest: string;
+  /** COS_RECOVERY, whose state.yaml copy follows COS_STATE's (none: the disk has no recovery partition). */
+  recovery?: { device: string; dir: string };
 }
 
 export interface SwitchResult {
@@ -82,6 +85,11 @@ export async function switchImages(req: SwitchRequest, signal?: AbortSignal): Pr
     const entry = { source: req.source, sourceDigest: req.sourceDigest, sizeBytes: req.image.sizeBytes, digest: req.image.digest };
     await writeFileAtomic(stateFile, upgradedStateYaml(text || 'state: {label: COS_STATE}\n', entry, passiveDigest, new Date().toISOString()));
     actions.push('state.yaml: the new image active, the previous one passive');
+  }
+  // After COS_STATE's, and on a resume too: a kill between the two leaves only the copy behind.
+  if (req.recovery) {
+    const { device, dir } = req.recovery;
+    actions.push(await copyStateYamlToRecovery(req.stateDir, dir, (file, text) => readBackFile(file, `COS_RECOVERY ${STATE_FILE}`, text, device)));
   }
   return { passiveDigest, actions };
 }

@@ -1,6 +1,6 @@
 /**
- * Where an upgrade writes: COS_STATE (the images, state.yaml, the boot assessment) and COS_OEM
- * (the upgrade's record). On a booted node COS_STATE is the read-only mount the initramfs made
+ * Where an upgrade writes: COS_STATE (the images, state.yaml, the boot assessment), COS_OEM (the
+ * upgrade's record) and COS_RECOVERY (its copy of state.yaml, when the disk has that partition). On a booted node COS_STATE is the read-only mount the initramfs made
  * (remounted read-write for the upgrade and back afterwards, as `elemental upgrade` does);
  * with `--device` (a disk that is not running, e.g. a loop-attached image) the labels are looked
  * for on that disk only and mounted under the run directory.
@@ -18,24 +18,28 @@ export interface UpgradeTarget {
   /** Where COS_STATE and COS_OEM are mounted read-write for the upgrade. */
   stateDir: string;
   oemDir: string;
+  /** COS_RECOVERY, mounted read-write (the initramfs does not mount it on a normal boot); undefined when the disk has none. */
+  recovery?: { device: string; dir: string };
   /** Puts the mounts back as they were. */
   release(): Promise<void>;
 }
 
-/** The one device with each label on `disk` (or anywhere); refuses none or several. */
-export async function findTargetDevices(disk?: string): Promise<{ state: string; oem: string }> {
+/** The one device with each label on `disk` (or anywhere); refuses none or several (COS_RECOVERY: none is fine). */
+export async function findTargetDevices(disk?: string): Promise<{ state: string; oem: string; recovery?: string }> {
   const among = disk ? (await run('lsblk', ['-lnpo', 'NAME', disk])).stdout.split('\n').map((l) => l.trim()).filter(Boolean) : undefined;
-  const found = await devicesWithLabels(['COS_STATE', 'COS_OEM'], among);
-  const one = (label: string): string => {
+  const found = await devicesWithLabels(['COS_STATE', 'COS_OEM', 'COS_RECOVERY'], among);
+  const one = (label: string, optional = false): string | undefined => {
     const devs = found[label] ?? [];
     if (devs.length === 1) return devs[0]!;
+    if (devs.length === 0 && optional) return undefined;
     throw new HvError(devs.length === 0 ? `no filesystem labelled ${label}${disk ? ` on ${disk}` : ''}: this is not an installed node` : `the label ${label} is on more than one device: ${devs.join(', ')}`, {
       where: 'upgrade: finding COS_STATE and COS_OEM (blkid)',
       hint: devs.length === 0 ? 'run hvinstall upgrade on an installed node, or name its disk with --device' : 'name the node\'s disk with --device, or detach the other disk',
       exitCode: ExitCode.checkFailed,
     });
   };
-  return { state: one('COS_STATE'), oem: one('COS_OEM') };
+  const recovery = one('COS_RECOVERY', true);
+  return { state: one('COS_STATE')!, oem: one('COS_OEM')!, ...(recovery ? { recovery } : {}) };
 }
 
 /** The mount points of a device and whether the first is read-only (from /proc/self/mountinfo). */
@@ -74,24 +78,29 @@ async function writable(device: string, runDir: string, name: string, readOnly: 
   };
 }
 
-/** COS_STATE and COS_OEM mounted for the upgrade (read-only for a dry run). */
+/** COS_STATE, COS_OEM and COS_RECOVERY (when there is one) mounted for the upgrade (read-only for a dry run). */
 export async function openTarget(disk: string | undefined, runDir: string, readOnly = false): Promise<UpgradeTarget> {
   const devs = await findTargetDevices(disk);
-  const state = await writable(devs.state, runDir, 'cos_state', readOnly);
-  let oem: { dir: string; undo: () => Promise<void> };
+  const opened: Array<{ dir: string; undo: () => Promise<void> }> = [];
+  const release = async (): Promise<void> => {
+    let failed: unknown;
+    for (const m of [...opened].reverse()) await m.undo().catch((err: unknown) => void (failed ??= err));
+    if (failed) throw failed;
+  };
   try {
-    oem = await writable(devs.oem, runDir, 'cos_oem', readOnly);
+    opened.push(await writable(devs.state, runDir, 'cos_state', readOnly));
+    opened.push(await writable(devs.oem, runDir, 'cos_oem', readOnly));
+    if (devs.recovery) opened.push(await writable(devs.recovery, runDir, 'cos_recovery', readOnly));
   } catch (err) {
-    await state.undo();
+    await release().catch(() => undefined);
     throw err;
   }
   return {
     stateDevice: devs.state,
     oemDevice: devs.oem,
-    stateDir: state.dir,
-    oemDir: oem.dir,
-    release: async () => {
-      await oem.undo().finally(() => state.undo());
-    },
+    stateDir: opened[0]!.dir,
+    oemDir: opened[1]!.dir,
+    ...(devs.recovery ? { recovery: { device: devs.recovery, dir: opened[2]!.dir } } : {}),
+    release,
   };
 }

@@ -2,7 +2,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdir, writeFile, symlink } from 'node:fs/promises';
+import { mkdir, mkdtemp, writeFile, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execFileSync } from 'node:child_process';
@@ -173,6 +174,15 @@ export async function makeTree(dir: string): Promise<Tree> {
   await symlink('k/vmlinuz', path.join(root, 'inside-link'));
   execFileSync('mkfifo', [path.join(root, 'fifo')]);
   return { root, files };
+}
+
+/** A scratch directory with the served tree, the fleet's profiles.yaml and where the history goes. */
+export async function serveDir(prefix: string): Promise<{ dir: string; tree: Tree; profiles: string; state: string }> {
+  const dir = await mkdtemp(path.join(tmpdir(), prefix));
+  const tree = await makeTree(dir);
+  const profiles = path.join(dir, 'profiles.yaml');
+  await writeFile(profiles, profilesYaml(tree));
+  return { dir, tree, profiles, state: path.join(dir, 'state') };
 }
 
 export function profilesYaml(t: Tree, opts: { token?: string | null; extraArg?: string; defaultGroup?: boolean } = {}): string {

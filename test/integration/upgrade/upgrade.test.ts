@@ -49,6 +49,7 @@ const label = async (file: string): Promise<string> => (await execa('blkid', ['-
 const onelinerDigest = async (file: string): Promise<string> =>
   `sha256-4m:${(await execa('sh', ['-c', `split -b 4194304 --filter='sha256sum | cut -c1-64' "$1" | sha256sum | cut -c1-64`, 'sh', file])).stdout.trim()}`;
 const assessmentEnv = async (d: LoopDisk): Promise<string> => (await execa('grub-editenv', [path.join(d.byLabel('COS_STATE').mountpoint!, 'hv_assessment'), 'list'])).stdout;
+const stateText = (d: LoopDisk, label: 'COS_STATE' | 'COS_RECOVERY'): Promise<string> => readFile(path.join(d.byLabel(label).mountpoint!, 'state.yaml'), 'utf8');
 const stateYaml = async (d: LoopDisk) => parse(await readFile(path.join(d.byLabel('COS_STATE').mountpoint!, 'state.yaml'), 'utf8')) as { state: Record<string, { digest: string; label: string; file: string }> };
 
 beforeAll(async () => {
@@ -64,6 +65,7 @@ describe('hvinstall upgrade on a node disk', () => {
   let d: LoopDisk;
   it('moves the running image to passive.img and the new one to active.img, labels, digests and state.yaml right, armed', async () => {
     d = await installedNode();
+    const installedState = await stateText(d, 'COS_STATE');
     const dry = await upgrade(d, 'v2', ['--dry-run']);
     expect(dry.exitCode, dry.stderr).toBe(0);
     expect(dry.stdout).toMatch(/1\. build: .*2\. switch: .*3\. arm: arm boot assessment/s);
@@ -78,6 +80,10 @@ describe('hvinstall upgrade on a node disk', () => {
     const st = await stateYaml(d);
     expect(st.state.active!.digest).toBe(await onelinerDigest(imageFile(d, 'active.img')));
     expect(st.state.passive!.digest).toBe(await onelinerDigest(imageFile(d, 'passive.img')));
+    // Elemental writes the same state.yaml on COS_RECOVERY: the copy follows, byte for byte.
+    expect(await stateText(d, 'COS_STATE')).not.toBe(installedState);
+    expect(await stateText(d, 'COS_RECOVERY')).toBe(await stateText(d, 'COS_STATE'));
+    expect(parse(await stateText(d, 'COS_RECOVERY')).state.passive.digest).toBe(st.state.passive!.digest);
     expect(await assessmentEnv(d)).toContain('hv_assessment_state=armed');
     const record = JSON.parse(await readFile(path.join(d.byLabel('COS_OEM').mountpoint!, 'hvinstall/upgrade.json'), 'utf8'));
     expect(record.to.name).toContain('v2');
@@ -112,5 +118,6 @@ describe('hvinstall upgrade killed in the middle of the switch, then run again',
     expect(await marker(imageFile(d, 'passive.img'))).toBe('image v1');
     expect(await label(imageFile(d, 'passive.img'))).toBe('COS_PASSIVE');
     expect((await stateYaml(d)).state.passive!.digest).toBe(await onelinerDigest(imageFile(d, 'passive.img')));
+    expect(await stateText(d, 'COS_RECOVERY')).toBe(await stateText(d, 'COS_STATE'));
   });
 });

@@ -13,6 +13,10 @@ import { Logger } from '../../../lib/logger.js';
 import type { GuardName, GuardStatus } from '../../../agent/guard.js';
 import { cosState, commitFallback } from '../../../agent/assessment/cos-state.js';
 import { runAssessment, type AssessmentDeps } from '../../../agent/assessment/run.js';
+import { cosRecovery } from '../../../agent/assessment/cos-recovery.js';
+import { tellHvpxe } from '../../../agent/assessment/tell-hvpxe.js';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { readAssessmentRecord, type AssessmentRecord } from '../../../agent/assessment/record.js';
 import { renderGrubenv } from '../../../node/grubenv.js';
 import { upgradedStateYaml } from '../../../node/state-yaml.js';
@@ -207,5 +211,108 @@ describe('on the fallback boot (the previous image, state fallback)', () => {
     expect(await markerOf('failed.img')).toBe('v3-broken');
     expect(await exists('cOS/passive.img')).toBe(false);
     expect(await labelOf('active.img')).toBe('COS_ACTIVE');
+  });
+});
+
+describe("COS_RECOVERY's copy of state.yaml (Elemental writes the same document on both)", () => {
+  const recoveryDir = (): string => path.join(dir, 'cos-recovery');
+  const withRecovery = (r: Run, logged: string[]): Run => {
+    r.deps.recovery = cosRecovery(recoveryDir(), false);
+    r.deps.log = new Logger({ write: (line: string) => void logged.push(line) });
+    return r;
+  };
+
+  it('a fallback commit leaves the recovery copy byte for byte COS_STATE\'s new state.yaml (the failed image aside)', async () => {
+    await fellBackNode();
+    await mkdir(recoveryDir());
+    const before = await readFile(path.join(cos, 'state.yaml'), 'utf8');
+    await writeFile(path.join(recoveryDir(), 'state.yaml'), before);
+    const r = withRecovery(deps(PASSIVE, () => ALL_OK), []);
+    expect(await runAssessment(r.deps)).toBe('fell-back');
+    const copy = await readFile(path.join(recoveryDir(), 'state.yaml'), 'utf8');
+    expect(copy).not.toBe(before);
+    expect(copy).toBe(await readFile(path.join(cos, 'state.yaml'), 'utf8'));
+    expect(parse(copy).state.failed.file).toBe('cOS/failed.img');
+    expect(parse(copy).state.active.source).toBe('dir:///v2');
+  });
+
+  it('an upgrade commit repairs a recovery copy left behind (the upgrade wrote COS_STATE\'s only)', async () => {
+    await node('trying');
+    await writeFile(path.join(cos, 'state.yaml'), 'state:\n  active: {digest: "sha256-4m:v3"}\n');
+    await mkdir(recoveryDir());
+    await writeFile(path.join(recoveryDir(), 'state.yaml'), 'state:\n  active: {digest: "sha256-4m:v2"}\n');
+    const r = withRecovery(deps(ACTIVE, () => ALL_OK), []);
+    expect(await runAssessment(r.deps)).toBe('committed');
+    expect(await readFile(path.join(recoveryDir(), 'state.yaml'), 'utf8')).toContain('sha256-4m:v3');
+  });
+
+  it('a recovery copy that cannot be written does not undo or stop the commit: warned, the node committed', async () => {
+    await fellBackNode();
+    await writeFile(recoveryDir(), 'not a directory');
+    const logged: string[] = [];
+    const r = withRecovery(deps(PASSIVE, () => ALL_OK), logged);
+    expect(await runAssessment(r.deps)).toBe('fell-back');
+    expect(await markerOf('active.img')).toBe('v2-good');
+    expect(await envState()).toMatch(/^hv_assessment_state=$/m);
+    expect(logged.join('')).toMatch(/COS_RECOVERY's state\.yaml was not updated/);
+  });
+});
+
+describe('the fallback told to hvpxe (the node came from it: its grant on COS_OEM)', () => {
+  const TOKEN = `hvnr_${'n'.repeat(43)}`;
+  async function withGrant(r: Run, url: string): Promise<void> {
+    const file = path.join(dir, 'oem/hvinstall/hvpxe-report.json');
+    await writeFile(file, JSON.stringify({ url, token: TOKEN, machine: 'node-1', events: ['FALLBACK'] }), { mode: 0o600 });
+    r.deps.tellHvpxe = (event) => tellHvpxe(file, event, { log: r.deps.log, now: r.deps.now, sleep: r.deps.sleep, deadlineMs: 30_000, retryDelayMs: 5_000 });
+  }
+
+  it('the commit posts FALLBACK with what failed and what runs; the record says told', async () => {
+    const got: Array<{ auth?: string; body: string }> = [];
+    const server = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => void (got.push({ auth: req.headers.authorization, body }), res.writeHead(204).end()));
+    });
+    await new Promise<void>((ok) => server.listen(0, '127.0.0.1', () => ok()));
+    try {
+      await fellBackNode();
+      const r = deps(PASSIVE, () => ALL_OK);
+      await withGrant(r, `http://127.0.0.1:${(server.address() as AddressInfo).port}/node-events/node-1`);
+      expect(await runAssessment(r.deps)).toBe('fell-back');
+      expect(got).toHaveLength(1);
+      expect(got[0]!.auth).toBe(`Bearer ${TOKEN}`);
+      expect(JSON.parse(got[0]!.body)).toMatchObject({ event: 'FALLBACK', running: 'test OS v2', failed: 'test OS v3' });
+      const rec = await readAssessmentRecord(r.deps.recordFile);
+      expect(rec?.fallback?.hvpxe).toMatchObject({ told: true });
+      expect(rec?.fallback?.health).toBe('healthy');
+    } finally {
+      await new Promise<void>((ok) => server.close(() => ok()));
+    }
+  });
+
+  it('a committed upgrade is told as UPGRADED, with the image now running', async () => {
+    await node('trying');
+    const events: unknown[] = [];
+    const r = deps(ACTIVE, () => ALL_OK);
+    r.deps.tellHvpxe = async (e) => (events.push(e), { told: true, at: 'x', detail: 'd' });
+    expect(await runAssessment(r.deps)).toBe('committed');
+    expect(events).toEqual([{ event: 'UPGRADED', at: new Date(0).toISOString(), running: 'test OS v3' }]);
+  });
+
+  it('hvpxe down: the fallback is committed and judged all the same, recorded as not told, no reboot', async () => {
+    const s = http.createServer();
+    await new Promise<void>((ok) => s.listen(0, '127.0.0.1', () => ok()));
+    const port = (s.address() as AddressInfo).port;
+    await new Promise<void>((ok) => s.close(() => ok()));
+    await fellBackNode();
+    const r = deps(PASSIVE, () => ALL_OK);
+    await withGrant(r, `http://127.0.0.1:${port}/node-events/node-1`);
+    expect(await runAssessment(r.deps)).toBe('fell-back');
+    expect(await markerOf('active.img')).toBe('v2-good');
+    expect(r.reboots).toBe(0);
+    const rec = await readAssessmentRecord(r.deps.recordFile);
+    expect(rec?.fallback?.hvpxe).toMatchObject({ told: false });
+    expect(rec?.fallback?.hvpxe?.detail).toMatch(/not reached within 30 s/);
+    expect(rec?.fallback?.health).toBe('healthy');
   });
 });

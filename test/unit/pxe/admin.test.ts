@@ -69,6 +69,13 @@ describe('healthReport', () => {
   });
 });
 
+describe('machinesTable: a node report', () => {
+  it('says what the installed node reported, after its line', () => {
+    const out = machinesTable([{ name: 'node-1', group: 'rack1', nodeReport: { event: 'FALLBACK', at: 'T', summary: 'node upgrade fell back from v3, runs v2' }, boot: { next: 'local', why: 'installed' } }]);
+    expect(out.split('\n')[2]).toBe('node-1: reported T: node upgrade fell back from v3, runs v2');
+  });
+});
+
 describe('machinesTable', () => {
   it('one line per machine, then what needs the operator', () => {
     const out = machinesTable([
