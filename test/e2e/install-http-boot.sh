@@ -100,7 +100,7 @@ http_boot_stage() {
 
   # The install, as in the PXE stages.
   expect_line http-boot-install '^HV-LIVE: firmware UEFI' "the live system did not come up under UEFI"
-  expect_line http-boot-install 'HV-LIVE: OS image sha256 [0-9a-f]{64} verified' "the OS image was not fetched from root=live: and verified"
+  expect_line http-boot-install '"msg":"OS image ready".*"verified":"sha256 [0-9a-f]{64} \(from http[^"]*\.sha256\) matched"' "the OS image was not fetched from root=live: and verified"
   expect_line http-boot-install '^installed /dev/nvme0n1' "the installer did not report a completed install"
   expect_line http-boot-install '^automatic install: poweroff' "the automatic install did not power off by itself"
   pxe_machines "$dir" "$dir/machines.json" ip netns exec "$ns"
