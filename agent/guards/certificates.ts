@@ -46,7 +46,7 @@ const ROTATE_HINT = 'rotate by hand (systemctl stop rke2-server; rke2 certificat
 /** When this agent process last sent the Event, per node root: once per checkInterval. */
 const lastEvent = new Map<string, number>();
 
-async function look(ctx: GuardContext, s: CertSettings, beforeStart: boolean): Promise<{ plan: CertificatePlan; record?: RotationRecord; recordProblem?: string }> {
+async function look(ctx: GuardContext, s: CertSettings, beforeStart: boolean): Promise<{ plan: CertificatePlan; record?: RotationRecord }> {
   const observed = await readCertificates(ctx.root, s.dataDir);
   const { record, problem } = await loadRotationRecord(ctx.root);
   const hvagent = ctx.bootstrapper !== 'rancherd';
@@ -54,7 +54,7 @@ async function look(ctx: GuardContext, s: CertSettings, beforeStart: boolean): P
   const running = hvagent && beforeStart ? (await (await chooseServices(s.rke2.supervisor, s.rke2.binary, ctx.root, s.rke2.env)).state('server')).active : false;
   const plan = planCertificates({ ...observed, nowMs: ctx.now(), warnDays: s.warnDays, bootstrapper: hvagent ? 'hvagent' : 'rancherd', rke2ServerRunning: running, beforeStart, record });
   if (problem) plan.notes.push(problem);
-  return { plan, record, recordProblem: problem };
+  return { plan, record };
 }
 
 /** The Event, once per checkInterval while the plan has one; its outcome for the status. */
