@@ -11,6 +11,7 @@ export type GuardName =
   | 'network-online'
   | 'node-identity'
   | 'time-sync'
+  | 'certificates'
   | 'image-preload'
   | 'registries'
   | 'rke2'
@@ -19,7 +20,7 @@ export type GuardName =
   | 'promotion';
 
 /** Dependency order; a guard runs once everything before it that it depends on has succeeded. */
-export const GUARD_ORDER: GuardName[] = ['network-online', 'node-identity', 'time-sync', 'registries', 'image-preload', 'rke2', 'vip', 'longhorn-disk', 'promotion'];
+export const GUARD_ORDER: GuardName[] = ['network-online', 'node-identity', 'time-sync', 'certificates', 'registries', 'image-preload', 'rke2', 'vip', 'longhorn-disk', 'promotion'];
 
 /** `stopped`: the agent was stopped (SIGTERM) before the guard finished. */
 export type GuardPhase = 'pending' | 'running' | 'waiting' | 'succeeded' | 'failed' | 'skipped' | 'watching' | 'stopped';

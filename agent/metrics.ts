@@ -1,6 +1,8 @@
 /**
  * hvagent's metrics for node_exporter's textfile collector (--collector.textfile.directory): each
- * guard's phase and attempts, when it last succeeded, and what the image preload imported. Written
+ * guard's phase and attempts, when it last succeeded, what the image preload imported, and when each
+ * of RKE2's certificates expires (a timestamp, so the file never goes stale between the daily checks:
+ * alert on `hvagent_rke2_certificate_expiry_timestamp_seconds - time() < 30 * 86400`). Written
  * atomically next to every status document write, so the collector never reads half a file.
  */
 import { formatMetrics, type MetricFamily } from '../lib/prometheus.js';
@@ -17,6 +19,22 @@ export interface PreloadReport {
   importedBytes?: number;
   importedArchives?: number;
   listedImages?: number;
+}
+
+/** What the certificates guard reports (agent/guards/certificates.ts) that becomes metrics. */
+export interface CertificatesReport {
+  certificates?: Array<{ path: string; scope: string; notAfter: string }>;
+}
+
+function certificateFamily(doc: StatusDocument): MetricFamily | undefined {
+  const certs = ((doc.guards.find((g) => g.name === 'certificates')?.data ?? {}) as CertificatesReport).certificates;
+  if (!certs?.length) return undefined;
+  return {
+    name: 'hvagent_rke2_certificate_expiry_timestamp_seconds',
+    help: "When each of RKE2's certificates expires (notAfter, Unix time), as the certificates guard last read it.",
+    type: 'gauge',
+    samples: certs.map((c) => ({ labels: { path: c.path, scope: c.scope }, value: Date.parse(c.notAfter) / 1000 })),
+  };
 }
 
 /** `lastSuccess`: per guard, the epoch ms it last reached `succeeded` in this process. */
@@ -46,5 +64,7 @@ export function formatAgentMetrics(doc: StatusDocument, lastSuccess: ReadonlyMap
       { name: 'hvagent_preload_images', help: 'Images the bundle lists (all present after a successful preload).', type: 'gauge', samples: [{ value: preload.listedImages ?? 0 }] },
     );
   }
+  const certs = certificateFamily(doc);
+  if (certs) families.push(certs);
   return formatMetrics(families);
 }

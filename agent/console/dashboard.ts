@@ -74,6 +74,14 @@ function relative(iso: string | undefined, now: number): string | undefined {
   return s >= 0 ? `in ${s} s` : `${-s} s ago`;
 }
 
+/** RKE2's certificates when they run out (the certificates guard's days left), else nothing: the guard's row has them. */
+function certificatesNote(status: StatusDocument | undefined): string | undefined {
+  const g = status?.guards.find((x) => x.name === 'certificates');
+  const level = (g?.data as { level?: string } | undefined)?.level;
+  if (!g || (level !== 'expired' && level !== 'expiring')) return undefined;
+  return `RKE2 certificates: ${rowText(g)} (hvagent status --json lists each)`;
+}
+
 export function dashboard(input: DashboardInput): DashboardView {
   const { config, status } = input;
   const notes: string[] = [];
@@ -102,6 +110,8 @@ export function dashboard(input: DashboardInput): DashboardView {
     else nodeState = `Setting up node (${pending.map((g) => `${g.name} ${g.phase}`).join(', ') || 'starting'})`;
     clusterState = vip && DONE.has(vip) ? `Ready: the management address answers${url ? ` at ${url.replace(/^https:\/\//, '')}` : ''}` : vip === 'failed' ? 'NotReady: the VIP does not answer (see the vip guard)' : 'Setting up: waiting for the management address';
   }
+  const certs = certificatesNote(status);
+  if (certs) notes.push(certs);
   const guards: GuardRow[] = (status?.guards ?? []).map((g) => ({
     name: g.name,
     phase: g.phase,

@@ -1,5 +1,6 @@
 /** Every guard of hvagent, by name; the runner takes its set from here. */
 import type { Guard, GuardName } from '../guard.js';
+import certificates from './certificates.js';
 import imagePreload from './image-preload.js';
 import longhornDisk from './longhorn-disk.js';
 import networkOnline from './network-online.js';
@@ -14,6 +15,7 @@ export const GUARDS: Readonly<Record<GuardName, Guard>> = {
   'network-online': networkOnline,
   'node-identity': nodeIdentity,
   'time-sync': timeSync,
+  certificates,
   registries,
   'image-preload': imagePreload,
   rke2,

@@ -12,7 +12,8 @@ import { judgeUnderRancherd, rancherdState } from '../rke2/under-rancherd.js';
 
 const guard: Guard = {
   name: 'rke2',
-  dependsOn: ['network-online', 'node-identity', 'time-sync', 'registries', 'image-preload'],
+  // certificates: a server whose certificates expired while it was off gets them rotated first.
+  dependsOn: ['network-online', 'node-identity', 'time-sync', 'certificates', 'registries', 'image-preload'],
   // A first rke2-server start brings up etcd and every control-plane pod; 20 minutes on slow disks.
   deadlineMs: 20 * 60_000,
   async reconcile(ctx) {

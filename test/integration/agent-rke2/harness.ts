@@ -48,6 +48,8 @@ export interface KubeApiDouble {
   nodes: Map<string, { metadata: { name: string; labels: Record<string, string>; annotations: Record<string, string> } }>;
   leases: Map<string, string>;
   patches: Array<{ node: string; body: unknown }>;
+  /** Events POSTed, with their namespace. */
+  events: Array<{ namespace: string; body: Record<string, unknown> }>;
   close(): Promise<void>;
 }
 
@@ -56,6 +58,7 @@ export async function startKubeApiDouble(tlsDir: string): Promise<KubeApiDouble>
   const nodes: KubeApiDouble['nodes'] = new Map();
   const leases = new Map<string, string>();
   const patches: KubeApiDouble['patches'] = [];
+  const events: KubeApiDouble['events'] = [];
   const server = https.createServer(
     {
       key: await readFile(path.join(tlsDir, 'serving-kube-apiserver.key')),
@@ -70,6 +73,12 @@ export async function startKubeApiDouble(tlsDir: string): Promise<KubeApiDouble>
       req.on('end', () => {
         const send = (code: number, obj: unknown) => res.writeHead(code, { 'content-type': 'application/json' }).end(JSON.stringify(obj));
         const node = /^\/api\/v1\/nodes\/([^/]+)$/.exec(req.url ?? '');
+        const event = /^\/api\/v1\/namespaces\/([^/]+)\/events$/.exec(req.url ?? '');
+        if (event && req.method === 'POST') {
+          const posted = JSON.parse(body) as Record<string, unknown>;
+          events.push({ namespace: decodeURIComponent(event[1]!), body: posted });
+          return send(201, { ...posted, metadata: { name: `event-${events.length}`, namespace: event[1] } });
+        }
         const lease = /^\/apis\/coordination\.k8s\.io\/v1\/namespaces\/kube-system\/leases\/([^/]+)$/.exec(req.url ?? '');
         if (node) {
           const n = nodes.get(decodeURIComponent(node[1]!));
@@ -98,6 +107,7 @@ export async function startKubeApiDouble(tlsDir: string): Promise<KubeApiDouble>
     nodes,
     leases,
     patches,
+    events,
     close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
   };
 }
@@ -110,7 +120,7 @@ export interface Node {
   agentPort: number;
   settings: Record<string, unknown>;
   /** Writes the stand-in's behaviour file (read at each rke2 start). */
-  behave(b: { server?: Record<string, unknown>; agent?: Record<string, unknown> }): Promise<void>;
+  behave(b: { server?: Record<string, unknown>; agent?: Record<string, unknown>; certificate?: Record<string, unknown> }): Promise<void>;
   ctx(config: HarvesterConfig, extra?: Record<string, unknown>): GuardContext & { abort(): void };
   writeKubeconfig(nodePath: string, server: string): Promise<void>;
   cleanup(): Promise<void>;
@@ -149,6 +159,7 @@ export async function makeNode(): Promise<Node> {
         JSON.stringify({
           server: b.server && { port: serverPort, tlsDir: root(TLS_DIR), ...b.server },
           agent: b.agent && { port: agentPort, ...b.agent },
+          certificate: b.certificate,
         }),
       );
     },

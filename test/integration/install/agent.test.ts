@@ -107,7 +107,7 @@ describe('the agent step', () => {
     const help = await sh('chroot', [root, '/usr/local/bin/hvagent', 'run', '--help'], { env: CLEAN_ENV });
     expect(help.stdout).toContain('usage: hvagent run [--guard NAME]...');
     // The payload is built from this tree: every guard, the clock and identity ones included.
-    expect(help.stdout).toContain('guards: network-online, node-identity, time-sync, registries, image-preload, rke2, vip, longhorn-disk, promotion');
+    expect(help.stdout).toContain('guards: network-online, node-identity, time-sync, certificates, registries, image-preload, rke2, vip, longhorn-disk, promotion');
     const none = await sh('chroot', [root, '/usr/local/bin/hvagent', 'status'], { env: CLEAN_ENV, allowFailure: true });
     expect(none.code).toBe(2);
     expect(none.stderr).toContain('hvagent: error: no status document at /run/hvagent/status.json');

@@ -45,4 +45,25 @@ describe('everyInterval (the watch loop of node-identity, time-sync, network-onl
     ).rejects.toThrow('ip addr failed');
     expect(ticks).toBe(2);
   });
+
+  it('an interval given as a function is asked before each wait (the certificates guard looks sooner while there are none)', async () => {
+    const stop = new AbortController();
+    const asked: number[] = [];
+    let ticks = 0;
+    const done = everyInterval(
+      stop.signal,
+      () => {
+        asked.push(ticks);
+        // Short until the second tick, then an hour: only the stop can end that wait.
+        return ticks < 2 ? 1 : 3_600_000;
+      },
+      async () => {
+        ticks++;
+      },
+    );
+    while (asked.length < 3) await new Promise((r) => setTimeout(r, 1));
+    stop.abort();
+    await done;
+    expect({ asked, ticks }).toEqual({ asked: [0, 1, 2], ticks: 2 });
+  });
 });

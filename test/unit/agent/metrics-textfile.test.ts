@@ -38,7 +38,7 @@ function guard(name: GuardName, results: GuardResult[], report?: Record<string, 
 function values(text: string): Map<string, number> {
   const m = new Map<string, number>();
   for (const line of text.split('\n')) {
-    const r = /^([a-z_]+(?:\{[^}]*\})?) (\S+)$/.exec(line);
+    const r = /^([a-z0-9_]+(?:\{[^}]*\})?) (\S+)$/.exec(line);
     if (r) m.set(r[1]!, Number(r[2]));
   }
   return m;
@@ -56,11 +56,17 @@ describe('hvagent metrics textfile', () => {
       log: new Logger(new MemorySink(), new Redactor(), 'debug'),
       signal: new AbortController().signal,
       now: () => T,
-      names: ['registries', 'image-preload', 'network-online'],
+      names: ['registries', 'image-preload', 'network-online', 'certificates'],
       guards: {
         registries: guard('registries', [{ status: 'retry', reason: 'a' }, { status: 'retry', reason: 'b' }, { status: 'ok' }]),
         'image-preload': guard('image-preload', [{ status: 'ok' }], { importedBytes: 123456789, importedArchives: 2, listedImages: 41 }),
         'network-online': guard('network-online', [{ status: 'fail', diagnosis: 'no carrier' }]),
+        certificates: guard('certificates', [{ status: 'ok' }], {
+          certificates: [
+            { path: '/var/lib/rancher/rke2/server/tls/serving-kube-apiserver.crt', scope: 'server', ca: false, notAfter: '2027-06-01T12:00:00.000Z', daysLeft: 12 },
+            { path: '/var/lib/rancher/rke2/agent/client-kubelet.crt', scope: 'agent', ca: false, notAfter: '2027-07-01T00:00:00.000Z', daysLeft: 41 },
+          ],
+        }),
       },
     });
     expect(r.ok).toBe(false);
@@ -78,6 +84,9 @@ describe('hvagent metrics textfile', () => {
     expect(v.get('hvagent_preload_imported_bytes')).toBe(123456789);
     expect(v.get('hvagent_preload_imported_archives')).toBe(2);
     expect(v.get('hvagent_preload_images')).toBe(41);
+    // A timestamp per certificate (notAfter), not days left: the file never goes stale between checks.
+    expect(v.get('hvagent_rke2_certificate_expiry_timestamp_seconds{path="/var/lib/rancher/rke2/server/tls/serving-kube-apiserver.crt",scope="server"}')).toBe(Date.parse('2027-06-01T12:00:00Z') / 1000);
+    expect(v.get('hvagent_rke2_certificate_expiry_timestamp_seconds{path="/var/lib/rancher/rke2/agent/client-kubelet.crt",scope="agent"}')).toBe(Date.parse('2027-07-01T00:00:00Z') / 1000);
 
     const lint = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
     expect(lint.error).toBeUndefined();

@@ -90,4 +90,14 @@ describe('hvagent console', () => {
     expect(v.nodeState).toBe('Setting up node (rke2 running)');
     expect(v.notes).toContain('hvagent is not running (pid 999999999 is gone): systemctl status hvagent');
   });
+
+  it("RKE2 certificates that run out are a note under the state; certificates with time left are only the guard's row (pure view)", () => {
+    const view = (level: string, detail: string) =>
+      dashboard({ status: statusDoc([guard('certificates', 'watching', { detail, data: { level } })]), alive: true, hostname: 'n1', addresses: [], now: Date.now() });
+    const expiring = view('expiring', 'expiring: 1 of 9 RKE2 certificates; soonest: client-kubelet.crt expires in 12 days (2027-06-13)');
+    expect(expiring.notes).toContain('RKE2 certificates: expiring: 1 of 9 RKE2 certificates; soonest: client-kubelet.crt expires in 12 days (2027-06-13) (hvagent status --json lists each)');
+    const ok = view('ok', '9 RKE2 certificates; soonest: client-kubelet.crt expires in 300 days (2028-03-27)');
+    expect(ok.notes.filter((n) => n.startsWith('RKE2 certificates'))).toEqual([]);
+    expect(ok.guards).toEqual([{ name: 'certificates', phase: 'watching', text: '9 RKE2 certificates; soonest: client-kubelet.crt expires in 300 days (2028-03-27)', hint: undefined, retry: undefined }]);
+  });
 });

@@ -113,7 +113,7 @@ describe('hvagent CLI', () => {
   it('usage errors exit 2 with a message and no stack trace', async () => {
     const r = await hvagent(['once', '--guard', 'network-offline', '--root', root]);
     expect(r.code).toBe(2);
-    expect(r.stderr).toBe("hvagent: error: unknown guard 'network-offline' (guards: network-online, node-identity, time-sync, registries, image-preload, rke2, vip, longhorn-disk, promotion)\n  hint: run 'hvagent --help' for usage\n");
+    expect(r.stderr).toBe("hvagent: error: unknown guard 'network-offline' (guards: network-online, node-identity, time-sync, certificates, registries, image-preload, rke2, vip, longhorn-disk, promotion)\n  hint: run 'hvagent --help' for usage\n");
     const s = await hvagent(['status', '--root', root]);
     expect(s.code).toBe(2);
     expect(s.stderr).toMatch(/^hvagent: error: no status document at .*\/run\/hvagent\/status\.json\n  hint: hvagent has not run on this node yet/);

@@ -1,0 +1,137 @@
+/**
+ * certificates: the days left of RKE2's certificates, at start and every `checkInterval` (a day),
+ * in the status, the console, the metrics and, from `warnDays` on, a Node Event; and, before hvagent
+ * starts RKE2, `rke2 certificate rotate` once for server certificates that expired while the node
+ * was off (agent/certs/plan.ts says why and when). It runs after time-sync: a judgement of expiry
+ * on a wrong clock would be wrong, and a rotate on one harmful.
+ */
+import os from 'node:os';
+import path from 'node:path';
+import type { Guard, GuardContext, GuardResult } from '../guard.js';
+import { parseDuration } from '../settings.js';
+import { rke2Settings, type Rke2Settings } from '../rke2/settings.js';
+import { chooseServices } from '../rke2/services.js';
+import { nodeNameOf } from '../rke2/role.js';
+import { planCertificates, type CertificatePlan, type RotationRecord } from '../certs/plan.js';
+import { readCertificates, RKE2_DATA_DIR } from '../certs/observe.js';
+import { loadRotationRecord, rotateCertificates, saveRotationRecord } from '../certs/rotation.js';
+import { certificateEvent, sendCertificateEvent } from '../certs/event.js';
+import { everyInterval } from './every-interval.js';
+
+interface CertSettings {
+  dataDir: string;
+  warnDays: number;
+  checkIntervalMs: number;
+  /** How soon to look again while RKE2 has made no certificates yet (a first boot). */
+  waitIntervalMs: number;
+  rotateTimeoutMs: number;
+  rke2: Rke2Settings;
+}
+
+function certSettings(ctx: GuardContext): CertSettings {
+  const s = ctx.settings;
+  const duration = (key: string, fallback: number): number => (s[key] === undefined ? fallback : parseDuration(s[key], `guards.certificates.${key}`));
+  return {
+    dataDir: typeof s.dataDir === 'string' ? s.dataDir : RKE2_DATA_DIR,
+    warnDays: typeof s.warnDays === 'number' && s.warnDays >= 0 ? s.warnDays : 30,
+    checkIntervalMs: duration('checkInterval', 24 * 3_600_000),
+    waitIntervalMs: duration('waitInterval', 60_000),
+    rotateTimeoutMs: duration('rotateTimeout', 120_000),
+    rke2: rke2Settings(s),
+  };
+}
+
+const ROTATE_HINT = 'rotate by hand (systemctl stop rke2-server; rke2 certificate rotate: docs.rke2.io/security/certificates), then hvagent once --guard certificates';
+
+/** When this agent process last sent the Event, per node root: once per checkInterval. */
+const lastEvent = new Map<string, number>();
+
+async function look(ctx: GuardContext, s: CertSettings, beforeStart: boolean): Promise<{ plan: CertificatePlan; record?: RotationRecord }> {
+  const observed = await readCertificates(ctx.root, s.dataDir);
+  const { record, problem } = await loadRotationRecord(ctx.root);
+  const hvagent = ctx.bootstrapper !== 'rancherd';
+  // Asked only where it can change the plan: before hvagent starts RKE2 itself.
+  const running = hvagent && beforeStart ? (await (await chooseServices(s.rke2.supervisor, s.rke2.binary, ctx.root, s.rke2.env)).state('server')).active : false;
+  const plan = planCertificates({ ...observed, nowMs: ctx.now(), warnDays: s.warnDays, bootstrapper: hvagent ? 'hvagent' : 'rancherd', rke2ServerRunning: running, beforeStart, record });
+  if (problem) plan.notes.push(problem);
+  return { plan, record };
+}
+
+/** The Event, once per checkInterval while the plan has one; its outcome for the status. */
+async function tellCluster(ctx: GuardContext, s: CertSettings, plan: CertificatePlan): Promise<{ eventSent?: boolean; eventProblem?: string }> {
+  if (!plan.event) return {};
+  const key = ctx.root('/');
+  const last = lastEvent.get(key);
+  if (last !== undefined && ctx.now() - last < s.checkIntervalMs) return {};
+  const node = nodeNameOf(ctx.config, os.hostname(), s.rke2.nodeName);
+  const out = await sendCertificateEvent(ctx.root, [s.rke2.adminKubeconfig, s.rke2.kubeletKubeconfig], certificateEvent(node, plan.event, new Date(ctx.now()).toISOString()));
+  if (out.sent) lastEvent.set(key, ctx.now());
+  else ctx.log.info('the certificates Event was not sent', { problem: out.problem });
+  return { eventSent: out.sent, eventProblem: out.problem };
+}
+
+function report(ctx: GuardContext, plan: CertificatePlan, record: RotationRecord | undefined, told: Record<string, unknown>): void {
+  ctx.report?.({
+    level: plan.level,
+    soonestDays: plan.rows[0]?.daysLeft,
+    certificates: plan.rows.map((r) => ({ path: r.path, scope: r.scope, ca: r.ca, notAfter: r.notAfter, daysLeft: r.daysLeft, level: r.level })),
+    notes: plan.notes,
+    ...(record ? { rotation: { at: record.at, outcome: record.outcome, detail: record.detail } } : {}),
+    ...told,
+  });
+}
+
+async function rotate(ctx: GuardContext, s: CertSettings, expired: RotationRecord['expired']): Promise<RotationRecord> {
+  ctx.progress(`rotating ${expired.length} expired server certificate(s): rke2 certificate rotate`);
+  ctx.log.warn('RKE2 server certificates expired while RKE2 was not running: rke2 certificate rotate', { expired: expired.map((e) => `${e.path} ${e.notAfter}`) });
+  const dataDir = ctx.root('/') === '/' ? s.dataDir : ctx.root(s.dataDir);
+  const out = await rotateCertificates({ binary: s.rke2.binary, dataDir, env: s.rke2.env, timeoutMs: s.rotateTimeoutMs, signal: ctx.signal });
+  const record: RotationRecord = { version: 1, at: new Date(ctx.now()).toISOString(), outcome: out.outcome, detail: out.detail, expired };
+  // Recorded whatever the outcome: the rotate runs once for these certificates, never in a loop.
+  await saveRotationRecord(ctx.root, record);
+  if (out.outcome === 'rotated') ctx.log.info('rke2 certificate rotate done: RKE2 makes new certificates at its start', { detail: out.detail });
+  else ctx.log.error('rke2 certificate rotate failed', { detail: out.detail });
+  return record;
+}
+
+async function reconcile(ctx: GuardContext): Promise<GuardResult> {
+  const s = certSettings(ctx);
+  let { plan, record } = await look(ctx, s, true);
+  let rotated = '';
+  if (plan.rotate) {
+    record = await rotate(ctx, s, plan.rotate);
+    if (record.outcome === 'failed') {
+      report(ctx, plan, record, {});
+      return { status: 'fail', diagnosis: `rke2 certificate rotate failed for ${record.expired.map((e) => path.posix.basename(e.path)).join(', ')}: ${record.detail}`, hint: ROTATE_HINT };
+    }
+    rotated = `rotated the expired server certificates (${record.detail}); `;
+    ({ plan, record } = await look(ctx, s, true));
+  }
+  report(ctx, plan, record, await tellCluster(ctx, s, plan));
+  if (plan.failure) return { status: 'fail', diagnosis: `${rotated}${plan.summary}; ${plan.failure}`, hint: ROTATE_HINT };
+  return { status: 'ok', detail: `${rotated}${plan.summary}` };
+}
+
+/** Every checkInterval (sooner while there are none yet): report again, warn, and send the Event. */
+async function watch(ctx: GuardContext): Promise<void> {
+  const s = certSettings(ctx);
+  let level = (await look(ctx, s, false)).plan.level;
+  await everyInterval(ctx.signal, () => (level === 'none' ? s.waitIntervalMs : s.checkIntervalMs), async () => {
+    const { plan, record } = await look(ctx, s, false);
+    report(ctx, plan, record, await tellCluster(ctx, s, plan));
+    ctx.progress(plan.summary);
+    if (plan.level === 'expired' || plan.level === 'expiring') ctx.log.warn('RKE2 certificates run out', { summary: plan.summary, notes: plan.notes });
+    level = plan.level;
+  });
+}
+
+const guard: Guard = {
+  name: 'certificates',
+  dependsOn: ['time-sync'],
+  // Reading a few files and, at most once, rke2 certificate rotate (rotateTimeout).
+  deadlineMs: 5 * 60_000,
+  reconcile,
+  watch,
+};
+
+export default guard;

@@ -1,0 +1,103 @@
+/**
+ * The certificates guard's reconcile on a node root with the openssl-made fixture (a leaf that
+ * expires 2026-06-01T12:00Z, in RKE2's server/tls), a clock the test sets, and a stand-in `rke2`
+ * script that records each call: the rotate runs once, only in hvagent mode, and its outcome is in
+ * the result and the report. (test/integration/agent-rke2/certificates.test.ts does the same with
+ * the runner, the rke2 stand-in and RKE2 started after the rotate.)
+ */
+import { chmod, copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import certificates from '../../../agent/guards/certificates.js';
+import type { GuardContext } from '../../../agent/guard.js';
+import { Logger, MemorySink } from '../../../lib/logger.js';
+import { Redactor } from '../../../lib/redact.js';
+
+const FIXTURES = fileURLToPath(new URL('../../fixtures/rke2-certs/', import.meta.url));
+const SERVING = 'var/lib/rancher/rke2/server/tls/serving-kube-apiserver.crt';
+const dirs: string[] = [];
+afterEach(async () => {
+  while (dirs.length) await rm(dirs.pop()!, { recursive: true, force: true });
+});
+
+interface Setup {
+  ctx: (by: 'rancherd' | 'hvagent', nowIso: string) => GuardContext & { reported: Array<Record<string, unknown>> };
+  calls: () => Promise<string[]>;
+}
+
+/** renew: the script puts the ten-year CA fixture where the expired leaf was (as if RKE2 made a new one). */
+async function setup(script: 'renews' | 'renews-nothing' | 'fails'): Promise<Setup> {
+  const root = await mkdtemp(path.join(os.tmpdir(), 'hv-certs-guard-'));
+  dirs.push(root);
+  await mkdir(path.join(root, path.dirname(SERVING)), { recursive: true });
+  await copyFile(path.join(FIXTURES, 'client-kubelet.crt'), path.join(root, SERVING));
+  const log = path.join(root, 'calls');
+  const binary = path.join(root, 'rke2');
+  const act = { renews: `cp '${path.join(FIXTURES, 'client-ca.crt')}' '${path.join(root, SERVING)}'`, 'renews-nothing': ':', fails: "echo 'level=fatal msg=\"rotate: permission denied\"' >&2; exit 1" }[script];
+  await writeFile(binary, `#!/bin/sh\necho "$@" >> '${log}'\n${act}\n`);
+  await chmod(binary, 0o755);
+  return {
+    ctx: (by, nowIso) => {
+      const reported: Array<Record<string, unknown>> = [];
+      return {
+        root: (p) => path.join(root, p),
+        log: new Logger(new MemorySink(), new Redactor(), 'debug'),
+        signal: new AbortController().signal,
+        settings: { supervisor: 'process', binary },
+        progress: () => undefined,
+        report: (d) => reported.push(d),
+        now: () => Date.parse(nowIso),
+        bootstrapper: by,
+        reported,
+      };
+    },
+    calls: async () => (await readFile(log, 'utf8').catch(() => '')).split('\n').filter(Boolean),
+  };
+}
+
+describe('certificates guard (reconcile, a stand-in rke2 script)', () => {
+  it('expiring: ok with the days left, no rotate', async () => {
+    const s = await setup('renews');
+    const r = await certificates.reconcile(s.ctx('hvagent', '2026-05-20T12:00:00Z'));
+    expect(r).toEqual({ status: 'ok', detail: 'expiring: 1 of 1 RKE2 certificates; soonest: serving-kube-apiserver.crt expires in 12 days (2026-06-01)' });
+    expect(await s.calls()).toEqual([]);
+  });
+
+  it('expired while RKE2 was off: rotated before RKE2 starts, and ok on the new certificate', async () => {
+    const s = await setup('renews');
+    const ctx = s.ctx('hvagent', '2026-07-01T00:00:00Z');
+    const r = await certificates.reconcile(ctx);
+    expect(await s.calls()).toEqual([`certificate rotate --data-dir ${ctx.root('/var/lib/rancher/rke2')}`]);
+    expect(r).toMatchObject({ status: 'ok', detail: expect.stringMatching(/^rotated the expired server certificates \(exit 0\); 1 RKE2 certificates; soonest: serving-kube-apiserver\.crt expires in 3805 days \(2036-11-30\)$/) });
+    expect(ctx.reported.at(-1)).toMatchObject({ level: 'ok', rotation: { outcome: 'rotated', detail: 'exit 0' } });
+  });
+
+  it('a rotate that renews nothing: failed with the reason, and not run again on the next pass', async () => {
+    const s = await setup('renews-nothing');
+    const first = await certificates.reconcile(s.ctx('hvagent', '2026-07-01T00:00:00Z'));
+    expect(first).toMatchObject({ status: 'fail', diagnosis: expect.stringContaining('and they are still expired; it does not run it twice') });
+    const second = await certificates.reconcile(s.ctx('hvagent', '2026-07-02T00:00:00Z'));
+    expect(second).toMatchObject({ status: 'fail', diagnosis: expect.stringMatching(/^EXPIRED: 1 of 1 RKE2 certificates; soonest: serving-kube-apiserver\.crt expired on 2026-06-01; hvagent ran rke2 certificate rotate/) });
+    expect(await s.calls()).toHaveLength(1);
+  });
+
+  it('a rotate that fails: its output in the diagnosis and the report, once', async () => {
+    const s = await setup('fails');
+    const ctx = s.ctx('hvagent', '2026-07-01T00:00:00Z');
+    const r = await certificates.reconcile(ctx);
+    expect(r).toMatchObject({ status: 'fail', diagnosis: expect.stringMatching(/^rke2 certificate rotate failed for serving-kube-apiserver\.crt: .* exited 1: level=fatal msg="rotate: permission denied"$/) });
+    expect(ctx.reported.at(-1)).toMatchObject({ rotation: { outcome: 'failed' } });
+    expect(await certificates.reconcile(s.ctx('hvagent', '2026-07-01T01:00:00Z'))).toMatchObject({ status: 'fail', diagnosis: expect.stringContaining('and it failed: ') });
+    expect(await s.calls()).toHaveLength(1);
+  });
+
+  it('under rancherd: reported as expired, ok, never rotated', async () => {
+    const s = await setup('renews');
+    const ctx = s.ctx('rancherd', '2026-07-01T00:00:00Z');
+    expect(await certificates.reconcile(ctx)).toEqual({ status: 'ok', detail: 'EXPIRED: 1 of 1 RKE2 certificates; soonest: serving-kube-apiserver.crt expired on 2026-06-01' });
+    expect(ctx.reported.at(-1)).toMatchObject({ level: 'expired', soonestDays: -30 });
+    expect(await s.calls()).toEqual([]);
+  });
+});
