@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import LongestFirstSequencer from './test/sequencer.js';
 
 // Unit tests need no root; integration tests drive real block devices and daemons, so they get
 // longer timeouts. Worker counts are root options in vitest 3: a project's poolOptions are ignored,
@@ -10,11 +11,14 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     poolOptions: { forks: { maxForks: 3, minForks: 1 } },
+    // Longest files first (test/sequencer.ts, test/durations.json): the run ends with the short ones.
+    sequence: { sequencer: LongestFirstSequencer },
     projects: [
       {
         test: {
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
+          setupFiles: ['test/file-timing.ts'],
           testTimeout: 20_000,
         },
       },
@@ -22,6 +26,7 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
+          setupFiles: ['test/file-timing.ts'],
           testTimeout: 180_000,
           hookTimeout: 120_000,
           pool: 'forks',

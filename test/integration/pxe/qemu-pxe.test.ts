@@ -138,7 +138,7 @@ describe('PXE boot through hvpxe in QEMU', () => {
     const r = await run(
       'qemu-system-x86_64',
       [
-        '-machine', 'q35', '-accel', 'tcg', '-cpu', 'max', '-m', '2048', '-smp', '1', '-nographic', '-no-reboot', '-boot', 'n',
+        '-machine', 'q35', '-accel', 'tcg', '-cpu', 'qemu64', '-m', '2048', '-smp', '1', '-nographic', '-no-reboot', '-boot', 'n',
         '-netdev', `user,id=n0,restrict=on,tftp=${tftp},bootfile=boot.ipxe,guestfwd=tcp:10.0.2.100:80-cmd:socat - TCP:127.0.0.1:${port}`,
         '-device', 'virtio-net-pci,netdev=n0,mac=52:54:00:12:34:61',
       ],

@@ -118,7 +118,7 @@ interface Boot {
 
 /** Boots the disks with the kernel command line; the guest powers off by itself (rd.emergency=poweroff on failure). */
 async function boot(cmdline: string, names = ['state', 'oem', 'persistent', 'longhorn', 'plain']): Promise<Boot> {
-  const args = ['-machine', 'q35', '-accel', 'tcg', '-cpu', 'max', '-m', '768', '-smp', '2', '-nographic', '-no-reboot', '-nic', 'none',
+  const args = ['-machine', 'q35', '-accel', 'tcg', '-cpu', 'qemu64', '-m', '768', '-smp', '2', '-nographic', '-no-reboot', '-nic', 'none',
     '-kernel', vmlinuz, '-initrd', initrd, '-append', `console=ttyS0 panic=-1 no_timer_check rd.emergency=poweroff ${cmdline}`];
   for (const n of names) args.push('-drive', `file=${disks[n]},if=virtio,format=raw,cache=unsafe`);
   const guest = execa('qemu-system-x86_64', args, { reject: false, stdin: 'ignore', timeout: BOOT_DEADLINE_MS });

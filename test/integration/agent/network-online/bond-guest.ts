@@ -56,7 +56,7 @@ export async function buildBondGuest(work: string, repo: string, script: string)
 /** Boots the guest with no disk and no network device; returns the serial console output. */
 export async function bootGuest(img: GuestImage, timeoutMs: number): Promise<string> {
   const r = await run('qemu-system-x86_64', [
-    '-machine', 'q35', '-accel', 'tcg', '-cpu', 'max', '-m', '1536', '-smp', '2', '-nographic', '-no-reboot',
+    '-machine', 'q35', '-accel', 'tcg', '-cpu', 'qemu64', '-m', '1536', '-smp', '2', '-nographic', '-no-reboot',
     '-nic', 'none', '-kernel', img.vmlinuz, '-initrd', img.initrd, '-append', 'console=ttyS0 panic=-1 quiet loglevel=3',
   ], { timeoutMs, allowFailure: true });
   return r.stdout + r.stderr;
