@@ -194,8 +194,8 @@ config_volume_stage() {
   FAIL_ON='HV-LIVE: interactive install' run_qemu "$name-install" "$INSTALL_TIMEOUT" \
     -kernel "$LIVE/vmlinuz" -initrd "$LIVE/initrd" \
     -append "console=ttyS0 loglevel=4 panic=-1 no_timer_check harvester.install.automatic=true hvlive.system_size=$SYSTEM_SIZE hvlive.on_failure=poweroff" \
-    -drive "file=$ISO,if=none,id=cd0,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd0 \
-    -drive "file=$iso,if=none,id=cd1,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd1 \
+    -drive "file=$ISO,if=none,id=cd0,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd0,bus=ide.0 \
+    -drive "file=$iso,if=none,id=cd1,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd1,bus=ide.1 \
     -drive file="$disk",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=$serial,drive=d0 \
     -nic none \
     || die "$name-install: QEMU exited with status $?"
