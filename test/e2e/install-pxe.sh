@@ -152,6 +152,31 @@ pxe_stage() {
   PXE_LOCAL_URL="http://127.0.0.1:$port" pxe_machines "$dir" "$OUT/pxe-machines.json"
   # report_events: hvpxe added webhooks to the served config; the install posts them back (with the boot credential).
   pxe_check_events "$OUT/pxe-machines.json"
+  pxe_check_node_report "$dir" "http://127.0.0.1:$port"
 
   boot_installed_disk pxe-boot bios "$OUT/disk-pxe.raw" HVE2E0003 "the BIOS-installed disk"
+}
+
+# The node-report grant the install wrote on COS_OEM (docs/pxe.md "After the install: node
+# reports"): root-only, and it works: hvpxe takes a FALLBACK with its token and shows it, and
+# refuses the same report with a forged token. hvagent posts the same way after a fallback.
+pxe_check_node_report() {
+  local dir=$1 local_url=$2 grant="$OUT/pxe-node-report.json" mode url token code
+  LOOP=$(losetup --find --show --read-only --partscan "$OUT/disk-pxe.raw")
+  for _ in $(seq 20); do [ -e "${LOOP}p2" ] && break; partprobe "$LOOP" 2>/dev/null; sleep 0.5; done
+  mode=$(debugfs -R 'stat /hvinstall/hvpxe-report.json' "${LOOP}p2" 2>/dev/null | sed -n 's/.*Mode: *\([0-7]*\).*/\1/p' | head -n 1)
+  debugfs -R 'cat /hvinstall/hvpxe-report.json' "${LOOP}p2" > "$grant" 2>/dev/null
+  losetup --detach "$LOOP"; LOOP=
+  [ "$mode" = 0600 ] || die "pxe: COS_OEM's hvinstall/hvpxe-report.json has mode '${mode:-none}', not 0600 (the install wrote no node-report grant?)"
+  url=$(node -p "new URL(require('$grant').url).pathname") && token=$(node -p "require('$grant').token") \
+    || die "pxe: COS_OEM's hvinstall/hvpxe-report.json is not a grant: $(head -c 200 "$grant")"
+  local body='{"event":"FALLBACK","at":"2026-01-01T00:00:00Z","message":"e2e: a fallback told with the install'"'"'s grant","running":"v1","failed":"v2"}'
+  code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'content-type: application/json' -H "authorization: Bearer hvnr_$(head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')" --data "$body" "$local_url$url")
+  [ "$code" = 401 ] || die "pxe: a forged node-report token got $code from $url, not 401"
+  code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'content-type: application/json' -H "authorization: Bearer $token" --data "$body" "$local_url$url")
+  case "$code" in 2??) ;; *) die "pxe: hvpxe answered $code to a FALLBACK with the install's grant at $url" ;; esac
+  PXE_LOCAL_URL=$local_url pxe_machines "$dir" "$OUT/pxe-machines-reported.json"
+  node -e "const m = require('$OUT/pxe-machines-reported.json').machines.find((x) => x.name === 'hv-e2e-pxe'); if (m?.nodeReport?.event !== 'FALLBACK' || !m.installed) process.exit(1)" \
+    || die "pxe: hvpxe's machines do not show the FALLBACK (or it changed the install record): $OUT/pxe-machines-reported.json"
+  say "   node report: the install's grant (mode 0600 on COS_OEM) told hvpxe a FALLBACK; a forged token got 401"
 }
