@@ -154,7 +154,7 @@ medium_missing_stage() {
     -append "console=ttyS0 loglevel=4 panic=-1 no_timer_check hvlive.medium_timeout=20 hvlive.on_failure=poweroff" \
     -drive "file=$OUT/other.iso,if=none,id=cd0,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd0,bus=ide.0 \
     -drive "file=$OUT/foreign.iso,if=none,id=cd1,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd1,bus=ide.1 \
-    -nic none \
+    -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0 \
     || die "medium-missing: QEMU exited with status $?"
   expect_line medium-missing 'HV-LIVE: waiting for the boot medium labelled COS_LIVE \([0-9]+/20 s' "no progress line while waiting"
   expect_line medium-missing 'HV-LIVE: no boot medium labelled COS_LIVE found within 20 s' "no message at the deadline"
@@ -182,7 +182,8 @@ reproducible_stage() {
   rm -rf "$OUT/build2" "$OUT/tmp-rebuild"
 }
 
-# iso-config-volume: no PXE, no web server, no network at all. The installer ISO and a second CD
+# iso-config-volume: no PXE, no web server, no network at all (the NIC the config names sits on a
+# QEMU hub with nothing else on it: Harvester's gate needs it to exist). The installer ISO and a second CD
 # written by `hvinstall config-volume`; the command line has harvester.install.automatic=true and no
 # config_url, so the live installer discovers the config by its volume label HARVESTER_CONFIG,
 # installs from the medium (iso_url local) and powers off; then the installed disk boots alone.
@@ -197,7 +198,7 @@ config_volume_stage() {
     -drive "file=$ISO,if=none,id=cd0,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd0,bus=ide.0 \
     -drive "file=$iso,if=none,id=cd1,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd1,bus=ide.1 \
     -drive file="$disk",if=none,format=raw,id=d0,cache=unsafe -device nvme,serial=$serial,drive=d0 \
-    -nic none \
+    -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0 \
     || die "$name-install: QEMU exited with status $?"
   expect_line "$name-install" 'looking for a config volume \(no config_url\)' "the installer did not look for a config volume"
   expect_line "$name-install" 'automatic install config loaded.*HARVESTER_CONFIG\(/dev/sr[0-9]\):config\.yaml' "the config did not come from the volume labelled HARVESTER_CONFIG"
