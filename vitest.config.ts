@@ -1,5 +1,4 @@
 import { defineConfig } from 'vitest/config';
-import LongestFirstSequencer from './test/sequencer.js';
 
 // Unit tests need no root; integration tests drive real block devices and daemons, so they get
 // longer timeouts. Worker counts are root options in vitest 3: a project's poolOptions are ignored,
@@ -11,8 +10,6 @@ import LongestFirstSequencer from './test/sequencer.js';
 export default defineConfig({
   test: {
     poolOptions: { forks: { maxForks: 3, minForks: 1 } },
-    // Longest files first (test/sequencer.ts, test/durations.json): the run ends with the short ones.
-    sequence: { sequencer: LongestFirstSequencer },
     projects: [
       {
         test: {

@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { buildTestOsTree } from '../../../iso-build/index.js';
+import { MEDIA_DIR } from '../../../installer/remote/automatic-media.js';
 
 const execFileP = promisify(execFile);
 export const REPO = path.resolve(import.meta.dirname, '../../..');
@@ -201,7 +202,9 @@ const DROP_FOREIGN_MOUNTS = `for m in $(awk '$5 ~ "^/(tmp|run/hvinstall)/" {prin
 
 /** Runs bin/hvinstall in a private mount namespace shaped as `machine`. */
 export function hvinstallOn(machine: TestMachine, args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliResult> {
-  const steps = ['mount -t tmpfs hvtest-firmware /sys/firmware', ...(machine.firmware === 'uefi' ? ['mkdir /sys/firmware/efi'] : [])];
+  // Automatic installs download into the live system's one media directory: each gets its own
+  // tmpfs there, as each live system has, so two files' installs never read each other's ISO.
+  const steps = ['mount -t tmpfs hvtest-firmware /sys/firmware', ...(machine.firmware === 'uefi' ? ['mkdir /sys/firmware/efi'] : []), `mkdir -p ${MEDIA_DIR} && mount -t tmpfs hvtest-media ${MEDIA_DIR}`];
   if (machine.cpuinfo) steps.push(`mount --bind ${machine.cpuinfo} /proc/cpuinfo`);
   if (machine.meminfo) steps.push(`mount --bind ${machine.meminfo} /proc/meminfo`);
   const script = `${DROP_FOREIGN_MOUNTS}; ${steps.join(' && ')} && exec "$0" "$@"`;
