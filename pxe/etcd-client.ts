@@ -152,7 +152,8 @@ export class EtcdClient {
       } catch (err) {
         if (err instanceof EtcdError && err.code !== 14) throw err; // 14: unavailable, another member may answer
         if (opts.write && !neverSent(err)) throw new EtcdAmbiguous(`${this.endpoints[i]}${path}: no answer to a write (${(err as Error).message}); it may have been applied`);
-        lastError = err as Error;
+        // An attempt the deadline cut short says less than what a member answered before it.
+        if (!(lastError && (err as Error).name === 'TimeoutError')) lastError = err as Error;
       }
     }
     throw new Error(`etcd (${this.where}) did not answer ${path} within ${timeoutMs} ms: ${lastError?.message ?? 'deadline passed'}`);
