@@ -24,6 +24,8 @@ export default defineConfig({
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
           setupFiles: ['test/file-timing.ts'],
+          // The host's mounts shared while the files run, so no namespace holds another file's partition.
+          globalSetup: ['test/integration/shared-mounts.ts'],
           testTimeout: 180_000,
           hookTimeout: 120_000,
           pool: 'forks',

@@ -65,7 +65,7 @@ async function startConsole(): Promise<{ disk: string }> {
   await writeFile(hook, '#!/bin/sh\ncase "$1" in\n  bound|renew) ip addr add "$ip/${mask:-24}" dev "$interface"; [ -n "$router" ] && ip route replace default via "${router%% *}" dev "$interface" ;;\nesac\nexit 0\n');
   await chmod(hook, 0o755);
   const uefi = "mount -t tmpfs -o mode=755 hv-test-uefi /sys/firmware && mkdir /sys/firmware/efi && exec \"$0\" \"$@\"";
-  s = new Session('ip', ['netns', 'exec', node, 'unshare', '--mount', '--propagation', 'private', 'sh', '-c', uefi, process.execPath, CLI, 'console', '--dry-run',
+  s = new Session('ip', ['netns', 'exec', node, 'unshare', '--mount', '--propagation', 'slave', 'sh', '-c', uefi, process.execPath, CLI, 'console', '--dry-run',
     '--write-config', path.join(dir, 'config.yaml'), '--log', path.join(dir, 'console.log'), '--cmdline-file', '/dev/null', '--dhcp-timeout', '4', '--dhcp-script', hook]);
   await s.page(TITLES.hardware);
   await s.waitForText('Do you wish to proceed?');

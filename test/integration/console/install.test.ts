@@ -48,7 +48,7 @@ function startConsole(name: string, extra: string[] = [], env: Record<string, st
   const configFile = path.join(dir, `${name}.config.yaml`);
   const stateDir = path.join(dir, `${name}.state`);
   const uefi = "mount -t tmpfs -o mode=755 hv-test-uefi /sys/firmware && mkdir /sys/firmware/efi && exec \"$0\" \"$@\"";
-  const s = new Session('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', uefi, process.execPath, CLI, 'console',
+  const s = new Session('unshare', ['--mount', '--propagation', 'slave', 'sh', '-c', uefi, process.execPath, CLI, 'console',
     '--write-config', configFile, '--log', path.join(dir, `${name}.log`), '--cmdline-file', '/dev/null', '--source', source, '--bundle', 'none', '--state-dir', stateDir,
       '--system-size', String(TEST_SYSTEM_SIZE_MIB), '--no-reboot', ...extra],
     { env: { PATH: `${env.PATH ?? ''}${env.PATH ? ':' : ''}${stubs}:${process.env.PATH}`, ...Object.fromEntries(Object.entries(env).filter(([k]) => k !== 'PATH')) } },

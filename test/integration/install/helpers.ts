@@ -208,7 +208,7 @@ export function hvinstallOn(machine: TestMachine, args: string[], env: NodeJS.Pr
   if (machine.cpuinfo) steps.push(`mount --bind ${machine.cpuinfo} /proc/cpuinfo`);
   if (machine.meminfo) steps.push(`mount --bind ${machine.meminfo} /proc/meminfo`);
   const script = `${DROP_FOREIGN_MOUNTS}; ${steps.join(' && ')} && exec "$0" "$@"`;
-  return run('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', script, HVINSTALL, ...args], env);
+  return run('unshare', ['--mount', '--propagation', 'slave', 'sh', '-c', script, HVINSTALL, ...args], env);
 }
 
 export function hvinstallOnUefiMachine(args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliResult> {

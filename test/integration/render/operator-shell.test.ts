@@ -49,7 +49,7 @@ async function loginShell(shell: string, command: string, env: Record<string, st
     stub('rke2'),
     `exec env -i HOME=/root PATH=/usr/bin:/bin ${Object.entries(env).map(([k, v]) => `${k}='${v}'`).join(' ')} ${shell} -l -c '${command}'`,
   ].join('\n');
-  const r = await run('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', setup], { timeoutMs: 30_000 });
+  const r = await run('unshare', ['--mount', '--propagation', 'slave', 'sh', '-c', setup], { timeoutMs: 30_000 });
   return r.stdout;
 }
 
