@@ -113,7 +113,7 @@ export const PAGES: PageDef[] = [
     title: () => 'Optional: start from a Harvester config',
     applies: (s) => s.configFirst.shown,
     relayout: ['configSource'],
-    help: 'Enter: take the choice  Up/Down: choose  F2: paste a config  F5: look again  Ctrl-C: quit',
+    help: 'Enter: take  Up/Down: choose  F2: paste a config  F5: look again  Ctrl-C: quit',
     items: (s) => configItems(s),
   },
   {
