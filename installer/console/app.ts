@@ -1,5 +1,6 @@
 /**
- * `hvinstall console`: the pages (pages.ts, each shown by page-screen.ts) walked in order, each field
+ * `hvinstall console`: a config up front when one is found or asked for (config-first.ts), then the
+ * pages (pages.ts, each shown by page-screen.ts) walked in order, each field
  * checked as it is left (checks.ts), each page's own step once it is done (page-steps.ts: the network
  * probed where Harvester's console probes it, probes.ts), the whole config confirmed (summary.ts),
  * then the install hand-off (install-handoff.ts: the pipeline through install-run.ts, its progress
