@@ -17,9 +17,10 @@ import { describeParseError } from '../../lib/cli/parse-error.js';
 
 export const USAGE = `usage: hvinstall console [--dry-run --write-config FILE] [--sysroot DIR | --facts FILE] [--cmdline-file F]
                          [--source S] [--bundle DIR|none] [--agent DIR|none] [--state-dir DIR] [--system-size MIB] [--no-reboot]
-                         [--log FILE] [--dhcp-timeout SEC] [--refresh SEC]
+                         [--log FILE] [--dhcp-timeout SEC] [--refresh SEC] [--config-volume-devices DEV,...]
 
-The interactive installer: Harvester's pages in Harvester's order (mode, role, password, disks,
+The interactive installer: a config medium found at start (or F2 on the mode page: a pasted config,
+a volume by its label) fills the pages first, then Harvester's pages in Harvester's order (mode, role, password, disks,
 network, cluster network, hostname, DNS, VIP or management address, token, NTP, proxy, SSH keys,
 remote config), every field checked as it is left with the rules \`hvinstall validate\` uses, a
 confirmation listing everything that will be destroyed (the consent for this run), then the install
@@ -36,6 +37,9 @@ Ctrl-L (redraw), Ctrl-C (asks before quitting).
   --dhcp-timeout SEC   how long the network page waits for a DHCP answer (default 30)
   --dhcp-script FILE   udhcpc hook that applies the lease (default: the live system's /etc/hv-live/udhcpc.script)
   --refresh SEC        repaint the whole screen this often, over kernel messages (default 30)
+  --config-volume-devices DEV[,DEV...]
+                       look for config media (HARVESTER_CONFIG, cidata, config-2) only on these devices or
+                       image files (default: every block device; none at start with --sysroot/--facts)
 Exit codes: 0 installed (or dry run written), 1 halted by the operator, 2 usage or environment, 3 the install failed, 130 quit.`;
 
 /** What the parser accepts: --help, completion and the man page read the same object. */
@@ -55,6 +59,7 @@ export const OPTIONS = {
   'dhcp-timeout': { type: 'string' },
   'dhcp-script': { type: 'string' },
   refresh: { type: 'string' },
+  'config-volume-devices': { type: 'string' },
 } as const satisfies OptionDefs;
 
 function usageError(message: string): HvError {
@@ -83,7 +88,7 @@ export default async function consoleCommand(argv: string[]): Promise<number> {
   const facts = await readFacts();
   const cmdline = await consoleCmdline(values, !!captured, log);
   redactor.addFrom(cmdline.config);
-  const app = await consoleApp(values, { facts, readFacts, base: cmdline.config, allowLegacyBios: cmdline.allowLegacyBios, log, logFile, captured: !!captured });
+  const app = await consoleApp(values, { facts, readFacts, base: cmdline.config, defaultTty: cmdline.defaultTty, allowLegacyBios: cmdline.allowLegacyBios, log, logFile, captured: !!captured });
   return runConsoleApp(app.app, app.term, log);
 }
 
@@ -130,7 +135,7 @@ async function machineFacts(values: Values): Promise<MachineFacts> {
 }
 
 /** The kernel command line: its harvester.* keys (pre-filled answers), install.tty, and this run's consents. */
-async function consoleCmdline(values: Values, captured: boolean, log: Logger): Promise<{ config: HarvesterConfig; allowLegacyBios: boolean }> {
+async function consoleCmdline(values: Values, captured: boolean, log: Logger): Promise<{ config: HarvesterConfig; allowLegacyBios: boolean; defaultTty?: string }> {
   const { cmdlineConfig } = await import('../../config/index.js');
   const { legacyBiosFromCmdline } = await import('../../config/cmdline.js');
   const cmdlineFile = values['cmdline-file'] ?? (captured ? undefined : '/proc/cmdline');
@@ -138,21 +143,19 @@ async function consoleCmdline(values: Values, captured: boolean, log: Logger): P
   // Most console boots carry no harvester.* key: then there is nothing to parse.
   const base = /(^|\s)harvester\./.test(cmdlineText) ? await cmdlineConfig(cmdlineText, cmdlineFile ?? '<cmdline>') : { config: {} as HarvesterConfig, errors: [], warnings: [] };
   for (const f of [...base.errors, ...base.warnings]) log.warn('kernel command line', { path: f.path, message: f.message });
-  let config = base.config;
   // Harvester's console defaults install.tty to the first active console (the installed system's
-  // kernel then talks where this installer did: a serial line stays a serial line).
-  if (!config.install?.tty) {
-    const active = await readFile(path.join(path.resolve(values.sysroot ?? '/'), 'sys/class/tty/console/active'), 'utf8').catch(() => '');
-    const first = active.trim().split(/\s+/)[0];
-    if (first) config = { ...config, install: { ...config.install, tty: first } };
-  }
-  return { config, allowLegacyBios: legacyBiosFromCmdline(cmdlineText) };
+  // kernel then talks where this installer did: a serial line stays a serial line), when neither the
+  // command line nor a config taken on the first page names one.
+  const active = await readFile(path.join(path.resolve(values.sysroot ?? '/'), 'sys/class/tty/console/active'), 'utf8').catch(() => '');
+  const first = active.trim().split(/\s+/)[0];
+  return { config: base.config, allowLegacyBios: legacyBiosFromCmdline(cmdlineText), defaultTty: first || undefined };
 }
 
 interface AppInputs {
   facts: MachineFacts;
   readFacts: () => Promise<MachineFacts>;
   base: HarvesterConfig;
+  defaultTty?: string;
   allowLegacyBios: boolean;
   log: Logger;
   logFile: string;
@@ -160,7 +163,6 @@ interface AppInputs {
 }
 
 async function consoleApp(values: Values, a: AppInputs): Promise<{ app: import('../console/app.js').ConsoleApp; term: Terminal }> {
-  const { answersFrom } = await import('../console/answers.js');
   const { ConsoleApp } = await import('../console/app.js');
   const { defaultDhcpClient, LIVE_DHCP_SCRIPT } = await import('../console/probes.js');
   const { sha512Crypt, isCryptHash } = await import('../render/crypt.js');
@@ -172,7 +174,8 @@ async function consoleApp(values: Values, a: AppInputs): Promise<{ app: import('
     allowLegacyBios: a.allowLegacyBios,
     rescan: a.readFacts,
     base: a.base,
-    answers: answersFrom(a.base),
+    defaultTty: a.defaultTty,
+    configVolumes: configVolumesOf(values, a.captured),
     log: a.log,
     logFile: a.logFile,
     dryRun: values['dry-run'] === true,
@@ -189,6 +192,13 @@ async function consoleApp(values: Values, a: AppInputs): Promise<{ app: import('
     hashPassword: (clear, salt) => (isCryptHash(clear) ? clear : sha512Crypt(clear, salt)),
   });
   return { app, term };
+}
+
+/** Where config media are looked for at start: the devices given, else every one of this machine's (not a captured one's). */
+function configVolumesOf(values: Values, captured: boolean): { among?: string[] } | undefined {
+  const given = values['config-volume-devices']?.split(',').map((d) => d.trim()).filter(Boolean);
+  if (given?.length) return { among: given.map((d) => path.resolve(d)) };
+  return captured ? undefined : {};
 }
 
 /** Runs the screen; whatever goes wrong inside is logged and shown in a line, never as a stack trace over it. */

@@ -162,7 +162,8 @@ export function applyAnswers(base: HarvesterConfig, a: Answers, opts: ApplyOptio
       setOrDelete(mi, 'gateway', a.gateway.trim());
       setOrDelete(mi, 'mtu', /^\d+$/.test(a.mtu.trim()) ? Number(a.mtu.trim()) : undefined);
     } else {
-      for (const k of ['ip', 'subnetMask', 'gateway', 'mtu']) delete mi[k];
+      // The page asks the MTU with the static fields only: with DHCP a config's own MTU stays.
+      for (const k of ['ip', 'subnetMask', 'gateway']) delete mi[k];
     }
     install.managementInterface = mi;
     setOrDelete(os, 'hostname', a.hostname.trim());

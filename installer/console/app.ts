@@ -1,5 +1,6 @@
 /**
- * `hvinstall console`: the pages (pages.ts, each shown by page-screen.ts) walked in order, each field
+ * `hvinstall console`: a config up front when one is found or asked for (config-first.ts), then the
+ * pages (pages.ts, each shown by page-screen.ts) walked in order, each field
  * checked as it is left (checks.ts), each page's own step once it is done (page-steps.ts: the network
  * probed where Harvester's console probes it, probes.ts), the whole config confirmed (summary.ts),
  * then the install hand-off (install-handoff.ts: the pipeline through install-run.ts, its progress
@@ -9,15 +10,17 @@ import { randomBytes } from 'node:crypto';
 import { App } from '../../lib/tui/app.js';
 import type { Field, FieldMessage } from '../../lib/tui/form.js';
 import type { Terminal } from '../../lib/tui/terminal.js';
-import { runPreflightChecks, selectDisks } from '../preflight/index.js';
-import { splitCidr } from './answers.js';
+import { runPreflightChecks } from '../preflight/index.js';
+import { answersFrom, splitCidr } from './answers.js';
 import { fieldMessages, type FieldId } from './checks.js';
+import { ConfigFirstStep } from './config-first.js';
 import type { ConsoleOptions } from './context.js';
 import { InstallHandoff } from './install-handoff.js';
 import { defaultDisk, defaultPersistentSize, findListedDisk } from './machine.js';
 import { PageScreen } from './page-screen.js';
 import { PageSteps } from './page-steps.js';
 import { PASTED_SOURCE, PasteScreen } from './paste-screen.js';
+import { prefill } from './prefill.js';
 import { MACHINE_CHECKS, PAGES, type ConsoleState, type PageDef } from './pages.js';
 
 export class ConsoleApp {
@@ -27,15 +30,16 @@ export class ConsoleApp {
   private page = 0;
   private readonly handoff: InstallHandoff;
   private readonly steps: PageSteps;
+  private readonly configFirst: ConfigFirstStep;
 
   constructor(
     term: Terminal,
     private readonly opts: ConsoleOptions,
   ) {
     const hardware = runPreflightChecks(opts.facts, { profile: 'testing' }).checks.filter((c) => MACHINE_CHECKS.has(c.id) && c.result !== 'pass');
-    this.state = { answers: opts.answers, facts: opts.facts, base: opts.base, skipchecks: opts.base.install?.skipchecks === true, allowLegacyBios: opts.allowLegacyBios === true, hardware };
-    this.applyDiskRules();
-    this.state.answers.device ??= defaultDisk(opts.facts);
+    const configFirst = { shown: false, volumes: [], choice: 'paste', label: '' };
+    this.state = { answers: answersFrom({}), facts: opts.facts, base: opts.base, skipchecks: false, allowLegacyBios: opts.allowLegacyBios === true, hardware, configFirst };
+    prefill(this.state, opts.base, opts);
     this.app = new App(term, {
       name: 'Harvester installer (hvinstall console)',
       quitQuestion: () =>
@@ -51,19 +55,13 @@ export class ConsoleApp {
     const ctx = { app: this.app, state: this.state, opts };
     this.handoff = new InstallHandoff(ctx, () => this.back());
     this.steps = new PageSteps(ctx, this.handoff);
-  }
-
-  /** The command line's disk rules pre-select the disks the page offers (the operator may pick others). */
-  private applyDiskRules(): void {
-    const { choices } = selectDisks(this.state.base, this.state.facts, (n) => findListedDisk(this.state.facts, n));
-    if (!choices.length) return;
-    this.state.diskChoices = choices;
-    for (const c of choices) if (c.recorded) this.state.answers[c.role] = c.recorded;
-    this.opts.log.info('disk rules', { choices: choices.map((c) => ({ rule: c.key, chose: c.path ?? null, problem: c.problem })) });
+    this.configFirst = new ConfigFirstStep(ctx, () => this.paste(PAGES.find((p) => p.id === 'config')!));
   }
 
   async run(): Promise<number> {
     this.opts.log.info('console started', { dryRun: this.opts.dryRun, disks: this.opts.facts.disks.length, nics: this.opts.facts.nics.length });
+    // Before the first page: a config medium found is offered first (one bounded probe).
+    await this.configFirst.discover();
     const first = this.applicable()[0]!;
     this.page = PAGES.indexOf(first);
     return this.app.start(this.pageScreen(first));
@@ -75,7 +73,7 @@ export class ConsoleApp {
   }
 
   private applicable(): PageDef[] {
-    return PAGES.filter((p) => p.applies(this.state) && (this.state.answers.mode !== 'install' || ['hardware', 'mode', 'password', 'disk', 'summary'].includes(p.id)));
+    return PAGES.filter((p) => p.applies(this.state) && (this.state.answers.mode !== 'install' || ['hardware', 'config', 'mode', 'password', 'disk', 'summary'].includes(p.id)));
   }
 
   private goto(p: PageDef): void {
@@ -91,9 +89,9 @@ export class ConsoleApp {
     this.app.show(this.pageScreen(p));
   }
 
-  private next(): void {
+  private next(from: PageDef = PAGES[this.page]!): void {
     const list = this.applicable();
-    const i = list.findIndex((p) => p === PAGES[this.page]);
+    const i = list.findIndex((p) => p === from);
     const n = list[i + 1];
     if (n) this.goto(n);
   }
@@ -123,26 +121,38 @@ export class ConsoleApp {
       redraw: () => this.app.redraw(),
       store: (f) => this.store(f),
       check: (f) => this.checkField(f),
-      submit: (w) => this.steps.submit(def, w),
+      submit: (w) => (def.id === 'config' ? this.configFirst.submit(w) : this.steps.submit(def, w)),
       back: () => this.back(),
       next: () => this.next(),
-      rescan: () => this.rescan(),
+      rescan: () => (def.id === 'config' ? this.configFirst.discover() : this.rescan()),
       ask: (t, x, c) => this.app.ask(t, x, c),
       flash: (t) => this.app.flash(t),
-      paste: () => this.paste(def),
+      f2: () => this.f2(def),
     });
   }
 
-  /** F2 on the remote-config page: the paste screen, back to the page when it is merged or given up. */
+  /** F2: on the mode page, the config page (when no medium put it in the walk); elsewhere the paste screen. */
+  private f2(def: PageDef): void {
+    if (def.id !== 'mode') return this.paste(def);
+    this.state.configFirst.shown = true;
+    this.goto(PAGES.find((p) => p.id === 'config')!);
+  }
+
+  /**
+   * The paste screen: on the remote-config page the text is merged under the answers and the page
+   * comes back; on the config page it is taken (its values become the answers) and the walk goes on.
+   */
   private paste(def: PageDef): void {
     this.opts.log.info('page', { page: 'paste' });
+    const first = def.id === 'config';
     this.app.show(
       new PasteScreen({
         accept: async (text) => {
-          const r = await this.steps.merge({ url: PASTED_SOURCE, text });
+          const r = first ? await this.configFirst.take({ url: PASTED_SOURCE, text }) : await this.steps.merge({ url: PASTED_SOURCE, text });
           return r.ok ? { ok: true } : { ok: false, messages: r.messages.map((m) => m.text) };
         },
         done: (merged) => {
+          if (merged && first) return this.next(def);
           if (merged) this.state.answers.configUrl = '';
           this.goto(def);
           if (merged) this.app.flash('the pasted config is merged under the answers; Enter to go on');
@@ -155,6 +165,10 @@ export class ConsoleApp {
   private store(f: Field): void {
     const a = this.state.answers as unknown as Record<string, unknown>;
     if (f.id === 'proceed' || f.id === 'confirm') return;
+    // The config page's own choice: not an answer (no config key).
+    if (f.id === 'configSource' && f.kind === 'select') this.state.configFirst.choice = f.value;
+    if (f.id === 'configLabel' && f.kind === 'text') this.state.configFirst.label = f.value;
+    if (f.id === 'configSource' || f.id === 'configLabel') return;
     const previousDevice = this.state.answers.device;
     if (f.id === 'forceMbr' && f.kind === 'select') this.state.answers.forceMbr = f.value === 'yes';
     else if (f.kind === 'text') a[f.id] = f.value;
@@ -178,7 +192,7 @@ export class ConsoleApp {
   }
 
   private async checkField(f: Field): Promise<FieldMessage[]> {
-    if (f.id === 'proceed' || f.id === 'confirm') return [];
+    if (['proceed', 'confirm', 'configSource', 'configLabel'].includes(f.id)) return [];
     return fieldMessages(f.id as FieldId, { ...this.state });
   }
 

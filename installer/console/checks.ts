@@ -11,7 +11,7 @@
  * When (1) finds an error, (2) and (3) are not shown for that field: one message at a time.
  */
 import type { FieldMessage } from '../../lib/tui/form.js';
-import { validateLayers, type ConfigLayer } from '../../config/index.js';
+import { formatFinding, validateLayers, type ConfigLayer } from '../../config/index.js';
 import type { Finding, HarvesterConfig, ValidationResult } from '../../config/types.js';
 import { runPreflightChecks } from '../preflight/index.js';
 import type { MachineFacts } from '../preflight/types.js';
@@ -152,4 +152,16 @@ export async function fieldMessages(field: FieldId, ctx: CheckContext): Promise<
   const findings = [...result.errors, ...result.warnings].filter((f) => findingIsAbout(f, field) && f.source !== ctx.remote?.url).map(fromFinding);
   if (findings.some((m) => m.level === 'error')) return findings;
   return [...findings, ...machineMessages(field, ctx, result.config), ...(await planMessages(field, ctx, result.config))];
+}
+
+/** A config that is refused (remote, volume, pasted): what it is, then each of its findings with its line number. */
+export function refusal(source: string, findings: Finding[], field: string, outcome: string): { ok: false; field: string; messages: FieldMessage[] } {
+  return {
+    ok: false,
+    field,
+    messages: [
+      { level: 'error', text: `${source} is not a valid config (${findings.length} error(s)); ${outcome}:` },
+      ...findings.map((f) => ({ level: 'error' as const, text: formatFinding(f).replace(/\n\s*/g, ' ') })),
+    ],
+  };
 }

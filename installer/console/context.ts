@@ -5,7 +5,6 @@
 import type { App } from '../../lib/tui/app.js';
 import type { Logger } from '../../lib/logger.js';
 import type { MachineFacts } from '../preflight/types.js';
-import type { Answers } from './answers.js';
 import type { ConsoleState } from './pages.js';
 
 export interface ConsoleOptions {
@@ -14,8 +13,15 @@ export interface ConsoleOptions {
   allowLegacyBios?: boolean;
   /** Re-reads the machine (F5 on the disk and network pages). */
   rescan: () => Promise<MachineFacts>;
+  /** The kernel command line's harvester.* keys (the pages start from them). */
   base: ConsoleState['base'];
-  answers: Answers;
+  /** The installed system's console when no config names one: the first active console (Harvester's default). */
+  defaultTty?: string;
+  /**
+   * Where config media are looked for at start (every block device, or only `among`: devices or
+   * image files); absent: not at start (a captured machine's media are not this host's).
+   */
+  configVolumes?: { among?: string[] };
   log: Logger;
   logFile?: string;
   dryRun: boolean;

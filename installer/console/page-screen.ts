@@ -27,8 +27,8 @@ export interface PageHooks {
   rescan(): Promise<void>;
   ask(title: string, text: string, choices: string[]): Promise<number>;
   flash(text: string): void;
-  /** F2 on the remote-config page: paste a config instead. */
-  paste(): void;
+  /** F2: a config up front (the mode page), or pasted (the config and remote-config pages). */
+  f2(): void;
 }
 
 /** One page: its form, the field checks as fields are left, and the page's own step when it is done. */
@@ -78,14 +78,14 @@ export class PageScreen implements Screen {
       if (k.kind === 'key' && k.name === 'escape') this.stopWaiting(true);
       return;
     }
-    if (k.kind === 'key' && k.name === 'f5' && ['disk', 'network'].includes(this.def.id)) {
+    if (k.kind === 'key' && k.name === 'f5' && ['disk', 'network', 'config'].includes(this.def.id)) {
       await this.hooks.rescan();
       this.relayout();
-      this.hooks.flash('rescanned the disks and NICs');
+      this.hooks.flash(this.def.id === 'config' ? 'looked for config media again' : 'rescanned the disks and NICs');
       return;
     }
-    if (k.kind === 'key' && k.name === 'f2' && this.def.id === 'config-url') {
-      this.hooks.paste();
+    if (k.kind === 'key' && k.name === 'f2' && ['mode', 'config', 'config-url'].includes(this.def.id)) {
+      this.hooks.f2();
       return;
     }
     const action = this.form.handleKey(k);

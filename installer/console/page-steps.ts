@@ -11,7 +11,8 @@ import type { Finding } from '../../config/types.js';
 import { parseVolumeUrl } from '../../config/config-volume.js';
 import { PASTED_SOURCE } from './paste-screen.js';
 import { listOf } from './answers.js';
-import { validateAnswers } from './checks.js';
+import { refusal, validateAnswers } from './checks.js';
+import { CONSOLE_VOLUME_WAIT_MS } from './config-first.js';
 import type { ConsoleContext, ConsoleOptions } from './context.js';
 import type { InstallHandoff } from './install-handoff.js';
 import { linkUp } from './machine.js';
@@ -19,8 +20,6 @@ import type { PageScreen, Waiting } from './page-screen.js';
 import type { ConsoleState, PageDef, SubmitResult } from './pages.js';
 import type { ProbeResult } from './probes.js';
 
-/** How long the console looks for a config volume the operator named (it is attached by then, or it is not). */
-const CONSOLE_VOLUME_WAIT_MS = 5_000;
 
 export class PageSteps {
   /** The last probe warning that a second Enter accepts, keyed by page and value. */
@@ -187,7 +186,7 @@ export class PageSteps {
     let read;
     try {
       read = volume.ok
-        ? await (await import('../remote/config-volume.js')).readVolumeConfigText(volume.label, { timeoutMs: CONSOLE_VOLUME_WAIT_MS, log: this.opts.log })
+        ? await (await import('../remote/config-volume.js')).readVolumeConfigText(volume.label, { timeoutMs: CONSOLE_VOLUME_WAIT_MS, among: this.opts.configVolumes?.among, log: this.opts.log })
         : await readConfigText(url, { attempts: 3, timeoutMs: 10_000, retryDelayMs: 1000 });
     } catch (err) {
       if (w.cancelled) return 'handled';
@@ -214,14 +213,7 @@ export class PageSteps {
 
   private refused(url: string, findings: Finding[]): SubmitResult {
     this.opts.log.warn('remote config invalid', { source: url, errors: findings.map(formatFinding) });
-    return {
-      ok: false,
-      field: 'configUrl',
-      messages: [
-        { level: 'error', text: `${url} is not a valid config (${findings.length} error(s)); nothing was merged:` },
-        ...findings.map((f) => ({ level: 'error' as const, text: formatFinding(f).replace(/\n\s*/g, ' ') })),
-      ],
-    };
+    return refusal(url, findings, 'configUrl', 'nothing was merged');
   }
 }
 

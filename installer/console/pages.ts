@@ -14,6 +14,8 @@ import type { Answers } from './answers.js';
 import { defaultPersistentSize, diskName, diskOptions, findListedDisk, listedDisks, nicOptions, staleInstallDisks } from './machine.js';
 import type { Summary } from './summary.js';
 import type { RemoteConfig } from './checks.js';
+import type { FoundVolume } from '../remote/config-volume.js';
+import { CONFIG_VOLUME_KINDS } from '../../config/config-volume.js';
 
 export interface ConsoleState {
   answers: Answers;
@@ -29,6 +31,23 @@ export interface ConsoleState {
   /** What the command line's disk rules (install.device_selector, data_disk_selector) chose, and why. */
   diskChoices?: DiskChoice[];
   summary?: Summary;
+  /** The first page's config (config-first.ts): the media found at start, the choice, what was taken. */
+  configFirst: ConfigFirstState;
+}
+
+export interface ConfigFirstState {
+  /** The page is in the walk: config media were found at start, or F2 on the mode page opened it. */
+  shown: boolean;
+  /** The config volumes found at start (or by F5 on the page). */
+  volumes: FoundVolume[];
+  /** Why looking for them failed, when it did. */
+  problem?: string;
+  /** The option chosen: `dev:<device>`, `paste`, `label`, `keep` or `none`. */
+  choice: string;
+  /** The label typed for "Read the volume labelled". */
+  label: string;
+  /** Where the config taken came from (its name in findings), once one was taken. */
+  taken?: string;
 }
 
 export type SubmitResult = { ok: true } | { ok: false; field: string; messages: FieldMessage[]; confirmable?: boolean };
@@ -90,9 +109,18 @@ export const PAGES: PageDef[] = [
     },
   },
   {
+    id: 'config',
+    title: () => 'Optional: start from a Harvester config',
+    applies: (s) => s.configFirst.shown,
+    relayout: ['configSource'],
+    help: 'Enter: take  Up/Down: choose  F2: paste a config  F5: look again  Ctrl-C: quit',
+    items: (s) => configItems(s),
+  },
+  {
     id: 'mode',
     title: () => 'Choose installation mode',
     applies: () => true,
+    help: 'Enter: next  Up/Down: choose  F2: start from a config  Ctrl-C: quit',
     items: (s) => [
       {
         kind: 'select',
@@ -305,6 +333,38 @@ export const PAGES: PageDef[] = [
   },
 ];
 
+/** The config up front: the media found (each a choice), a paste, a label, or none (hvinstall, beyond Harvester). */
+function configItems(s: ConsoleState): Item[] {
+  const c = s.configFirst;
+  const labels = CONFIG_VOLUME_KINDS.map((k) => k.label).join(', ');
+  const lines = [
+    c.volumes.length === 0 ? `No config medium found (a filesystem labelled ${labels}).` : `${c.volumes.length === 1 ? 'A config medium is' : 'Config media are'} attached (labelled ${labels}):`,
+    ...(c.problem ? [`Looking for config media failed: ${c.problem}`] : []),
+    ...(c.taken ? [`Taken: ${c.taken}. Its values are the answers on the pages that follow.`] : []),
+    '',
+  ];
+  const options: Option[] = [
+    ...(c.taken ? [{ value: 'keep', label: `Keep the config taken (${c.taken})` }] : []),
+    ...c.volumes.map((v) => ({ value: `dev:${v.device}`, label: `Use the config on ${v.device} (${v.fsType ?? 'unknown'} "${v.label}")` })),
+    { value: 'paste', label: 'Paste a config' },
+    { value: 'label', label: 'Read the volume labelled...' },
+    { value: 'none', label: c.taken ? 'Go on without a config (drops the one taken and its answers)' : 'Go on without a config' },
+  ];
+  const items: Item[] = [
+    { kind: 'static', id: 'found', lines },
+    {
+      kind: 'select',
+      id: 'configSource',
+      label: 'Config',
+      value: c.choice,
+      options,
+      note: "The config is checked first; its findings are shown with their line numbers and nothing is taken until it has none. Its values then fill the pages, which you review; what it leaves open is asked. The kernel command line's harvester.* keys win over it.",
+    },
+  ];
+  if (c.choice === 'label') items.push({ kind: 'text', id: 'configLabel', label: 'Volume label', value: c.label, note: `e.g. ${labels.split(', ')[0]}; waited for a few seconds.` });
+  return items;
+}
+
 /** The rule, the disk it chose (or why none), and why each other disk was not taken: the operator may still pick another. */
 function diskRuleLines(choices: DiskChoice[]): string[] {
   const lines = choices.flatMap((c) => [
@@ -381,6 +441,7 @@ function summaryItems(s: ConsoleState): Item[] {
   if (a.ntp && a.mode !== 'install') lines.push(`ntp servers: ${a.ntp}`);
   if (a.proxy) lines.push(`proxy address: ${a.proxy}`);
   if (a.sshKeyUrl) lines.push(`ssh key url: ${a.sshKeyUrl}`);
+  if (s.configFirst.taken) lines.push(`config taken at start: ${s.configFirst.taken} (its values filled the pages)`);
   if (s.remote) lines.push(`remote config: ${s.remote.url} (merged under the answers)`);
   const install = sum.config.install ?? {};
   lines.push(`install disk: ${install.device ?? '-'}`);

@@ -1,9 +1,10 @@
 /**
  * A pasted config (hvinstall, beyond Harvester's console): on the remote-config page F2 opens this
- * screen; what the terminal sends (a paste over a BMC's serial console or a KVM's "type text") is
- * taken line by line, shown numbered, and Ctrl-D checks it with the one validator, merged under the
- * answers as a remote config is. Its findings are shown with their line numbers and nothing is
- * merged until there are none; Esc goes back without merging.
+ * screen, and on the first page (config-first.ts) "Paste a config"; what the terminal sends (a paste
+ * over a BMC's serial console or a KVM's "type text") is taken line by line, shown numbered, and
+ * Ctrl-D checks it with the one validator (merged under the answers as a remote config is, or taken
+ * up front). Its findings are shown with their line numbers and nothing is merged until there are
+ * none; Esc goes back without merging.
  */
 import type { Screen } from '../../lib/tui/app.js';
 import type { Line } from '../../lib/tui/form.js';

@@ -69,15 +69,28 @@ function parentOf(device: string): string | undefined {
  */
 export function pickConfigVolume(volumes: readonly BlockVolume[], labels: readonly string[]): VolumePick {
   for (const label of labels) {
-    const matching = volumes.filter((v) => v.label !== undefined && v.label.toLowerCase() === label.toLowerCase());
-    const devices = new Set(matching.map((v) => v.device));
-    const distinct = matching.filter((v, i) => !devices.has(parentOf(v.device) ?? '') && matching.findIndex((w) => w.device === v.device) === i);
+    const distinct = labelled(volumes, label);
     if (distinct.length === 1) return { kind: 'found', volume: { ...distinct[0]!, label: distinct[0]!.label! } };
     if (distinct.length > 1) {
       return { kind: 'ambiguous', label, devices: distinct.map((v) => `${v.device} (${v.fsType ?? 'unknown'} "${v.label}")`).sort() };
     }
   }
   return { kind: 'none' };
+}
+
+/** The devices carrying `label` (case-insensitive), a partition whose disk carries it too counted once, as the disk. */
+function labelled(volumes: readonly BlockVolume[], label: string): BlockVolume[] {
+  const matching = volumes.filter((v) => v.label !== undefined && v.label.toLowerCase() === label.toLowerCase());
+  const devices = new Set(matching.map((v) => v.device));
+  return matching.filter((v, i) => !devices.has(parentOf(v.device) ?? '') && matching.findIndex((w) => w.device === v.device) === i);
+}
+
+/**
+ * Every volume carrying one of `labels`, in the labels' order: what the console offers at start,
+ * where the operator chooses (two media are listed, not refused). Pure.
+ */
+export function configVolumesAmong(volumes: readonly BlockVolume[], labels: readonly string[]): Array<BlockVolume & { label: string }> {
+  return labels.flatMap((label) => labelled(volumes, label).map((v) => ({ ...v, label: v.label! })));
 }
 
 /** A block device for the missing-volume message: its name, size and what blkid saw on it. */

@@ -11,8 +11,8 @@ import { HvError, ExitCode } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
 import { DeadlineError, waitUntil } from '../../lib/wait.js';
 import type { Logger } from '../../lib/logger.js';
-import { configFilesFor, pickConfigFile } from '../../config/config-volume.js';
-import { describeBlockDevices, pickConfigVolume, volumesFromBlkid, type BlockDeviceSeen, type BlockVolume, type VolumePick } from './config-volume-plan.js';
+import { CONFIG_VOLUME_KINDS, configFilesFor, pickConfigFile } from '../../config/config-volume.js';
+import { configVolumesAmong, describeBlockDevices, pickConfigVolume, volumesFromBlkid, type BlockDeviceSeen, type BlockVolume, type VolumePick } from './config-volume-plan.js';
 import { openIsoMedia } from './media.js';
 
 export interface VolumeSearchOptions {
@@ -27,15 +27,23 @@ export interface VolumeSearchOptions {
 export type FoundVolume = BlockVolume & { label: string };
 
 /** Every filesystem blkid sees now (a fresh probe, no cache). */
-export async function listVolumes(among?: readonly string[]): Promise<BlockVolume[]> {
+export async function listVolumes(among?: readonly string[], timeoutMs = 60_000): Promise<BlockVolume[]> {
   // blkid without devices probes them all: an empty list means none.
   if (among?.length === 0) return [];
-  const r = await run('blkid', ['-c', '/dev/null', '-o', 'export', ...(among ?? [])], { allowFailure: true, timeoutMs: 60_000 });
+  const r = await run('blkid', ['-c', '/dev/null', '-o', 'export', ...(among ?? [])], { allowFailure: true, timeoutMs });
   // blkid exits 2 when it finds no signature at all: that is an answer, not a failure.
   if (r.exitCode !== 0 && r.exitCode !== 2) {
     throw new HvError(`blkid failed while looking for the config volume (exit ${r.exitCode})`, { where: r.command, hint: r.stderr.trim() || 'check that util-linux is installed', exitCode: ExitCode.installFailed });
   }
   return volumesFromBlkid(r.stdout);
+}
+
+/**
+ * The config volumes attached now, of the three known labels (the console's offer at start): one
+ * probe, no polling, since the medium is attached before the machine boots.
+ */
+export async function listConfigVolumes(opts: { among?: readonly string[]; timeoutMs: number }): Promise<FoundVolume[]> {
+  return configVolumesAmong(await listVolumes(opts.among, opts.timeoutMs), CONFIG_VOLUME_KINDS.map((k) => k.label));
 }
 
 /**
@@ -169,8 +177,14 @@ async function unmount(mnt: string, log?: Logger): Promise<void> {
  * The config text on the volume labelled `label` (the console's "volume:LABEL"), as readConfigText
  * reads a file: its name for findings, the text, or why the bytes are not a config. Not validated.
  */
-export async function readVolumeConfigText(label: string, opts: VolumeSearchOptions): Promise<{ name: string; text?: string; error?: import('../../config/index.js').Finding }> {
+export async function readVolumeConfigText(label: string, opts: VolumeSearchOptions): Promise<ConfigText> {
+  return readConfigTextOn(await requireConfigVolume([label], opts), opts.log);
+}
+
+export type ConfigText = { name: string; text?: string; error?: import('../../config/index.js').Finding };
+
+/** The config text on a volume already found (one the console listed at start). Not validated. */
+export async function readConfigTextOn(volume: FoundVolume, log?: Logger): Promise<ConfigText> {
   const { readConfigText } = await import('../../config/index.js');
-  const volume = await requireConfigVolume([label], opts);
-  return withConfigVolume(volume, (file) => readConfigText(file.path, { sourceName: file.name }), { log: opts.log });
+  return withConfigVolume(volume, (file) => readConfigText(file.path, { sourceName: file.name }), { log });
 }

@@ -55,6 +55,15 @@ describe('console answers -> config', () => {
     expect((applyAnswers({}, a) as any).install.managementInterface.subnetMask).toBe('255.255.0.0');
   });
 
+  it('with DHCP the static fields are dropped, but the MTU a config gave stays (the page asks it only with Static)', () => {
+    const base = { install: { managementInterface: { interfaces: [{ name: 'eth0' }], method: 'static', ip: '10.0.0.5', subnetMask: '255.255.255.0', gateway: '10.0.0.1', mtu: 9000 } } };
+    const a = answersFrom(base);
+    Object.assign(a, { mode: 'create', method: 'dhcp' });
+    const mi = (applyAnswers(base, a) as any).install.managementInterface;
+    expect(mi).toMatchObject({ method: 'dhcp', mtu: 9000 });
+    expect(mi.ip ?? mi.subnetMask ?? mi.gateway).toBeUndefined();
+  });
+
   it('matches a finding to its field in any spelling, and not a sibling that shares a prefix', () => {
     const f = (path: string) => ({ severity: 'error' as const, path, message: 'x' });
     expect(findingIsAbout(f('install.vip_mode'), 'vipMode')).toBe(true);

@@ -4,6 +4,7 @@ import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { configFilesFor, isVolumeUrl, parseVolumeUrl, pickConfigFile, volumeKindOf } from '../../../config/config-volume.js';
 import {
+  configVolumesAmong,
   describeBlockDevices,
   DISCOVERY_VOLUME_WAIT_MS,
   EXPLICIT_VOLUME_WAIT_MS,
@@ -86,6 +87,17 @@ describe('which volume is the config volume', () => {
     expect(pickConfigVolume([vol('/dev/loop3', 'cidata'), vol('/dev/loop3', 'cidata')], labels)).toMatchObject({ kind: 'found', volume: { device: '/dev/loop3' } });
     // Two disks whose names only share a prefix are two volumes.
     expect(pickConfigVolume([vol('/dev/sdb', 'cidata'), vol('/dev/sdb10', 'cidata'), vol('/dev/sdc1', 'cidata')], labels).kind).toBe('ambiguous');
+  });
+
+  it('lists every config volume for the console to offer: each label in precedence order, two with one label both, a hybrid image once', () => {
+    const seen = [vol('/dev/sr0', 'COS_LIVE'), vol('/dev/sr1', 'config-2'), vol('/dev/sdb', 'CIDATA', 'vfat'), vol('/dev/sdb1', 'cidata'), vol('/dev/sdc', 'harvester_config', 'ext4'), vol('/dev/sr2', 'HARVESTER_CONFIG'), vol('/dev/sda1', undefined, 'ext4')];
+    expect(configVolumesAmong(seen, labels)).toEqual([
+      { device: '/dev/sdc', label: 'harvester_config', fsType: 'ext4' },
+      { device: '/dev/sr2', label: 'HARVESTER_CONFIG', fsType: 'iso9660' },
+      { device: '/dev/sdb', label: 'CIDATA', fsType: 'vfat' },
+      { device: '/dev/sr1', label: 'config-2', fsType: 'iso9660' },
+    ]);
+    expect(configVolumesAmong([vol('/dev/sr0', 'COS_LIVE')], labels)).toEqual([]);
   });
 
   it('reads blkid -o export, and describes the block devices there are for the missing-volume message', () => {
