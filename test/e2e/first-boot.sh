@@ -75,6 +75,30 @@ fb_build() {
   say "   $(node -p "const m = require('$report'); \`image \${m.key} (root \${m.rootKey}): \${m.packages} packages, kernel \${m.kernelVersion}, tree \${(m.treeBytes / 2 ** 20).toFixed(0)} MiB, squashfs \${(m.squashfsBytes / 2 ** 20).toFixed(0)} MiB, initrd \${(m.initrd.bytes / 2 ** 20).toFixed(1)} MiB; built: root \${m.built.rootSec === undefined ? 'cached' : m.built.rootSec + ' s'}, image \${m.built.imageSec === undefined ? 'cached' : m.built.imageSec + ' s'}\`")"
 }
 
+# fb_facts: the facts of the machine the disk is for (--facts), as `hvinstall preflight --json`
+# gathers them in the install's namespace: its NIC is the stand-in with the guest's MAC. The
+# installer pins a NIC's name only by its permanent MAC (installer/preflight/machine.ts
+# permanentMac), and a veth's address is one set at creation (addr_assign_type 3); this host's
+# kernel may have no bonding (bonding_slave/perm_hwaddr), dummy or netdevsim driver to give one. The
+# guest's virtio NIC has a permanent address, so the stand-in says so too: a file reading 0
+# (NET_ADDR_PERM) over its addr_assign_type, in preflight's own mount namespace (ip netns exec
+# mounts /sys afresh; nothing else sees it). The CPUs, memory and firmware gathered are this
+# host's; those of the guest QEMU gives (OVMF) replace them.
+fb_facts() {
+  printf '0\n' > "$OUT/$FB_TAG-addr-assign-perm"
+  ip netns exec "$FB_NETNS" sh -c 'mount --bind "$1" "/sys/class/net/$2/addr_assign_type" && shift 2 && exec "$@"' sh "$OUT/$FB_TAG-addr-assign-perm" "$FB_NIC" \
+    "$REPO/bin/hvinstall" preflight --json > "$OUT/$FB_TAG-preflight.json" 2> "$OUT/$FB_TAG-preflight.log" || [ $? = 1 ] ||
+    die "first-boot: hvinstall preflight in $FB_NETNS failed (see $OUT/$FB_TAG-preflight.log)"
+  node --input-type=module -e "
+    import { readFileSync, writeFileSync } from 'node:fs';
+    const f = JSON.parse(readFileSync('$OUT/$FB_TAG-preflight.json', 'utf8'));
+    const nic = f.nics.find((n) => n.name === '$FB_NIC');
+    if (nic?.permMac !== '$FB_MAC') { process.stderr.write('preflight did not find $FB_NIC with the permanent MAC $FB_MAC: ' + JSON.stringify(nic) + '\\n'); process.exit(1); }
+    const cpus = $FB_SMP;
+    writeFileSync('$OUT/$FB_TAG-facts.json', JSON.stringify({ ...f, cpu: { ...f.cpu, cores: cpus, threads: cpus }, memoryBytes: $MEM * 2 ** 20, firmware: { uefi: true } }, null, 1) + '\\n');" ||
+    die "first-boot: no facts of the guest's machine (see $OUT/$FB_TAG-preflight.json)"
+}
+
 fb_install() {
   FB_DISK="$OUT/$FB_TAG-disk.raw"
   truncate -s 260G "$FB_DISK"
@@ -83,22 +107,18 @@ fb_install() {
   FB_NETNS="hv-e2e-$FB_TAG-$$"
   ip netns add "$FB_NETNS"
   ip -n "$FB_NETNS" link add "$FB_NIC" address "$FB_MAC" type veth peer name fb-peer0 || die "first-boot: cannot create the stand-in NIC in $FB_NETNS"
-  # The installer pins a NIC's name only by its permanent MAC (installer/preflight/machine.ts
-  # permanentMac); a veth's address is one set at creation (addr_assign_type 3), and this kernel
-  # may have no bonding, dummy or netdevsim driver whose NIC would give one. The guest's virtio NIC
-  # has a permanent address: the stand-in says so too, in the install's own mount namespace
-  # (ip netns exec mounts /sys afresh), by a file reading 0 (NET_ADDR_PERM) over its addr_assign_type.
-  printf '0\n' > "$OUT/$FB_TAG-addr-assign-perm"
+  fb_facts
   # An image bundle in Harvester's layout, copied by the install onto COS_PERSISTENT.
   node "$REPO/test/e2e/first-boot-bundle.mjs" "$OUT/$FB_TAG-bundle" > "$OUT/$FB_TAG-bundle.json" || die "first-boot: cannot write the image bundle"
   node -p "const b = require('$OUT/$FB_TAG-bundle.json'); b.archive + ' ' + b.sha256" | tr -d '\n' > "$OUT/$FB_TAG-bundle.txt"
   node -p "require('$OUT/$FB_TAG-bundle.json').images.join(' ')" | tr -d '\n' > "$OUT/$FB_TAG-bundle-images.txt"
   [ "$FB_AGENT" = none ] || [ -s "$FB_AGENT/hvagent-payload.json" ] || die "first-boot: no hvagent payload in $FB_AGENT (make build writes build/hvagent-payload; HV_E2E_FB_AGENT=none installs without the agent)"
   local t0=$SECONDS
-  # --device: the loop device is a disk built here for the guest, not this host's (whose hardware the gate would judge).
-  ip netns exec "$FB_NETNS" sh -c 'mount --bind "$1" "/sys/class/net/$2/addr_assign_type" && shift 2 && exec "$@"' sh "$OUT/$FB_TAG-addr-assign-perm" "$FB_NIC" \
-    "$REPO/bin/hvinstall" install --config "$OUT/$FB_TAG-config.yaml" --device "$LOOP" --source "$FB_SQUASHFS" --bundle "$OUT/$FB_TAG-bundle" \
-    --agent "$FB_AGENT" --yes \
+  # --device: the loop device is a disk built here for the guest, not this host's (whose hardware the
+  # gate would judge); --facts: the guest's machine, which the gate judges and the node's files are
+  # rendered for (its NIC's name pinned by MAC).
+  ip netns exec "$FB_NETNS" "$REPO/bin/hvinstall" install --config "$OUT/$FB_TAG-config.yaml" --device "$LOOP" --source "$FB_SQUASHFS" --bundle "$OUT/$FB_TAG-bundle" \
+    --agent "$FB_AGENT" --facts "$OUT/$FB_TAG-facts.json" --yes \
     --progress plain --state-dir "$OUT/$FB_TAG-state" > "$OUT/$FB_TAG-install.log" 2>&1 ||
     { tail -n 30 "$OUT/$FB_TAG-install.log" >&2; die "first-boot: hvinstall install of the systemd OS failed (see $OUT/$FB_TAG-install.log)"; }
   say "   hvinstall install: $((SECONDS - t0)) s ($(grep -E '^installed ' "$OUT/$FB_TAG-install.log" | head -n 1 | cut -c1-80))"
@@ -111,7 +131,7 @@ fb_install() {
   # The pin the guest's NIC gets its name by; without it the keyfiles would name no NIC of the guest's.
   kargs=$(fb_oem_grubenv third_party_kernel_args)
   case " $kargs " in *" $FB_PIN "*) ;; *)
-    grep -a 'pinned' "$OUT/$FB_TAG-install.log" >&2
+    grep -a 'pinned' "$OUT/$FB_TAG-install.log" >&2 || true
     die "first-boot: /oem/grubenv does not pin the management NIC ($FB_PIN; third_party_kernel_args: ${kargs:-none}; see $OUT/$FB_TAG-install.log)" ;; esac
   say "   /oem/grubenv pins the management NIC: $FB_PIN"
   debugfs -R "cat /90_custom.yaml" "$oem" 2>/dev/null > "$OUT/$FB_TAG-90_custom.yaml"
