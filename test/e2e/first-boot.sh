@@ -129,7 +129,7 @@ fb_install() {
   local oem kargs
   oem=$(fb_partition COS_OEM) || die "first-boot: no COS_OEM on the installed disk"
   # The pin the guest's NIC gets its name by; without it the keyfiles would name no NIC of the guest's.
-  kargs=$(fb_oem_grubenv third_party_kernel_args)
+  kargs=$(fb_oem_grubenv third_party_kernel_args || true)
   case " $kargs " in *" $FB_PIN "*) ;; *)
     grep -a 'pinned' "$OUT/$FB_TAG-install.log" >&2 || true
     die "first-boot: /oem/grubenv does not pin the management NIC ($FB_PIN; third_party_kernel_args: ${kargs:-none}; see $OUT/$FB_TAG-install.log)" ;; esac
