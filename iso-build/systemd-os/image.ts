@@ -3,7 +3,8 @@
  * cached Debian root (root.ts) plus what makes it an Elemental image and a test subject —
  * /boot/vmlinuz and /boot/initrd (initrd.ts), /etc/cos/grub.cfg and bootargs.cfg, the layout
  * defaults in /system/oem, an os-release with GRUB_ENTRY_NAME, containerd where RKE2 keeps it,
- * SSH host keys made on first boot, and the boot report that prints TAP for the harness.
+ * SSH host keys made on first boot, NIC names from the kernel line's `ifname=`, and the boot
+ * report that prints TAP for the harness.
  * Cached (cache.ts) under the key of the root and of every file put in.
  */
 import { createHash } from 'node:crypto';
@@ -20,7 +21,7 @@ import { ensureBaseRoot, type BaseRoot } from './root.js';
 import { KEPT_MODULE_DIRS, KEPT_MODULES, pruneKernelModules } from './modules.js';
 
 /** Bumped when the assembly below changes in a way the inputs' digests do not show. */
-export const IMAGE_RECIPE = 2;
+export const IMAGE_RECIPE = 3;
 export const IMAGE_NAME = 'hvinstall test OS';
 /** A file the image carries in a persistent path, so a test sees the mirror at boot replace the node's copy. */
 export const MIRROR_PROBE = '/etc/ssh/hvtest-from-image';
@@ -125,6 +126,12 @@ export async function buildSystemdOs(cacheDir: string, log: (s: string) => void 
     await writeFresh(path.join(tree, RKE2_STANDIN_PATH), await readFile(RKE2_STANDIN), 0o755);
     await enableUnit(tree, 'hvtest-report.service', 'multi-user.target');
     await enableUnit(tree, 'hvtest-nm-online-x.service', 'multi-user.target');
+    // The install pins the management NIC's name with `ifname=<name>:<MAC>` on the kernel line
+    // (installer/render/nic-names.ts). systemd-network-generator turns it into a .link file in
+    // /run/systemd/network before udev starts, and udev names the NIC by it. Upstream systemd's
+    // preset enables the unit (90-systemd.preset); Debian's package ships it off. The image's
+    // initramfs starts no udev and loads no NIC driver, so the real root's udev names the NIC.
+    await enableUnit(tree, 'systemd-network-generator.service', 'sysinit.target');
     // The root is read-only and systemd's sandboxing (PrivateTmp, PrivateDevices) makes its
     // directories under /tmp: a tmpfs there, as on Harvester's OS (Debian ships the unit, off).
     await writeFresh(path.join(tree, 'usr/lib/systemd/system/tmp.mount'), await readFile(path.join(tree, 'usr/share/systemd/tmp.mount')), 0o644);

@@ -3,8 +3,10 @@
 # The first boot of a real node: the systemd test OS (iso-build/systemd-os: Debian packages shaped
 # as an Elemental image, with its own initramfs) is installed by `hvinstall install --source
 # <its squashfs>` on the host onto a loop-attached sparse 260 GiB file, inside a network
-# namespace whose one NIC has the guest's name and MAC (the installer resolves and names the
-# management NIC from the machine it runs on). Then that disk alone boots under OVMF through
+# namespace whose one NIC has the config's name and the guest's MAC (the installer resolves and
+# names the management NIC from the machine it runs on). That name (mgmt0) is one the guest's udev
+# would not give its NIC (enp0s5): the NIC has it only because the install pinned it by MAC
+# (ifname= in /oem/grubenv, installer/render/nic-names.ts). Then that disk alone boots under OVMF through
 # the image's own chain (its shim, grub and /etc/cos/grub.cfg, installed in Elemental's layout), three times: the active image (first boot), again (state kept)
 # under OVMF with Secure Boot enforced (Microsoft's keys: Debian's signed shim, grub and kernel),
 # and the passive image (grubenv next_entry=fallback). A fourth boot proves the enforcement: with one
@@ -19,8 +21,11 @@
 # offers) and answers DNS, a chronyd there serves NTP; nothing leaves the namespace.
 # FB_TAG: the prefix of this chain's files and namespaces (the upgrade stage runs these functions as `up`).
 FB_TAG=${FB_TAG:-fb}
-FB_NIC=enp0s5
+# The config's management NIC: a name of the operator's own, where the guest's udev names its
+# virtio NIC at addr 0x5 enp0s5 (the boot report checks both).
+FB_NIC=mgmt0
 FB_MAC=52:54:00:e2:e0:fb
+FB_PIN="ifname=$FB_NIC:$FB_MAC"
 FB_DISK=
 FB_NETNS=
 FB_MNT=
@@ -70,6 +75,30 @@ fb_build() {
   say "   $(node -p "const m = require('$report'); \`image \${m.key} (root \${m.rootKey}): \${m.packages} packages, kernel \${m.kernelVersion}, tree \${(m.treeBytes / 2 ** 20).toFixed(0)} MiB, squashfs \${(m.squashfsBytes / 2 ** 20).toFixed(0)} MiB, initrd \${(m.initrd.bytes / 2 ** 20).toFixed(1)} MiB; built: root \${m.built.rootSec === undefined ? 'cached' : m.built.rootSec + ' s'}, image \${m.built.imageSec === undefined ? 'cached' : m.built.imageSec + ' s'}\`")"
 }
 
+# fb_facts: the facts of the machine the disk is for (--facts), as `hvinstall preflight --json`
+# gathers them in the install's namespace: its NIC is the stand-in with the guest's MAC. The
+# installer pins a NIC's name only by its permanent MAC (installer/preflight/machine.ts
+# permanentMac), and a veth's address is one set at creation (addr_assign_type 3); this host's
+# kernel may have no bonding (bonding_slave/perm_hwaddr), dummy or netdevsim driver to give one. The
+# guest's virtio NIC has a permanent address, so the stand-in says so too: a file reading 0
+# (NET_ADDR_PERM) over its addr_assign_type, in preflight's own mount namespace (ip netns exec
+# mounts /sys afresh; nothing else sees it). The CPUs, memory and firmware gathered are this
+# host's; those of the guest QEMU gives (OVMF) replace them.
+fb_facts() {
+  printf '0\n' > "$OUT/$FB_TAG-addr-assign-perm"
+  ip netns exec "$FB_NETNS" sh -c 'mount --bind "$1" "/sys/class/net/$2/addr_assign_type" && shift 2 && exec "$@"' sh "$OUT/$FB_TAG-addr-assign-perm" "$FB_NIC" \
+    "$REPO/bin/hvinstall" preflight --json > "$OUT/$FB_TAG-preflight.json" 2> "$OUT/$FB_TAG-preflight.log" || [ $? = 1 ] ||
+    die "first-boot: hvinstall preflight in $FB_NETNS failed (see $OUT/$FB_TAG-preflight.log)"
+  node --input-type=module -e "
+    import { readFileSync, writeFileSync } from 'node:fs';
+    const f = JSON.parse(readFileSync('$OUT/$FB_TAG-preflight.json', 'utf8'));
+    const nic = f.nics.find((n) => n.name === '$FB_NIC');
+    if (nic?.permMac !== '$FB_MAC') { process.stderr.write('preflight did not find $FB_NIC with the permanent MAC $FB_MAC: ' + JSON.stringify(nic) + '\\n'); process.exit(1); }
+    const cpus = $FB_SMP;
+    writeFileSync('$OUT/$FB_TAG-facts.json', JSON.stringify({ ...f, cpu: { ...f.cpu, cores: cpus, threads: cpus }, memoryBytes: $MEM * 2 ** 20, firmware: { uefi: true } }, null, 1) + '\\n');" ||
+    die "first-boot: no facts of the guest's machine (see $OUT/$FB_TAG-preflight.json)"
+}
+
 fb_install() {
   FB_DISK="$OUT/$FB_TAG-disk.raw"
   truncate -s 260G "$FB_DISK"
@@ -78,15 +107,18 @@ fb_install() {
   FB_NETNS="hv-e2e-$FB_TAG-$$"
   ip netns add "$FB_NETNS"
   ip -n "$FB_NETNS" link add "$FB_NIC" address "$FB_MAC" type veth peer name fb-peer0 || die "first-boot: cannot create the stand-in NIC in $FB_NETNS"
+  fb_facts
   # An image bundle in Harvester's layout, copied by the install onto COS_PERSISTENT.
   node "$REPO/test/e2e/first-boot-bundle.mjs" "$OUT/$FB_TAG-bundle" > "$OUT/$FB_TAG-bundle.json" || die "first-boot: cannot write the image bundle"
   node -p "const b = require('$OUT/$FB_TAG-bundle.json'); b.archive + ' ' + b.sha256" | tr -d '\n' > "$OUT/$FB_TAG-bundle.txt"
   node -p "require('$OUT/$FB_TAG-bundle.json').images.join(' ')" | tr -d '\n' > "$OUT/$FB_TAG-bundle-images.txt"
   [ "$FB_AGENT" = none ] || [ -s "$FB_AGENT/hvagent-payload.json" ] || die "first-boot: no hvagent payload in $FB_AGENT (make build writes build/hvagent-payload; HV_E2E_FB_AGENT=none installs without the agent)"
   local t0=$SECONDS
-  # --device: the loop device is a disk built here for the guest, not this host's (whose hardware the gate would judge).
+  # --device: the loop device is a disk built here for the guest, not this host's (whose hardware the
+  # gate would judge); --facts: the guest's machine, which the gate judges and the node's files are
+  # rendered for (its NIC's name pinned by MAC).
   ip netns exec "$FB_NETNS" "$REPO/bin/hvinstall" install --config "$OUT/$FB_TAG-config.yaml" --device "$LOOP" --source "$FB_SQUASHFS" --bundle "$OUT/$FB_TAG-bundle" \
-    --agent "$FB_AGENT" --yes \
+    --agent "$FB_AGENT" --facts "$OUT/$FB_TAG-facts.json" --yes \
     --progress plain --state-dir "$OUT/$FB_TAG-state" > "$OUT/$FB_TAG-install.log" 2>&1 ||
     { tail -n 30 "$OUT/$FB_TAG-install.log" >&2; die "first-boot: hvinstall install of the systemd OS failed (see $OUT/$FB_TAG-install.log)"; }
   say "   hvinstall install: $((SECONDS - t0)) s ($(grep -E '^installed ' "$OUT/$FB_TAG-install.log" | head -n 1 | cut -c1-80))"
@@ -94,8 +126,14 @@ fb_install() {
   grep -q "boot chain: the image's own" "$OUT/$FB_TAG-install.log" ||
     { grep -a 'boot chain' "$OUT/$FB_TAG-install.log" >&2; die "first-boot: the install did not choose the test OS's own boot chain (see $OUT/$FB_TAG-install.log)"; }
   ip netns delete "$FB_NETNS"; FB_NETNS=
-  local oem
+  local oem kargs
   oem=$(fb_partition COS_OEM) || die "first-boot: no COS_OEM on the installed disk"
+  # The pin the guest's NIC gets its name by; without it the keyfiles would name no NIC of the guest's.
+  kargs=$(fb_oem_grubenv third_party_kernel_args || true)
+  case " $kargs " in *" $FB_PIN "*) ;; *)
+    grep -a 'pinned' "$OUT/$FB_TAG-install.log" >&2 || true
+    die "first-boot: /oem/grubenv does not pin the management NIC ($FB_PIN; third_party_kernel_args: ${kargs:-none}; see $OUT/$FB_TAG-install.log)" ;; esac
+  say "   /oem/grubenv pins the management NIC: $FB_PIN"
   debugfs -R "cat /90_custom.yaml" "$oem" 2>/dev/null > "$OUT/$FB_TAG-90_custom.yaml"
   # What the installer's layout says, read with a YAML parser (the guest's initramfs has its own).
   FB_STATE_PATHS=$(cd "$REPO" && node --input-type=module -e "
