@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig, validateConfig, serialiseHarvesterConfig } from '../../../config/index.js';
 import { parse } from 'yaml';
+import { testTempDir } from '../temp-dir.js';
 
 const base = {
   scheme_version: 1,
@@ -54,8 +55,8 @@ describe('validateConfig', () => {
 
 describe('loadConfig', () => {
   it('merges the kernel command line over the file: scalars win, lists append', async () => {
-    const { mkdtempSync, writeFileSync } = await import('node:fs');
-    const dir = mkdtempSync('/tmp/hvcfg-');
+    const { writeFileSync } = await import('node:fs');
+    const dir = testTempDir('hvcfg-');
     const file = `${dir}/c.yaml`;
     writeFileSync(file, 'scheme_version: 1\ntoken: abc123\nos:\n  password: x\n  ntp_servers: [a.example]\ninstall:\n  mode: create\n  device: /dev/sda\n  vip: 10.0.0.5\n  vip_mode: static\n  management_interface:\n    interfaces: [{name: ens3}]\n    method: dhcp\n');
     const r = await loadConfig(file, { cmdline: 'console=tty1 harvester.install.device=/dev/vda harvester.os.ntp_servers=b.example harvester.install.management_interface.interfaces="hwAddr:52:54:00:12:34:56"' });
@@ -66,8 +67,8 @@ describe('loadConfig', () => {
   });
 
   it('points findings at file:line:column', async () => {
-    const { mkdtempSync, writeFileSync } = await import('node:fs');
-    const dir = mkdtempSync('/tmp/hvcfg-');
+    const { writeFileSync } = await import('node:fs');
+    const dir = testTempDir('hvcfg-');
     const file = `${dir}/c.yaml`;
     writeFileSync(file, 'scheme_version: 1\ninstall:\n  mode: craete\n');
     const r = await loadConfig(file);

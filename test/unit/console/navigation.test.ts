@@ -7,6 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { KEYS, type Session } from './session.js';
 import { fill, startDryRun, TITLES } from './walk.js';
+import { testTempDir } from '../temp-dir.js';
 
 let s: Session | undefined;
 afterEach(() => s?.kill());
@@ -110,8 +111,8 @@ describe('hvinstall console: navigation', () => {
   }, 30_000);
 
   it('legacy BIOS with hvinstall.legacy_bios on the kernel command line: acknowledged like the other checks', async () => {
-    const { mkdtempSync, writeFileSync } = await import('node:fs');
-    const dir = mkdtempSync('/tmp/hv-console-cmdline-');
+    const { writeFileSync } = await import('node:fs');
+    const dir = testTempDir('hv-console-cmdline-');
     writeFileSync(`${dir}/cmdline`, 'console=ttyS0 hvinstall.legacy_bios\n');
     ({ s } = startDryRun({ sysroot: 'legacy-bios' }, ['--cmdline-file', `${dir}/cmdline`]));
     await s.page(TITLES.hardware);

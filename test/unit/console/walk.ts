@@ -6,10 +6,9 @@
  */
 import { createSocket, type Socket } from 'node:dgram';
 import { createServer, type Server } from 'node:http';
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { KEYS, REPO, Session, type SessionOptions } from './session.js';
+import { testTempDir } from '../temp-dir.js';
 
 export const FIXTURES = path.join(REPO, 'test/fixtures/sysroot');
 
@@ -33,8 +32,9 @@ export const TITLES = {
   summary: 'Confirm installation options',
 } as const;
 
+/** A temp dir for one console test, removed when the test finishes (call it in the test). */
 export function tempDir(): string {
-  return mkdtempSync(path.join(os.tmpdir(), 'hvconsole-'));
+  return testTempDir('hvconsole-');
 }
 
 export interface Started {

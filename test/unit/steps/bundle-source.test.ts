@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { mkdtemp, mkdir, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { HvError, ExitCode } from '../../../lib/errors.js';
 import { LIVE_BUNDLE_DIR, resolveBundleSource, type PathKind } from '../../../installer/steps/bundle-source.js';
+import { testTempDir } from '../temp-dir.js';
 
 const kinds = (m: Record<string, PathKind>) => async (p: string): Promise<PathKind> => m[p] ?? 'missing';
 
@@ -46,7 +46,7 @@ describe('resolveBundleSource', () => {
   });
 
   it('checks the real filesystem by default', async () => {
-    const t = await mkdtemp(path.join(os.tmpdir(), 'hv-bsrc-'));
+    const t = testTempDir('hv-bsrc-');
     await mkdir(path.join(t, 'b'));
     await writeFile(path.join(t, 'f'), 'x');
     expect(await resolveBundleSource(path.join(t, 'b'))).toMatchObject({ kind: 'dir' });

@@ -1,15 +1,15 @@
 /** busyHolders against a fixture sysroot: which LVM/MD/dm holders refuse an install. */
 import { describe, expect, it } from 'vitest';
-import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Host } from '../../../lib/host.js';
 import { busyHolders } from '../../../installer/steps/holders.js';
 import { targetInUseProblems } from '../../../installer/disk/plan.js';
 import { disk } from '../disk/facts-fixture.js';
+import { testTempDir } from '../temp-dir.js';
 
 async function sysroot(): Promise<string> {
-  const root = await mkdtemp(path.join(os.tmpdir(), 'hv-holders-'));
+  const root = testTempDir('hv-holders-');
   const dm = async (name: string, devno: string, lvName: string, above: string[] = []) => {
     const base = path.join(root, 'sys/class/block', name);
     await mkdir(path.join(base, 'dm'), { recursive: true });

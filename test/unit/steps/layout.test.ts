@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { bindDirName, persistentLocation } from '../../../node/layout.js';
 import { newJournal, readJournal, JournalWriter } from '../../../installer/steps/journal.js';
-import { mkdtemp, readFile, writeFile, stat } from 'node:fs/promises';
-import os from 'node:os';
+import { readFile, writeFile, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { testTempDir } from '../temp-dir.js';
 
 describe('persistent layout', () => {
   it("bind directory names follow cos-layout's dashes", () => {
@@ -21,7 +21,7 @@ describe('persistent layout', () => {
 
 describe('journal', () => {
   it('is written atomically, mode 0644, and read back', async () => {
-    const dir = await mkdtemp(path.join(os.tmpdir(), 'hv-journal-'));
+    const dir = testTempDir('hv-journal-');
     const file = path.join(dir, 'sda.journal.json');
     const w = new JournalWriter(file, newJournal('digest', '/dev/sda', ['guard', 'clear']));
     w.step('clear').status = 'done';
@@ -32,7 +32,7 @@ describe('journal', () => {
     expect(() => w.step('deploy')).toThrow(/no step deploy/);
   });
   it('garbage or a missing file is no journal (a fresh install)', async () => {
-    const dir = await mkdtemp(path.join(os.tmpdir(), 'hv-journal-'));
+    const dir = testTempDir('hv-journal-');
     expect(await readJournal(path.join(dir, 'missing.json'))).toBeUndefined();
     await writeFile(path.join(dir, 'bad.json'), '{"version": 1, "steps": ');
     expect(await readJournal(path.join(dir, 'bad.json'))).toBeUndefined();

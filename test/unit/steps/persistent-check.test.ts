@@ -1,17 +1,17 @@
 import { describe, expect, it } from 'vitest';
-import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { persistentStep } from '../../../installer/steps/content-steps.js';
 import type { BundleSource } from '../../../installer/steps/bundle-source.js';
 import type { InstallContext } from '../../../installer/steps/context.js';
+import { testTempDir } from '../temp-dir.js';
 
 /** The check reads only the bundle of this run (it mounts nothing), so a bare context is enough. */
 const ctxWith = (bundle: BundleSource) => ({ bundle }) as unknown as InstallContext;
 
 describe('persistent step check (resume)', () => {
   it('keeps the step when the same bundle, unchanged, was copied; redoes it when the bundle differs', async () => {
-    const b = await mkdtemp(path.join(os.tmpdir(), 'hv-pcheck-'));
+    const b = testTempDir('hv-pcheck-');
     await mkdir(path.join(b, 'images'));
     await writeFile(path.join(b, 'metadata.yaml'), 'images: {}\n');
     await writeFile(path.join(b, 'images/a.tar.zst'), Buffer.alloc(100));
@@ -24,6 +24,5 @@ describe('persistent step check (resume)', () => {
     expect(await check(ctxWith({ kind: 'none', why: 'x' }), { bindDirs: 3, bundle: { source: 'none' } })).toBeUndefined();
     await writeFile(path.join(b, 'images/b.tar.zst'), Buffer.alloc(5));
     expect(await check(ctxWith(bundle), detail)).toBe(`the image bundle ${b} now holds 3 files (116 bytes), 2 (111 bytes) were copied`);
-    await rm(b, { recursive: true, force: true });
   });
 });

@@ -1,16 +1,16 @@
 /** `hvinstall plan` against captured machine facts: no root, no disks touched. */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import plan from '../../../installer/commands/plan.js';
 import { disk, machine } from '../disk/facts-fixture.js';
+import { testTempDir } from '../temp-dir.js';
 
 let dir: string;
 let out: string;
 let err: string;
-beforeEach(async () => {
-  dir = await mkdtemp(path.join(os.tmpdir(), 'hv-plan-cmd-'));
+beforeEach(() => {
+  dir = testTempDir('hv-plan-cmd-');
   out = '';
   err = '';
   vi.spyOn(process.stdout, 'write').mockImplementation((s) => ((out += String(s)), true));
