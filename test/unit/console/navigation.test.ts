@@ -25,10 +25,11 @@ describe('hvinstall console: navigation', () => {
     await s.page(TITLES.password);
     // Both fields still hold 9 characters (shown masked).
     expect(s.flat()).toMatch(/Password \[\*{9} *\] Confirm password \[\*{9} *\]/);
+    // The cursor moves when the console has redrawn, which a loaded host may delay past the keys' settle.
     await s.keys(KEYS.tab);
-    expect(s.cursor().row).toBe(5);
+    await expect.poll(() => s!.cursor().row, { timeout: 5_000 }).toBe(5);
     await s.keys(KEYS.backtab);
-    expect(s.cursor().row).toBe(3);
+    await expect.poll(() => s!.cursor().row, { timeout: 5_000 }).toBe(3);
     await s.keys(KEYS.esc);
     await s.page(TITLES.mode);
     expect(s.highlighted()).toContain('Create a new Harvester cluster');
