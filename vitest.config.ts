@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import LongFilesFirst from './test/sequencer.js';
 
 // Unit tests need no root; integration tests drive real block devices and daemons, so they get
 // longer timeouts. Worker counts are root options in vitest 3: a project's poolOptions are ignored,
@@ -10,6 +11,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     poolOptions: { forks: { maxForks: 3, minForks: 1 } },
+    // The files measured to take long start first, so they do not end the run alone (test/sequencer.ts).
+    sequence: { sequencer: LongFilesFirst },
     projects: [
       {
         test: {

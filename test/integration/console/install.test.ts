@@ -83,7 +83,10 @@ async function walkTo(s: Session, disk: string, ntp: string): Promise<string> {
     await s.keys('\x1b[H', KEYS.enter); // "Use the installation disk"
   }
   await fill(s, '150Gi');
-  if (s.flat().includes('Wipe Disks')) await s.keys(KEYS.enter); // nothing ticked: other disks are left alone
+  // Where other disks on this machine carry an install (other files' loop devices), the wipe list
+  // takes the focus (its note shows only then); a loaded host may draw it after the keys' settle.
+  const next = await s.waitFor(new RegExp(`Space ticks a disk to wipe|^ ${TITLES.network}`, 'm'));
+  if (next.includes('Space ticks a disk to wipe')) await s.keys(KEYS.enter); // nothing ticked: other disks are left alone
   await s.page(TITLES.network);
   await s.keys(KEYS.enter, KEYS.enter, KEYS.enter, KEYS.down, KEYS.enter);
   await fill(s, '10.0.2.15/24');
