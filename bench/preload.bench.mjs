@@ -135,7 +135,7 @@ async function lanes(items, limit, worker) {
   }));
 }
 
-/** Decompresses every archive to a tar beside it, once (untimed for the limit, timed for the report). */
+/** Decompresses every archive to a tar in `tarsDir`, once, before the rounds: the limit imports these. */
 async function decompressAll(bundleDir, tarsDir) {
   await mkdir(tarsDir, { recursive: true });
   const start = performance.now();
