@@ -71,7 +71,7 @@ export function defaultPreloadSettings(): PreloadSettings {
     bundleDirs: [...DEFAULT_BUNDLE_DIRS],
     required: false,
     namespace: 'k8s.io',
-    parallelism: 2,
+    parallelism: 3,
     stallTimeoutMs: 120_000,
     finishTimeoutMs: 600_000,
     attempts: 3,

@@ -28,7 +28,7 @@ describe('resolvePreloadSettings', () => {
       containerdSocket: '/run/k3s/containerd/containerd.sock',
       bundleDirs: ['/var/lib/rancher/hvagent/bundle', '/run/initramfs/live/bundle'],
       namespace: 'k8s.io',
-      parallelism: 2,
+      parallelism: 3,
       stallTimeoutMs: 120_000,
       attempts: 3,
       unpack: false,
