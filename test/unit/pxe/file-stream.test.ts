@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import http from 'node:http';
+import { once } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, open, rm, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -50,13 +51,13 @@ beforeAll(async () => {
       })(),
     );
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  await once(server.listen(0, '127.0.0.1'), 'listening');
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
 afterAll(async () => {
+  const closed = once(server.close(), 'close');
   server.closeAllConnections();
-  await new Promise((r) => server.close(r));
-  await rm(dir, { recursive: true, force: true });
+  await Promise.all([closed, rm(dir, { recursive: true, force: true })]);
 });
 
 /** GET; resolves to the body received and whether the response completed. */
