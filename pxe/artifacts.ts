@@ -1,15 +1,15 @@
 /**
  * GET /artifacts/<path>: files under --root (kernels, initrds, root images, ISOs), with Range,
- * ETag, If-None-Match, If-Modified-Since and If-Range, streamed with two reused buffers. Artifacts
+ * ETag, If-None-Match, If-Modified-Since and If-Range, streamed by file-stream.ts. Artifacts
  * are public (they hold nothing secret): no credential is checked on this path, which is the one
  * that carries the bytes.
  */
 import type http from 'node:http';
-import type { FileHandle } from 'node:fs/promises';
 import { checkRequestPath, openInsideRoot, type OpenedFile } from './safe-path.js';
 import { LIMITS, TEXT, type RequestContext, type Route } from './http.js';
 import type { ServeContext } from './serve-context.js';
 import type { ArtifactOrigin } from './artifact-origin.js';
+import { sendFileRange } from './file-stream.js';
 
 /**
  * The Content-Type of a file under /artifacts/: the media types UEFI defines for HTTP Boot where
@@ -130,59 +130,10 @@ async function serveFile(req: http.IncomingMessage, res: http.ServerResponse, fi
       res.end();
       return { status: p.status, bytes: 0 };
     }
-    return { status: p.status, bytes: await sendFileRange(fh, res, p.start, p.end) };
+    return { status: p.status, bytes: await sendFileRange(fh, res, p.start, p.end, LIMITS.readChunk) };
   } finally {
     await fh.close().catch(() => undefined);
   }
-}
-
-/**
- * Streams bytes [start, end] of a file to the response with two reused buffers: the next chunk is
- * read while the previous one is being written, nothing is allocated per chunk (flat memory, little
- * GC), and a slow client holds at most two chunks. Returns the bytes written.
- */
-async function sendFileRange(fh: FileHandle, res: http.ServerResponse, start: number, end: number): Promise<number> {
-  const bufs = [Buffer.allocUnsafeSlow(LIMITS.readChunk), Buffer.allocUnsafeSlow(LIMITS.readChunk)];
-  let closed = false;
-  let onClose = (): void => undefined;
-  // A write callback may never come once the socket is gone: every wait also ends on 'close'.
-  const gone = new Promise<Error>((resolve) => {
-    onClose = (): void => {
-      closed = true;
-      resolve(new Error('client closed the connection'));
-    };
-  });
-  res.on('close', onClose);
-  let pos = start;
-  let sent = 0;
-  let which = 0;
-  // Resolves with the write error instead of rejecting, so a failure is never an unhandled rejection.
-  let pending: Promise<Error | null | undefined> | undefined;
-  try {
-    while (pos <= end && !closed) {
-      const buf = bufs[which];
-      which ^= 1;
-      const { bytesRead } = await fh.read(buf, 0, Math.min(buf.length, end - pos + 1), pos);
-      if (bytesRead === 0) break; // the file shrank under us; the client sees a short body
-      if (pending && (await Promise.race([pending, gone]))) break;
-      if (closed) break;
-      const chunk = bytesRead === buf.length ? buf : buf.subarray(0, bytesRead);
-      pending = new Promise((resolve) => {
-        res.write(chunk, resolve);
-      });
-      pos += bytesRead;
-      sent += bytesRead;
-    }
-    const failed = pending ? await Promise.race([pending, gone]) : undefined;
-    if (failed || closed || pos <= end) res.destroy();
-    else await Promise.race([new Promise<void>((resolve) => res.end(resolve)), gone]);
-  } catch {
-    // the client went away mid-download
-    res.destroy();
-  } finally {
-    res.off('close', onClose);
-  }
-  return sent;
 }
 
 /** GET /artifacts/<path>, attributed to the machine last seen at the client's address (for /machines). */
