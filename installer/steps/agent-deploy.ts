@@ -115,6 +115,13 @@ async function sha256File(file: string): Promise<string> {
   return h.digest('hex');
 }
 
+/** Why a file of a release does not hold what the manifest says (read back for its sha256), or undefined; files the manifest does not list have nothing to hold. */
+async function payloadFileProblem(manifest: PayloadManifest, rel: string, file: string): Promise<string | undefined> {
+  const f = manifest.files.find((x) => x.path === rel);
+  if (f && (await sha256File(file)) !== f.sha256) return `${f.path} does not match its sha256 in the manifest`;
+  return undefined;
+}
+
 /** Why the release directory does not hold exactly the manifest's files, or undefined. */
 export async function releaseProblem(dir: string, manifest: PayloadManifest, opts: { checksums?: boolean } = {}): Promise<string | undefined> {
   const onDisk = await readFile(path.join(dir, MANIFEST_FILE), 'utf8').then((t) => JSON.parse(t) as PayloadManifest, () => undefined);
@@ -192,48 +199,11 @@ export async function deployAgent(root: string, payloadDir: string, manifest: Pa
   const p = agentPaths(persistentStatePaths);
   const id = releaseId(manifest);
   const release = path.join(root, p.releases, id);
-  const staging = path.join(root, p.staging, id);
   const before = await currentRelease(root, p);
   // An enable link whose agent is not whole (a crash of another tool, a hand edit) goes first.
   if (!before) await removeLinks(root, p);
 
-  let copiedBytes = 0;
-  if (await releaseProblem(release, manifest, { checksums: true })) {
-    const fs = await (opts.statfs ?? statfs)(root);
-    const partial = await lstat(staging).then(
-      () => copyable(staging, manifest),
-      () => 0,
-    );
-    const space = agentSpaceProblem(manifest, fs, partial, root);
-    if (space) throw space;
-    try {
-      await mkdir(path.join(root, p.releases), { recursive: true, mode: 0o755 });
-      const r = await copyBundle(payloadDir, staging, {
-        signal: opts.signal,
-        onProgress: opts.onProgress,
-        statfs: opts.statfs,
-        label: { what: 'hvagent', hint: 'make COS_PERSISTENT larger (install.persistent_partition_size), or install without the agent (--agent none)' },
-      });
-      copiedBytes = r.copiedBytes;
-      const bad = await releaseProblem(staging, manifest, { checksums: true });
-      if (bad) {
-        throw new HvError(`the copy of hvagent ${id} does not match its manifest: ${bad}`, { where: payloadDir, hint: 'the payload on the install medium is damaged: rebuild it (make build) or use another medium', exitCode: ExitCode.installFailed });
-      }
-      await rm(release, { recursive: true, force: true });
-      await rename(staging, release);
-      await fsyncDir(path.join(root, p.releases));
-    } catch (err) {
-      await rm(staging, { recursive: true, force: true }).catch(() => undefined);
-      if ((err as NodeJS.ErrnoException).code === 'ENOSPC') {
-        throw new HvError(`COS_PERSISTENT filled up while hvagent ${id} was being copied (${formatBytes(payloadSize(manifest).bytes)}); the partial copy was removed and nothing was enabled`, {
-          where: root,
-          hint: 'free or enlarge COS_PERSISTENT (install.persistent_partition_size), or install without the agent (--agent none)',
-          exitCode: ExitCode.installFailed,
-        });
-      }
-      throw err;
-    }
-  }
+  const copiedBytes = (await releaseProblem(release, manifest, { checksums: true })) ? await stageRelease(root, p, manifest, payloadDir, opts) : 0;
 
   // The one moment the agent changes.
   await ensureSymlink(path.join(root, p.current), `releases/${id}`);
@@ -267,6 +237,57 @@ export async function deployAgent(root: string, payloadDir: string, manifest: Pa
     removed,
     enabled: p.units.map((u) => u.name),
   };
+}
+
+/**
+ * Fills the release under .staging (each file's sha256 read back once it is in place), checks it
+ * whole, and renames it to releases/<id>; returns the bytes copied. Nothing is left staged after a failure.
+ */
+async function stageRelease(root: string, p: AgentPaths, manifest: PayloadManifest, payloadDir: string, opts: DeployAgentOptions): Promise<number> {
+  const id = releaseId(manifest);
+  const release = path.join(root, p.releases, id);
+  const staging = path.join(root, p.staging, id);
+  const fs = await (opts.statfs ?? statfs)(root);
+  const partial = await lstat(staging).then(
+    () => copyable(staging, manifest),
+    () => 0,
+  );
+  const space = agentSpaceProblem(manifest, fs, partial, root);
+  if (space) throw space;
+  try {
+    await mkdir(path.join(root, p.releases), { recursive: true, mode: 0o755 });
+    const damaged = (bad: string): HvError =>
+      new HvError(`the copy of hvagent ${id} does not match its manifest: ${bad}`, { where: payloadDir, hint: 'the payload on the install medium is damaged: rebuild it (make build) or use another medium', exitCode: ExitCode.installFailed });
+    const r = await copyBundle(payloadDir, staging, {
+      signal: opts.signal,
+      onProgress: opts.onProgress,
+      statfs: opts.statfs,
+      label: { what: 'hvagent', hint: 'make COS_PERSISTENT larger (install.persistent_partition_size), or install without the agent (--agent none)' },
+      // Every byte read back for its sha256 as soon as its file is in place, while the next is copied.
+      check: async (rel, file) => {
+        const bad = await payloadFileProblem(manifest, rel, file);
+        if (bad) throw damaged(bad);
+      },
+    });
+    
+    // Each file's sha256 was checked above: here that the release is whole (manifest, sizes, modes).
+    const bad = await releaseProblem(staging, manifest);
+    if (bad) throw damaged(bad);
+    await rm(release, { recursive: true, force: true });
+    await rename(staging, release);
+    await fsyncDir(path.join(root, p.releases));
+    return r.copiedBytes;
+  } catch (err) {
+    await rm(staging, { recursive: true, force: true }).catch(() => undefined);
+    if ((err as NodeJS.ErrnoException).code === 'ENOSPC') {
+      throw new HvError(`COS_PERSISTENT filled up while hvagent ${id} was being copied (${formatBytes(payloadSize(manifest).bytes)}); the partial copy was removed and nothing was enabled`, {
+        where: root,
+        hint: 'free or enlarge COS_PERSISTENT (install.persistent_partition_size), or install without the agent (--agent none)',
+        exitCode: ExitCode.installFailed,
+      });
+    }
+    throw err;
+  }
 }
 
 /** Bytes of the manifest's files already complete in a staging directory (kept by a resumed copy). */
