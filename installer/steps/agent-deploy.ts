@@ -148,8 +148,11 @@ export async function currentRelease(root: string, p: AgentPaths): Promise<{ id:
   return (await releaseProblem(dir, manifest)) ? undefined : { id: path.basename(target), manifest };
 }
 
-/** Makes `link` a symlink to `target`, atomically (temp link + rename); a directory in the way goes. */
-async function ensureSymlink(link: string, target: string): Promise<boolean> {
+/**
+ * Makes `link` a symlink to `target`, atomically (temp link + rename); a directory in the way goes.
+ * The directory is fsynced unless `sync` is false (the caller fsyncs it with others).
+ */
+async function ensureSymlink(link: string, target: string, sync = true): Promise<boolean> {
   if ((await readlink(link).catch(() => undefined)) === target) return false;
   await mkdir(path.dirname(link), { recursive: true, mode: 0o755 });
   const st = await lstat(link).catch(() => undefined);
@@ -157,7 +160,7 @@ async function ensureSymlink(link: string, target: string): Promise<boolean> {
   const tmp = path.join(path.dirname(link), `.${path.basename(link)}.${randomBytes(6).toString('hex')}.hvagent-tmp`);
   await symlink(target, tmp);
   await rename(tmp, link);
-  await fsyncDir(path.dirname(link));
+  if (sync) await fsyncDir(path.dirname(link));
   return true;
 }
 
@@ -205,14 +208,20 @@ export async function deployAgent(root: string, payloadDir: string, manifest: Pa
 
   const copiedBytes = (await releaseProblem(release, manifest, { checksums: true })) ? await stageRelease(root, p, manifest, payloadDir, opts) : 0;
 
-  // The one moment the agent changes.
+  // The one moment the agent changes: durable before anything refers to it.
   await ensureSymlink(path.join(root, p.current), `releases/${id}`);
-  await ensureSymlink(path.join(root, p.launcher), LAUNCHER_TARGET);
-  for (const f of p.share) await ensureSymlink(path.join(root, f.link), shareLinkTarget(f.file));
+  // The links into it, made in this order and fsynced together (on ext4 a later link is never
+  // durable without the earlier ones: the journal commits them in order).
+  const linked = new Set<string>();
+  const link = async (rel: string, target: string): Promise<void> => {
+    if (await ensureSymlink(path.join(root, rel), target, false)) linked.add(path.dirname(path.join(root, rel)));
+  };
+  await link(p.launcher, LAUNCHER_TARGET);
+  for (const f of p.share) await link(f.link, shareLinkTarget(f.file));
   // Each unit's link before its enable link, hvagent.service before the console that follows it.
   for (const u of p.units) {
-    await ensureSymlink(path.join(root, u.unit), unitLinkTarget(u.name));
-    await ensureSymlink(path.join(root, u.wants), unitNodePath(u.name));
+    await link(u.unit, unitLinkTarget(u.name));
+    await link(u.wants, unitNodePath(u.name));
   }
 
   const removed: string[] = [];
@@ -223,8 +232,7 @@ export async function deployAgent(root: string, payloadDir: string, manifest: Pa
   }
   // What a killed copy of another payload left half-staged.
   await rm(path.join(root, p.staging), { recursive: true, force: true });
-  await fsyncDir(path.join(root, p.releases));
-  await fsyncDir(path.join(root, p.home));
+  await Promise.all([...linked, path.join(root, p.releases), path.join(root, p.home)].map(fsyncDir));
   const size = payloadSize(manifest);
   return {
     release: `${p.releases}/${id}`,
