@@ -3,7 +3,8 @@
  * layout). The order is what makes every crash safe:
  *   1. the free space is checked before anything is written;
  *   2. the release is filled under lib/hvagent/.staging/<id> (resumable: complete files are kept,
- *      temp files of a killed run removed), then every file's sha256 is checked against the manifest;
+ *      temp files of a killed run removed); every file is read back for its sha256 against the
+ *      manifest while it is fsynced, and gets its name only once both are done;
  *   3. the staging directory becomes releases/<id> by one rename;
  *   4. `current` is switched to it by one rename: before it the old agent (or none) is whole, after
  *      it the new one — never a mix of binary, libraries and unit;
@@ -248,8 +249,8 @@ export async function deployAgent(root: string, payloadDir: string, manifest: Pa
 }
 
 /**
- * Fills the release under .staging (each file's sha256 read back once it is in place), checks it
- * whole, and renames it to releases/<id>; returns the bytes copied. Nothing is left staged after a failure.
+ * Fills the release under .staging (each file's sha256 read back before it gets its name), checks
+ * it whole, and renames it to releases/<id>; returns the bytes copied. Nothing is left staged after a failure.
  */
 async function stageRelease(root: string, p: AgentPaths, manifest: PayloadManifest, payloadDir: string, opts: DeployAgentOptions): Promise<number> {
   const id = releaseId(manifest);
@@ -271,7 +272,7 @@ async function stageRelease(root: string, p: AgentPaths, manifest: PayloadManife
       onProgress: opts.onProgress,
       statfs: opts.statfs,
       label: { what: 'hvagent', hint: 'make COS_PERSISTENT larger (install.persistent_partition_size), or install without the agent (--agent none)' },
-      // Every byte read back for its sha256 as soon as its file is in place, while the next is copied.
+      // Every byte read back for its sha256 while its file is fsynced and the next one copied.
       check: async (rel, file) => {
         const bad = await payloadFileProblem(manifest, rel, file);
         if (bad) throw damaged(bad);

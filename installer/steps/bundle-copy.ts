@@ -194,8 +194,9 @@ export interface CopyBundleOptions {
   attempts?: number;
   retryDelayMs?: number;
   /**
-   * Checks a file once it is in place (written, fsynced and renamed, or kept from an earlier run),
-   * while the next ones are copied; its rejection fails the copy.
+   * Checks a file's content: a copied one at its temp name while it is fsynced (it gets its name
+   * only once both are done), a kept one where it is; the next files are copied meanwhile. Its
+   * rejection fails the copy, and the file checked does not stay.
    */
   check?: (rel: string, file: string) => Promise<void>;
 }
@@ -217,19 +218,19 @@ const CHUNK = 4 * 1024 * 1024;
 const SYNC_AHEAD = 8;
 const tempName = (file: string): string => path.join(path.dirname(file), `.${path.basename(file)}.${randomBytes(6).toString('hex')}.hvbundle-tmp`);
 
-/** A file written to its temp name; `durable` settles once it is fsynced and renamed over its name (or removed after a failure). */
+/** A file written to its temp name; `durable` settles once it is fsynced, checked and renamed over its name (or removed after a failure). */
 interface Written {
   durable: Promise<void>;
 }
 
 /**
  * Writes src to a temp file next to dst with src's mode and mtime; then, in the background
- * (`durable`), fsyncs it and renames it over dst, so the disk writes one file back while the next
- * is read. Every read is watched: no byte for stallTimeoutMs rejects with StallError (the stuck
+ * (`durable`), fsyncs and checks it and renames it over dst, so the disk writes one file back
+ * while the next is read. Every read is watched: no byte for stallTimeoutMs rejects with StallError (the stuck
  * read and its file handle are left behind, the handle closed once the read returns: closing
  * earlier would wait).
  */
-async function copyFileAtomic(src: string, dst: string, e: TreeEntry, onBytes: (n: number) => void, stallTimeoutMs: number, signal?: AbortSignal): Promise<Written> {
+async function copyFileAtomic(src: string, dst: string, e: TreeEntry, onBytes: (n: number) => void, stallTimeoutMs: number, signal?: AbortSignal, check?: (file: string) => Promise<void>): Promise<Written> {
   const tmp = tempName(dst);
   const wd = new StallWatchdog(stallTimeoutMs);
   const opening = open(src, 'r');
@@ -263,7 +264,7 @@ async function copyFileAtomic(src: string, dst: string, e: TreeEntry, onBytes: (
     await output.utimes(new Date(e.mtimeMs), new Date(e.mtimeMs));
     const written = output;
     output = undefined;
-    return { durable: settleLater(syncAndRename(written, tmp, dst)) };
+    return { durable: settleLater(syncCheckAndRename(written, tmp, dst, check)) };
   } catch (err) {
     await output?.close().catch(() => undefined);
     await unlink(tmp).catch(() => undefined);
@@ -274,14 +275,15 @@ async function copyFileAtomic(src: string, dst: string, e: TreeEntry, onBytes: (
   }
 }
 
-async function syncAndRename(output: FileHandle, tmp: string, dst: string): Promise<void> {
+async function syncCheckAndRename(output: FileHandle, tmp: string, dst: string, check?: (file: string) => Promise<void>): Promise<void> {
+  const done = await Promise.allSettled([output.sync(), check?.(tmp)]);
+  const failed = done.find((r) => r.status === 'rejected');
   try {
-    await output.sync();
     await output.close();
+    if (failed) throw failed.reason;
   } catch (err) {
-    await output.close().catch(() => undefined);
     await unlink(tmp).catch(() => undefined);
-    throw err;
+    throw failed ? failed.reason : err;
   }
   await rename(tmp, dst).catch(async (err: unknown) => {
     await unlink(tmp).catch(() => undefined);
@@ -300,7 +302,7 @@ async function copyFileWatched(src: string, dst: string, e: TreeEntry, onBytes: 
       return await copyFileAtomic(src, dst, e, (n) => {
         moved += n;
         onBytes(n);
-      }, timeout, opts.signal);
+      }, timeout, opts.signal, opts.check && ((file) => opts.check!(e.rel, file)));
     } catch (err) {
       if (!(err instanceof StallError)) throw err;
       // What the failed attempt counted is counted again by the next one.
@@ -344,8 +346,7 @@ export async function copyBundle(sourceRoot: string, destRoot: string, opts: Cop
 
   let done = 0;
   opts.onProgress?.(0, plan.copyBytes);
-  const check = (rel: string) => settleLater(opts.check?.(rel, path.join(destRoot, rel)) ?? Promise.resolve());
-  const checked = plan.keep.map((f) => check(f.rel));
+  const checked = plan.keep.map((f) => settleLater(opts.check?.(f.rel, path.join(destRoot, f.rel)) ?? Promise.resolve()));
   const durable: Array<Promise<void>> = [];
   try {
     for (const [k, f] of plan.copy.entries()) {
@@ -356,7 +357,6 @@ export async function copyBundle(sourceRoot: string, destRoot: string, opts: Cop
         opts.onProgress?.(done, plan.copyBytes);
       }, opts);
       durable.push(written.durable);
-      checked.push(settleLater(written.durable.then(() => check(f.rel))));
       touched.add(path.dirname(dst));
     }
   } finally {
