@@ -8,8 +8,8 @@ import path from 'node:path';
 import { run } from '../../lib/exec.js';
 import { contentManifest, firstDifference, sourceChanged, type SourceDigests } from './source-digest.js';
 import { ReadBackMismatch } from './read-back.js';
+import { IMAGE_MOUNT_PREFIX } from './source.js';
 
-export const IMAGE_MOUNT_PREFIX = 'hv-deploy-img-';
 
 export interface ImageTreeOptions {
   /** The source as mounted for the build: read again to tell a changed source from a bad disk. */

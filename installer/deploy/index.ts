@@ -8,12 +8,13 @@ import { MiB, planImageGeometry } from './image-size.js';
 import { prepareSource, scanTree, type TreeScan } from './source.js';
 import { copyImage, imageChunks } from './sparse-copy.js';
 import { Sha256Pool } from './hash-pool.js';
+import { settleLater } from './checksum.js';
 import { settleWithin, StallError } from '../../lib/stall-watchdog.js';
 import { ext2LabelOffsets } from './ext2-label.js';
 import { parseStateYaml, renderStateYaml, STATE_FILE, type DeployState } from './state-file.js';
 import { takeSourceDigests, type SourceDigests } from './source-digest.js';
 import { checkImageTree } from './image-tree.js';
-import { readBackFile, readBackImage } from './read-back.js';
+import { readBackFile, readBackImages } from './read-back.js';
 import { beforeTargetStalls, TargetWatch, targetStalled } from './target-watch.js';
 import { abs, imageTargets, keepVerifiedImages, partialOf, sidecarOf, type Role, type Sidecar, type Target } from './targets.js';
 
@@ -23,7 +24,7 @@ export { verifyDeployment, type ImageCheck } from './verify.js';
 export { takeSourceDigests, type SourceDigests } from './source-digest.js';
 export { beforeTargetStalls, TargetWatch } from './target-watch.js';
 export { SOURCE_STALL_TIMEOUT_MS } from './image-build.js';
-export { imageDigestOnDisk, readBackDigest, readBackFile, readBackImage, readBackSha256, ReadBackMismatch, type ExpectedImage } from './read-back.js';
+export { imageDigestOnDisk, readBackDigest, readBackDigests, readBackFile, readBackImage, readBackImages, readBackSha256, ReadBackMismatch, type ExpectedImage } from './read-back.js';
 
 /** How long cleanup after a failure may take before the failure goes out without it. */
 const CLEANUP_MS = 10_000;
@@ -75,8 +76,8 @@ export async function deployImages(req: DeployRequest): Promise<DeployResult> {
   const watch = new TargetWatch([req.stateDevice, req.recoveryDevice], stall);
   try {
     const d = await planDeploy(req, targets, digests, prepared.tree, pool, watch);
-    const expected = await beforeTargetStalls(watch, 'writing the OS images', writeImages(d));
-    const records = await beforeTargetStalls(watch, 'reading the OS images back', verifyAndPlace(d, expected));
+    const written = await beforeTargetStalls(watch, 'writing the OS images', writeImages(d));
+    const records = await beforeTargetStalls(watch, 'reading the OS images back', verifyAndPlace(d, written));
     const result: DeployResult = { ...records, sourceDigest: d.sourceDigest, contentDigest: digests.digest };
     await writeStateFiles(req, result);
     return result;
@@ -114,40 +115,59 @@ async function planDeploy(req: DeployRequest, targets: Record<Role, Target>, dig
   return { req, targets, digests, scan, tree, sourceDigest, sizeBytes, inodes: geometry.inodes, pool, watch, kept, todo, report };
 }
 
-/** Builds active (unless kept) and copies it to the images still to do; returns what each must hold. */
-async function writeImages(d: Deploy): Promise<Map<Role, Expected>> {
-  const expected = new Map<Role, Expected>([...d.kept].map(([role, s]) => [role, { digest: s.digest, chunks: s.chunks }]));
+/** What writeImages leaves: each image's expected digests, and the tree check of a new active.img under way. */
+interface Written {
+  expected: Map<Role, Expected>;
+  tree?: Promise<void>;
+}
+
+/**
+ * Builds active (unless kept) and copies it to the images still to do; returns what each must hold.
+ * The tree a new active.img holds is checked against the source (checkImageTree) while the copies
+ * are written and read back: it reads and hashes on its own, where the copy and the read-back wait
+ * for the disk; verifyAndPlace waits for it before anything is placed.
+ */
+async function writeImages(d: Deploy): Promise<Written> {
   const activeBuilt = !d.kept.has('active');
   const activeSource = activeBuilt ? partialOf(d.targets.active) : abs(d.targets.active);
   if (activeBuilt) await buildActive(d, activeSource);
   d.req.signal?.throwIfAborted();
+  const tree = activeBuilt ? settleLater(checkImageTree(activeSource, d.targets.active.file, d.digests, d.req.workDir, { tree: d.tree, device: d.targets.active.device, signal: d.req.signal })) : undefined;
+  try {
+    return { expected: await copyImages(d, activeSource, activeBuilt), tree };
+  } catch (err) {
+    await tree?.catch(() => undefined);
+    throw err;
+  }
+}
+
+/** Copies active to the images still to do (relabelled); returns what each image must hold. */
+async function copyImages(d: Deploy, activeSource: string, activeBuilt: boolean): Promise<Map<Role, Expected>> {
+  const expected = new Map<Role, Expected>([...d.kept].map(([role, s]) => [role, { digest: s.digest, chunks: s.chunks }]));
   const copies = d.todo.filter((t) => t.role !== 'active');
-  if (copies.length > 0 || activeBuilt) {
-    const offsets = ext2LabelOffsets(await readSuperblock(activeSource));
-    const copied = await copyImage(
-      activeSource,
-      copies.map((t) => ({ path: partialOf(t), relabel: offsets ? { label: t.label, offsets } : undefined })),
-      { signal: d.req.signal, onBytes: d.report, pool: d.pool },
-    );
-    const keptActive = d.kept.get('active');
-    if (keptActive && copied.sourceDigest !== keptActive.digest) {
-      throw new HvError(`cOS/active.img changed while it was being copied (digest ${copied.sourceDigest}, expected ${keptActive.digest})`, {
-        where: abs(d.targets.active),
-        hint: 'something else is writing to COS_STATE; stop it and re-run the install',
-        exitCode: ExitCode.installFailed,
-      });
-    }
-    expected.set('active', { digest: copied.sourceDigest, chunks: copied.sourceChunks });
-    if (offsets) copies.forEach((t, i) => expected.set(t.role, { digest: copied.targetDigests[i]!, chunks: copied.targetChunks[i]! }));
-    else {
-      for (const t of copies) {
-        await relabelExt2Image(partialOf(t), t.label, d.scan.newestMtime);
-        expected.set(t.role, await imageChunks(partialOf(t), { signal: d.req.signal, pool: d.pool }));
-      }
+  if (copies.length === 0 && !activeBuilt) return expected;
+  const offsets = ext2LabelOffsets(await readSuperblock(activeSource));
+  const copied = await copyImage(
+    activeSource,
+    copies.map((t) => ({ path: partialOf(t), relabel: offsets ? { label: t.label, offsets } : undefined })),
+    { signal: d.req.signal, onBytes: d.report, pool: d.pool },
+  );
+  const keptActive = d.kept.get('active');
+  if (keptActive && copied.sourceDigest !== keptActive.digest) {
+    throw new HvError(`cOS/active.img changed while it was being copied (digest ${copied.sourceDigest}, expected ${keptActive.digest})`, {
+      where: abs(d.targets.active),
+      hint: 'something else is writing to COS_STATE; stop it and re-run the install',
+      exitCode: ExitCode.installFailed,
+    });
+  }
+  expected.set('active', { digest: copied.sourceDigest, chunks: copied.sourceChunks });
+  if (offsets) copies.forEach((t, i) => expected.set(t.role, { digest: copied.targetDigests[i]!, chunks: copied.targetChunks[i]! }));
+  else {
+    for (const t of copies) {
+      await relabelExt2Image(partialOf(t), t.label, d.scan.newestMtime);
+      expected.set(t.role, await imageChunks(partialOf(t), { signal: d.req.signal, pool: d.pool }));
     }
   }
-  // The tree active.img holds, as hashed above, against the source before the install began.
-  if (activeBuilt) await checkImageTree(activeSource, d.targets.active.file, d.digests, d.req.workDir, { tree: d.tree, device: d.targets.active.device, signal: d.req.signal });
   return expected;
 }
 
@@ -179,16 +199,19 @@ async function buildActive(d: Deploy, file: string): Promise<void> {
 
 /**
  * Flushes the new images, reads each back from the disk against what it must hold, then records
- * it (sidecar) and renames it into place. Returns every image's record, digests as read back.
+ * it (sidecar) and renames it into place, once active.img's tree check is done too. Returns every
+ * image's record, digests as read back.
  */
-async function verifyAndPlace(d: Deploy, expected: Map<Role, Expected>): Promise<Record<Role, ImageRecord>> {
-  for (const t of d.todo) await fsyncFile(partialOf(t));
-  const read = await Promise.all(
-    d.todo.map((t) => {
-      const want = expected.get(t.role)!;
-      return readBackImage({ path: partialOf(t), name: t.file, sizeBytes: d.sizeBytes, ...want }, { pool: d.pool, device: t.device, signal: d.req.signal, onBytes: d.report });
-    }),
-  );
+async function verifyAndPlace(d: Deploy, { expected, tree }: Written): Promise<Record<Role, ImageRecord>> {
+  // A failed tree check stops the read-back: its error is the one reported (it was found first
+  // when the two ran one after the other); both have ended before anything is placed or removed.
+  const stop = new AbortController();
+  tree?.catch(() => stop.abort());
+  const reading = settleLater(readBack(d, expected, d.req.signal ? AbortSignal.any([d.req.signal, stop.signal]) : stop.signal));
+  const [treeChecked, readBackDone] = await Promise.allSettled([tree, reading]);
+  if (treeChecked.status === 'rejected') throw treeChecked.reason;
+  if (readBackDone.status === 'rejected') throw readBackDone.reason;
+  const read = readBackDone.value;
   for (const [i, t] of d.todo.entries()) {
     const side: Sidecar = { sourceDigest: d.sourceDigest, contentDigest: d.digests.digest, sizeBytes: d.sizeBytes, label: t.label, digest: read[i]!, chunks: expected.get(t.role)!.chunks };
     await writeFileAtomic(sidecarOf(t), JSON.stringify(side) + '\n');
@@ -198,6 +221,15 @@ async function verifyAndPlace(d: Deploy, expected: Map<Role, Expected>): Promise
   await fsyncDir(path.join(d.req.recoveryDir, 'cOS'));
   const record = (t: Target): ImageRecord => ({ file: t.file, label: t.label, fs: 'ext2', sizeBytes: d.sizeBytes, digest: expected.get(t.role)!.digest });
   return { active: record(d.targets.active), passive: record(d.targets.passive), recovery: record(d.targets.recovery) };
+}
+
+/** Flushes the new images and reads them back from the disk against what each must hold; their digests as read. */
+async function readBack(d: Deploy, expected: Map<Role, Expected>, signal: AbortSignal): Promise<string[]> {
+  for (const t of d.todo) await fsyncFile(partialOf(t));
+  return readBackImages(
+    d.todo.map((t) => ({ path: partialOf(t), name: t.file, sizeBytes: d.sizeBytes, device: t.device, ...expected.get(t.role)! })),
+    { pool: d.pool, signal, onBytes: d.report },
+  );
 }
 
 /** A stall reading the OS source, as an error that points at the medium; other errors pass through. */

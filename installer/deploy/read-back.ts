@@ -32,6 +32,8 @@ export interface ExpectedImage {
   digest: string;
   /** Each 4 MiB chunk's sha256, when known: a mismatch then names the first bad chunk. */
   chunks?: readonly string[];
+  /** The partition it lives on, named in a mismatch (default: ReadBackOptions.device). */
+  device?: string;
 }
 
 export interface ReadBackOptions {
@@ -65,55 +67,107 @@ export class ReadBackMismatch extends HvError {
  * Holes (no extent) are not read: they hash as zeros, so a hole where data belongs is a mismatch too.
  */
 export async function readBackImage(expected: ExpectedImage, opts: ReadBackOptions): Promise<string> {
-  const got = await readBackDigest(expected.path, opts);
-  if (got.sizeBytes !== expected.sizeBytes) throw new ReadBackMismatch(`${expected.name} on ${opts.device ?? 'the disk'} is ${got.sizeBytes} bytes, ${expected.sizeBytes} were written`, expected.name, undefined);
-  if (got.digest === expected.digest) return got.digest;
+  return (await readBackImages([expected], opts))[0]!;
+}
+
+/**
+ * readBackImage for several images at once, read together chunk by chunk (see readBackDigests):
+ * returns each one's digest as read, or throws ReadBackMismatch for the first, in the order given,
+ * that is not what was written.
+ */
+export async function readBackImages(expected: readonly ExpectedImage[], opts: ReadBackOptions): Promise<string[]> {
+  const got = await readBackDigests(
+    expected.map((e) => e.path),
+    opts,
+  );
+  for (const [k, e] of expected.entries()) {
+    const bad = await readBackProblem(e, got[k]!, e.device ?? opts.device);
+    if (bad) throw bad;
+  }
+  return got.map((g) => g.digest);
+}
+
+/** The mismatch between an image as read back and what was written, or undefined when it is that. */
+export async function readBackProblem(expected: ExpectedImage, got: ImageOnDisk, device: string | undefined): Promise<ReadBackMismatch | undefined> {
+  if (got.sizeBytes !== expected.sizeBytes) return new ReadBackMismatch(`${expected.name} on ${device ?? 'the disk'} is ${got.sizeBytes} bytes, ${expected.sizeBytes} were written`, expected.name, undefined);
+  if (got.digest === expected.digest) return undefined;
   const bad = expected.chunks?.findIndex((c, i) => c !== got.chunks[i]) ?? -1;
   const at = bad >= 0 ? bad * DIGEST_CHUNK : undefined;
-  const where = at === undefined ? '' : ` from byte ${at} (4 MiB chunk ${bad})${await physicalNote(expected.path, at, opts.device)}`;
-  throw new ReadBackMismatch(
-    `${expected.name} read back from ${opts.device ?? 'the disk'} differs from what was written${where}: digest ${got.digest}, expected ${expected.digest}`,
+  const where = at === undefined ? '' : ` from byte ${at} (4 MiB chunk ${bad})${await physicalNote(expected.path, at, device)}`;
+  return new ReadBackMismatch(
+    `${expected.name} read back from ${device ?? 'the disk'} differs from what was written${where}: digest ${got.digest}, expected ${expected.digest}`,
     expected.name,
     at,
   );
 }
 
+/** An image as the disk holds it: its chunked digest, its chunks' sha256s, its size. */
+export interface ImageOnDisk {
+  digest: string;
+  chunks: string[];
+  sizeBytes: number;
+}
+
 /** An image's chunked digest, chunks and size as the disk holds them. */
-export async function readBackDigest(file: string, opts: ReadBackOptions): Promise<{ digest: string; chunks: string[]; sizeBytes: number }> {
-  const fh = await openDirect(file);
+export async function readBackDigest(file: string, opts: ReadBackOptions): Promise<ImageOnDisk> {
+  return (await readBackDigests([file], opts))[0]!;
+}
+
+/**
+ * Several images as the disk holds them, read together: chunk i of every image, then chunk i+1.
+ * Every byte of every image is read from the disk; a chunk whose bytes equal those of another
+ * image's chunk i, read just before, takes that chunk's sha256 instead of hashing the same bytes
+ * again (equal bytes, equal hash: passive and recovery are active's bytes but for their labels,
+ * and comparing memory costs a fraction of a sha256). The result is what reading each alone gives.
+ */
+export async function readBackDigests(files: readonly string[], opts: ReadBackOptions): Promise<ImageOnDisk[]> {
+  const handles: DirectFile[] = [];
   try {
-    const sizeBytes = (await fh.handle.stat()).size;
-    const chunks = await chunkSums(fh, file, sizeBytes, opts);
-    return { digest: combineChunkSha256s(chunks), chunks, sizeBytes };
+    for (const file of files) handles.push(await openDirect(file));
+    const sizes = await Promise.all(handles.map(async (fh) => (await fh.handle.stat()).size));
+    const chunks = await chunkSums(handles, files, sizes, opts);
+    return chunks.map((c, k) => ({ digest: combineChunkSha256s(c), chunks: c, sizeBytes: sizes[k]! }));
   } finally {
-    await fh.handle.close();
+    await Promise.all(handles.map((fh) => fh.handle.close()));
   }
 }
 
-async function chunkSums(fh: DirectFile, file: string, size: number, opts: ReadBackOptions): Promise<string[]> {
-  const hasData = chunksWithData(await readDataExtents(file, size), size);
-  const arena = alignedSharedBuffer(DIGEST_CHUNK * SLOTS);
-  const slots = Array.from({ length: SLOTS }, (_, k) => arena.subarray(k * DIGEST_CHUNK, (k + 1) * DIGEST_CHUNK));
+async function chunkSums(fhs: readonly DirectFile[], files: readonly string[], sizes: readonly number[], opts: ReadBackOptions): Promise<string[][]> {
+  const hasData = await Promise.all(files.map(async (file, k) => chunksWithData(await readDataExtents(file, sizes[k]!), sizes[k]!)));
+  const arena = alignedSharedBuffer(DIGEST_CHUNK * SLOTS * files.length);
+  const region = (slot: number, k: number): Buffer => arena.subarray((slot * files.length + k) * DIGEST_CHUNK, (slot * files.length + k + 1) * DIGEST_CHUNK);
   const inFlight: Array<Promise<unknown> | undefined> = new Array(SLOTS).fill(undefined);
-  const sums: Array<Promise<string> | string> = new Array(chunkCount(size));
+  const sums: Array<Array<Promise<string> | string>> = sizes.map((size) => new Array(chunkCount(size)));
+  const n = Math.max(0, ...sums.map((s) => s.length));
   let slot = 0;
-  for (let i = 0; i < sums.length; i++) {
-    const [at, end] = chunkRange(i, size);
-    if (!hasData[i]) {
-      sums[i] = zeroChunkSha256(end - at);
-      continue;
+  for (let i = 0; i < n; i++) {
+    const toRead: Array<{ k: number; buf: Buffer; view: Buffer; at: number }> = [];
+    for (const [k, size] of sizes.entries()) {
+      if (i >= sums[k]!.length) continue;
+      const [at, end] = chunkRange(i, size);
+      const buf = region(slot, k);
+      if (hasData[k]![i]) toRead.push({ k, buf, view: buf.subarray(0, end - at), at });
+      else sums[k]![i] = zeroChunkSha256(end - at);
     }
-    await inFlight[slot];
+    if (toRead.length === 0) continue;
+    await inFlight[slot]; // the slot's buffers are free once their hashes are done
     opts.signal?.throwIfAborted();
-    const buf = slots[slot]!;
-    await fh.readFully(buf, end - at, at, file);
-    opts.onBytes?.(end - at);
-    const sum = settleLater(opts.pool.hash(buf.subarray(0, end - at)));
-    sums[i] = sum;
-    inFlight[slot] = sum;
+    await Promise.all(toRead.map(async (r) => {
+      // The whole slot: a direct read of an unaligned tail is rounded up.
+      await fhs[r.k]!.readFully(r.buf, r.view.length, r.at, files[r.k]!);
+      opts.onBytes?.(r.view.length);
+    }));
+    const hashed: Array<{ view: Buffer; sum: Promise<string> }> = [];
+    for (const r of toRead) {
+      const same = hashed.find((h) => h.view.equals(r.view));
+      const sum = same?.sum ?? settleLater(opts.pool.hash(r.view));
+      if (!same) hashed.push({ view: r.view, sum });
+      sums[r.k]![i] = sum;
+    }
+    inFlight[slot] = settleLater(Promise.all(hashed.map((h) => h.sum)));
     slot = (slot + 1) % SLOTS;
   }
-  return Promise.all(sums);
+  return Promise.all(sums.map((s) => Promise.all(s)));
 }
 
 /** An image's chunked digest as the disk holds it (a pool of its own). */

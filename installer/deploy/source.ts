@@ -9,6 +9,8 @@ import { blocksFor, EXT2_BLOCK_SIZE, type TreeMeasure } from './image-size.js';
 import { sampleIntervalMs, SOURCE_STALL_TIMEOUT_MS } from './image-build.js';
 
 const MOUNT_PREFIX = 'hv-deploy-src-';
+/** Where image-tree.ts mounts a built image to check its tree (beside the copy: a kill can leave it). */
+export const IMAGE_MOUNT_PREFIX = 'hv-deploy-img-';
 
 /** A source made ready to read as a plain directory tree, and how to let go of it. */
 export interface PreparedSource {
@@ -113,11 +115,11 @@ async function unmountAndRemove(mnt: string): Promise<void> {
   await rmdir(mnt).catch(() => undefined);
 }
 
-/** A killed earlier run may have left its source mounted in the work dir: detach those. */
+/** A killed earlier run may have left its source, or the image it was checking, mounted in the work dir: detach those. */
 async function releaseStaleMounts(workDir: string): Promise<void> {
   const real = path.resolve(workDir);
   for (const m of await mountPoints()) {
-    if (path.dirname(m) === real && path.basename(m).startsWith(MOUNT_PREFIX)) await unmountAndRemove(m);
+    if (path.dirname(m) === real && [MOUNT_PREFIX, IMAGE_MOUNT_PREFIX].some((p) => path.basename(m).startsWith(p))) await unmountAndRemove(m);
   }
 }
 

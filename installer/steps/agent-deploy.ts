@@ -3,7 +3,8 @@
  * layout). The order is what makes every crash safe:
  *   1. the free space is checked before anything is written;
  *   2. the release is filled under lib/hvagent/.staging/<id> (resumable: complete files are kept,
- *      temp files of a killed run removed), then every file's sha256 is checked against the manifest;
+ *      temp files of a killed run removed); every file is read back for its sha256 against the
+ *      manifest while it is fsynced, and gets its name only once both are done;
  *   3. the staging directory becomes releases/<id> by one rename;
  *   4. `current` is switched to it by one rename: before it the old agent (or none) is whole, after
  *      it the new one — never a mix of binary, libraries and unit;
@@ -115,6 +116,13 @@ async function sha256File(file: string): Promise<string> {
   return h.digest('hex');
 }
 
+/** Why a file of a release does not hold what the manifest says (read back for its sha256), or undefined; files the manifest does not list have nothing to hold. */
+async function payloadFileProblem(manifest: PayloadManifest, rel: string, file: string): Promise<string | undefined> {
+  const f = manifest.files.find((x) => x.path === rel);
+  if (f && (await sha256File(file)) !== f.sha256) return `${f.path} does not match its sha256 in the manifest`;
+  return undefined;
+}
+
 /** Why the release directory does not hold exactly the manifest's files, or undefined. */
 export async function releaseProblem(dir: string, manifest: PayloadManifest, opts: { checksums?: boolean } = {}): Promise<string | undefined> {
   const onDisk = await readFile(path.join(dir, MANIFEST_FILE), 'utf8').then((t) => JSON.parse(t) as PayloadManifest, () => undefined);
@@ -141,8 +149,11 @@ export async function currentRelease(root: string, p: AgentPaths): Promise<{ id:
   return (await releaseProblem(dir, manifest)) ? undefined : { id: path.basename(target), manifest };
 }
 
-/** Makes `link` a symlink to `target`, atomically (temp link + rename); a directory in the way goes. */
-async function ensureSymlink(link: string, target: string): Promise<boolean> {
+/**
+ * Makes `link` a symlink to `target`, atomically (temp link + rename); a directory in the way goes.
+ * The directory is fsynced unless `sync` is false (the caller fsyncs it with others).
+ */
+async function ensureSymlink(link: string, target: string, sync = true): Promise<boolean> {
   if ((await readlink(link).catch(() => undefined)) === target) return false;
   await mkdir(path.dirname(link), { recursive: true, mode: 0o755 });
   const st = await lstat(link).catch(() => undefined);
@@ -150,7 +161,7 @@ async function ensureSymlink(link: string, target: string): Promise<boolean> {
   const tmp = path.join(path.dirname(link), `.${path.basename(link)}.${randomBytes(6).toString('hex')}.hvagent-tmp`);
   await symlink(target, tmp);
   await rename(tmp, link);
-  await fsyncDir(path.dirname(link));
+  if (sync) await fsyncDir(path.dirname(link));
   return true;
 }
 
@@ -192,57 +203,26 @@ export async function deployAgent(root: string, payloadDir: string, manifest: Pa
   const p = agentPaths(persistentStatePaths);
   const id = releaseId(manifest);
   const release = path.join(root, p.releases, id);
-  const staging = path.join(root, p.staging, id);
   const before = await currentRelease(root, p);
   // An enable link whose agent is not whole (a crash of another tool, a hand edit) goes first.
   if (!before) await removeLinks(root, p);
 
-  let copiedBytes = 0;
-  if (await releaseProblem(release, manifest, { checksums: true })) {
-    const fs = await (opts.statfs ?? statfs)(root);
-    const partial = await lstat(staging).then(
-      () => copyable(staging, manifest),
-      () => 0,
-    );
-    const space = agentSpaceProblem(manifest, fs, partial, root);
-    if (space) throw space;
-    try {
-      await mkdir(path.join(root, p.releases), { recursive: true, mode: 0o755 });
-      const r = await copyBundle(payloadDir, staging, {
-        signal: opts.signal,
-        onProgress: opts.onProgress,
-        statfs: opts.statfs,
-        label: { what: 'hvagent', hint: 'make COS_PERSISTENT larger (install.persistent_partition_size), or install without the agent (--agent none)' },
-      });
-      copiedBytes = r.copiedBytes;
-      const bad = await releaseProblem(staging, manifest, { checksums: true });
-      if (bad) {
-        throw new HvError(`the copy of hvagent ${id} does not match its manifest: ${bad}`, { where: payloadDir, hint: 'the payload on the install medium is damaged: rebuild it (make build) or use another medium', exitCode: ExitCode.installFailed });
-      }
-      await rm(release, { recursive: true, force: true });
-      await rename(staging, release);
-      await fsyncDir(path.join(root, p.releases));
-    } catch (err) {
-      await rm(staging, { recursive: true, force: true }).catch(() => undefined);
-      if ((err as NodeJS.ErrnoException).code === 'ENOSPC') {
-        throw new HvError(`COS_PERSISTENT filled up while hvagent ${id} was being copied (${formatBytes(payloadSize(manifest).bytes)}); the partial copy was removed and nothing was enabled`, {
-          where: root,
-          hint: 'free or enlarge COS_PERSISTENT (install.persistent_partition_size), or install without the agent (--agent none)',
-          exitCode: ExitCode.installFailed,
-        });
-      }
-      throw err;
-    }
-  }
+  const copiedBytes = (await releaseProblem(release, manifest, { checksums: true })) ? await stageRelease(root, p, manifest, payloadDir, opts) : 0;
 
-  // The one moment the agent changes.
+  // The one moment the agent changes: durable before anything refers to it.
   await ensureSymlink(path.join(root, p.current), `releases/${id}`);
-  await ensureSymlink(path.join(root, p.launcher), LAUNCHER_TARGET);
-  for (const f of p.share) await ensureSymlink(path.join(root, f.link), shareLinkTarget(f.file));
+  // The links into it, made in this order and fsynced together (on ext4 a later link is never
+  // durable without the earlier ones: the journal commits them in order).
+  const linked = new Set<string>();
+  const link = async (rel: string, target: string): Promise<void> => {
+    if (await ensureSymlink(path.join(root, rel), target, false)) linked.add(path.dirname(path.join(root, rel)));
+  };
+  await link(p.launcher, LAUNCHER_TARGET);
+  for (const f of p.share) await link(f.link, shareLinkTarget(f.file));
   // Each unit's link before its enable link, hvagent.service before the console that follows it.
   for (const u of p.units) {
-    await ensureSymlink(path.join(root, u.unit), unitLinkTarget(u.name));
-    await ensureSymlink(path.join(root, u.wants), unitNodePath(u.name));
+    await link(u.unit, unitLinkTarget(u.name));
+    await link(u.wants, unitNodePath(u.name));
   }
 
   const removed: string[] = [];
@@ -253,8 +233,7 @@ export async function deployAgent(root: string, payloadDir: string, manifest: Pa
   }
   // What a killed copy of another payload left half-staged.
   await rm(path.join(root, p.staging), { recursive: true, force: true });
-  await fsyncDir(path.join(root, p.releases));
-  await fsyncDir(path.join(root, p.home));
+  await Promise.all([...linked, path.join(root, p.releases), path.join(root, p.home)].map(fsyncDir));
   const size = payloadSize(manifest);
   return {
     release: `${p.releases}/${id}`,
@@ -267,6 +246,57 @@ export async function deployAgent(root: string, payloadDir: string, manifest: Pa
     removed,
     enabled: p.units.map((u) => u.name),
   };
+}
+
+/**
+ * Fills the release under .staging (each file's sha256 read back before it gets its name), checks
+ * it whole, and renames it to releases/<id>; returns the bytes copied. Nothing is left staged after a failure.
+ */
+async function stageRelease(root: string, p: AgentPaths, manifest: PayloadManifest, payloadDir: string, opts: DeployAgentOptions): Promise<number> {
+  const id = releaseId(manifest);
+  const release = path.join(root, p.releases, id);
+  const staging = path.join(root, p.staging, id);
+  const fs = await (opts.statfs ?? statfs)(root);
+  const partial = await lstat(staging).then(
+    () => copyable(staging, manifest),
+    () => 0,
+  );
+  const space = agentSpaceProblem(manifest, fs, partial, root);
+  if (space) throw space;
+  try {
+    await mkdir(path.join(root, p.releases), { recursive: true, mode: 0o755 });
+    const damaged = (bad: string): HvError =>
+      new HvError(`the copy of hvagent ${id} does not match its manifest: ${bad}`, { where: payloadDir, hint: 'the payload on the install medium is damaged: rebuild it (make build) or use another medium', exitCode: ExitCode.installFailed });
+    const r = await copyBundle(payloadDir, staging, {
+      signal: opts.signal,
+      onProgress: opts.onProgress,
+      statfs: opts.statfs,
+      label: { what: 'hvagent', hint: 'make COS_PERSISTENT larger (install.persistent_partition_size), or install without the agent (--agent none)' },
+      // Every byte read back for its sha256 while its file is fsynced and the next one copied.
+      check: async (rel, file) => {
+        const bad = await payloadFileProblem(manifest, rel, file);
+        if (bad) throw damaged(bad);
+      },
+    });
+    
+    // Each file's sha256 was checked above: here that the release is whole (manifest, sizes, modes).
+    const bad = await releaseProblem(staging, manifest);
+    if (bad) throw damaged(bad);
+    await rm(release, { recursive: true, force: true });
+    await rename(staging, release);
+    await fsyncDir(path.join(root, p.releases));
+    return r.copiedBytes;
+  } catch (err) {
+    await rm(staging, { recursive: true, force: true }).catch(() => undefined);
+    if ((err as NodeJS.ErrnoException).code === 'ENOSPC') {
+      throw new HvError(`COS_PERSISTENT filled up while hvagent ${id} was being copied (${formatBytes(payloadSize(manifest).bytes)}); the partial copy was removed and nothing was enabled`, {
+        where: root,
+        hint: 'free or enlarge COS_PERSISTENT (install.persistent_partition_size), or install without the agent (--agent none)',
+        exitCode: ExitCode.installFailed,
+      });
+    }
+    throw err;
+  }
 }
 
 /** Bytes of the manifest's files already complete in a staging directory (kept by a resumed copy). */

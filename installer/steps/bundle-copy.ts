@@ -7,9 +7,10 @@
  * (a stale bundle, a temp file a killed run left) is removed.
  */
 import { randomBytes } from 'node:crypto';
-import { chmod, lstat, mkdir, open, readdir, readlink, rename, rm, statfs, symlink, unlink } from 'node:fs/promises';
+import { chmod, lstat, mkdir, open, readdir, readlink, rename, rm, statfs, symlink, unlink, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { fsyncDir } from '../../lib/atomic-write.js';
+import { settleLater } from '../deploy/checksum.js';
 import { HvError, ExitCode } from '../../lib/errors.js';
 import { formatBytes } from '../../config/disk-sizes.js';
 import { beforeStall, closeAfterStuck, StallError, StallWatchdog } from '../../lib/stall-watchdog.js';
@@ -192,6 +193,12 @@ export interface CopyBundleOptions {
   stallTimeoutMs?: number;
   attempts?: number;
   retryDelayMs?: number;
+  /**
+   * Checks a file's content: a copied one at its temp name while it is fsynced (it gets its name
+   * only once both are done), a kept one where it is; the next files are copied meanwhile. Its
+   * rejection fails the copy, and the file checked does not stay.
+   */
+  check?: (rel: string, file: string) => Promise<void>;
 }
 
 export const COPY_STALL_TIMEOUT_MS = 120_000;
@@ -207,14 +214,23 @@ export interface CopyBundleResult {
 }
 
 const CHUNK = 4 * 1024 * 1024;
+/** Files written while earlier ones are still being fsynced and renamed (their fsyncs share journal commits). */
+const SYNC_AHEAD = 8;
 const tempName = (file: string): string => path.join(path.dirname(file), `.${path.basename(file)}.${randomBytes(6).toString('hex')}.hvbundle-tmp`);
 
+/** A file written to its temp name; `durable` settles once it is fsynced, checked and renamed over its name (or removed after a failure). */
+interface Written {
+  durable: Promise<void>;
+}
+
 /**
- * Writes src to a temp file next to dst with src's mode and mtime, fsyncs it, renames it over dst.
- * Every read is watched: no byte for stallTimeoutMs rejects with StallError (the stuck read and its
- * file handle are left behind, the handle closed once the read returns: closing earlier would wait).
+ * Writes src to a temp file next to dst with src's mode and mtime; then, in the background
+ * (`durable`), fsyncs and checks it and renames it over dst, so the disk writes one file back
+ * while the next is read. Every read is watched: no byte for stallTimeoutMs rejects with StallError (the stuck
+ * read and its file handle are left behind, the handle closed once the read returns: closing
+ * earlier would wait).
  */
-async function copyFileAtomic(src: string, dst: string, e: TreeEntry, onBytes: (n: number) => void, stallTimeoutMs: number, signal?: AbortSignal): Promise<void> {
+async function copyFileAtomic(src: string, dst: string, e: TreeEntry, onBytes: (n: number) => void, stallTimeoutMs: number, signal?: AbortSignal, check?: (file: string) => Promise<void>): Promise<Written> {
   const tmp = tempName(dst);
   const wd = new StallWatchdog(stallTimeoutMs);
   const opening = open(src, 'r');
@@ -246,10 +262,9 @@ async function copyFileAtomic(src: string, dst: string, e: TreeEntry, onBytes: (
     }
     await output.chmod(e.mode);
     await output.utimes(new Date(e.mtimeMs), new Date(e.mtimeMs));
-    await output.sync();
-    await output.close();
+    const written = output;
     output = undefined;
-    await rename(tmp, dst);
+    return { durable: settleLater(syncCheckAndRename(written, tmp, dst, check)) };
   } catch (err) {
     await output?.close().catch(() => undefined);
     await unlink(tmp).catch(() => undefined);
@@ -260,19 +275,34 @@ async function copyFileAtomic(src: string, dst: string, e: TreeEntry, onBytes: (
   }
 }
 
+async function syncCheckAndRename(output: FileHandle, tmp: string, dst: string, check?: (file: string) => Promise<void>): Promise<void> {
+  const done = await Promise.allSettled([output.sync(), check?.(tmp)]);
+  const failed = done.find((r) => r.status === 'rejected');
+  try {
+    await output.close();
+    if (failed) throw failed.reason;
+  } catch (err) {
+    await unlink(tmp).catch(() => undefined);
+    throw failed ? failed.reason : err;
+  }
+  await rename(tmp, dst).catch(async (err: unknown) => {
+    await unlink(tmp).catch(() => undefined);
+    throw err;
+  });
+}
+
 /** copyFileAtomic, tried again after a stall; the last stall becomes an error naming the medium. */
-async function copyFileWatched(src: string, dst: string, e: TreeEntry, onBytes: (n: number) => void, opts: CopyBundleOptions): Promise<void> {
+async function copyFileWatched(src: string, dst: string, e: TreeEntry, onBytes: (n: number) => void, opts: CopyBundleOptions): Promise<Written> {
   const attempts = opts.attempts ?? COPY_ATTEMPTS;
   const timeout = opts.stallTimeoutMs ?? COPY_STALL_TIMEOUT_MS;
   let delay = opts.retryDelayMs ?? 2_000;
   for (let attempt = 1; ; attempt++) {
     let moved = 0;
     try {
-      await copyFileAtomic(src, dst, e, (n) => {
+      return await copyFileAtomic(src, dst, e, (n) => {
         moved += n;
         onBytes(n);
-      }, timeout, opts.signal);
-      return;
+      }, timeout, opts.signal, opts.check && ((file) => opts.check!(e.rel, file)));
     } catch (err) {
       if (!(err instanceof StallError)) throw err;
       // What the failed attempt counted is counted again by the next one.
@@ -316,14 +346,24 @@ export async function copyBundle(sourceRoot: string, destRoot: string, opts: Cop
 
   let done = 0;
   opts.onProgress?.(0, plan.copyBytes);
-  for (const f of plan.copy) {
-    const dst = path.join(destRoot, f.rel);
-    await copyFileWatched(path.join(sourceRoot, f.rel), dst, f, (n) => {
-      done += n;
-      opts.onProgress?.(done, plan.copyBytes);
-    }, opts);
-    touched.add(path.dirname(dst));
+  const checked = plan.keep.map((f) => settleLater(opts.check?.(f.rel, path.join(destRoot, f.rel)) ?? Promise.resolve()));
+  const durable: Array<Promise<void>> = [];
+  try {
+    for (const [k, f] of plan.copy.entries()) {
+      if (k >= SYNC_AHEAD) await durable[k - SYNC_AHEAD];
+      const dst = path.join(destRoot, f.rel);
+      const written = await copyFileWatched(path.join(sourceRoot, f.rel), dst, f, (n) => {
+        done += n;
+        opts.onProgress?.(done, plan.copyBytes);
+      }, opts);
+      durable.push(written.durable);
+      touched.add(path.dirname(dst));
+    }
+  } finally {
+    // No file is left between its write and its rename, and no check running, whatever failed.
+    await Promise.allSettled([...durable, ...checked]);
   }
+  await Promise.all([...durable, ...checked]);
   for (const f of plan.fixMode) await chmod(path.join(destRoot, f.rel), f.mode);
   for (const l of plan.links) {
     opts.signal?.throwIfAborted();
@@ -333,7 +373,7 @@ export async function copyBundle(sourceRoot: string, destRoot: string, opts: Cop
     await rename(tmp, dst);
     touched.add(path.dirname(dst));
   }
-  for (const dir of touched) await fsyncDir(dir);
+  await Promise.all([...touched].map(fsyncDir));
   // Deepest first, so a read-only parent does not stop its children's chmod.
   for (const d of [...plan.dirs].reverse()) await chmod(path.join(destRoot, d.rel), d.mode);
   opts.signal?.throwIfAborted();

@@ -3,7 +3,7 @@ import { mkdtemp, open, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
-import { physicalOffset, readBackFile, readBackImage, ReadBackMismatch } from '../../../installer/deploy/read-back.js';
+import { physicalOffset, readBackDigests, readBackFile, readBackImage, readBackImages, ReadBackMismatch } from '../../../installer/deploy/read-back.js';
 import { Sha256Pool } from '../../../installer/deploy/hash-pool.js';
 
 const MiB = 1024 * 1024;
@@ -78,6 +78,81 @@ describe('readBackImage', () => {
     const pool = new Sha256Pool(1);
     try {
       await expect(readBackImage({ path: file, name: 'img', sizeBytes: 8 * MiB, ...chunks(data) }, { pool })).rejects.toThrow('from byte 4194304 (4 MiB chunk 1)');
+    } finally {
+      await pool.close();
+    }
+  });
+});
+
+describe('readBackImages: several images read together', () => {
+  /** An image like active.img, and two copies of it with other bytes in one chunk (a relabel). */
+  function family(): Buffer[] {
+    const active = randomBytes(10 * MiB + 4096);
+    const passive = Buffer.from(active);
+    passive.write('COS_PASSIVE', 1024 + 120);
+    const recovery = Buffer.from(active);
+    recovery.write('COS_SYSTEM', 1024 + 120);
+    recovery.write('COS_SYSTEM', 8 * MiB + 5);
+    return [active, passive, recovery];
+  }
+  const expected = (files: string[], data: Buffer[], name = (k: number) => `img${k}`) =>
+    data.map((d, k) => ({ path: files[k]!, name: name(k), sizeBytes: d.length, ...chunks(d) }));
+
+  it("returns each image's own digest, as read one by one, where their bytes are equal and where they differ", async () => {
+    const data = family();
+    const files = await Promise.all(data.map(image));
+    const pool = new Sha256Pool(2);
+    try {
+      expect(await readBackImages(expected(files, data), { pool })).toEqual(data.map((d) => chunks(d).digest));
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('a corrupted first image does not lend its hash to the equal copies: each is digested as the disk holds it', async () => {
+    const data = family();
+    const bad = Buffer.from(data[0]!);
+    bad[4 * MiB + 9] ^= 0x01;
+    const files = await Promise.all([bad, data[1]!, data[2]!].map(image));
+    const pool = new Sha256Pool(2);
+    try {
+      const got = await readBackDigests(files, { pool });
+      expect(got.map((g) => g.digest)).toEqual([chunks(bad).digest, chunks(data[1]!).digest, chunks(data[2]!).digest]);
+      const err = await readBackImages(expected(files, data, (k) => ['cOS/active.img', 'cOS/passive.img', 'cOS/recovery.img'][k]!), { pool, device: '/dev/sdz4' }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ReadBackMismatch);
+      expect((err as Error).message).toMatch(/^cOS\/active\.img read back from \/dev\/sdz4 differs from what was written from byte 4194304 \(4 MiB chunk 1\)/);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('names a later image that differs from the first where it should equal it, with its own device', async () => {
+    const data = family();
+    const bad = Buffer.from(data[2]!);
+    bad[2 * MiB] ^= 0x80;
+    const files = await Promise.all([data[0]!, data[1]!, bad].map(image));
+    const pool = new Sha256Pool(1);
+    try {
+      const want = expected(files, data, (k) => `cOS/${k}.img`).map((e, k) => ({ ...e, device: k === 2 ? '/dev/sdz2' : '/dev/sdz4' }));
+      const err = await readBackImages(want, { pool }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ReadBackMismatch);
+      expect((err as ReadBackMismatch).file).toBe('cOS/2.img');
+      expect((err as Error).message).toMatch(/^cOS\/2\.img read back from \/dev\/sdz2 differs from what was written from byte 0 \(4 MiB chunk 0\)/);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('a hole in one image where the others hold data is found', async () => {
+    const data = family();
+    const files = await Promise.all(data.map(image));
+    const fh = await open(files[1]!, 'r+');
+    await fh.truncate(8 * MiB);
+    await fh.truncate(data[1]!.length);
+    await fh.close();
+    const pool = new Sha256Pool(1);
+    try {
+      await expect(readBackImages(expected(files, data), { pool })).rejects.toThrow('img1 read back from the disk differs from what was written from byte 8388608 (4 MiB chunk 2)');
     } finally {
       await pool.close();
     }

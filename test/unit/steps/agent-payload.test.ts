@@ -1,6 +1,6 @@
 /** The agent step's decisions and its effects on a plain directory standing for COS_PERSISTENT (no root needed). */
 import { createHash } from 'node:crypto';
-import { chmod, lstat, mkdir, mkdtemp, readFile, readlink, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { chmod, lstat, mkdir, mkdtemp, readFile, readlink, readdir, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -247,6 +247,22 @@ describe('deployAgent onto a COS_PERSISTENT root', () => {
     expect(await lstat(path.join(root, '.state/etc-systemd.bind/system/multi-user.target.wants/hvagent.service')).catch(() => undefined)).toBeUndefined();
     expect(await lstat(path.join(root, '.state/etc-systemd.bind/system/multi-user.target.wants/hvagent-console.service')).catch(() => undefined)).toBeUndefined();
     expect(await readdir(path.join(root, 'lib/hvagent/.staging')).catch(() => [])).toEqual([]);
+  });
+
+  it('a staged file a killed run left (right size and mtime, wrong bytes) is kept by the copy but caught by the read-back', async () => {
+    const root = await tmp();
+    const p = await fakePayload(await tmp());
+    const staged = path.join(root, 'lib/hvagent/.staging', p.manifest.digest.slice(0, 16), 'share/man/man1/hvagent.1');
+    await mkdir(path.dirname(staged), { recursive: true });
+    const src = await stat(path.join(p.dir, 'share/man/man1/hvagent.1'));
+    await writeFile(staged, 'X'.repeat(src.size));
+    await utimes(staged, src.atime, src.mtime);
+    await expect(deployAgent(root, p.dir, p.manifest, paths, { statfs: roomy })).rejects.toThrow(/does not match its manifest: share\/man\/man1\/hvagent\.1 does not match its sha256/);
+    expect(await lstat(path.join(root, 'lib/hvagent/current')).catch(() => undefined)).toBeUndefined();
+    expect(await readdir(path.join(root, 'lib/hvagent/.staging')).catch(() => [])).toEqual([]);
+    // The next run copies it again.
+    await deployAgent(root, p.dir, p.manifest, paths, { statfs: roomy });
+    expect(await installedAgentProblem(root, p.manifest, paths)).toBeUndefined();
   });
 
   it('removes an enable link left pointing at no complete agent, and --agent none removes the agent', async () => {

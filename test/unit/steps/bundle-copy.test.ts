@@ -254,6 +254,32 @@ describe('copyBundle on temp directories', () => {
     expect(await readdir(dst)).toEqual([]);
   });
 
+  it('checks every file, copied (before it gets its name) or kept; a failed check fails the copy, and the file neither gets its name nor stays', async () => {
+    const t = await tmp();
+    const src = await makeBundle(t);
+    const dst = path.join(t, 'dst');
+    const seen: Record<string, string> = {};
+    const check = async (rel: string, file: string) => {
+      seen[rel] = (await readFile(file)).toString('base64');
+    };
+    await copyBundle(src, dst, { statfs: bigFs, check });
+    const files = (await scanTree(src)).filter((e) => e.kind === 'file').map((e) => e.rel).sort();
+    expect(files.length).toBe(4);
+    expect(Object.keys(seen).sort()).toEqual(files);
+    for (const rel of files) expect(seen[rel]).toBe((await readFile(path.join(src, rel))).toString('base64'));
+    // A re-run keeps them all, and checks them all the same.
+    for (const k of Object.keys(seen)) delete seen[k];
+    await copyBundle(src, dst, { statfs: bigFs, check });
+    expect(Object.keys(seen).sort()).toEqual(files);
+    await rm(dst, { recursive: true, force: true });
+    const bad = 'harvester/images/a.tar.zst';
+    const err = await copyBundle(src, dst, { statfs: bigFs, check: async (rel) => { if (rel === bad) throw new Error(`bad ${rel}`); } }).catch((e: unknown) => e);
+    expect((err as Error).message).toBe(`bad ${bad}`);
+    const left = (await scanTree(dst)).map((e) => e.rel);
+    expect(left.filter((r) => r.endsWith('.hvbundle-tmp'))).toEqual([]);
+    expect(left).not.toContain(bad);
+  });
+
   it('stops on abort mid-copy and leaves no temp file; the next run completes', async () => {
     const t = await tmp();
     const src = await makeBundle(t);
