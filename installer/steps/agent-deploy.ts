@@ -278,7 +278,6 @@ async function stageRelease(root: string, p: AgentPaths, manifest: PayloadManife
         if (bad) throw damaged(bad);
       },
     });
-    
     // Each file's sha256 was checked above: here that the release is whole (manifest, sizes, modes).
     const bad = await releaseProblem(staging, manifest);
     if (bad) throw damaged(bad);
