@@ -24,7 +24,7 @@ export { verifyDeployment, type ImageCheck } from './verify.js';
 export { takeSourceDigests, type SourceDigests } from './source-digest.js';
 export { beforeTargetStalls, TargetWatch } from './target-watch.js';
 export { SOURCE_STALL_TIMEOUT_MS } from './image-build.js';
-export { imageDigestOnDisk, readBackDigest, readBackDigests, readBackFile, readBackImage, readBackImages, readBackSha256, ReadBackMismatch, type ExpectedImage } from './read-back.js';
+export { imageDigestOnDisk, imageDigestsOnDisk, readBackDigest, readBackDigests, readBackFile, readBackImage, readBackImages, readBackSha256, ReadBackMismatch, type ExpectedImage } from './read-back.js';
 
 /** How long cleanup after a failure may take before the failure goes out without it. */
 const CLEANUP_MS = 10_000;

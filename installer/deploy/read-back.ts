@@ -172,9 +172,14 @@ async function chunkSums(fhs: readonly DirectFile[], files: readonly string[], s
 
 /** An image's chunked digest as the disk holds it (a pool of its own). */
 export async function imageDigestOnDisk(file: string, signal?: AbortSignal): Promise<string> {
+  return (await imageDigestsOnDisk([file], signal))[0]!;
+}
+
+/** Several images' chunked digests as the disk holds them, read together (readBackDigests; a pool of its own). */
+export async function imageDigestsOnDisk(files: readonly string[], signal?: AbortSignal): Promise<string[]> {
   const pool = new Sha256Pool();
   try {
-    return (await readBackDigest(file, { pool, signal })).digest;
+    return (await readBackDigests(files, { pool, signal })).map((d) => d.digest);
   } finally {
     await pool.close();
   }

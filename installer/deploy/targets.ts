@@ -2,11 +2,11 @@
  * The three images deploy writes, where they go, and what a finished one leaves beside it: a
  * sidecar with the digests it was verified against, so a re-run can keep it after reading it back.
  */
-import { readFile, rm } from 'node:fs/promises';
+import { readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { DeployRequest, ImageRecord } from '../disk/contracts.js';
 import type { Sha256Pool } from './hash-pool.js';
-import { readBackImage, ReadBackMismatch } from './read-back.js';
+import { readBackDigests } from './read-back.js';
 
 export type Role = 'active' | 'passive' | 'recovery';
 
@@ -52,19 +52,28 @@ export function imageTargets(req: DeployRequest): Record<Role, Target> {
 
 /**
  * The images an earlier run finished for this same source, read back from the disk against their
- * sidecars (by content, never by size alone); every other image and its sidecar is removed.
+ * sidecars (by content, never by size alone; read together, see read-back.ts); every other image
+ * and its sidecar is removed.
  */
 export async function keepVerifiedImages(targets: Record<Role, Target>, want: KeepWhen, pool: Sha256Pool, signal?: AbortSignal): Promise<Map<Role, Sidecar>> {
-  const kept = new Map<Role, Sidecar>();
+  const candidates: Array<{ t: Target; side: Sidecar }> = [];
   for (const t of Object.values(targets)) {
-    const side = await verifiedSidecar(t, want, pool, signal);
-    if (side) kept.set(t.role, side);
-    else await Promise.all([rm(abs(t), { force: true }), rm(sidecarOf(t), { force: true })]);
+    const side = await matchingSidecar(t, want);
+    if (side && (await stat(abs(t)).catch(() => undefined))) candidates.push({ t, side });
+  }
+  const got = candidates.length === 0 ? [] : await readBackDigests(candidates.map((c) => abs(c.t)), { pool, signal });
+  const kept = new Map<Role, Sidecar>();
+  for (const [k, { t, side }] of candidates.entries()) {
+    if (got[k]!.sizeBytes === side.sizeBytes && got[k]!.digest === side.digest) kept.set(t.role, side);
+  }
+  for (const t of Object.values(targets)) {
+    if (!kept.has(t.role)) await Promise.all([rm(abs(t), { force: true }), rm(sidecarOf(t), { force: true })]);
   }
   return kept;
 }
 
-async function verifiedSidecar(t: Target, want: KeepWhen, pool: Sha256Pool, signal?: AbortSignal): Promise<Sidecar | undefined> {
+/** The image's sidecar when it records this source, this size and the target's label. */
+async function matchingSidecar(t: Target, want: KeepWhen): Promise<Sidecar | undefined> {
   let side: Sidecar;
   try {
     side = JSON.parse(await readFile(sidecarOf(t), 'utf8')) as Sidecar;
@@ -72,11 +81,5 @@ async function verifiedSidecar(t: Target, want: KeepWhen, pool: Sha256Pool, sign
     return undefined;
   }
   if (side.sourceDigest !== want.sourceDigest || side.contentDigest !== want.contentDigest || side.sizeBytes !== want.sizeBytes || side.label !== t.label) return undefined;
-  try {
-    await readBackImage({ path: abs(t), name: t.file, sizeBytes: side.sizeBytes, digest: side.digest, chunks: side.chunks }, { pool, device: t.device, signal });
-    return side;
-  } catch (err) {
-    if (err instanceof ReadBackMismatch || (err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw err;
-  }
+  return side;
 }

@@ -13,7 +13,7 @@ import type { HarvesterConfig } from '../../config/types.js';
 import type { MachineFacts } from '../preflight/types.js';
 import { copyProgress, type InstallContext, type Step } from './context.js';
 import { withMounted } from './mounted.js';
-import { deployImages, imageDigestOnDisk } from '../deploy/index.js';
+import { deployImages, imageDigestsOnDisk } from '../deploy/index.js';
 import { bootloaderStillWritten, describeBootChain, installBootloader } from '../bootloader/index.js';
 import { bootEntrySkipReason, planBootEntry, writeBootEntry } from '../bootloader/boot-entry.js';
 import { placeNodePath, renderNode, type RenderedFile, type RenderReport } from '../render/index.js';
@@ -65,13 +65,16 @@ export const deployStep: Step = {
     // The chroot step's commands change active.img; it records what it left.
     const activeNow = ctx.recorded?.('chroot')?.activeDigest;
     return withMounted(ctx.plan, ctx.runDir, ['COS_STATE', 'COS_RECOVERY'], async (dirs) => {
+      const on = (img: ImageRecord) => (img.label === 'COS_SYSTEM' ? 'COS_RECOVERY' : 'COS_STATE');
       for (const img of images) {
-        const on = img.label === 'COS_SYSTEM' ? 'COS_RECOVERY' : 'COS_STATE';
-        const digest = img.label === 'COS_ACTIVE' && typeof activeNow === 'string' ? activeNow : img.digest;
-        const st = await stat(path.join(dirs[on], img.file)).catch(() => undefined);
+        const st = await stat(path.join(dirs[on(img)], img.file)).catch(() => undefined);
         if (!st || st.size !== img.sizeBytes) return `${img.file} is ${st ? `${st.size} bytes` : 'missing'}, deployed ${img.sizeBytes}`;
-        const got = await imageDigestOnDisk(path.join(dirs[on], img.file), ctx.signal);
-        if (got !== digest) return `${img.file} read back from ${labelDevice(ctx.plan, on)} is ${got}, not the ${digest} deployed`;
+      }
+      // Together: passive and recovery are active's bytes but for their labels (read-back.ts).
+      const got = await imageDigestsOnDisk(images.map((img) => path.join(dirs[on(img)], img.file)), ctx.signal);
+      for (const [k, img] of images.entries()) {
+        const digest = img.label === 'COS_ACTIVE' && typeof activeNow === 'string' ? activeNow : img.digest;
+        if (got[k] !== digest) return `${img.file} read back from ${labelDevice(ctx.plan, on(img))} is ${got[k]}, not the ${digest} deployed`;
       }
       return undefined;
     }, { readOnly: true });
