@@ -12,6 +12,7 @@ import type { Guard, GuardContext, GuardResult } from '../guard.js';
 import { parseDuration } from '../settings.js';
 import { judgeClock, type ClockFacts, type ClockJudgement, type ClockWant, type TimeDaemonKind } from '../time/clock.js';
 import { installFinishedAt, joinServerClockUrl, observeDaemon, observeServerClock, type TimeObserveOptions } from '../time/observe.js';
+import { restartTimesyncd, timesyncdNeedsNudge, type TimesyncdRestart } from '../time/nudge.js';
 
 export const TIMESYNCD_SYNC_FILE = '/run/systemd/timesync/synchronized';
 const TIMESYNCD_BINARIES = ['/usr/lib/systemd/systemd-timesyncd', '/lib/systemd/systemd-timesyncd'];
@@ -24,6 +25,7 @@ interface TimeSettings {
   pollWindowMs: number;
   pollIntervalMs: number;
   watchIntervalMs: number;
+  restartTimesyncd: TimesyncdRestart;
 }
 
 function duration(s: Record<string, unknown>, key: string, fallback: number): number {
@@ -48,8 +50,18 @@ function timeSettings(ctx: GuardContext): TimeSettings {
     pollWindowMs: duration(s, 'pollWindow', 10_000),
     pollIntervalMs: duration(s, 'pollInterval', 1_000),
     watchIntervalMs: duration(s, 'watchInterval', 60_000),
+    restartTimesyncd: restartSetting(s.restartTimesyncd),
   };
 }
+
+function restartSetting(v: unknown): TimesyncdRestart {
+  if (v === 'never') return 'never';
+  if (Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === 'string')) return v as string[];
+  return 'auto';
+}
+
+/** The node roots whose timesyncd this agent process has restarted (once each: see time/nudge.ts). */
+const nudged = new Set<string>();
 
 /** When this agent process first looked at the clock, per node root: the synchronisation wait starts there. */
 const firstLook = new Map<string, number>();
@@ -91,6 +103,11 @@ async function reconcile(ctx: GuardContext): Promise<GuardResult> {
     }
     if (judgement.text !== last) ctx.log.info(judgement.verdict === 'wrong' ? 'clock is wrong' : 'clock not confirmed yet', { detail: judgement.text });
     last = judgement.text;
+    if (timesyncdNeedsNudge(facts.daemon, nudged.has(ctx.root('/')))) {
+      nudged.add(ctx.root('/'));
+      ctx.log.info('systemd-timesyncd asked to try its servers now (the network is online; its next try could be minutes away)', { detail: await restartTimesyncd(t.restartTimesyncd, ctx.root('/')) });
+      continue;
+    }
     ctx.progress(judgement.text);
     if (ctx.now() >= windowEnd || ctx.signal.aborted) return { status: 'retry', reason: judgement.text };
     await sleep(t.pollIntervalMs, ctx.signal).catch(() => undefined);

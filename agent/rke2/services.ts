@@ -11,6 +11,7 @@ import { run } from '../../lib/exec.js';
 import { writeFileAtomic } from '../../lib/atomic-write.js';
 import { sleep } from '../../lib/wait.js';
 import type { Rke2Role } from './role.js';
+import { systemdBooted } from '../systemd-booted.js';
 
 export interface ServiceState {
   active: boolean;
@@ -165,7 +166,7 @@ async function processStartTicks(pid: number): Promise<string | undefined> {
   }
 }
 
-/** systemd is in charge when /run/systemd/system exists (sd_booted). */
+/** systemd is in charge when it booted this node (systemd-booted.ts) and the root is the node's. */
 export async function chooseServices(
   supervisor: 'auto' | 'systemd' | 'process',
   binary: string,
@@ -174,8 +175,7 @@ export async function chooseServices(
 ): Promise<Rke2Services> {
   if (supervisor === 'systemd') return new SystemdRke2Services();
   if (supervisor === 'auto') {
-    const booted = await readFile('/run/systemd/system', 'utf8').then(() => true, (e: NodeJS.ErrnoException) => e.code === 'EISDIR');
-    if (booted && root('/') === '/') return new SystemdRke2Services();
+    if ((await systemdBooted()) && root('/') === '/') return new SystemdRke2Services();
   }
   return new ProcessRke2Services(binary, root, env);
 }
