@@ -64,7 +64,7 @@ afterAll(async () => {
 async function boot(name: string, drives: string[], until: RegExp): Promise<string> {
   const vars = path.join(work, `vars-${name}.fd`);
   await copyFile(OVMF_VARS, vars);
-  const args = ['-machine', 'q35', '-accel', 'tcg', '-cpu', 'qemu64', '-m', '1024', '-smp', '2', '-nographic', '-no-reboot', '-nic', 'none',
+  const args = ['-machine', 'q35', '-accel', 'tcg', '-cpu', 'qemu64', '-m', '1024', '-smp', '1', '-nographic', '-no-reboot', '-nic', 'none',
     '-drive', `if=pflash,format=raw,readonly=on,file=${OVMF_CODE}`, '-drive', `if=pflash,format=raw,file=${vars}`];
   drives.forEach((f, i) => args.push('-drive', `file=${f},if=none,format=raw,id=d${i}`, '-device', `nvme,serial=hvboot${i},drive=d${i}`));
   const guest = execa('qemu-system-x86_64', args, { reject: false, stdin: 'ignore', timeout: BOOT_DEADLINE_MS });
