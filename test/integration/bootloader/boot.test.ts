@@ -6,13 +6,14 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execa, type ResultPromise } from 'execa';
-import { copyFile, mkdtemp, open, rm } from 'node:fs/promises';
+import { copyFile, mkdtemp, open, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { deployImages } from '../../../installer/deploy/index.js';
 import { installBootloader } from '../../../installer/bootloader/index.js';
 import { buildTestOsTree } from '../../../iso-build/index.js';
 import { harvesterParts, makeLoopDisk, type LoopDisk } from '../deploy/loop-disk.js';
+import { NO_COUNTDOWN } from './no-countdown.js';
 
 const OVMF_CODE = '/usr/share/OVMF/OVMF_CODE_4M.fd';
 const OVMF_VARS = '/usr/share/OVMF/OVMF_VARS_4M.fd';
@@ -49,6 +50,7 @@ beforeAll(async () => {
   const fh = await open(path.join(d.byLabel('COS_STATE').mountpoint!, 'cOS/active.img'), 'r+');
   await fh.write(Buffer.alloc(1024), 0, 1024, 1024);
   await fh.close();
+  await writeFile(path.join(d.byLabel('COS_OEM').mountpoint!, 'grubcustom'), NO_COUNTDOWN);
   await d.release();
   diskImage = d.file;
 }, 900_000);
