@@ -6,13 +6,14 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execa, type ResultPromise } from 'execa';
-import { copyFile, mkdtemp, open, rm } from 'node:fs/promises';
+import { copyFile, mkdtemp, open, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { deployImages } from '../../../installer/deploy/index.js';
 import { installBootloader } from '../../../installer/bootloader/index.js';
 import { buildTestOsTree } from '../../../iso-build/index.js';
 import { harvesterParts, makeLoopDisk, type LoopDisk } from '../deploy/loop-disk.js';
+import { NO_COUNTDOWN } from './no-countdown.js';
 
 const OVMF_CODE = '/usr/share/OVMF/OVMF_CODE_4M.fd';
 const OVMF_VARS = '/usr/share/OVMF/OVMF_VARS_4M.fd';
@@ -49,6 +50,7 @@ beforeAll(async () => {
   const fh = await open(path.join(d.byLabel('COS_STATE').mountpoint!, 'cOS/active.img'), 'r+');
   await fh.write(Buffer.alloc(1024), 0, 1024, 1024);
   await fh.close();
+  await writeFile(path.join(d.byLabel('COS_OEM').mountpoint!, 'grubcustom'), NO_COUNTDOWN);
   await d.release();
   diskImage = d.file;
 }, 900_000);
@@ -64,7 +66,7 @@ afterAll(async () => {
 async function boot(name: string, drives: string[], until: RegExp): Promise<string> {
   const vars = path.join(work, `vars-${name}.fd`);
   await copyFile(OVMF_VARS, vars);
-  const args = ['-machine', 'q35', '-accel', 'tcg', '-cpu', 'qemu64', '-m', '1024', '-smp', '2', '-nographic', '-no-reboot', '-nic', 'none',
+  const args = ['-machine', 'q35', '-accel', 'tcg', '-cpu', 'qemu64', '-m', '1024', '-smp', '1', '-nographic', '-no-reboot', '-nic', 'none',
     '-drive', `if=pflash,format=raw,readonly=on,file=${OVMF_CODE}`, '-drive', `if=pflash,format=raw,file=${vars}`];
   drives.forEach((f, i) => args.push('-drive', `file=${f},if=none,format=raw,id=d${i}`, '-device', `nvme,serial=hvboot${i},drive=d${i}`));
   const guest = execa('qemu-system-x86_64', args, { reject: false, stdin: 'ignore', timeout: BOOT_DEADLINE_MS });

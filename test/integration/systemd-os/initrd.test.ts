@@ -1,6 +1,6 @@
 /**
  * The systemd test OS's initramfs (iso-build/systemd-os/files/init), booted under QEMU with
- * Debian's kernel straight from -kernel/-initrd, on small disks made here: COS_STATE with
+ * Debian's kernel straight from -kernel/-initrd (its ELF image, by the PVH entry), on small disks made here: COS_STATE with
  * active.img and passive.img (a busybox tree whose /sbin/init prints what it finds, then changes
  * state and powers off), COS_OEM with the installer's 90_custom.yaml (rendered by
  * installer/render), COS_PERSISTENT pre-seeded with a node's earlier state, HARV_LH_DEFAULT.
@@ -18,6 +18,7 @@ import { buildTestOsTree } from '../../../iso-build/index.js';
 import { buildCosInitrd } from '../../../iso-build/systemd-os/initrd.js';
 import { systemdOsFile } from '../../../iso-build/systemd-os/files.js';
 import { renderYip } from '../../../installer/render/yip.js';
+import { pvhKernel } from '../guest-initrd.js';
 
 const KERNEL_CACHE = process.env.HV_KERNEL_CACHE ?? '/var/cache/hvinstall/debian-kernel';
 const BOOT_DEADLINE_MS = 240_000;
@@ -60,7 +61,7 @@ async function ext4(name: string, label: string, sizeMiB: number, from?: string,
 beforeAll(async () => {
   work = await mkdtemp(path.join(os.tmpdir(), 'hv-cos-initrd-'));
   const kernel = await fetchDebianKernel(KERNEL_CACHE);
-  vmlinuz = kernel.vmlinuz;
+  vmlinuz = await pvhKernel(kernel.vmlinuz);
   initrd = (await buildCosInitrd({ programsRoot: '/', modulesRoot: kernel.modulesRoot, kernelVersion: kernel.version, out: path.join(work, 'initrd.gz'), epoch: 1_700_000_000 })).file;
 
   // The image: busybox, the report init, the mount points an Elemental layout needs, a file in a
@@ -118,7 +119,8 @@ interface Boot {
 
 /** Boots the disks with the kernel command line; the guest powers off by itself (rd.emergency=poweroff on failure). */
 async function boot(cmdline: string, names = ['state', 'oem', 'persistent', 'longhorn', 'plain']): Promise<Boot> {
-  const args = ['-machine', 'q35', '-accel', 'tcg', '-cpu', 'qemu64', '-m', '768', '-smp', '2', '-nographic', '-no-reboot', '-nic', 'none',
+  // One vCPU and 256 MiB: the initramfs needs no more, and under TCG each costs CPU time.
+  const args = ['-machine', 'q35', '-accel', 'tcg', '-cpu', 'qemu64', '-m', '256', '-smp', '1', '-nographic', '-no-reboot', '-nic', 'none',
     '-kernel', vmlinuz, '-initrd', initrd, '-append', `console=ttyS0 panic=-1 no_timer_check rd.emergency=poweroff ${cmdline}`];
   for (const n of names) args.push('-drive', `file=${disks[n]},if=virtio,format=raw,cache=unsafe`);
   const guest = execa('qemu-system-x86_64', args, { reject: false, stdin: 'ignore', timeout: BOOT_DEADLINE_MS });

@@ -7,13 +7,14 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execa } from 'execa';
-import { copyFile, mkdtemp, rm } from 'node:fs/promises';
+import { copyFile, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { deployImages } from '../../../installer/deploy/index.js';
 import { installBootloader } from '../../../installer/bootloader/index.js';
 import { buildTestOsTree } from '../../../iso-build/index.js';
 import { harvesterParts, makeLoopDisk, type LoopDisk } from '../deploy/loop-disk.js';
+import { NO_COUNTDOWN } from '../bootloader/no-countdown.js';
 
 const OVMF_CODE = '/usr/share/OVMF/OVMF_CODE_4M.fd';
 const OVMF_VARS = '/usr/share/OVMF/OVMF_VARS_4M.fd';
@@ -30,6 +31,7 @@ beforeAll(async () => {
   await installBootloader({ firmware: 'efi', device: disk.device, espDevice: disk.byLabel('COS_GRUB').device, stateDir, oemDir: disk.byLabel('COS_OEM').mountpoint!, tty: 'ttyS0', thirdPartyKernelArgs: 'no_timer_check', labelCheckDevices: disk.parts.map((p) => p.device) });
   // What hvinstall upgrade leaves: armed.
   await execa('grub-editenv', [path.join(stateDir, 'hv_assessment'), 'set', 'hv_assessment_state=armed']);
+  await writeFile(path.join(disk.byLabel('COS_OEM').mountpoint!, 'grubcustom'), NO_COUNTDOWN);
   await disk.release();
 }, 900_000);
 

@@ -9,7 +9,7 @@
 import { chmod, copyFile, cp, mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { run } from '../../../../lib/exec.js';
-import { copyWithLibs } from '../../guest-initrd.js';
+import { copyWithLibs, pvhKernel } from '../../guest-initrd.js';
 import { fetchDebianKernel } from '../../../../iso-build/boot-chain.js';
 
 export const KERNEL_CACHE = process.env.HV_KERNEL_CACHE ?? '/var/cache/hvinstall/debian-kernel';
@@ -50,13 +50,13 @@ export async function buildBondGuest(work: string, repo: string, script: string)
   await writeFile(path.join(root, 'init'), `#!/bin/busybox sh\n/bin/busybox --install -s /bin\nexport PATH=/usr/sbin:/usr/bin:/bin\n${script}\n`, { mode: 0o755 });
   const initrd = path.join(work, 'initrd.zst');
   await run('sh', ['-c', `cd '${root}' && find . | LC_ALL=C sort | cpio -o -H newc --quiet | zstd -q -3 -T0 > '${initrd}'`], { timeoutMs: 10 * 60_000 });
-  return { vmlinuz: kernel.vmlinuz, initrd };
+  return { vmlinuz: await pvhKernel(kernel.vmlinuz), initrd };
 }
 
 /** Boots the guest with no disk and no network device; returns the serial console output. */
 export async function bootGuest(img: GuestImage, timeoutMs: number): Promise<string> {
   const r = await run('qemu-system-x86_64', [
-    '-machine', 'q35', '-accel', 'tcg', '-cpu', 'qemu64', '-m', '1536', '-smp', '2', '-nographic', '-no-reboot',
+    '-machine', 'q35', '-accel', 'tcg', '-cpu', 'qemu64', '-m', '1536', '-smp', '1', '-nographic', '-no-reboot',
     '-nic', 'none', '-kernel', img.vmlinuz, '-initrd', img.initrd, '-append', 'console=ttyS0 panic=-1 quiet loglevel=3',
   ], { timeoutMs, allowFailure: true });
   return r.stdout + r.stderr;
