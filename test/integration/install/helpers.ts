@@ -256,10 +256,10 @@ export async function sparseDigests(file: string): Promise<{ sha256: string; chu
   return { sha256: sha256!, chunked: `sha256-4m:${chunks}` };
 }
 
-async function sha256Of(file: string, size: number, normalise?: (rel: string, text: string) => string, rel = ''): Promise<string> {
+async function sha256Of(file: string, size: number, normalise?: (rel: string, text: string) => string, rel = '', allocated = size): Promise<string> {
   if (normalise && size < 1024 * 1024) return createHash('sha256').update(normalise(rel, await readFile(file, 'utf8'))).digest('hex');
   if (size < 1024 * 1024) return createHash('sha256').update(await readFile(file)).digest('hex');
-  if (size >= SPARSE_FROM) return (await sparseDigests(file)).sha256; // the OS images: nearly all holes
+  if (size >= SPARSE_FROM && allocated < size / 2) return (await sparseDigests(file)).sha256; // the OS images: nearly all holes
   return (await sh('sha256sum', [file])).stdout.split(' ')[0]!; // streamed by a C tool
 }
 
@@ -281,7 +281,7 @@ export async function treeManifest(
       else if (s.isDirectory()) {
         out[rel] = `dir ${mode}`;
         await walk(full);
-      } else out[rel] = `${mode} ${s.size} ${await sha256Of(full, s.size, normalise, rel)}`;
+      } else out[rel] = `${mode} ${s.size} ${await sha256Of(full, s.size, normalise, rel, s.blocks * 512)}`;
     }
   }
   await walk(root);
