@@ -7,6 +7,9 @@ import { ext2LabelOffsets } from '../../../installer/deploy/ext2-label.js';
 import { buildExt2Image } from '../../../installer/deploy/image-build.js';
 import { copyImage, imageDigest } from '../../../installer/deploy/sparse-copy.js';
 import { buildTestOsTree } from '../../../iso-build/index.js';
+// File digests from the test's own oracle (holes hashed as zeros without being read: a sparse image
+// read whole costs about 5 s of system time per GiB here).
+import { sparseDigests } from '../install/helpers.js';
 
 let dir: string;
 
@@ -16,18 +19,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
-
-const SPARSE_DIGEST = path.resolve(import.meta.dirname, '../../fixtures/sparse-digest/sparse_digest.py');
-
-/**
- * The file's sha256 and its chunked digest, from an oracle of the test's own
- * (test/fixtures/sparse-digest): holes hashed as zeros without being read, which on this host costs
- * about 5 s of system time per GiB each time a sparse image is read whole.
- */
-async function digests(file: string): Promise<{ sha256: string; chunked: string }> {
-  const [sha256, chunks] = (await execa('/usr/bin/python3', [SPARSE_DIGEST, file])).stdout.split('\n');
-  return { sha256: sha256!, chunked: `sha256-4m:${chunks}` };
-}
 
 describe('relabelling copies in the stream', () => {
   it.each([
@@ -52,7 +43,7 @@ describe('relabelling copies in the stream', () => {
     const passive = path.join(dir, `passive-${sizeMiB}.img`);
     const plain = path.join(dir, `plain-${sizeMiB}.img`);
     const r = await copyImage(active, [{ path: passive, relabel: { label: 'COS_PASSIVE', offsets: offsets! } }, { path: plain }]);
-    const [ofPassive, ofTune2fs, ofPlain, ofActive] = await Promise.all([passive, viaTune2fs, plain, active].map(digests));
+    const [ofPassive, ofTune2fs, ofPlain, ofActive] = await Promise.all([passive, viaTune2fs, plain, active].map(sparseDigests));
     expect(ofPassive.sha256).toBe(ofTune2fs.sha256);
     expect(ofPlain.sha256).toBe(ofActive.sha256);
     expect(ofPassive.sha256).not.toBe(ofActive.sha256);
