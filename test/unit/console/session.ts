@@ -191,6 +191,15 @@ export class Session {
 
   /** Waits until the screen stops changing (the program handled what was sent). */
   async settle(quietMs = 150, timeoutMs = 10_000): Promise<string> {
+    await this.quiet(() => quietMs, timeoutMs);
+    return this.screen();
+  }
+
+  /**
+   * Waits until the screen, its cursor and its reverse-video cells stayed the same for `quietMs()`
+   * (asked again at each look), or until `timeoutMs` passed.
+   */
+  private async quiet(quietMs: () => number, timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     let last = '';
     let since = Date.now();
@@ -200,9 +209,9 @@ export class Session {
       if (s !== last) {
         last = s;
         since = Date.now();
-      } else if (Date.now() - since >= quietMs) return this.screen();
-      if (Date.now() > deadline) return this.screen();
-      await new Promise((r) => setTimeout(r, 10));
+      } else if (Date.now() - since >= quietMs()) return;
+      if (Date.now() > deadline) return;
+      await new Promise((r) => setTimeout(r, 5));
     }
   }
 
@@ -215,20 +224,8 @@ export class Session {
    * screen then stayed the same for a moment (a key's own redraws come at once, together); or, for
    * input that draws nothing, the screen stayed the same for 60 ms as before.
    */
-  private async took(framesBefore: number, timeoutMs = 10_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    let last = '';
-    let since = Date.now();
-    for (;;) {
-      await this.pending;
-      const s = this.screen() + JSON.stringify(this.cursor()) + this.highlighted().join('|');
-      if (s !== last) {
-        last = s;
-        since = Date.now();
-      } else if (Date.now() - since >= (this.frames > framesBefore ? 25 : 60)) return;
-      if (Date.now() > deadline) return;
-      await new Promise((r) => setTimeout(r, 5));
-    }
+  private took(framesBefore: number): Promise<void> {
+    return this.quiet(() => (this.frames > framesBefore ? 25 : 60), 10_000);
   }
 
   /** Sends keys one at a time, letting the program take each before the next. */
