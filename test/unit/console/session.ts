@@ -14,6 +14,9 @@ export const REPO = path.resolve(import.meta.dirname, '../../..');
 export const CLI = path.join(REPO, 'dist/installer/cli.js');
 export const AGENT_CLI = path.join(REPO, 'dist/agent/cli.js');
 
+/** How every frame the console draws begins (lib/tui/screen.ts: the cursor hidden while drawing). */
+const FRAME_START = '\x1b[?25l';
+
 export const KEYS = {
   enter: '\r',
   tab: '\t',
@@ -47,6 +50,8 @@ export class Session {
   /** Everything the program wrote, raw (for checks that no stack trace ever reached the screen). */
   raw = '';
   private pending = Promise.resolve();
+  /** Frames the program drew so far (each starts with FRAME_START). */
+  private frames = 0;
 
   constructor(file: string, args: string[], opts: SessionOptions = {}) {
     const cols = opts.cols ?? 80;
@@ -61,6 +66,7 @@ export class Session {
     });
     this.pty.onData((d) => {
       this.raw += d;
+      this.frames += d.split(FRAME_START).length - 1;
       this.pending = this.pending.then(() => new Promise<void>((r) => this.term.write(d, r)));
     });
     this.term.onData((d) => this.pty.write(d));
@@ -113,7 +119,7 @@ export class Session {
       if (f.includes(text)) return f;
       if (this.exitInfo) throw new Error(`the program exited (${this.exitInfo.exitCode}) before the screen showed ${JSON.stringify(text)}:\n${this.screen()}`);
       if (Date.now() > deadline) throw new Error(`the screen did not show ${JSON.stringify(text)} within ${timeoutMs} ms:\n${this.screen()}`);
-      await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, 10));
     }
   }
 
@@ -126,7 +132,7 @@ export class Session {
       if (!f.includes(text)) return f;
       if (this.exitInfo) throw new Error(`the program exited (${this.exitInfo.exitCode}) with the screen still showing ${JSON.stringify(text)}:\n${this.screen()}`);
       if (Date.now() > deadline) throw new Error(`the screen still showed ${JSON.stringify(text)} after ${timeoutMs} ms:\n${this.screen()}`);
-      await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, 10));
     }
   }
 
@@ -166,7 +172,7 @@ export class Session {
       if (typeof what === 'string' ? s.includes(what) : what.test(s)) return s;
       if (this.exitInfo) throw new Error(`the program exited (${this.exitInfo.exitCode}) before the screen showed ${String(what)}:\n${s}`);
       if (Date.now() > deadline) throw new Error(`the screen did not show ${String(what)} within ${timeoutMs} ms:\n${s}`);
-      await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, 10));
     }
   }
 
@@ -179,12 +185,21 @@ export class Session {
       if (r[1]?.trim() === title || `${r[1]?.trim()} ${r[2]?.trim()}` === title) return this.screen();
       if (this.exitInfo) throw new Error(`the program exited (${this.exitInfo.exitCode}) before page ${JSON.stringify(title)}:\n${this.screen()}`);
       if (Date.now() > deadline) throw new Error(`page ${JSON.stringify(title)} did not come within ${timeoutMs} ms:\n${this.screen()}`);
-      await new Promise((res) => setTimeout(res, 50));
+      await new Promise((res) => setTimeout(res, 10));
     }
   }
 
   /** Waits until the screen stops changing (the program handled what was sent). */
   async settle(quietMs = 150, timeoutMs = 10_000): Promise<string> {
+    await this.quiet(() => quietMs, timeoutMs);
+    return this.screen();
+  }
+
+  /**
+   * Waits until the screen, its cursor and its reverse-video cells stayed the same for `quietMs()`
+   * (asked again at each look), or until `timeoutMs` passed.
+   */
+  private async quiet(quietMs: () => number, timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     let last = '';
     let since = Date.now();
@@ -194,9 +209,9 @@ export class Session {
       if (s !== last) {
         last = s;
         since = Date.now();
-      } else if (Date.now() - since >= quietMs) return this.screen();
-      if (Date.now() > deadline) return this.screen();
-      await new Promise((r) => setTimeout(r, 25));
+      } else if (Date.now() - since >= quietMs()) return;
+      if (Date.now() > deadline) return;
+      await new Promise((r) => setTimeout(r, 5));
     }
   }
 
@@ -204,17 +219,28 @@ export class Session {
     this.pty.write(data);
   }
 
+  /**
+   * Waits until the program took the input just sent: it drew a frame since `framesBefore` and the
+   * screen then stayed the same for a moment (a key's own redraws come at once, together); or, for
+   * input that draws nothing, the screen stayed the same for 60 ms as before.
+   */
+  private took(framesBefore: number): Promise<void> {
+    return this.quiet(() => (this.frames > framesBefore ? 25 : 60), 10_000);
+  }
+
   /** Sends keys one at a time, letting the program take each before the next. */
   async keys(...ks: string[]): Promise<void> {
     for (const k of ks) {
+      const before = this.frames;
       this.write(k);
-      await this.settle(60);
+      await this.took(before);
     }
   }
 
   async type(text: string): Promise<void> {
+    const before = this.frames;
     this.write(text);
-    await this.settle(60);
+    await this.took(before);
   }
 
   resize(cols: number, rows: number): void {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -9,6 +10,8 @@ import { formatPlanText } from '../../../installer/disk/format-plan.js';
 import type { HarvesterConfig } from '../../../config/types.js';
 import type { InstallPlan } from '../../../installer/disk/types.js';
 import { disk, machine, GiB } from './facts-fixture.js';
+
+const execFileAsync = promisify(execFile);
 
 const MiB = 1024 * 1024;
 /**
@@ -144,20 +147,22 @@ describe('planInstall layout matrix', () => {
   });
 
   // Sizes a few KiB either side of a MiB boundary: where the GPT backup decides whether the last MiB is usable.
-  it.each([300 * GiB, 300 * GiB + 10 * 1024, 300 * GiB + 20 * 1024, 300 * GiB + MiB - 512])(
+  // Concurrent: sgdisk syncs and then sleeps a second after writing a table (gptfdisk's DiskSync), so
+  // the four disks wait out their second together.
+  it.concurrent.for([300 * GiB, 300 * GiB + 10 * 1024, 300 * GiB + 20 * 1024, 300 * GiB + MiB - 512])(
     'sgdisk itself accepts the planned table on a sparse disk of %d bytes; the last partition ends within a MiB of its last usable sector',
-    (sizeBytes) => {
+    async (sizeBytes, { expect }) => {
       const dir = mkdtempSync(path.join(tmpdir(), 'hvplan-sgdisk-'));
       try {
         const file = path.join(dir, 'disk.raw');
-        execFileSync('truncate', ['-s', String(sizeBytes), file]);
+        await execFileAsync('truncate', ['-s', String(sizeBytes), file]);
         const plan = planInstall(cfg(), machine([disk('vda', 300, { sizeBytes })]));
         const cmd = gptCommand(plan);
-        execFileSync(cmd.file, [...cmd.args.slice(0, -1), file], { stdio: 'pipe' });
-        const printed = execFileSync('sgdisk', ['-p', file], { encoding: 'utf8' });
+        await execFileAsync(cmd.file, [...cmd.args.slice(0, -1), file]);
+        const printed = (await execFileAsync('sgdisk', ['-p', file], { encoding: 'utf8' })).stdout;
         const lastUsable = Number(/last usable sector is (\d+)/.exec(printed)![1]);
         const last = plan.partitions.at(-1)!;
-        const info = execFileSync('sgdisk', ['-i', String(last.number), file], { encoding: 'utf8' });
+        const info = (await execFileAsync('sgdisk', ['-i', String(last.number), file], { encoding: 'utf8' })).stdout;
         expect(Number(/Last sector: (\d+)/.exec(info)![1])).toBe(last.endSector);
         expect(last.endSector).toBeLessThanOrEqual(lastUsable);
         expect((lastUsable + 1) * 512 - (last.endSector + 1) * 512).toBeLessThan(MiB);

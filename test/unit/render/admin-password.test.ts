@@ -121,7 +121,7 @@ describe('the post-instruction script', () => {
       writeFileSync(
         kubectl,
         `#!/bin/sh
-node -e 'require("fs").appendFileSync(process.argv[1], JSON.stringify(process.argv.slice(2)) + "\\n")' "${log}" "$@"
+{ printf '%s\\037' "$@"; printf '\\n'; } >> "${log}"
 case "$*" in
   "get users.management.cattle.io "*) printf '%s' "${admin}" ;;
   "-n cattle-local-user-passwords get secret user-abc12") exit 0 ;;
@@ -136,7 +136,8 @@ exit 0
       chmodSync(path.join(dir, 'sleep'), 0o755);
       const script = ADMIN_PASSWORD_SCRIPT.replace('k=/var/lib/rancher/rke2/bin/kubectl', `k=${kubectl}`);
       const r = spawnSync('/bin/sh', ['-c', script], { env: { PATH: `${dir}:${process.env.PATH}`, ...env }, encoding: 'utf8', timeout: 60_000 });
-      const calls = readFileSync(log, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as string[]);
+      // One line per call, each argument ended by a unit separator (no argument holds a newline).
+      const calls = readFileSync(log, 'utf8').split('\n').filter(Boolean).map((l) => l.split('\x1f').slice(0, -1));
       return { status: r.status, stderr: r.stderr, calls };
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -16,9 +16,13 @@ import { assertSchema, parseYamlStrict, ourRancherdConfigSchema, ourRancherdReso
 
 const text = (f: RenderedFile) => (typeof f.content === 'string' ? f.content : Buffer.from(f.content).toString('utf8'));
 const caseOf = (name: string) => CASES.find((c) => c.name === name)!;
-const render = (name: string) => {
+// Each case rendered once for the file (the tests only read the result): a create node's render
+// derives the admin password hash, 210000 rounds of PBKDF2, about half a second.
+const rendered = new Map<string, ReturnType<typeof renderNode>>();
+const render = (name: string): ReturnType<typeof renderNode> => {
   const c = caseOf(name);
-  return renderNode(structuredClone(c.config), structuredClone(c.facts), c.seeds);
+  if (!rendered.has(name)) rendered.set(name, renderNode(structuredClone(c.config), structuredClone(c.facts), c.seeds));
+  return rendered.get(name)!;
 };
 const yipFile = (r: ReturnType<typeof render>, p: string) => r.yipFiles.find((f) => f.path === p);
 const version2 = (r: ReturnType<typeof render>, p: string) => (parseYamlStrict(text(yipFile(r, p)!)) as { resources: Array<{ spec: { chart: string; version: string } }> }).resources.map((x) => [x.spec.chart, x.spec.version]);
