@@ -52,7 +52,6 @@ describe('the host state directory', { timeout: FAULT_CASE_MS }, () => {
 
   it('8b. full once the deploy starts: the install goes on and succeeds, says the host record is behind, and keeps its record on the disk', async () => {
     const t = await setup();
-    await t.disk.bypass(); // the fault is the host's directory, not the disk: no FUSE file between
     const dir = await smallStateDir(t, '20m');
     const r = await install({ ...t, args: installArgs(t.configFile, source, dir, ['--bundle', 'none']) }, {}, async (stdout) => {
       await stepStarted(stdout, 'deploy');
@@ -73,7 +72,6 @@ describe('a killed run', { timeout: FAULT_CASE_MS }, () => {
     await writeFile(hold, '');
     cleanup.add(() => rm(hold, { force: true }));
     const t = await setup();
-    await t.disk.bypass(); // the fault is the kill, not the disk: no FUSE file between
     const config = (await readFile(t.configFile, 'utf8')).replace(/^os:\n/m, `os:\n  after_install_chroot_commands:\n    - "if [ -e ${hold} ]; then exec sleep 600; fi"\n`);
     await writeFile(t.configFile, config);
     const run = hvinstallRun(cleanup, t.args);
