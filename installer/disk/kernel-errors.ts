@@ -97,3 +97,24 @@ export function describeKernelIoError(e: KernelIoError): string {
   const op = e.op === 'I/O' ? 'I/O' : e.op.toLowerCase();
   return `${op} error ${e.offset === undefined ? 'on' : `at byte ${e.offset} of`} ${e.device} (kernel: ${e.line})`;
 }
+
+/**
+ * What the install's error adds from the kernel's log: the first I/O error on its disks, with the
+ * byte when the block layer logged one; nothing when the error already quotes that line. Without a
+ * byte it says why: the kernel's notices of dropped lines, or, before any notice (the kernel prints
+ * one only with its next line after the limit), that the kernel logged no line with the sector.
+ */
+export function kernelIoNote(report: KernelIoReport | undefined, disks: readonly string[], errorMessage: string): string {
+  if (!report) return '';
+  if (!report.error) {
+    return `\nthe kernel logged no I/O error line about ${disks.join(', ')} in this run: it rate-limited them (${report.suppressed.join('; ')}); dmesg around the failure may still show the device`;
+  }
+  if (errorMessage.includes(report.error.line)) return '';
+  const noByte =
+    report.error.offset !== undefined
+      ? ''
+      : report.suppressed.length
+        ? ` (no byte: the kernel rate-limited its lines with the sector: ${report.suppressed.join('; ')})`
+        : ` (no byte: the kernel logged no line with the sector about ${disks.join(', ')} in this run; it rate-limits those lines across all disks)`;
+  return `\nthe first I/O error of this run: ${describeKernelIoError(report.error)}${noByte}`;
+}

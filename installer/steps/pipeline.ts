@@ -15,7 +15,7 @@ import { Logger } from '../../lib/logger.js';
 import { partitionPath } from '../disk/commands.js';
 import { filesystemMismatch, exists } from '../disk/block.js';
 import { describeInvalidation, invalidateDisk } from '../disk/invalidate.js';
-import { describeKernelIoError, firstKernelIoError, kernelClock } from '../disk/kernel-errors.js';
+import { firstKernelIoError, kernelClock, kernelIoNote } from '../disk/kernel-errors.js';
 import type { InstallPlan, StepName } from '../disk/types.js';
 import { beforeTargetStalls, SOURCE_STALL_TIMEOUT_MS, takeSourceDigests, TargetWatch, type SourceDigests } from '../deploy/index.js';
 import { agentStep } from './agent-step.js';
@@ -296,14 +296,7 @@ async function kernelNote(r: PipelineRun, err: unknown): Promise<string> {
   if (!r.since) return '';
   const disks = installDisks(r.plan);
   const report = await firstKernelIoError(disks, r.since - 1).catch(() => undefined);
-  if (!report) return '';
-  if (!report.error) {
-    return `\nthe kernel logged no I/O error line about ${disks.join(', ')} in this run: it rate-limited them (${report.suppressed.join('; ')}); dmesg around the failure may still show the device`;
-  }
-  if (String((err as Error)?.message).includes(report.error.line)) return '';
-  // Without the block layer's line there is no byte: say why there is none when the kernel dropped lines.
-  const noByte = report.error.offset === undefined && report.suppressed.length ? ` (no byte: the kernel rate-limited its lines with the sector: ${report.suppressed.join('; ')})` : '';
-  return `\nthe first I/O error of this run: ${describeKernelIoError(report.error)}${noByte}`;
+  return kernelIoNote(report, disks, String((err as Error)?.message));
 }
 
 /** Only a disk this run started to change is invalidated; a refused guard touched nothing. */

@@ -4,7 +4,7 @@
  * (the promise every case keeps, and the harness: cases.ts).
  */
 import { describe, expect, it } from 'vitest';
-import { atStep, expectKernelByte, expectKernelWord, failedLoudly, FAULT_CASE_MS, faultFileHooks, install, recoversToClean, setup } from './cases.js';
+import { atStep, expectKernelByte, expectKernelWord, failedLoudly, FAULT_CASE_MS, faultFileHooks, install, kernelNow, recoversToClean, setup } from './cases.js';
 
 faultFileHooks();
 
@@ -22,10 +22,11 @@ describe('write errors', { timeout: FAULT_CASE_MS }, () => {
     await recoversToClean(t);
 
     const gone = await setup();
+    const since = await kernelNow();
     const pulled = await install(gone, {}, atStep('deploy', gone.disk, [{ action: 'gone' }]));
     await failedLoudly(gone, pulled);
     expect(pulled.stderr).toContain('install failed in step deploy');
-    await expectKernelByte(pulled.stderr, gone.disk.dev);
+    await expectKernelByte(pulled.stderr, gone.disk.dev, since);
     expect(pulled.stderr).toContain('do not boot this disk');
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { describeKernelIoError, parseKernelIoErrors, parseSuppressedIoReports } from '../../../installer/disk/kernel-errors.js';
+import { describeKernelIoError, kernelIoNote, parseKernelIoErrors, parseSuppressedIoReports } from '../../../installer/disk/kernel-errors.js';
 
 const DMESG = `[  865.064684] EXT4-fs (loop6p2): mounted filesystem fd3c212b r/w with ordered data mode.
 [  895.545612] I/O error, dev loop1, sector 2048 op 0x1:(WRITE) flags 0xc800 phys_seg 128 prio class 2
@@ -49,5 +49,34 @@ describe('parseSuppressedIoReports', () => {
     expect(parseSuppressedIoReports(LIMITED, 21101)).toEqual(['blk_print_req_error: 25 callbacks suppressed', 'blk_print_req_error: 29 callbacks suppressed']);
     expect(parseSuppressedIoReports(LIMITED, 0)[0]).toBe('buffer_io_error: 2 callbacks suppressed');
     expect(parseSuppressedIoReports(LIMITED, 21200)).toEqual([]);
+  });
+});
+
+describe('kernelIoNote', () => {
+  const block = { line: 'I/O error, dev loop1, sector 2048 op 0x1:(WRITE) flags 0x0', device: '/dev/loop1', offset: 1048576, op: 'WRITE', at: 1 };
+  const buffer = { line: 'Buffer I/O error on dev loop1p4, logical block 7, async page read', device: '/dev/loop1p4', op: 'READ', at: 2 };
+  it("quotes the block layer's line with its byte", () => {
+    expect(kernelIoNote({ error: block, suppressed: [] }, ['/dev/loop1'], 'mkfs failed')).toBe(
+      '\nthe first I/O error of this run: write error at byte 1048576 of /dev/loop1 (kernel: I/O error, dev loop1, sector 2048 op 0x1:(WRITE) flags 0x0)',
+    );
+  });
+  it('adds nothing when the error already quotes the line, or when the kernel said nothing', () => {
+    expect(kernelIoNote({ error: block, suppressed: [] }, ['/dev/loop1'], `failed (kernel: ${block.line})`)).toBe('');
+    expect(kernelIoNote(undefined, ['/dev/loop1'], 'x')).toBe('');
+  });
+  it("without a byte, quotes the kernel's notices of dropped lines", () => {
+    expect(kernelIoNote({ error: buffer, suppressed: ['blk_print_req_error: 25 callbacks suppressed'] }, ['/dev/loop1'], 'x')).toBe(
+      '\nthe first I/O error of this run: read error on /dev/loop1p4 (kernel: Buffer I/O error on dev loop1p4, logical block 7, async page read) (no byte: the kernel rate-limited its lines with the sector: blk_print_req_error: 25 callbacks suppressed)',
+    );
+  });
+  it('without a byte and before any notice, says the kernel logged no line with the sector about these disks', () => {
+    expect(kernelIoNote({ error: buffer, suppressed: [] }, ['/dev/loop1', '/dev/loop2'], 'x')).toBe(
+      '\nthe first I/O error of this run: read error on /dev/loop1p4 (kernel: Buffer I/O error on dev loop1p4, logical block 7, async page read) (no byte: the kernel logged no line with the sector about /dev/loop1, /dev/loop2 in this run; it rate-limits those lines across all disks)',
+    );
+  });
+  it('with nothing about these disks left, names the notices', () => {
+    expect(kernelIoNote({ suppressed: ['blk_print_req_error: 3 callbacks suppressed'] }, ['/dev/loop1'], 'x')).toBe(
+      '\nthe kernel logged no I/O error line about /dev/loop1 in this run: it rate-limited them (blk_print_req_error: 3 callbacks suppressed); dmesg around the failure may still show the device',
+    );
   });
 });
