@@ -13,6 +13,7 @@ import { formatBytes, type ArchiveOutcome, type FailureKind, type PreloadOutcome
 import { findMissing, imagesToRollBack, importOrder, planImports } from './plan.js';
 import { ImportAttemptError, importArchiveOnce } from './stream-import.js';
 import { RKE2_CONTAINERD, RKE2_CTR, type PreloadSettings } from './settings.js';
+import { describeUnit, readContainerdUnit, unitWillServe } from './containerd-unit.js';
 import { adoptLeftoverContainerd, startStandaloneContainerd, type StandaloneContainerd } from './standalone-containerd.js';
 
 export interface PreloadEnv {
@@ -169,6 +170,16 @@ export async function runPreload(env: PreloadEnv): Promise<PreloadRun> {
     // The leftover is alive but does not answer: replace it.
     await standalone.stop();
     standalone = undefined;
+  }
+  if (problem && s.startContainerd === 'auto') {
+    // The image's containerd up or starting (hvagent is not ordered after it): wait for it instead.
+    const unit = await readContainerdUnit(s.containerdUnit, env.root('/'));
+    if (unit && unitWillServe(unit)) {
+      log.info('waiting for the image\'s containerd', { unit: describeUnit(unit), socket: target.socket });
+      problem = await waitForContainerd(target, env);
+      if (problem) return { kind: 'containerd-unavailable', reason: `${describeUnit(unit)} but nothing answered on ${target.socket} within ${Math.round(s.containerdWaitMs / 1000)} s: ${problem}` };
+      return await importBundle(bundle, dir, target, env, true, undefined);
+    }
   }
   if (problem && s.startContainerd === 'auto') {
     const binary = await resolveContainerdBinary(env);

@@ -39,6 +39,11 @@ export interface PreloadSettings {
    * for this one). `never`: only wait (bounded) for a running containerd.
    */
   startContainerd: 'auto' | 'never';
+  /**
+   * The image's own containerd unit on the socket, if it has one: while systemd has it up or
+   * starting, the preload waits for it (containerdWait) instead of starting a standalone one.
+   */
+  containerdUnit: string;
   /** For the standalone containerd; binary default: RKE2's, else containerd on PATH. */
   containerdBinary?: string;
   containerdRoot: string;
@@ -82,6 +87,7 @@ export function defaultPreloadSettings(): PreloadSettings {
     zstd: 'zstd',
     unpack: false,
     startContainerd: 'auto',
+    containerdUnit: 'containerd.service',
     containerdRoot: RKE2_CONTAINERD_ROOT,
     containerdState: RKE2_CONTAINERD_STATE,
     watchIntervalMs: 300_000,
@@ -136,7 +142,7 @@ const DURATIONS = {
 
 const KNOWN = [
   'containerdSocket', 'bundleDir', 'required', 'sections', 'namespace', 'parallelism', 'attempts',
-  ...Object.keys(DURATIONS), 'ctr', 'zstd', 'unpack', 'startContainerd', 'containerdBinary', 'containerdRoot', 'containerdState', 'reimportsPerDay',
+  ...Object.keys(DURATIONS), 'ctr', 'zstd', 'unpack', 'startContainerd', 'containerdUnit', 'containerdBinary', 'containerdRoot', 'containerdState', 'reimportsPerDay',
 ];
 
 /** Edit distance, for telling a misspelt key of ours from another guard's key. */
@@ -209,6 +215,9 @@ export function resolvePreloadSettings(raw: Record<string, unknown>): PreloadSet
       case 'startContainerd':
         if (value !== 'auto' && value !== 'never') throw settingError(key, `must be auto or never, got ${JSON.stringify(value)}`);
         s.startContainerd = value;
+        break;
+      case 'containerdUnit':
+        s.containerdUnit = nonEmptyString(key, value);
         break;
       case 'containerdBinary':
         s.containerdBinary = nonEmptyString(key, value);
