@@ -22,7 +22,7 @@ interface CertSettings {
   dataDir: string;
   warnDays: number;
   checkIntervalMs: number;
-  /** How soon to look again while RKE2 has made no certificates yet (a first boot). */
+  /** How soon to look again while RKE2 has made no certificates yet, or may still be making them. */
   waitIntervalMs: number;
   rotateTimeoutMs: number;
   rke2: Rke2Settings;
@@ -112,11 +112,24 @@ async function reconcile(ctx: GuardContext): Promise<GuardResult> {
   return { status: 'ok', detail: `${rotated}${plan.summary}` };
 }
 
-/** Every checkInterval (sooner while there are none yet): report again, warn, and send the Event. */
+/**
+ * RKE2 writes its certificates one by one over its first start (the CA first, the leaves as each
+ * component comes up), and the agent starts RKE2 right after its own start: for this long after the
+ * watch begins it looks every waitInterval, so the set it reports is complete, not a day stale.
+ */
+const SETTLE_MS = 15 * 60_000;
+
+/** How long until the next look: sooner while RKE2 has made none, or may still be making them. Pure. */
+export function nextLookMs(s: Pick<CertSettings, 'checkIntervalMs' | 'waitIntervalMs'>, level: CertificatePlan['level'], watchingForMs: number): number {
+  return level === 'none' || watchingForMs < SETTLE_MS ? Math.min(s.waitIntervalMs, s.checkIntervalMs) : s.checkIntervalMs;
+}
+
+/** Every checkInterval (sooner at first and while there are none): report again, warn, and send the Event. */
 async function watch(ctx: GuardContext): Promise<void> {
   const s = certSettings(ctx);
+  const since = ctx.now();
   let level = (await look(ctx, s, false)).plan.level;
-  await everyInterval(ctx.signal, () => (level === 'none' ? s.waitIntervalMs : s.checkIntervalMs), async () => {
+  await everyInterval(ctx.signal, () => nextLookMs(s, level, ctx.now() - since), async () => {
     const { plan, record } = await look(ctx, s, false);
     report(ctx, plan, record, await tellCluster(ctx, s, plan));
     ctx.progress(plan.summary);

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import certificates from '../../../agent/guards/certificates.js';
+import certificates, { nextLookMs } from '../../../agent/guards/certificates.js';
 import type { GuardContext } from '../../../agent/guard.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';
 import { Redactor } from '../../../lib/redact.js';
@@ -99,5 +99,34 @@ describe('certificates guard (reconcile, a stand-in rke2 script)', () => {
     expect(await certificates.reconcile(ctx)).toEqual({ status: 'ok', detail: 'EXPIRED: 1 of 1 RKE2 certificates; soonest: serving-kube-apiserver.crt expired on 2026-06-01' });
     expect(ctx.reported.at(-1)).toMatchObject({ level: 'expired', soonestDays: -30 });
     expect(await s.calls()).toEqual([]);
+  });
+});
+
+describe('certificates guard (watch)', () => {
+  it('looks every waitInterval while there are none and for the first 15 minutes, then every checkInterval', () => {
+    const s = { checkIntervalMs: 86_400_000, waitIntervalMs: 60_000 };
+    expect(nextLookMs(s, 'none', 10 * 86_400_000)).toBe(60_000);
+    expect(nextLookMs(s, 'ok', 0)).toBe(60_000);
+    expect(nextLookMs(s, 'ok', 15 * 60_000 - 1)).toBe(60_000);
+    expect(nextLookMs(s, 'ok', 15 * 60_000)).toBe(86_400_000);
+    expect(nextLookMs(s, 'expiring', 20 * 60_000)).toBe(86_400_000);
+    // A check interval set below the wait interval is never lengthened by it.
+    expect(nextLookMs({ checkIntervalMs: 10_000, waitIntervalMs: 60_000 }, 'ok', 0)).toBe(10_000);
+  });
+
+  it('a certificate RKE2 writes after the first look is reported within a waitInterval, not a checkInterval later', async () => {
+    const t = await setup('renews-nothing');
+    const ac = new AbortController();
+    const reported: Array<Record<string, unknown>> = [];
+    const ctx: GuardContext = { ...t.ctx('hvagent', new Date().toISOString()), now: () => Date.now(), signal: ac.signal, report: (d) => reported.push(d), settings: { ...t.ctx('hvagent', '').settings, waitInterval: '50ms' } };
+    const watching = certificates.watch!(ctx);
+    const root = ctx.root('/');
+    await copyFile(path.join(FIXTURES, 'client-ca.crt'), path.join(root, 'var/lib/rancher/rke2/server/tls/server-ca.crt'));
+    const deadline = Date.now() + 10_000;
+    const paths = () => ((reported.at(-1)?.certificates ?? []) as Array<{ path: string }>).map((c) => c.path).sort();
+    while (paths().length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    ac.abort();
+    await watching;
+    expect(paths()).toEqual(['/var/lib/rancher/rke2/server/tls/server-ca.crt', `/${SERVING}`]);
   });
 });
