@@ -20,7 +20,7 @@ import { faultDisk, hvinstallRun, leftovers, plannedPartitions, type FaultDisk, 
 
 export const cleanup = new Cleanup();
 
-/** A case's timeout: up to three installs through FUSE, with the other integration forks alongside. */
+/** A case's timeout: up to three installs (the faulted one through FUSE), with the other integration forks alongside. */
 export const FAULT_CASE_MS = 420_000;
 
 /** A file of the test OS whose every 4 KiB carries this text: a flip rule corrupts only its data blocks. */
@@ -178,7 +178,7 @@ export async function recoversToClean(t: Install): Promise<void> {
 export function faultFileHooks(): void {
   afterAll(() => cleanup.run());
   beforeAll(async () => {
-    cleanup.add(() => rm(DISK_LINK, { force: true }));
+    cleanup.add(() => Promise.all([rm(DISK_LINK, { force: true }), rm(`${DISK_LINK}.new`, { force: true })]));
     const dir = await tempDir(cleanup, 'hv-faults-src-');
     source = await buildSmallOsTree(dir);
     await mkdir(path.join(source, path.dirname(MARKER_FILE)), { recursive: true });
