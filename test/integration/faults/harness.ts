@@ -172,7 +172,7 @@ export interface Verdict extends CliResult {
  * is killed with its group and reported as hung. Cleanup kills whatever a failed test left.
  */
 export function hvinstallRun(cleanup: Cleanup, args: string[], env: NodeJS.ProcessEnv = {}, graceMs = 30_000): { child: ChildProcess; done: Promise<Verdict> } {
-  const child = spawn(HVINSTALL, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const child = spawn(HVINSTALL, args, { env: { ...process.env, ...env, [FILE_MARK]: FILE_ID }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   cleanup.add(async () => {
     if (child.exitCode === null && child.signalCode === null) process.kill(-child.pid!, 'SIGKILL');
   });
@@ -201,9 +201,39 @@ export function hvinstallRun(cleanup: Cleanup, args: string[], env: NodeJS.Proce
 }
 
 /**
+ * Every process of this file's installs carries this in its environment (the installer's tools
+ * inherit it): a process that holds this file's disk but carries another file's mark is that file's
+ * install probing every disk (its blkid), not a leftover of ours.
+ */
+const FILE_MARK = 'HV_FAULT_FILE';
+const FILE_ID = String(process.pid);
+
+/** The fault-file mark in a process's environment, '' when it has none. */
+async function fileMarkOf(pid: string): Promise<string> {
+  const env = await readFile(`/proc/${pid}/environ`, 'utf8').catch(() => '');
+  return env.split('\0').find((e) => e.startsWith(`${FILE_MARK}=`))?.slice(FILE_MARK.length + 1) ?? '';
+}
+
+/** Processes holding the disk or its partitions, by pid, with what they hold; other fault files' installs left out. */
+async function holders(dev: string): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  for (const pid of (await readdir('/proc')).filter((p) => /^\d+$/.test(p) && Number(p) !== process.pid)) {
+    for (const fd of await readdir(`/proc/${pid}/fd`).catch(() => [] as string[])) {
+      const target = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => '');
+      if (target !== dev && !target.startsWith(`${dev}p`)) continue;
+      const mark = await fileMarkOf(pid);
+      if (mark !== '' && mark !== FILE_ID) continue;
+      out.set(`${pid} ${target}`, `process ${pid} (${(await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).replace(/\0/g, ' ').trim()}) holds ${target}`);
+    }
+  }
+  return out;
+}
+
+/**
  * What a run left behind on the disk: mounts of its partitions (also ones unmounted lazily but still
  * alive, which an exclusive open finds), loop devices over files on it or under the run directory,
- * and processes holding it open.
+ * and processes holding it open: ours at once; one without a fault file's mark (another test's
+ * tool probing every disk) only when it still holds it a second later.
  */
 export async function leftovers(dev: string): Promise<string[]> {
   const out: string[] = [];
@@ -214,11 +244,16 @@ export async function leftovers(dev: string): Promise<string[]> {
   }
   const loops = JSON.parse((await sh('losetup', ['--list', '--json', '--output', 'NAME,BACK-FILE'])).stdout || '{"loopdevices":[]}') as { loopdevices?: Array<{ name: string; 'back-file'?: string | null }> };
   for (const l of loops.loopdevices ?? []) if (l['back-file']?.startsWith(`${runDir}/`)) out.push(`loop device ${l.name} over ${l['back-file']}`);
-  for (const pid of (await readdir('/proc')).filter((p) => /^\d+$/.test(p) && Number(p) !== process.pid)) {
-    for (const fd of await readdir(`/proc/${pid}/fd`).catch(() => [] as string[])) {
-      const target = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => '');
-      if (target === dev || target.startsWith(`${dev}p`)) out.push(`process ${pid} (${(await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).replace(/\0/g, ' ').trim()}) holds ${target}`);
+  const first = await holders(dev);
+  if (first.size) {
+    const unmarked = new Set<string>();
+    for (const key of first.keys()) if ((await fileMarkOf(key.split(' ')[0]!)) === '') unmarked.add(key);
+    if (unmarked.size) {
+      await new Promise((r) => setTimeout(r, 1000));
+      const second = await holders(dev);
+      for (const key of unmarked) if (!second.has(key)) first.delete(key);
     }
+    out.push(...first.values());
   }
   const parts = (await readdir('/sys/class/block')).filter((n) => n.startsWith(`${path.basename(dev)}p`));
   for (const p of parts) {
