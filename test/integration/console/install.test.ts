@@ -114,8 +114,10 @@ async function allocatedBlocks(file: string): Promise<number> {
   return (await stat(file)).blocks;
 }
 
-describe('hvinstall console installs (root, loop devices)', () => {
-  it('--dry-run writes the config and touches no disk', async () => {
+// Each test walks a console of its own onto a disk of its own, most of it waiting on the screen and
+// the install: the tests run side by side.
+describe.concurrent('hvinstall console installs (root, loop devices)', () => {
+  it('--dry-run writes the config and touches no disk', async ({ expect }) => {
     const ntp = await ntpResponder();
     const disk = await loopDisk(cleanup, dir, 'dry', 260);
     const backing = path.join(dir, 'dry.raw');
@@ -135,7 +137,7 @@ describe('hvinstall console installs (root, loop devices)', () => {
     expect((await sh('blkid', ['-p', disk], { allowFailure: true })).stdout).toBe('');
   }, 180_000);
 
-  it('installs onto the disk chosen on the disk page, with the config it confirmed, and does not reboot', async () => {
+  it('installs onto the disk chosen on the disk page, with the config it confirmed, and does not reboot', async ({ expect }) => {
     const ntp = await ntpResponder();
     const disk = await loopDisk(cleanup, dir, 'target', 260);
     const r = startConsole('ok');
@@ -165,7 +167,7 @@ describe('hvinstall console installs (root, loop devices)', () => {
     expect(await readFile(path.join(dir, 'power-actions'), 'utf8').catch(() => '')).toBe('');
   }, 900_000);
 
-  it('a failed install shows the error, the journal and how to resume; Retry resumes it from the journal', async () => {
+  it('a failed install shows the error, the journal and how to resume; Retry resumes it from the journal', async ({ expect }) => {
     const ntp = await ntpResponder();
     const disk = await loopDisk(cleanup, dir, 'resume', 260);
     // A test double of mkfs.ext4, first on PATH: fails for COS_STATE while the flag file exists.

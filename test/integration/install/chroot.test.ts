@@ -30,7 +30,7 @@ const partOf = (plan: InstallPlan, disk: string, label: string): string => parti
 
 async function mountsUnderRunDir(disk: string): Promise<string[]> {
   const runDir = `/run/hvinstall/${path.basename(disk)}`;
-  return (await readFile('/proc/self/mounts', 'utf8')).split('\n').map((l) => l.split(' ')[1] ?? '').filter((m) => m.startsWith(runDir));
+  return (await readFile('/proc/self/mounts', 'utf8')).split('\n').map((l) => l.split(' ')[1] ?? '').filter((m) => m === runDir || m.startsWith(`${runDir}/`)); // not /run/hvinstall/loop10 of another test
 }
 
 // Each test on disks, directories and a server of its own, most of its time waiting on tools and

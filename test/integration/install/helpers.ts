@@ -63,7 +63,8 @@ export async function loopDisk(cleanup: Cleanup, dir: string, name: string, size
   const args = ['--find', '--show', ...(sectorSize !== 512 ? ['--sector-size', String(sectorSize)] : []), file];
   const dev = (await sh('losetup', args)).stdout.trim();
   cleanup.add(async () => {
-    const mounts = (await readFile('/proc/self/mounts', 'utf8')).split('\n').map((l) => l.split(' ')).filter((f) => f[0]?.startsWith(dev));
+    // This device and its partitions only: /dev/loop1 is also the start of /dev/loop10, another test's.
+    const mounts = (await readFile('/proc/self/mounts', 'utf8')).split('\n').map((l) => l.split(' ')).filter((f) => f[0] === dev || f[0]?.startsWith(`${dev}p`));
     for (const m of mounts) await sh('umount', ['-l', m[1]!], { allowFailure: true });
     await sh('losetup', ['--detach', dev], { allowFailure: true });
   });
