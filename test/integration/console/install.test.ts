@@ -84,9 +84,10 @@ async function walkTo(s: Session, disk: string, ntp: string): Promise<string> {
   }
   await fill(s, '150Gi');
   // Where other disks on this machine carry an install (other files' loop devices), the wipe list
-  // takes the focus (its note shows only then); a loaded host may draw it after the keys' settle.
-  const next = await s.waitFor(new RegExp(`Space ticks a disk to wipe|^ ${TITLES.network}`, 'm'));
-  if (next.includes('Space ticks a disk to wipe')) await s.keys(KEYS.enter); // nothing ticked: other disks are left alone
+  // takes the focus (its note shows only then, and not when the list runs past the screen: then the
+  // highlight on one of its boxes says it); a loaded host may draw it after the keys' settle.
+  const next = await s.waitFor(new RegExp(`Space ticks a disk to wipe|^ > \\[[ x]\\] |^ ${TITLES.network}`, 'm'));
+  if (!new RegExp(`^ ${TITLES.network}`, 'm').test(next)) await s.keys(KEYS.enter); // nothing ticked: other disks are left alone
   await s.page(TITLES.network);
   await s.keys(KEYS.enter, KEYS.enter, KEYS.enter, KEYS.down, KEYS.enter);
   await fill(s, '10.0.2.15/24');

@@ -3,21 +3,19 @@
  * outside (partition table, filesystem labels, size, sparseness), and the refusals and the failure
  * that must leave no loop device and no file at --out.
  */
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { Cleanup, buildSmallOsTree, configYaml, hvinstall, parseExport, sh, tempDir, TEST_SYSTEM_SIZE_MIB } from '../install/helpers.js';
+import { Cleanup, buildSmallOsTree, configYaml, hvinstall, parseExport, sh, tempDir, testCleanup, TEST_SYSTEM_SIZE_MIB } from '../install/helpers.js';
 import { addImageChain } from '../bootloader/image-chain-tree.js';
 
-const cleanup = new Cleanup();
-afterEach(() => cleanup.run());
 beforeAll(() => {
   if (process.getuid?.() !== 0) throw new Error('integration tests need root');
 });
 
 const GiB = 1024 ** 3;
 
-async function setup(extraOs = '') {
+async function setup(cleanup: Cleanup, extraOs = '') {
   const dir = await tempDir(cleanup, 'hvinstall-image-');
   const source = await buildSmallOsTree(dir);
   const configFile = path.join(dir, 'config.yaml');
@@ -66,9 +64,12 @@ async function loopsUnder(dir: string): Promise<string[]> {
   return list.filter((l) => (l['back-file'] ?? '').startsWith(dir)).map((l) => l.name);
 }
 
-describe('hvinstall image', () => {
-  it('raw: a UEFI layout (COS_GRUB first) on any build host; the partition table and labels read back, the virtual size is --size, almost nothing is allocated', async () => {
-    const t = await setup();
+// Each test on disks, directories and a server of its own, most of its time waiting on tools and
+// the disk: the tests run side by side (a Cleanup each, run when the test ends).
+describe.concurrent('hvinstall image', () => {
+  it('raw: a UEFI layout (COS_GRUB first) on any build host; the partition table and labels read back, the virtual size is --size, almost nothing is allocated', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup);
     const out = path.join(t.outDir, 'node.raw');
     const r = await hvinstall(imageArgs(t, out, ['--size', '260G']));
     expect(r.code, r.stderr).toBe(0);
@@ -88,8 +89,9 @@ describe('hvinstall image', () => {
     expect((await readdir(t.outDir)).sort()).toEqual(['node.raw']);
   });
 
-  it("an image for another machine: nothing of this build host is checked or leaks into it; --facts judges and renders for that machine", async () => {
-    const t = await setup();
+  it("an image for another machine: nothing of this build host is checked or leaks into it; --facts judges and renders for that machine", async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup);
     // ens3: a NIC the build host does not have (it has eth0).
     await writeFile(t.configFile, (await readFile(t.configFile, 'utf8')).replace('interfaces: [{name: eth0}]', 'interfaces: [{name: ens3}]'));
     const out = path.join(t.outDir, 'node.raw');
@@ -121,8 +123,9 @@ describe('hvinstall image', () => {
     expect(await loopsUnder(t.outDir)).toEqual([]);
   }, 600_000);
 
-  it('a source with an Elemental boot chain: the image carries that chain on its ESP and writes no NVRAM entry', async () => {
-    const t = await setup();
+  it('a source with an Elemental boot chain: the image carries that chain on its ESP and writes no NVRAM entry', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup);
     const chain = await addImageChain(t.source);
     const out = path.join(t.outDir, 'node.raw');
     const r = await hvinstall(imageArgs(t, out));
@@ -142,8 +145,9 @@ describe('hvinstall image', () => {
     expect(await loopsUnder(t.outDir)).toEqual([]);
   });
 
-  it('qcow2: qemu-img reads back a qcow2 of the default size (the install disk minimum), sparse', async () => {
-    const t = await setup();
+  it('qcow2: qemu-img reads back a qcow2 of the default size (the install disk minimum), sparse', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup);
     const out = path.join(t.outDir, 'node.qcow2');
     const r = await hvinstall(imageArgs(t, out));
     expect(r.code, r.stderr).toBe(0);
@@ -163,8 +167,9 @@ describe('hvinstall image', () => {
     expect((await readFile(out)).equals(before)).toBe(true);
   });
 
-  it('a failing install step: exit 3 naming the step, no loop device, nothing at --out or beside it', async () => {
-    const t = await setup('  after_install_chroot_commands:\n    - "exit 9"\n');
+  it('a failing install step: exit 3 naming the step, no loop device, nothing at --out or beside it', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup, '  after_install_chroot_commands:\n    - "exit 9"\n');
     const out = path.join(t.outDir, 'node.qcow2');
     const r = await hvinstall(imageArgs(t, out));
     expect(r.code).toBe(3);
@@ -174,8 +179,9 @@ describe('hvinstall image', () => {
     expect(await readdir(t.outDir)).toEqual([]);
   });
 
-  it('bad arguments are refused before any file or loop device is made', async () => {
-    const t = await setup();
+  it('bad arguments are refused before any file or loop device is made', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup);
     const small = await hvinstall(imageArgs(t, path.join(t.outDir, 'n.qcow2'), ['--size', '100G']));
     expect(small.code).toBe(2);
     expect(small.stderr).toContain("--size 100G is below Harvester's minimum install disk of 250 GiB");

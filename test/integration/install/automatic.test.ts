@@ -3,17 +3,14 @@
  * harvester.install.config_url merged under the command line, the OS from the ISO at install.iso_url
  * (downloaded and checked before any disk is touched), progress posted to hvinstall.events_url.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createServer } from 'node:http';
 import { createHash } from 'node:crypto';
 import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { InstallPlan } from '../../../installer/disk/types.js';
-import { Cleanup, tempDir, loopDisk, buildSmallBundle, buildSmallOsTree, configYaml, hvinstall, hvinstallOn, hvinstallOnUefiMachine, labMachineFiles, partitionNode, probe, sh, withMount, TEST_SYSTEM_SIZE_MIB } from './helpers.js';
+import { Cleanup, tempDir, loopDisk, buildSmallBundle, buildSmallOsTree, configYaml, hvinstall, hvinstallOn, hvinstallOnUefiMachine, labMachineFiles, partitionNode, probe, sh, testCleanup, withMount, TEST_SYSTEM_SIZE_MIB } from './helpers.js';
 import { verifyInstalledDisk } from './verify.js';
-
-const cleanup = new Cleanup();
-afterEach(() => cleanup.run());
 
 interface Served {
   url: string;
@@ -24,7 +21,7 @@ interface Served {
 }
 
 /** A plain HTTP server on 127.0.0.1 standing in for hvpxe: static files and the /events endpoint. */
-async function serve(): Promise<Served> {
+async function serve(cleanup: Cleanup): Promise<Served> {
   const files = new Map<string, Buffer>();
   const events: Array<Record<string, unknown>> = [];
   const gets: string[] = [];
@@ -61,11 +58,11 @@ async function buildIso(dir: string, tree: string, bundle: string): Promise<Buff
   return readFile(iso);
 }
 
-async function setup(publishSha: 'right' | 'wrong', isoUrl: 'served' | 'local' = 'served', skipchecks = true) {
+async function setup(cleanup: Cleanup, publishSha: 'right' | 'wrong', isoUrl: 'served' | 'local' = 'served', skipchecks = true) {
   const dir = await tempDir(cleanup);
   const disk = await loopDisk(cleanup, dir, 'target', 260);
   const tree = await buildSmallOsTree(dir);
-  const srv = await serve();
+  const srv = await serve(cleanup);
   const bundle = await buildSmallBundle(dir);
   const iso = await buildIso(dir, tree, bundle);
   srv.files.set('/hv.iso', iso);
@@ -94,9 +91,12 @@ const autoArgs = (cmdline: string, stateDir: string) => [
   'install', '--cmdline-file', cmdline, '--progress', 'json', '--system-size', String(TEST_SYSTEM_SIZE_MIB), '--state-dir', stateDir, '--no-reboot',
 ];
 
-describe('hvinstall install --cmdline-file (automatic mode)', () => {
-  it('fetches the config and the ISO, installs its rootfs and copies its bundle/ without --yes, and posts progress to the events URL', async () => {
-    const t = await setup('right');
+// Each test on disks, directories and a server of its own, most of its time waiting on tools and
+// the disk: the tests run side by side (a Cleanup each, run when the test ends).
+describe.concurrent('hvinstall install --cmdline-file (automatic mode)', () => {
+  it('fetches the config and the ISO, installs its rootfs and copies its bundle/ without --yes, and posts progress to the events URL', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup, 'right');
     // The live installer passes the image it carries as a fallback: an http(s) iso_url still wins.
     const fallback = path.join(t.dir, 'fallback-tree');
     await mkdir(path.join(fallback, 'etc'), { recursive: true });
@@ -114,16 +114,18 @@ describe('hvinstall install --cmdline-file (automatic mode)', () => {
     expect(JSON.stringify(t.srv.events)).not.toContain('integration-secret-token');
   });
 
-  it('installs the fallback source for iso_url local, without looking for a boot medium or an ISO', async () => {
-    const t = await setup('right', 'local');
+  it('installs the fallback source for iso_url local, without looking for a boot medium or an ISO', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup, 'right', 'local');
     const r = await hvinstallOnUefiMachine([...autoArgs(t.cmdline, t.stateDir), '--fallback-source', t.tree, '--bundle', 'none']);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout + r.stderr).toMatch(/"from":"fallback"/);
     await verifyAsInstalled(t);
   });
 
-  it("PXE's root=live:URL: --source names the OS image over http; it is downloaded, checked against its .sha256 and installed; a wrong one is refused before the disk", async () => {
-    const t = await setup('right', 'local');
+  it("PXE's root=live:URL: --source names the OS image over http; it is downloaded, checked against its .sha256 and installed; a wrong one is refused before the disk", async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup, 'right', 'local');
     const squashfs = path.join(t.dir, 'rootfs.squashfs');
     await sh('mksquashfs', [t.tree, squashfs, '-noappend', '-quiet', '-comp', 'gzip']);
     const image = await readFile(squashfs);
@@ -135,7 +137,7 @@ describe('hvinstall install --cmdline-file (automatic mode)', () => {
     expect(r.stderr).toContain(`"verified":"sha256 ${sha} (from ${t.srv.url}/rootfs.squashfs.sha256) matched"`);
     await verifyAsInstalled(t);
 
-    const bad = await setup('right', 'local');
+    const bad = await setup(cleanup, 'right', 'local');
     bad.srv.files.set('/rootfs.squashfs', image);
     bad.srv.files.set('/rootfs.squashfs.sha256', Buffer.from(`${sha.replace(/^./, (c) => (c === '0' ? '1' : '0'))}  rootfs.squashfs\n`));
     const refused = await hvinstallOnUefiMachine([...autoArgs(bad.cmdline, bad.stateDir), '--source', `${bad.srv.url}/rootfs.squashfs`, '--bundle', 'none']);
@@ -144,7 +146,8 @@ describe('hvinstall install --cmdline-file (automatic mode)', () => {
     await untouched(bad.disk);
   });
 
-  it('refuses --fallback-source outside automatic mode', async () => {
+  it('refuses --fallback-source outside automatic mode', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
     const dir = await tempDir(cleanup);
     const cfg = path.join(dir, 'c.yaml');
     await writeFile(cfg, configYaml({ device: '/dev/null', forceEfi: true }));
@@ -153,8 +156,9 @@ describe('hvinstall install --cmdline-file (automatic mode)', () => {
     expect(r.stderr).toContain('--fallback-source is for automatic mode (--cmdline-file without --config); use --source');
   });
 
-  it('stops before touching the disk when the ISO does not match its published sha256', async () => {
-    const t = await setup('wrong');
+  it('stops before touching the disk when the ISO does not match its published sha256', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup, 'wrong');
     const r = await hvinstallOnUefiMachine(autoArgs(t.cmdline, t.stateDir));
     expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(/sha256/i);
@@ -164,7 +168,8 @@ describe('hvinstall install --cmdline-file (automatic mode)', () => {
     expect((await sh('wipefs', ['--noheadings', t.disk])).stdout.trim()).toBe('');
   });
 
-  it('refuses a command line that does not ask for an automatic install', async () => {
+  it('refuses a command line that does not ask for an automatic install', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
     const dir = await tempDir(cleanup);
     const f = path.join(dir, 'cmdline');
     await writeFile(f, 'BOOT_IMAGE=/vmlinuz console=ttyS0 harvester.install.config_url=http://127.0.0.1:1/c.yaml\n');
@@ -185,9 +190,10 @@ async function untouched(disk: string): Promise<void> {
   expect((await sh('wipefs', ['--noheadings', disk])).stdout.trim()).toBe('');
 }
 
-describe("Harvester's hardware gate in automatic mode", () => {
-  it('refuses a legacy-BIOS machine before the ISO is fetched, even with skipchecks, and tells hvpxe', async () => {
-    const t = await setup('right');
+describe.concurrent("Harvester's hardware gate in automatic mode", () => {
+  it('refuses a legacy-BIOS machine before the ISO is fetched, even with skipchecks, and tells hvpxe', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup, 'right');
     const r = await hvinstallOn({ firmware: 'bios' }, autoArgs(t.cmdline, t.stateDir));
     expect(r.code, r.stderr).toBe(1);
     expect(r.stderr).toContain("install refused by Harvester's hardware gate (this machine); no disk was touched:");
@@ -199,8 +205,9 @@ describe("Harvester's hardware gate in automatic mode", () => {
     await untouched(t.disk);
   });
 
-  it('refuses a machine below the minimums without install.skipchecks, listing each check and the override', async () => {
-    const t = await setup('right', 'served', false);
+  it('refuses a machine below the minimums without install.skipchecks, listing each check and the override', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup, 'right', 'served', false);
     const lab = await labMachineFiles(t.dir);
     const r = await hvinstallOn({ firmware: 'uefi', ...lab }, autoArgs(t.cmdline, t.stateDir));
     expect(r.code, r.stderr).toBe(1);
@@ -213,8 +220,9 @@ describe("Harvester's hardware gate in automatic mode", () => {
     await untouched(t.disk);
   });
 
-  it('installs the same machine with harvester.install.skipchecks=true, the overridden checks in the install log and the events', async () => {
-    const t = await setup('right');
+  it('installs the same machine with harvester.install.skipchecks=true, the overridden checks in the install log and the events', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup, 'right');
     const lab = await labMachineFiles(t.dir);
     const r = await hvinstallOn({ firmware: 'uefi', ...lab }, [...autoArgs(t.cmdline, t.stateDir), '--bundle', 'none']);
     expect(r.code, r.stderr).toBe(0);
@@ -226,8 +234,9 @@ describe("Harvester's hardware gate in automatic mode", () => {
   });
 });
 
-describe('the hardware gate of hvinstall install --config', () => {
-  it('judges this machine when there is no --device: a legacy-BIOS host is refused before the disk is touched', async () => {
+describe.concurrent('the hardware gate of hvinstall install --config', () => {
+  it('judges this machine when there is no --device: a legacy-BIOS host is refused before the disk is touched', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
     const dir = await tempDir(cleanup);
     const disk = await loopDisk(cleanup, dir, 'target', 260);
     const cfg = path.join(dir, 'c.yaml');
@@ -240,7 +249,8 @@ describe('the hardware gate of hvinstall install --config', () => {
     await untouched(disk);
   });
 
-  it('a loop device given as --device is a disk for another machine: judged by --facts, refused when those facts fail', async () => {
+  it('a loop device given as --device is a disk for another machine: judged by --facts, refused when those facts fail', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
     const dir = await tempDir(cleanup);
     const disk = await loopDisk(cleanup, dir, 'target', 260);
     const cfg = path.join(dir, 'c.yaml');

@@ -3,19 +3,17 @@
  * active.img with /oem and /usr/local bound, their output reaches the install log redacted, and a
  * failing command or a tree without /bin/sh fails the install by name with every mount undone.
  */
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { InstallPlan } from '../../../installer/disk/types.js';
-import { Cleanup, buildSmallOsTree, configYaml, events, hvinstall, installArgs, loopDisk, partitionNode, tempDir, TEST_SYSTEM_SIZE_MIB, withMount } from './helpers.js';
+import { Cleanup, buildSmallOsTree, configYaml, events, hvinstall, installArgs, loopDisk, partitionNode, tempDir, testCleanup, TEST_SYSTEM_SIZE_MIB, withMount } from './helpers.js';
 
-const cleanup = new Cleanup();
-afterEach(() => cleanup.run());
 beforeAll(() => {
   if (process.getuid?.() !== 0) throw new Error('integration tests need root');
 });
 
-async function setup(commands: string[], opts: { noShell?: boolean } = {}) {
+async function setup(cleanup: Cleanup, commands: string[], opts: { noShell?: boolean } = {}) {
   const dir = await tempDir(cleanup);
   const disk = await loopDisk(cleanup, dir, 'target', 260);
   const source = await buildSmallOsTree(dir);
@@ -32,12 +30,15 @@ const partOf = (plan: InstallPlan, disk: string, label: string): string => parti
 
 async function mountsUnderRunDir(disk: string): Promise<string[]> {
   const runDir = `/run/hvinstall/${path.basename(disk)}`;
-  return (await readFile('/proc/self/mounts', 'utf8')).split('\n').map((l) => l.split(' ')[1] ?? '').filter((m) => m.startsWith(runDir));
+  return (await readFile('/proc/self/mounts', 'utf8')).split('\n').map((l) => l.split(' ')[1] ?? '').filter((m) => m === runDir || m.startsWith(`${runDir}/`)); // not /run/hvinstall/loop10 of another test
 }
 
-describe('after-install-chroot', () => {
-  it('runs the commands in the installed active.img, with /oem and /usr/local bound; output in the log, redacted', async () => {
-    const t = await setup([
+// Each test on disks, directories and a server of its own, most of its time waiting on tools and
+// the disk: the tests run side by side (a Cleanup each, run when the test ends).
+describe.concurrent('after-install-chroot', () => {
+  it('runs the commands in the installed active.img, with /oem and /usr/local bound; output in the log, redacted', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup, [
       'echo built-in-chroot > /etc/hv-chroot-marker',
       'ls /oem > /etc/hv-oem-list && touch /usr/local/from-chroot',
       'test -d /proc/self && test -e /dev/null && echo said integration-secret-token',
@@ -60,8 +61,9 @@ describe('after-install-chroot', () => {
     expect(await mountsUnderRunDir(t.disk)).toEqual([]);
   });
 
-  it('a failing command fails the install, named with its exit status; earlier output logged, no mount left', async () => {
-    const t = await setup(['echo first-ran', 'echo about to fail >&2; exit 7', 'touch /etc/never']);
+  it('a failing command fails the install, named with its exit status; earlier output logged, no mount left', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup, ['echo first-ran', 'echo about to fail >&2; exit 7', 'touch /etc/never']);
     const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir, ['--bundle', 'none']));
     expect(r.code).toBe(3);
     expect(r.stderr).toContain('install failed in step chroot');
@@ -75,8 +77,9 @@ describe('after-install-chroot', () => {
     expect(await mountsUnderRunDir(t.disk)).toEqual([]);
   });
 
-  it('a tree without /bin/sh: refused before any command runs, with what to do', async () => {
-    const t = await setup(['touch /etc/never'], { noShell: true });
+  it('a tree without /bin/sh: refused before any command runs, with what to do', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup, ['touch /etc/never'], { noShell: true });
     // No agent: an image without a shell is refused by the agent step's image check before the disk, and this test is about the chroot step.
     const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir, ['--bundle', 'none', '--agent', 'none', '--preserve-on-error']));
     expect(r.code).toBe(3);

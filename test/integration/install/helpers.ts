@@ -38,6 +38,18 @@ export class Cleanup {
   }
 }
 
+/**
+ * A Cleanup for one test, run when that test ends, passed or failed: the files whose tests run side
+ * by side (describe.concurrent) take one per test, since a file-wide afterEach would end the disks
+ * of the tests still running. Pass the test context's onTestFinished (vitest tracks a concurrent
+ * test only through its context).
+ */
+export function testCleanup(onTestFinished: (fn: () => Promise<void>) => void): Cleanup {
+  const cleanup = new Cleanup();
+  onTestFinished(() => cleanup.run());
+  return cleanup;
+}
+
 export async function tempDir(cleanup: Cleanup, prefix = 'hvinstall-it-'): Promise<string> {
   const dir = await mkdtemp(path.join(os.tmpdir(), prefix));
   cleanup.add(() => rm(dir, { recursive: true, force: true }));
@@ -51,7 +63,8 @@ export async function loopDisk(cleanup: Cleanup, dir: string, name: string, size
   const args = ['--find', '--show', ...(sectorSize !== 512 ? ['--sector-size', String(sectorSize)] : []), file];
   const dev = (await sh('losetup', args)).stdout.trim();
   cleanup.add(async () => {
-    const mounts = (await readFile('/proc/self/mounts', 'utf8')).split('\n').map((l) => l.split(' ')).filter((f) => f[0]?.startsWith(dev));
+    // This device and its partitions only: /dev/loop1 is also the start of /dev/loop10, another test's.
+    const mounts = (await readFile('/proc/self/mounts', 'utf8')).split('\n').map((l) => l.split(' ')).filter((f) => f[0] === dev || f[0]?.startsWith(`${dev}p`));
     for (const m of mounts) await sh('umount', ['-l', m[1]!], { allowFailure: true });
     await sh('losetup', ['--detach', dev], { allowFailure: true });
   });
@@ -223,6 +236,17 @@ export async function labMachineFiles(dir: string): Promise<{ cpuinfo: string; m
   await writeFile(cpuinfo, cpu(0) + cpu(1));
   await writeFile(meminfo, 'MemTotal:        2097152 kB\nMemFree:        16777216 kB\nMemAvailable:   16777216 kB\n');
   return { cpuinfo, meminfo };
+}
+
+/**
+ * A disk that already holds something: a new GPT with one 64 MiB partition carrying an ext4 labelled
+ * `label`. Written with sfdisk, which fsyncs the one device: sgdisk syncs every filesystem of the
+ * machine and then sleeps a second after each table it writes.
+ */
+export async function diskWithFilesystem(disk: string, label: string): Promise<void> {
+  await sh('sh', ['-c', `printf ',64M\\n' | sfdisk --quiet --no-tell-kernel --label gpt ${disk}`]);
+  await sh('partprobe', [disk]);
+  await sh('mkfs.ext4', ['-q', '-L', label, partitionNode(disk, 1)]);
 }
 
 export function partitionNode(disk: string, n: number): string {

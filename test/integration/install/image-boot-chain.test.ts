@@ -6,15 +6,12 @@
  * modules, grub_oem_env with default_menu_entry and the debug grubcustom. Incomplete chains and a
  * grub.cfg that does not parse are refused before any disk is touched.
  */
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { execa } from 'execa';
 import { readFile, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { Cleanup, buildSmallOsTree, configYaml, diskSnapshot, events, hvinstall, installArgs, loopDisk, partitionNode, probe, sh, tempDir, withMount } from './helpers.js';
+import { Cleanup, buildSmallOsTree, configYaml, diskSnapshot, diskWithFilesystem, events, hvinstall, installArgs, loopDisk, partitionNode, probe, sh, tempDir, testCleanup, withMount } from './helpers.js';
 import { addImageChain, GRUB_ENTRY, FIXTURE, type ChainParts } from '../bootloader/image-chain-tree.js';
-
-const cleanup = new Cleanup();
-afterEach(() => cleanup.run());
 
 beforeAll(() => {
   if (process.getuid?.() !== 0) throw new Error('integration tests need root');
@@ -45,8 +42,11 @@ async function chainSource(dir: string, parts: ChainParts = {}) {
   return { tree, chain };
 }
 
-describe('hvinstall with the image boot chain', () => {
-  it('plans and installs the image chain in Elemental\'s layout, from a squashfs source', async () => {
+// Each test on disks, directories and a server of its own, most of its time waiting on tools and
+// the disk: the tests run side by side (a Cleanup each, run when the test ends).
+describe.concurrent('hvinstall with the image boot chain', () => {
+  it('plans and installs the image chain in Elemental\'s layout, from a squashfs source', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
     const dir = await tempDir(cleanup);
     const disk = await loopDisk(cleanup, dir, 'target', 260);
     const { tree, chain } = await chainSource(dir);
@@ -106,7 +106,8 @@ describe('hvinstall with the image boot chain', () => {
     expect(state.custom).toContain('source (loop0)/etc/cos/bootargs.cfg');
   });
 
-  it('killed before and after the bootloader step with the image chain, each re-run resumes; the final disk is identical', async () => {
+  it('killed before and after the bootloader step with the image chain, each re-run resumes; the final disk is identical', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
     const dir = await tempDir(cleanup);
     const disk = await loopDisk(cleanup, dir, 'target', 260);
     const { tree } = await chainSource(dir);
@@ -136,15 +137,14 @@ describe('hvinstall with the image boot chain', () => {
     ['a grub.cfg that does not parse', { grubCfg: 'menuentry "x" {\n  if [ 1 ]; then\n    echo broken\n}\n' }, /\/etc\/cos\/grub.cfg does not parse as a grub script: .*Syntax error/],
   ];
   for (const [what, parts, message] of refusals) {
-    it(`refuses ${what} before any disk is touched`, async () => {
+    it(`refuses ${what} before any disk is touched`, async ({ expect, onTestFinished }) => {
+      const cleanup = testCleanup(onTestFinished);
       const dir = await tempDir(cleanup);
       const disk = await loopDisk(cleanup, dir, 'target', 260);
       const { tree } = await chainSource(dir, parts);
       const config = path.join(dir, 'config.yaml');
       await writeConfig(config, disk);
-      await sh('sgdisk', ['-n', '1:0:+64M', disk]);
-      await sh('partprobe', [disk]);
-      await sh('mkfs.ext4', ['-q', '-L', 'KEEPME', partitionNode(disk, 1)]);
+      await diskWithFilesystem(disk, 'KEEPME');
       const before = await diskSnapshot(disk, dir);
       const plan = await hvinstall(['plan', '--config', config, '--source', tree]);
       expect(plan.code).toBe(2);

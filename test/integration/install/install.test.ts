@@ -3,7 +3,7 @@
  * EFI 4Kn, BIOS with a data disk), and the refusals and failures that must leave disks as they were
  * or invalidated.
  */
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { readFile, writeFile, chmod, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { InstallPlan } from '../../../installer/disk/types.js';
@@ -13,6 +13,7 @@ import {
   buildSmallOsTree,
   configYaml,
   diskSnapshot,
+  diskWithFilesystem,
   events,
   hvinstall,
   installArgs,
@@ -23,6 +24,7 @@ import {
   seedDisk,
   sh,
   tempDir,
+  testCleanup,
   TEST_SYSTEM_SIZE_MIB,
   withMount,
   type ConfigOptions,
@@ -31,16 +33,13 @@ import {
 } from './helpers.js';
 import { verifyInstalledDisk } from './verify.js';
 
-const cleanup = new Cleanup();
-afterEach(() => cleanup.run());
-
 let isRoot = false;
 beforeAll(() => {
   isRoot = process.getuid?.() === 0;
   if (!isRoot) throw new Error('integration tests need root');
 });
 
-async function setup(opts: Omit<ConfigOptions, 'device'> & { sectorSize?: number; withDataDisk?: boolean } = {}) {
+async function setup(cleanup: Cleanup, opts: Omit<ConfigOptions, 'device'> & { sectorSize?: number; withDataDisk?: boolean } = {}) {
   const dir = await tempDir(cleanup);
   const disk = await loopDisk(cleanup, dir, 'target', 260, opts.sectorSize ?? 512);
   const dataDisk = opts.withDataDisk ? await loopDisk(cleanup, dir, 'data', 60, opts.sectorSize ?? 512) : undefined;
@@ -57,10 +56,13 @@ async function planOf(configFile: string): Promise<InstallPlan> {
   return (JSON.parse(r.stdout) as { plan: InstallPlan }).plan;
 }
 
-describe('hvinstall install', () => {
-  it('EFI, 512-byte sectors: a full install with an image bundle, verified from the outside; webhooks STARTED and SUCCEEDED', async () => {
+// Each test on disks, directories and a server of its own, most of its time waiting on tools and
+// the disk: the tests run side by side (a Cleanup each, run when the test ends).
+describe.concurrent('hvinstall install', () => {
+  it('EFI, 512-byte sectors: a full install with an image bundle, verified from the outside; webhooks STARTED and SUCCEEDED', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
     const hooks = await webhookReceiver(cleanup);
-    const t = await setup({ forceEfi: true, extraInstall: webhooksYaml(hooks.url) });
+    const t = await setup(cleanup, { forceEfi: true, extraInstall: webhooksYaml(hooks.url) });
     const bundle = await buildSmallBundle(t.dir);
     const plan = await planOf(t.configFile);
     expect(plan.firmware).toBe('efi');
@@ -82,8 +84,9 @@ describe('hvinstall install', () => {
     expect(hooks.received.map((h) => h.path)).toEqual(['/started', '/succeeded']);
   });
 
-  it('EFI on a 4Kn loop device, --bundle none', async () => {
-    const t = await setup({ forceEfi: true, sectorSize: 4096 });
+  it('EFI on a 4Kn loop device, --bundle none', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup, { forceEfi: true, sectorSize: 4096 });
     const plan = await planOf(t.configFile);
     expect(plan.logicalSectorSize).toBe(4096);
     const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir, ['--bundle', 'none']));
@@ -92,17 +95,14 @@ describe('hvinstall install', () => {
     await verifyInstalledDisk(plan, t.source, t.dir, { bundle: 'none' });
   });
 
-  it('BIOS with a separate data disk formatted whole, and an old install on a disk in wipe_disks_list', async () => {
-    const t = await setup({ withDataDisk: true, extraInstall: '  wipe_disks_list: [__OLD__]' });
+  it('BIOS with a separate data disk formatted whole, and an old install on a disk in wipe_disks_list', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup, { withDataDisk: true, extraInstall: '  wipe_disks_list: [__OLD__]' });
     const old = await loopDisk(cleanup, t.dir, 'old', 2);
     await writeFile(t.configFile, (await readFile(t.configFile, 'utf8')).replace('__OLD__', old));
-    await sh('sgdisk', ['-n', '1:0:+64M', old]);
-    await sh('partprobe', [old]);
-    await sh('mkfs.ext4', ['-q', '-L', 'COS_OEM', partitionNode(old, 1)]);
+    await diskWithFilesystem(old, 'COS_OEM');
     // the data disk carries a stale COS_OEM from an old install: it must not survive
-    await sh('sgdisk', ['-n', '1:0:+64M', t.dataDisk!]);
-    await sh('partprobe', [t.dataDisk!]);
-    await sh('mkfs.ext4', ['-q', '-L', 'COS_OEM', partitionNode(t.dataDisk!, 1)]);
+    await diskWithFilesystem(t.dataDisk!, 'COS_OEM');
     const plan = await planOf(t.configFile);
     expect(plan.firmware).toBe('bios');
     expect(plan.dataDisk?.path).toBe(t.dataDisk);
@@ -116,9 +116,10 @@ describe('hvinstall install', () => {
     expect((await probe(partitionNode(old, 1))).LABEL).toBeUndefined();
   });
 
-  it('msdos (force_mbr) on legacy BIOS', async () => {
+  it('msdos (force_mbr) on legacy BIOS', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
     // (No device-mapper in this machine's kernel: holders are covered by unit tests on a fixture sysroot.)
-    const t = await setup({ forceMbr: true });
+    const t = await setup(cleanup, { forceMbr: true });
     const plan = await planOf(t.configFile);
     expect(plan.table).toBe('msdos');
     const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir));
@@ -128,11 +129,10 @@ describe('hvinstall install', () => {
     expect(table.partitions.map((p: { bootable?: boolean }) => p.bootable === true)).toEqual([false, false, true, false]);
   });
 
-  it('refuses a mounted disk and changes nothing', async () => {
-    const t = await setup();
-    await sh('sgdisk', ['-n', '1:0:+64M', t.disk]);
-    await sh('partprobe', [t.disk]);
-    await sh('mkfs.ext4', ['-q', '-L', 'SOMEDATA', partitionNode(t.disk, 1)]);
+  it('refuses a mounted disk and changes nothing', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup);
+    await diskWithFilesystem(t.disk, 'SOMEDATA');
     const before = await diskSnapshot(t.disk, t.dir);
     const mnt = path.join(t.dir, 'busy');
     await mkdir(mnt);
@@ -146,8 +146,9 @@ describe('hvinstall install', () => {
     expect(await diskSnapshot(t.disk, t.dir)).toEqual(before);
   });
 
-  it('refuses a disk another process holds locked (flock), after waiting briefly, and changes nothing', async () => {
-    const t = await setup();
+  it('refuses a disk another process holds locked (flock), after waiting briefly, and changes nothing', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup);
     const { spawn } = await import('node:child_process');
     // its own process group, so cleanup ends flock and the sleep that inherits the device fd
     const holder = spawn('flock', ['--exclusive', t.disk, 'sleep', '120'], { stdio: 'ignore', detached: true });
@@ -159,8 +160,9 @@ describe('hvinstall install', () => {
     expect((await sh('blkid', ['-p', t.disk], { allowFailure: true })).code).toBe(2); // still blank
   });
 
-  it('without --yes, shows what would be destroyed and refuses', async () => {
-    const t = await setup();
+  it('without --yes, shows what would be destroyed and refuses', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup);
     const args = installArgs(t.configFile, t.source, t.stateDir).filter((a) => a !== '--yes');
     const r = await hvinstall(args);
     expect(r.code).toBe(2);
@@ -169,8 +171,9 @@ describe('hvinstall install', () => {
     expect((await sh('blkid', ['-p', t.disk], { allowFailure: true })).code).toBe(2); // still blank
   });
 
-  it('install.automatic: true in a --config file is no consent: without --yes it refuses (exit 2) and not one byte of the disk changes', async () => {
-    const t = await setup({ extraInstall: '  automatic: true\n  iso_url: local' });
+  it('install.automatic: true in a --config file is no consent: without --yes it refuses (exit 2) and not one byte of the disk changes', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup, { extraInstall: '  automatic: true\n  iso_url: local' });
     const fingerprint = await seedDisk(path.join(t.dir, 'target.raw'));
     const before = await fingerprint();
     const stubs = await powerStubs(t.dir);
@@ -182,8 +185,9 @@ describe('hvinstall install', () => {
     expect(await stubs.calls()).toBe('');
   });
 
-  it('install.automatic: true in a --config file installs with --yes but never reboots or powers off (no --no-reboot given)', async () => {
-    const t = await setup({ forceEfi: true, extraInstall: '  automatic: true\n  iso_url: local\n  power_off: true' });
+  it('install.automatic: true in a --config file installs with --yes but never reboots or powers off (no --no-reboot given)', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup, { forceEfi: true, extraInstall: '  automatic: true\n  iso_url: local\n  power_off: true' });
     const stubs = await powerStubs(t.dir);
     const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir, ['--bundle', 'none']), { PATH: `${stubs.bin}:${process.env.PATH}` });
     expect(r.code, r.stderr).toBe(0);
@@ -191,8 +195,9 @@ describe('hvinstall install', () => {
     expect(await stubs.calls()).toBe('');
   });
 
-  it('resumed with another bundle choice, the persistent step is redone: killed after it with --bundle DIR, re-run with --bundle none leaves no bundle', async () => {
-    const t = await setup({ forceEfi: true });
+  it('resumed with another bundle choice, the persistent step is redone: killed after it with --bundle DIR, re-run with --bundle none leaves no bundle', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup, { forceEfi: true });
     const bundle = await buildSmallBundle(t.dir);
     const killed = await hvinstall(installArgs(t.configFile, t.source, t.stateDir, ['--bundle', bundle]), { HVINSTALL_TEST_SIGKILL_AT: 'after:persistent' });
     expect(killed.signal, killed.stderr).toBe('SIGKILL');
@@ -204,16 +209,18 @@ describe('hvinstall install', () => {
     await verifyInstalledDisk(await planOf(t.configFile), t.source, t.dir, { bundle: 'none' });
   });
 
-  it('refuses a --bundle that does not exist (usage error) and touches no disk', async () => {
-    const t = await setup();
+  it('refuses a --bundle that does not exist (usage error) and touches no disk', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup);
     const r = await hvinstall(installArgs(t.configFile, t.source, t.stateDir, ['--bundle', path.join(t.dir, 'does/not/exist')]));
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`--bundle ${path.join(t.dir, 'does/not/exist')} does not exist`);
     expect((await sh('blkid', ['-p', t.disk], { allowFailure: true })).code).toBe(2); // still blank
   });
 
-  it('refuses a --device the config does not name', async () => {
-    const t = await setup();
+  it('refuses a --device the config does not name', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup);
     const other = await loopDisk(cleanup, t.dir, 'other', 260);
     const r = await hvinstall([...installArgs(t.configFile, t.source, t.stateDir), '--device', other]);
     expect(r.code).toBe(1);
@@ -221,9 +228,10 @@ describe('hvinstall install', () => {
     expect((await sh('blkid', ['-p', other], { allowFailure: true })).code).toBe(2);
   });
 
-  it('a failing mkfs leaves the target invalidated and the journal readable; webhook FAILED', async () => {
+  it('a failing mkfs leaves the target invalidated and the journal readable; webhook FAILED', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
     const hooks = await webhookReceiver(cleanup);
-    const t = await setup({ forceEfi: true, extraInstall: webhooksYaml(hooks.url) });
+    const t = await setup(cleanup, { forceEfi: true, extraInstall: webhooksYaml(hooks.url) });
     // A test double of mkfs.ext4, first on PATH: fails for COS_STATE, runs the real one otherwise.
     const fakeBin = path.join(t.dir, 'fake-bin');
     await mkdir(fakeBin);
@@ -260,8 +268,9 @@ describe('hvinstall install', () => {
     });
   });
 
-  it('--preserve-on-error leaves a failed install as it is (not invalidated)', async () => {
-    const t = await setup({ forceEfi: true });
+  it('--preserve-on-error leaves a failed install as it is (not invalidated)', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup, { forceEfi: true });
     const fakeBin = path.join(t.dir, 'fake-bin');
     await mkdir(fakeBin);
     // A test double of mkfs.ext4 that always fails.

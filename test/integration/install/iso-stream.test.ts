@@ -6,17 +6,14 @@
  * COS_PERSISTENT. A wrong sha256, or an ISO that changes on the server mid-install, fails the
  * install with the disk invalidated; a server without byte ranges gets the RAM download.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createServer } from 'node:http';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, open, readdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { InstallPlan } from '../../../installer/disk/types.js';
-import { Cleanup, tempDir, loopDisk, buildSmallBundle, buildSmallOsTree, configYaml, hvinstall, hvinstallOnUefiMachine, sh, TEST_SYSTEM_SIZE_MIB } from './helpers.js';
+import { Cleanup, tempDir, loopDisk, buildSmallBundle, buildSmallOsTree, configYaml, hvinstall, hvinstallOnUefiMachine, sh, testCleanup, TEST_SYSTEM_SIZE_MIB } from './helpers.js';
 import { verifyInstalledDisk } from './verify.js';
-
-const cleanup = new Cleanup();
-afterEach(() => cleanup.run());
 
 interface Served {
   url: string;
@@ -31,7 +28,7 @@ interface Served {
 }
 
 /** A static server with single byte ranges, a strong ETag and If-Range, as hvpxe serves artifacts. */
-async function serve(opts: { ranges: boolean }): Promise<Served> {
+async function serve(cleanup: Cleanup, opts: { ranges: boolean }): Promise<Served> {
   const s: Served = { url: '', files: new Map(), isoRequests: [], events: [] };
   const server = createServer((req, res) => {
     let body = '';
@@ -91,11 +88,11 @@ async function buildIsoWithoutBundle(dir: string, tree: string, bundle: string):
   return readFile(iso);
 }
 
-async function setup(opts: { ranges: boolean; sha: 'right' | 'wrong' | 'none'; withBundle?: boolean }) {
+async function setup(cleanup: Cleanup, opts: { ranges: boolean; sha: 'right' | 'wrong' | 'none'; withBundle?: boolean }) {
   const dir = await tempDir(cleanup);
   const disk = await loopDisk(cleanup, dir, 'target', 260);
   const tree = await buildSmallOsTree(dir);
-  const srv = await serve({ ranges: opts.ranges });
+  const srv = await serve(cleanup, { ranges: opts.ranges });
   const bundle = await buildSmallBundle(dir);
   // Incompressible and larger than the ISO's first 4 MiB that the directory is read from, so the
   // ranges fetched before the disk are not the whole ISO.
@@ -120,9 +117,12 @@ async function verifyAsInstalled(t: Awaited<ReturnType<typeof setup>>): Promise<
   await verifyInstalledDisk((JSON.parse(p.stdout) as { plan: InstallPlan }).plan, t.tree, t.dir, { bundle: t.bundle });
 }
 
-describe('the install ISO streamed to COS_PERSISTENT', () => {
-  it('reads the whole ISO through its sha256 before the disk, then streams the bundle in place with the sha256 checked again', async () => {
-    const t = await setup({ ranges: true, sha: 'right' });
+// Each test on disks, directories and a server of its own, most of its time waiting on tools and
+// the disk: the tests run side by side (a Cleanup each, run when the test ends).
+describe.concurrent('the install ISO streamed to COS_PERSISTENT', () => {
+  it('reads the whole ISO through its sha256 before the disk, then streams the bundle in place with the sha256 checked again', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup, { ranges: true, sha: 'right' });
     const r = await hvinstallOnUefiMachine(args(t));
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout + r.stderr).toContain('"where":"persistent","why":"--iso-to-disk: the ISO is streamed to COS_PERSISTENT"');
@@ -136,8 +136,9 @@ describe('the install ISO streamed to COS_PERSISTENT', () => {
     expect(t.srv.events).toContainEqual(expect.objectContaining({ type: 'message', step: 'persistent', message: expect.stringMatching(/^image bundle streamed from .*\/hv\.iso \(streamed to COS_PERSISTENT: --iso-to-disk.*\): 5 files at COS_PERSISTENT\/\.state\/var-lib-rancher\.bind\/hvagent\/bundle; the ISO's sha256 [0-9a-f]{64} matches$/) }));
   });
 
-  it('resumes the ordered read where a dropped connection left it, with If-Range, and installs the same bundle', async () => {
-    const t = await setup({ ranges: true, sha: 'right' });
+  it('resumes the ordered read where a dropped connection left it, with If-Range, and installs the same bundle', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup, { ranges: true, sha: 'right' });
     const whole = `bytes=0-${t.iso.length - 1}`;
     let cuts = 0;
     const cutAt = 5 * 1024 * 1024 + 123;
@@ -158,8 +159,9 @@ describe('the install ISO streamed to COS_PERSISTENT', () => {
   // A replaced ISO whose published .sha256 no longer matches: refused before anything from it is
   // deployed, with or without /bundle (without one the stream never reads the ISO again), and with --bundle.
   for (const c of [{ name: 'with /bundle', withBundle: true, extra: [] }, { name: 'without /bundle', withBundle: false, extra: [] }, { name: 'with --bundle given', withBundle: true, extra: ['--bundle', 'none'] }]) {
-    it(`refuses an ISO whose sha256 does not match before the disk is touched (${c.name})`, async () => {
-      const t = await setup({ ranges: true, sha: 'wrong', withBundle: c.withBundle });
+    it(`refuses an ISO whose sha256 does not match before the disk is touched (${c.name})`, async ({ expect, onTestFinished }) => {
+      const cleanup = testCleanup(onTestFinished);
+      const t = await setup(cleanup, { ranges: true, sha: 'wrong', withBundle: c.withBundle });
       const r = await hvinstallOnUefiMachine([...args(t), ...c.extra]);
       expect(r.code).toBe(3);
       expect(r.stderr).toMatch(/checksum mismatch for .*\/hv\.iso: expected sha256 [0-9a-f]{64}, got [0-9a-f]{64}/);
@@ -169,8 +171,9 @@ describe('the install ISO streamed to COS_PERSISTENT', () => {
     });
   }
 
-  it('refuses an ISO nobody published a digest for, before any of it is read, unless the command line consents', async () => {
-    const t = await setup({ ranges: true, sha: 'none', withBundle: false });
+  it('refuses an ISO nobody published a digest for, before any of it is read, unless the command line consents', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup, { ranges: true, sha: 'none', withBundle: false });
     const r = await hvinstallOnUefiMachine(args(t));
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(`cannot verify the install ISO ${t.srv.url}/hv.iso: no ${t.srv.url}/hv.iso.sha256 is published next to it`);
@@ -183,8 +186,9 @@ describe('the install ISO streamed to COS_PERSISTENT', () => {
     expect(consented.stderr).toContain('installed unverified');
   });
 
-  it('fails when the ISO changes on the server between the verified read and the bundle stream (If-Range)', async () => {
-    const t = await setup({ ranges: true, sha: 'right' });
+  it('fails when the ISO changes on the server between the verified read and the bundle stream (If-Range)', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup, { ranges: true, sha: 'right' });
     const other = Buffer.from(t.iso);
     other[other.length - 1] ^= 0xff;
     let wholeReads = 0;
@@ -197,16 +201,18 @@ describe('the install ISO streamed to COS_PERSISTENT', () => {
     expect(r.stderr).toMatch(/answered HTTP 200 to a request for bytes 0-\d+: the ISO changed on the server, or the server stopped serving ranges/);
   });
 
-  it('downloads to RAM as before when the server serves no byte ranges, saying why', async () => {
-    const t = await setup({ ranges: false, sha: 'right' });
+  it('downloads to RAM as before when the server serves no byte ranges, saying why', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup, { ranges: false, sha: 'right' });
     const r = await hvinstallOnUefiMachine(args(t));
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout + r.stderr).toContain('"where":"ram","why":"--iso-to-disk asks to stream the ISO to COS_PERSISTENT, but the server does not serve byte ranges: it goes to RAM"');
     await verifyAsInstalled(t);
   });
 
-  it('a live system without xorriso refuses the streamed path before any ISO byte is fetched, the disk untouched', async () => {
-    const t = await setup({ ranges: true, sha: 'right' });
+  it('a live system without xorriso refuses the streamed path before any ISO byte is fetched, the disk untouched', async ({ expect, onTestFinished }) => {
+    const cleanup = testCleanup(onTestFinished);
+    const t = await setup(cleanup, { ranges: true, sha: 'right' });
     // A PATH with every command of this machine except xorriso, as a live image built without it.
     const bin = path.join(t.dir, 'bin-without-xorriso');
     await mkdir(bin);

@@ -8,7 +8,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parse } from 'yaml';
-import { Cleanup, buildSmallOsTree, configYaml, diskSnapshot, hvinstall, installArgs, loopDisk, partitionNode, probe, sh, tempDir, withMount } from './helpers.js';
+import { Cleanup, buildSmallOsTree, configYaml, diskSnapshot, diskWithFilesystem, hvinstall, installArgs, loopDisk, partitionNode, probe, tempDir, withMount } from './helpers.js';
 import { RELEASE_TEXT, TEMPLATES } from '../../unit/render/cases.js';
 import { goEmbedElf } from '../../unit/render/go-embed-elf.js';
 
@@ -91,9 +91,7 @@ describe('hvinstall install with rancherd in the source', () => {
     const config = path.join(dir, 'config.yaml');
     await writeFile(config, configYaml({ device: disk }));
     // Something on the disk to lose: an ext4 filesystem with data.
-    await sh('sgdisk', ['-n', '1:0:+64M', disk]);
-    await sh('partprobe', [disk]);
-    await sh('mkfs.ext4', ['-q', '-L', 'KEEPME', partitionNode(disk, 1)]);
+    await diskWithFilesystem(disk, 'KEEPME');
     const before = await diskSnapshot(disk, dir);
     const r = await hvinstall(installArgs(config, source, path.join(dir, 'state')));
     expect(r.code).toBe(1);

@@ -11,13 +11,10 @@
  * bundle, and one run is killed in the middle of its copy (a file written to its temp name, not yet
  * renamed): the final disk holds the bundle and no temp file.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { Cleanup, buildSmallBundle, buildSmallOsTree, configYaml, diskSnapshot, events, hvinstall, installArgs, loopDisk, tempDir } from './helpers.js';
-
-const cleanup = new Cleanup();
-afterAll(() => cleanup.run());
+import { Cleanup, buildSmallBundle, buildSmallOsTree, configYaml, diskSnapshot, events, hvinstall, installArgs, loopDisk, tempDir, testCleanup } from './helpers.js';
 
 const STEPS = ['guard', 'clear', 'partition', 'format', 'verify', 'deploy', 'bootloader', 'oem', 'persistent', 'agent', 'chroot', 'finish'];
 const MID_COPY = 'deploy-bytes:4194304';
@@ -33,29 +30,25 @@ interface Journal {
   steps: Array<{ name: string; status: string; attempts: number }>;
 }
 
-describe('hvinstall install after SIGKILL', () => {
-  let dir: string;
-  let disk: string;
-  let args: string[];
-  let journalFile: string;
-  let baseline: Record<string, unknown>;
-  const readJournal = async (): Promise<Journal> => JSON.parse(await readFile(journalFile, 'utf8')) as Journal;
+/** A disk with an uninterrupted install on it, and that disk's snapshot: what every interrupted install must end as. */
+async function installedDisk(cleanup: Cleanup): Promise<{ dir: string; disk: string; args: string[]; readJournal: () => Promise<Journal>; baseline: Record<string, unknown> }> {
+  const dir = await tempDir(cleanup);
+  const disk = await loopDisk(cleanup, dir, 'target', 260);
+  const source = await buildSmallOsTree(dir);
+  const configFile = path.join(dir, 'config.yaml');
+  await writeFile(configFile, configYaml({ device: disk, forceEfi: true }));
+  const stateDir = path.join(dir, 'state');
+  const args = installArgs(configFile, source, stateDir, ['--bundle', await buildSmallBundle(dir)]);
+  const journalFile = path.join(stateDir, `${path.basename(disk)}.journal.json`);
+  const r = await hvinstall(args);
+  expect(r.code, r.stderr).toBe(0);
+  return { dir, disk, args, readJournal: async () => JSON.parse(await readFile(journalFile, 'utf8')) as Journal, baseline: await diskSnapshot(disk, dir) };
+}
 
-  beforeAll(async () => {
-    dir = await tempDir(cleanup);
-    disk = await loopDisk(cleanup, dir, 'target', 260);
-    const source = await buildSmallOsTree(dir);
-    const configFile = path.join(dir, 'config.yaml');
-    await writeFile(configFile, configYaml({ device: disk, forceEfi: true }));
-    const stateDir = path.join(dir, 'state');
-    args = installArgs(configFile, source, stateDir, ['--bundle', await buildSmallBundle(dir)]);
-    journalFile = path.join(stateDir, `${path.basename(disk)}.journal.json`);
-    const r = await hvinstall(args);
-    expect(r.code, r.stderr).toBe(0);
-    baseline = await diskSnapshot(disk, dir);
-  }, 600_000);
-
-  it('killed at every step boundary and mid copy in turn, each re-run resumes where the last stopped; the final disk is identical', async () => {
+// The two tests interrupt installs on disks of their own (a baseline install each): they run side by side.
+describe.concurrent('hvinstall install after SIGKILL', () => {
+  it('killed at every step boundary and mid copy in turn, each re-run resumes where the last stopped; the final disk is identical', async ({ expect, onTestFinished }) => {
+    const { dir, disk, args, readJournal, baseline } = await installedDisk(testCleanup(onTestFinished));
     let doneBefore: string[] = [];
     for (const [i, point] of CHAIN.entries()) {
       const killed = await hvinstall(args, { HVINSTALL_TEST_SIGKILL_AT: point });
@@ -102,7 +95,8 @@ describe('hvinstall install after SIGKILL', () => {
     expect(await diskSnapshot(disk, dir)).toEqual(baseline);
   }, 900_000);
 
-  it('killed in the middle of the image copy, then re-run: the same disk', async () => {
+  it('killed in the middle of the image copy, then re-run: the same disk', async ({ expect, onTestFinished }) => {
+    const { dir, disk, args, readJournal, baseline } = await installedDisk(testCleanup(onTestFinished));
     const killed = await hvinstall(args, { HVINSTALL_TEST_SIGKILL_AT: MID_COPY });
     expect(killed.signal, killed.stderr).toBe('SIGKILL');
     const journal = await readJournal();
