@@ -16,6 +16,7 @@ import {
   wipeSignatures,
   writePartitionTable,
 } from '../disk/block.js';
+import { gptVerifyProblem } from '../disk/gpt-verify.js';
 import { findDisk } from '../disk/plan.js';
 import { zeroEnds } from '../disk/zero.js';
 import type { InstallPlan } from '../disk/types.js';
@@ -99,9 +100,7 @@ export const clearStep: Step = {
 async function tableProblems(plan: InstallPlan): Promise<string | undefined> {
   if (plan.table === 'gpt') {
     const v = await run('sgdisk', ['--verify', plan.device], { allowFailure: true, timeoutMs: 60_000 });
-    if (v.exitCode === 0 && /No problems found/.test(v.stdout)) return undefined;
-    const said = `${v.stdout}\n${v.stderr}`.split('\n').map((l) => l.trim()).filter((l) => l && !/^(Caution|Warning!? |Identified)/.test(l));
-    return `sgdisk --verify: ${said.slice(0, 6).join(' ') || `status ${v.exitCode}`}`;
+    return gptVerifyProblem(v.exitCode, v.stdout, v.stderr);
   }
   const d = await run('sfdisk', ['--dump', plan.device], { allowFailure: true, timeoutMs: 60_000 });
   const starts = [...d.stdout.matchAll(/start=\s*(\d+)/g)].map((m) => Number(m[1]));
