@@ -1,6 +1,6 @@
 /**
  * The command lines the install runs against block devices, built from the plan. Pure, so the exact
- * sgdisk/sfdisk/mkfs arguments are unit-tested; installer/disk/block.ts runs them.
+ * sfdisk scripts and mkfs arguments are unit-tested; installer/disk/block.ts runs them.
  */
 import type { InstallPlan, PlannedDataDisk, PlannedPartition } from './types.js';
 
@@ -15,19 +15,54 @@ export function partitionPath(disk: string, n: number): string {
   return /\d$/.test(disk) ? `${disk}p${n}` : `${disk}${n}`;
 }
 
-/** One sgdisk call: new GPT, fixed disk GUID, every partition with exact sectors, type, name and GUID. */
+/**
+ * The GPT partition type GUID of each type code the plan uses (gdisk's codes, as Elemental's
+ * partitioner names them): the one place they are mapped.
+ */
+export const GPT_TYPE_GUIDS: Readonly<Record<string, string>> = {
+  EF00: 'C12A7328-F81F-11D2-BA4B-00A0C93EC93B', // EFI system partition
+  EF02: '21686148-6449-6E6F-744E-656564454649', // BIOS boot partition (grub's core.img)
+  '8300': '0FC63DAF-8483-4772-8E79-3D69D8477DE4', // Linux filesystem
+};
+
+export function gptTypeGuid(typeCode: string): string {
+  const guid = GPT_TYPE_GUIDS[typeCode];
+  if (!guid) throw new Error(`no GPT type GUID for type code ${typeCode}`);
+  return guid;
+}
+
+/** Entries in each GPT partition array, as gdisk and sfdisk make them. */
+const GPT_ENTRIES = 128;
+const GPT_ENTRY_BYTES = 128;
+
+/**
+ * The first usable sector of a new GPT as `sgdisk --clear` sets it: right after the protective
+ * MBR, the primary header and the entry array (34 on 512-byte sectors, 6 on 4Kn). sfdisk's own
+ * default is the first aligned MiB, which would change the table's header.
+ */
+export function gptFirstUsableLba(sectorSize: number): number {
+  return 2 + Math.ceil((GPT_ENTRIES * GPT_ENTRY_BYTES) / sectorSize);
+}
+
+/**
+ * sfdisk script for a new GPT: the plan's disk GUID, every partition with exact sectors, type,
+ * name and GUID. Byte for byte the table `sgdisk --zap-all --clear` wrote for the same plan, without
+ * gptfdisk's whole-machine sync() and one-second sleep after the write; sfdisk fsyncs each of its
+ * writes and fails on an error, and leaves telling the kernel to rereadPartitions.
+ */
 export function gptCommand(plan: InstallPlan): CommandLine {
-  const args = ['--zap-all', '--clear', `--disk-guid=${plan.diskGuid}`];
+  const lines = [
+    'label: gpt',
+    `label-id: ${plan.diskGuid}`,
+    `table-length: ${GPT_ENTRIES}`,
+    `first-lba: ${gptFirstUsableLba(plan.logicalSectorSize)}`,
+    `sector-size: ${plan.logicalSectorSize}`,
+    '',
+  ];
   for (const p of plan.partitions) {
-    args.push(
-      `--new=${p.number}:${p.startSector}:${p.endSector}`,
-      `--typecode=${p.number}:${p.typeCode}`,
-      `--change-name=${p.number}:${p.name}`,
-      `--partition-guid=${p.number}:${p.partUuid}`,
-    );
+    lines.push(`start=${p.startSector}, size=${p.endSector - p.startSector + 1}, type=${gptTypeGuid(p.typeCode)}, name="${p.name}", uuid=${p.partUuid}`);
   }
-  args.push(plan.device);
-  return { file: 'sgdisk', args };
+  return { file: 'sfdisk', args: ['--no-reread', '--no-tell-kernel', '--wipe', 'always', plan.device], input: lines.join('\n') + '\n' };
 }
 
 /** sfdisk script for an msdos table; the disk identifier comes from the plan's disk GUID. */

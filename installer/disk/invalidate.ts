@@ -11,12 +11,10 @@
 import { constants, open } from 'node:fs/promises';
 import { describeError } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
-import { alignedSharedBuffer } from '../deploy/aligned-buffer.js';
 import { exists, kernelPartitions, probeSignature } from './block.js';
 import { partitionPath } from './commands.js';
 import type { InstallPlan } from './types.js';
-
-const MiB = 1024 * 1024;
+import { zeroEnds } from './zero.js';
 
 export interface Invalidation {
   device: string;
@@ -57,28 +55,7 @@ async function invalidateOne(device: string, what: string, sizeBytes: number): P
   if (held) problems.push('still held open (a filesystem or process that did not let go)');
   const wipe = await run('wipefs', ['--all', '--force', device], { allowFailure: true, timeoutMs: 120_000 }).catch((e: unknown) => ({ exitCode: -1, stderr: describeError(e) }));
   if (wipe.exitCode !== 0) problems.push(`wipefs: ${wipe.stderr.trim() || `status ${wipe.exitCode}`}`);
-  const ends = sizeBytes > MiB ? [0, sizeBytes - MiB] : [0];
-  const zeros = alignedSharedBuffer(MiB);
-  try {
-    const fh = await open(device, constants.O_RDWR | constants.O_DIRECT | constants.O_SYNC);
-    try {
-      for (const at of ends) {
-        zeros.fill(0);
-        await fh.write(zeros, 0, MiB, at).catch((e: unknown) => problems.push(`writing zeros at byte ${at}: ${describeError(e)}`));
-      }
-      await fh.sync().catch((e: unknown) => problems.push(`fsync: ${describeError(e)}`));
-      for (const at of ends) {
-        const { bytesRead } = await fh.read(zeros, 0, MiB, at);
-        const bad = zeros.subarray(0, bytesRead).findIndex((b) => b !== 0);
-        if (bytesRead < Math.min(MiB, sizeBytes)) problems.push(`read back ${bytesRead} of ${MiB} bytes at byte ${at}`);
-        else if (bad >= 0) problems.push(`byte ${at + bad} still holds data when read back`);
-      }
-    } finally {
-      await fh.close();
-    }
-  } catch (e) {
-    problems.push(describeError(e));
-  }
+  problems.push(...(await zeroEnds(device, sizeBytes)));
   await run('blockdev', ['--flushbufs', device], { allowFailure: true, timeoutMs: 60_000 }).catch(() => undefined);
   const sig = await probeSignature(device).catch((e: unknown) => ({ TYPE: `unknown (${describeError(e)})` }) as Record<string, string | undefined>);
   const left = sig.TYPE ?? sig.PTTYPE;

@@ -18,7 +18,7 @@ export interface PlannedPartition {
   /** Filesystem label; undefined for bios_grub. */
   label?: string;
   fs: FsType;
-  /** sgdisk type code (EF00, EF02, 8300) or msdos type byte (83). */
+  /** GPT type code as gdisk names it (EF00, EF02, 8300; commands.ts maps it to its GUID) or msdos type byte (83). */
   typeCode: string;
   /** Byte offsets; start and size are multiples of 1 MiB. */
   startBytes: number;

@@ -16,13 +16,19 @@ import {
   wipeSignatures,
   writePartitionTable,
 } from '../disk/block.js';
+import { gptVerifyProblem } from '../disk/gpt-verify.js';
 import { findDisk } from '../disk/plan.js';
+import { zeroEnds } from '../disk/zero.js';
 import type { InstallPlan } from '../disk/types.js';
 import type { Step } from './context.js';
 
 const STALE_LABEL = /^(COS_|HARV_)/;
 
-/** Wipes every partition's signatures, then the table itself, and tells the kernel. */
+/**
+ * Wipes every partition's signatures, then the tables (`sgdisk --zap-all`'s protective MBR, both GPT
+ * headers and entry arrays, as zeros over the disk's first and last MiB, read back: without gptfdisk's
+ * whole-machine sync() and one-second sleep), then the disk's other signatures, and tells the kernel.
+ */
 async function zapDisk(device: string): Promise<string[]> {
   const done: string[] = [];
   for (const p of await kernelPartitions(device)) {
@@ -32,7 +38,9 @@ async function zapDisk(device: string): Promise<string[]> {
       done.push(node);
     }
   }
-  await run('sgdisk', ['--zap-all', device], { timeoutMs: 120_000 });
+  const size = Number((await run('blockdev', ['--getsize64', device], { timeoutMs: 60_000 })).stdout.trim());
+  const problems = await zeroEnds(device, size);
+  if (problems.length) throw new HvError(`could not clear the partition tables of ${device}: ${problems.join('; ')}`, { where: device, hint: 'check dmesg and the disk; a disk that cannot be written cannot be installed', exitCode: ExitCode.installFailed });
   await wipeSignatures(device);
   await run('partprobe', [device], { allowFailure: true, timeoutMs: 60_000 });
   done.push(device);
@@ -77,7 +85,7 @@ export const clearStep: Step = {
       wiped.push(w);
     }
     const zapped = await zapDisk(plan.device);
-    // Read back: wipefs and sgdisk report success over writes the disk failed.
+    // Read back: wipefs reports success over writes the disk failed.
     for (const disk of [plan.device, ...(plan.dataDisk ? [plan.dataDisk.path] : []), ...plan.wipeDisks]) {
       await flushBuffers(disk);
       const sig = await probeSignature(disk);
@@ -92,9 +100,7 @@ export const clearStep: Step = {
 async function tableProblems(plan: InstallPlan): Promise<string | undefined> {
   if (plan.table === 'gpt') {
     const v = await run('sgdisk', ['--verify', plan.device], { allowFailure: true, timeoutMs: 60_000 });
-    if (v.exitCode === 0 && /No problems found/.test(v.stdout)) return undefined;
-    const said = `${v.stdout}\n${v.stderr}`.split('\n').map((l) => l.trim()).filter((l) => l && !/^(Caution|Warning!? |Identified)/.test(l));
-    return `sgdisk --verify: ${said.slice(0, 6).join(' ') || `status ${v.exitCode}`}`;
+    return gptVerifyProblem(v.exitCode, v.stdout, v.stderr);
   }
   const d = await run('sfdisk', ['--dump', plan.device], { allowFailure: true, timeoutMs: 60_000 });
   const starts = [...d.stdout.matchAll(/start=\s*(\d+)/g)].map((m) => Number(m[1]));
@@ -122,8 +128,7 @@ export const partitionStep: Step = {
   name: 'partition',
   async run(ctx) {
     await writePartitionTable(ctx.plan);
-    // Read back before waiting on the kernel: sgdisk says "The operation has completed
-    // successfully." over table writes the disk failed.
+    // Read back before waiting on the kernel: a disk can take a write and keep other bytes.
     await flushBuffers(ctx.plan.device);
     const broken = await tableProblems(ctx.plan);
     if (broken) throw new HvError(`the partition table written to ${ctx.plan.device} does not read back: ${broken}`, { where: ctx.plan.device, hint: 'check dmesg and the disk; a disk that cannot be written cannot be installed', exitCode: ExitCode.installFailed });

@@ -6,8 +6,8 @@
 import { describe, expect, it } from 'vitest';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { events, probe, sh, withMount } from '../install/helpers.js';
-import { atStep, expectKernelWord, failedLoudly, FAULT_CASE_MS, faultFileHooks, install, journalOf, MiB, recoversToClean, setup } from './cases.js';
+import { events, installArgs, probe, sh, withMount } from '../install/helpers.js';
+import { atStep, expectKernelWord, failedLoudly, FAULT_CASE_MS, faultFileHooks, install, journalOf, MiB, recoversToClean, setup, source } from './cases.js';
 
 faultFileHooks();
 
@@ -37,24 +37,39 @@ describe('write errors', { timeout: FAULT_CASE_MS }, () => {
     await recoversToClean(t);
   });
 
-  it('4. a partition table whose writes fail (backup GPT, then primary): fails in the partition step naming the device and the kernel error, without waiting on the kernel', async () => {
+  it('4. a partition table whose writes fail or are corrupted (the backup GPT header, then the primary end): fails in the partition or clear step naming the device and the kernel error, without waiting on the kernel', async () => {
     const t = await setup();
     const size = 260 * 1024 * MiB;
-    await t.disk.setRules([{ op: 'write', from: size - MiB, to: size, action: 'eio' }]);
+    const gptHeader = Buffer.from('EFI PART').toString('hex');
+    // sfdisk fsyncs each of its writes: the failed backup header stops it, before the primary is written.
+    await t.disk.setRules([{ op: 'write', from: size - MiB, to: size, match: gptHeader, action: 'eio' }]);
     const backup = await install(t);
     await failedLoudly(t, backup);
     expect(backup.stderr).toContain('install failed in step partition');
-    expect(backup.stderr).toContain(`the partition table written to ${t.disk.dev} does not read back: sgdisk --verify:`);
+    expect(backup.stderr).toMatch(new RegExp(`sfdisk .*${t.disk.dev}`));
     await expectKernelWord(backup.stderr, t.disk.dev);
+    // A backup header the disk takes and stores corrupted: only the read-back finds it.
+    await t.disk.setRules([{ op: 'write', from: size - MiB, to: size, match: gptHeader, action: 'flip' }]);
+    const corrupted = await install(t);
+    await failedLoudly(t, corrupted);
+    expect(corrupted.stderr).toContain('install failed in step partition');
+    expect(corrupted.stderr).toContain(`the partition table written to ${t.disk.dev} does not read back: sgdisk --verify:`);
+    // Every write to the primary end failing: the resumed run (its clear step done) fails in sfdisk's
+    // write; a fresh run's clear step already, its zeros over the old tables failing.
     await t.disk.setRules([{ op: 'write', from: 0, to: MiB, action: 'eio' }]);
     const primary = await install(t);
     await failedLoudly(t, primary);
-    expect(primary.stderr).toMatch(/install failed in step (clear|partition)/);
+    expect(primary.stderr).toContain('install failed in step partition');
+    expect(primary.stderr).toMatch(new RegExp(`sfdisk .*${t.disk.dev}`));
     expect(primary.stderr).not.toContain('waiting for the kernel to show the new partitions');
     await expectKernelWord(primary.stderr, t.disk.dev);
+    const fresh = await install({ ...t, args: installArgs(t.configFile, source, `${t.stateDir}-fresh`, ['--bundle', 'none']) });
+    await failedLoudly(t, fresh);
+    expect(fresh.stderr).toContain('install failed in step clear');
+    expect(fresh.stderr).toContain(`could not clear the partition tables of ${t.disk.dev}: writing zeros at byte 0:`);
+    await expectKernelWord(fresh.stderr, t.disk.dev);
     await recoversToClean(t);
   });
-
 
   it('6. a write error in the persistent step and on the ESP: each error names the partition, the byte and the kernel message', async () => {
     const t = await setup();

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { planInstall, PlanRefusedError, targetInUseProblems, LONGHORN_DEFAULT_DISK } from '../../../installer/disk/plan.js';
@@ -12,6 +12,14 @@ import type { InstallPlan } from '../../../installer/disk/types.js';
 import { disk, machine, GiB } from './facts-fixture.js';
 
 const execFileAsync = promisify(execFile);
+
+/** Runs the plan's table command against a file in place of the disk. */
+async function writeTable(plan: InstallPlan, file: string): Promise<void> {
+  const cmd = gptCommand(plan);
+  const run = execFileAsync(cmd.file, [...cmd.args.slice(0, -1), file]);
+  run.child.stdin!.end(cmd.input);
+  await run;
+}
 
 const MiB = 1024 * 1024;
 /**
@@ -146,9 +154,48 @@ describe('planInstall layout matrix', () => {
     expect(plan.partitions[0]!.startSector).toBe(2048);
   });
 
+  // The sgdisk call the install made before it wrote its GPT with sfdisk: the reference for the table Harvester's tools read.
+  it.concurrent.for([
+    ['EFI', true],
+    ['BIOS', false],
+  ] as const)('%s: the sfdisk script writes over an old one byte for byte the table sgdisk --zap-all --clear wrote (protective MBR, both headers and entry arrays), the old boot code zeroed', async ([, efi], { expect }) => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'hvplan-sfdisk-'));
+    try {
+      const sizeBytes = 300 * GiB + 20 * 1024;
+      const plan = planInstall(cfg(), machine([disk('vda', 300, { sizeBytes })], efi));
+      const files = [path.join(dir, 'sgdisk.raw'), path.join(dir, 'sfdisk.raw')];
+      const junk = Buffer.alloc(64 * 1024, 0xa5);
+      for (const f of files) {
+        await execFileAsync('truncate', ['-s', String(sizeBytes), f]);
+        writeFileSync(f, junk, { flag: 'r+' });
+        const fd = openSync(f, 'r+');
+        writeSync(fd, junk, 0, junk.length, sizeBytes - junk.length);
+        closeSync(fd);
+      }
+      const sg = ['--zap-all', '--clear', `--disk-guid=${plan.diskGuid}`];
+      for (const p of plan.partitions) sg.push(`--new=${p.number}:${p.startSector}:${p.endSector}`, `--typecode=${p.number}:${p.typeCode}`, `--change-name=${p.number}:${p.name}`, `--partition-guid=${p.number}:${p.partUuid}`);
+      await execFileAsync('sgdisk', [...sg, files[0]!]);
+      await writeTable(plan, files[1]!);
+      const [head, tail] = [34 * 512, 33 * 512];
+      const ends = files.map((f) => {
+        const fd = openSync(f, 'r');
+        const b = Buffer.alloc(head + tail);
+        readSync(fd, b, 0, head, 0);
+        readSync(fd, b, head, tail, sizeBytes - tail);
+        closeSync(fd);
+        return b;
+      });
+      expect(ends[1]!.subarray(512, 520).toString()).toBe('EFI PART');
+      // Byte for byte from the MBR's partition records on; before them (the boot code) sgdisk kept the
+      // old bytes, sfdisk's --wipe leaves zeros (the clear step has zeroed them already, grub writes its own).
+      expect(ends[1]!.subarray(440).equals(ends[0]!.subarray(440))).toBe(true);
+      expect(ends[1]!.subarray(0, 440).every((b) => b === 0)).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   // Sizes a few KiB either side of a MiB boundary: where the GPT backup decides whether the last MiB is usable.
-  // Concurrent: sgdisk syncs and then sleeps a second after writing a table (gptfdisk's DiskSync), so
-  // the four disks wait out their second together.
   it.concurrent.for([300 * GiB, 300 * GiB + 10 * 1024, 300 * GiB + 20 * 1024, 300 * GiB + MiB - 512])(
     'sgdisk itself accepts the planned table on a sparse disk of %d bytes; the last partition ends within a MiB of its last usable sector',
     async (sizeBytes, { expect }) => {
@@ -157,8 +204,8 @@ describe('planInstall layout matrix', () => {
         const file = path.join(dir, 'disk.raw');
         await execFileAsync('truncate', ['-s', String(sizeBytes), file]);
         const plan = planInstall(cfg(), machine([disk('vda', 300, { sizeBytes })]));
-        const cmd = gptCommand(plan);
-        await execFileAsync(cmd.file, [...cmd.args.slice(0, -1), file]);
+        await writeTable(plan, file);
+        expect((await execFileAsync('sgdisk', ['--verify', file], { encoding: 'utf8' })).stdout).toContain('No problems found');
         const printed = (await execFileAsync('sgdisk', ['-p', file], { encoding: 'utf8' })).stdout;
         const lastUsable = Number(/last usable sector is (\d+)/.exec(printed)![1]);
         const last = plan.partitions.at(-1)!;
