@@ -46,6 +46,7 @@ export class ConsoleApp {
         this.handoff.installing
           ? 'Stop the install? The disk is invalidated so it cannot boot half-installed; the journal is kept and a retry resumes it.'
           : 'Quit the installer? Nothing has been written to any disk.',
+      onKeyError: (err) => this.opts.log.error('a key could not be handled', { page: PAGES[this.page]?.id, error: err instanceof Error ? (err.stack ?? err.message) : String(err) }),
       onQuit: () => {
         if (!this.handoff.installing) return true;
         this.handoff.installing.abort(new Error('stopped from the console (Ctrl-C)'));

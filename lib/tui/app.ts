@@ -37,6 +37,8 @@ export interface AppOptions {
   quitQuestion?: () => string;
   /** After "Yes": false keeps the program running (it stops what it was doing instead). */
   onQuit?: () => boolean;
+  /** A key's handling threw: the screen flashes it for a while; this keeps it (the program's log). */
+  onKeyError?: (err: unknown) => void;
 }
 
 export class App {
@@ -187,6 +189,7 @@ export class App {
       try {
         await this.screen.key(k);
       } catch (err) {
+        this.opts.onKeyError?.(err);
         this.flash(`error: ${(err as Error).message ?? String(err)}`, 10_000);
       }
       this.redraw();

@@ -42,6 +42,7 @@ interface Run {
   s: Session;
   configFile: string;
   stateDir: string;
+  log: string;
 }
 
 function startConsole(name: string, extra: string[] = [], env: Record<string, string> = {}): Run {
@@ -54,7 +55,7 @@ function startConsole(name: string, extra: string[] = [], env: Record<string, st
     { env: { PATH: `${env.PATH ?? ''}${env.PATH ? ':' : ''}${stubs}:${process.env.PATH}`, ...Object.fromEntries(Object.entries(env).filter(([k]) => k !== 'PATH')) } },
   );
   sessions.push(s);
-  return { s, configFile, stateDir };
+  return { s, configFile, stateDir, log: path.join(dir, `${name}.log`) };
 }
 
 /** Puts the highlight of the focused disk list on exactly `disk` (other disks on this machine are never chosen). */
@@ -68,7 +69,17 @@ async function chooseDisk(s: Session, disk: string): Promise<void> {
 }
 
 /** From the start to the confirmation: create mode, `disk`, a static address (no DHCP from this machine), a static VIP. */
-async function walkTo(s: Session, disk: string, ntp: string): Promise<string> {
+async function walkTo({ s, log }: Run, disk: string, ntp: string): Promise<string> {
+  try {
+    return await walk(s, disk, ntp);
+  } catch (err) {
+    // What the console logged (its key handling, checks, errors the screen flashed and dropped).
+    const tail = (await readFile(log, 'utf8').catch(() => '')).split('\n').slice(-25).join('\n');
+    throw new Error(`${(err as Error).message}\nthe console's log, last lines:\n${tail}`);
+  }
+}
+
+async function walk(s: Session, disk: string, ntp: string): Promise<string> {
   await s.page(TITLES.hardware); // this machine has 2 CPUs and no KVM
   await s.waitForText('Do you wish to proceed?');
   await s.keys(KEYS.enter);
@@ -79,8 +90,14 @@ async function walkTo(s: Session, disk: string, ntp: string): Promise<string> {
   await s.page(TITLES.disk);
   await chooseDisk(s, disk);
   await s.keys(KEYS.enter);
-  if (s.flat().includes('Data disk')) {
+  // The focus moves to the data disk list where other disks could be one (drawn open, with its
+  // marks), else to the persistent size (its note shows): waited for, as a loaded host may draw the
+  // page after the key's settle, and a screen read once then decided wrongly (the size typed into the list).
+  const persistentFocused = /^ Note: persistent partition/m;
+  const after = await s.waitFor(new RegExp(`\\(\\*\\) Use the installation disk|${persistentFocused.source}`, 'm'));
+  if (!persistentFocused.test(after)) {
     await s.keys('\x1b[H', KEYS.enter); // "Use the installation disk"
+    await s.waitFor(persistentFocused);
   }
   await fill(s, '150Gi');
   // Where other disks on this machine carry an install (other files' loop devices), the wipe list
@@ -122,7 +139,7 @@ describe('hvinstall console installs (root, loop devices)', () => {
     const backing = path.join(dir, 'dry.raw');
     const r = startConsole('dry', ['--dry-run']);
     try {
-      const summary = await walkTo(r.s, disk, ntp.address);
+      const summary = await walkTo(r, disk, ntp.address);
       expect(summary).toContain(`install disk: ${disk}`);
       await r.s.keys(KEYS.down, KEYS.up, KEYS.enter);
       await r.s.page('Dry run complete');
@@ -141,7 +158,7 @@ describe('hvinstall console installs (root, loop devices)', () => {
     const disk = await loopDisk(cleanup, dir, 'target', 260);
     const r = startConsole('ok');
     try {
-      const summary = await walkTo(r.s, disk, ntp.address);
+      const summary = await walkTo(r, disk, ntp.address);
       const destroyed = summary.slice(summary.indexOf('DESTROYED:'), summary.indexOf('note(s)') > 0 ? summary.indexOf('note(s)') : undefined);
       expect(destroyed).toContain(disk);
       expect(destroyed.match(/ - \//g)).toHaveLength(1); // one disk, ours
@@ -179,7 +196,7 @@ describe('hvinstall console installs (root, loop devices)', () => {
     await writeFile(flag, '');
     const r = startConsole('resume', [], { PATH: fakeBin });
     try {
-      await walkTo(r.s, disk, ntp.address);
+      await walkTo(r, disk, ntp.address);
       await r.s.keys(KEYS.down, KEYS.up, KEYS.enter);
       await r.s.waitForText('** Installation Failed **', 600_000);
       expect(r.s.flat()).toContain('[ Retry ] [ Quit to a shell ]'); // the choices are in view with the error
