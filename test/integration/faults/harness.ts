@@ -164,6 +164,13 @@ async function releaseDisk(dev: string): Promise<void> {
 export interface Verdict extends CliResult {
   /** The process was still running this long after its install event said failed or succeeded. */
   hungAfterVerdict: boolean;
+  /** dmesg's clock (seconds since boot) when the run started, and when its output said a step failed: what the kernel said about the disk in between is what the error could quote. */
+  kernelWindow: { from: number; to?: number };
+}
+
+/** Seconds since boot: dmesg's clock. */
+function kernelClockNow(): number {
+  return Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]);
 }
 
 /**
@@ -172,6 +179,7 @@ export interface Verdict extends CliResult {
  * is killed with its group and reported as hung. Cleanup kills whatever a failed test left.
  */
 export function hvinstallRun(cleanup: Cleanup, args: string[], env: NodeJS.ProcessEnv = {}, graceMs = 30_000): { child: ChildProcess; done: Promise<Verdict> } {
+  const kernelWindow: Verdict['kernelWindow'] = { from: kernelClockNow() };
   const child = spawn(HVINSTALL, args, { env: { ...process.env, ...env, [FILE_MARK]: FILE_ID }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   cleanup.add(async () => {
     if (child.exitCode === null && child.signalCode === null) process.kill(-child.pid!, 'SIGKILL');
@@ -182,6 +190,7 @@ export function hvinstallRun(cleanup: Cleanup, args: string[], env: NodeJS.Proce
   let timer: NodeJS.Timeout | undefined;
   child.stdout!.on('data', (d: Buffer) => {
     stdout += d.toString();
+    if (kernelWindow.to === undefined && /"type":"step","phase":"failed"/.test(stdout)) kernelWindow.to = kernelClockNow();
     if (!timer && /"type":"install","phase":"(failed|succeeded)"/.test(stdout)) {
       timer = setTimeout(() => {
         hung = true;
@@ -194,7 +203,7 @@ export function hvinstallRun(cleanup: Cleanup, args: string[], env: NodeJS.Proce
     child.on('error', reject);
     child.on('close', (code, signal) => {
       clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr, hungAfterVerdict: hung });
+      resolve({ code, signal, stdout, stderr, hungAfterVerdict: hung, kernelWindow });
     });
   });
   return { child, done };

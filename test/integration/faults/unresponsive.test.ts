@@ -18,7 +18,7 @@ describe('write errors', { timeout: FAULT_CASE_MS }, () => {
       await t.disk.setRules([{ op: 'write', from: state.from, to: state.to, action: 'eio' }]);
     });
     await failedLoudly(t, resumedToFail);
-    await expectKernelWord(resumedToFail.stderr, t.disk.dev);
+    await expectKernelWord(resumedToFail, t.disk.dev);
     await recoversToClean(t);
 
     const gone = await setup();

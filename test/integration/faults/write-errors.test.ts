@@ -47,7 +47,7 @@ describe('write errors', { timeout: FAULT_CASE_MS }, () => {
     await failedLoudly(t, backup);
     expect(backup.stderr).toContain('install failed in step partition');
     expect(backup.stderr).toMatch(new RegExp(`sfdisk .*${t.disk.dev}`));
-    await expectKernelWord(backup.stderr, t.disk.dev);
+    await expectKernelWord(backup, t.disk.dev);
     // A backup header the disk takes and stores corrupted: only the read-back finds it.
     await t.disk.setRules([{ op: 'write', from: size - MiB, to: size, match: gptHeader, action: 'flip' }]);
     const corrupted = await install(t);
@@ -62,12 +62,12 @@ describe('write errors', { timeout: FAULT_CASE_MS }, () => {
     expect(primary.stderr).toContain('install failed in step partition');
     expect(primary.stderr).toMatch(new RegExp(`sfdisk .*${t.disk.dev}`));
     expect(primary.stderr).not.toContain('waiting for the kernel to show the new partitions');
-    await expectKernelWord(primary.stderr, t.disk.dev);
+    await expectKernelWord(primary, t.disk.dev);
     const fresh = await install({ ...t, args: installArgs(t.configFile, source, `${t.stateDir}-fresh`, ['--bundle', 'none']) });
     await failedLoudly(t, fresh);
     expect(fresh.stderr).toContain('install failed in step clear');
     expect(fresh.stderr).toContain(`could not clear the partition tables of ${t.disk.dev}: writing zeros at byte 0:`);
-    await expectKernelWord(fresh.stderr, t.disk.dev);
+    await expectKernelWord(fresh, t.disk.dev);
     await recoversToClean(t);
   });
 
@@ -80,13 +80,13 @@ describe('write errors', { timeout: FAULT_CASE_MS }, () => {
     // step's writes to the same partition are the first to fail.
     expect(r.stderr).toMatch(/install failed in step (persistent|agent)/);
     expect(r.stderr).toContain(persistent.dev);
-    await expectKernelWord(r.stderr, t.disk.dev);
+    await expectKernelWord(r, t.disk.dev);
     const esp = t.part('COS_GRUB');
     await t.disk.setRules([]);
     const e = await install(t, {}, atStep('bootloader', t.disk, [{ op: 'write', from: esp.from, to: esp.to, action: 'eio' }]));
     await failedLoudly(t, e);
     expect(e.stderr).toContain('install failed in step bootloader');
-    await expectKernelWord(e.stderr, t.disk.dev);
+    await expectKernelWord(e, t.disk.dev);
     await recoversToClean(t);
   });
 });
