@@ -241,9 +241,9 @@ describe('sendWebhooks', () => {
     const { log, sink } = logger();
     await sendWebhooks('STARTED', {}, { log });
     expect(sink.lines).toHaveLength(0);
-    const r = await receiver(() => undefined);
     const ac = new AbortController();
-    setTimeout(() => ac.abort(new Error('install cancelled')), 100);
+    // Aborted once the request is in (and left hanging), not after a fixed delay a loaded host may outrun.
+    const r = await receiver(() => setTimeout(() => ac.abort(new Error('install cancelled')), 50));
     await sendWebhooks('STARTED', cfg([{ event: 'STARTED', method: 'GET', url: `${r.base}/hang` }]), { vars, log, signal: ac.signal, timeoutMs: 60_000 });
     expect(r.seen).toHaveLength(1);
     expect(JSON.parse(sink.lines.at(-1)!).level).toBe('error');
