@@ -6,6 +6,7 @@
 import { mkdtemp, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { run } from '../../lib/exec.js';
+import { unmountWhenFree } from '../../lib/unmount.js';
 import { contentManifest, firstDifference, sourceChanged, type SourceDigests } from './source-digest.js';
 import { ReadBackMismatch } from './read-back.js';
 import { IMAGE_MOUNT_PREFIX } from './source.js';
@@ -24,14 +25,21 @@ export async function checkImageTree(image: string, name: string, digests: Sourc
   const mnt = await mkdtemp(path.join(workDir, IMAGE_MOUNT_PREFIX));
   try {
     await run('mount', ['-t', 'ext2', '-o', 'ro,loop,noatime', image, mnt], { timeoutMs: 120_000 });
+    let failed = false;
     try {
       const got = await contentManifest(mnt, { signal });
       // mke2fs makes lost+found; it is the image's own, not the source's.
       if (!digests.entries.has('lost+found')) for (const rel of [...got.keys()]) if (rel === 'lost+found' || rel.startsWith('lost+found/')) got.delete(rel);
       const diff = firstDifference(digests.entries, got);
       if (diff) throw await blame(diff, name, digests, opts);
+    } catch (err) {
+      failed = true;
+      throw err;
     } finally {
-      await run('umount', [mnt], { allowFailure: true, timeoutMs: 120_000 });
+      // An image left mounted keeps COS_STATE busy: say so here, unless the check already failed.
+      await unmountWhenFree(mnt).catch((err: unknown) => {
+        if (!failed) throw err;
+      });
     }
   } finally {
     await rmdir(mnt).catch(() => undefined);

@@ -5,6 +5,7 @@
 import { mkdir, readFile, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { run } from '../../lib/exec.js';
+import { unmountWhenFree } from '../../lib/unmount.js';
 
 export async function mount(device: string, dir: string, opts: string[] = []): Promise<void> {
   await mkdir(dir, { recursive: true });
@@ -12,7 +13,7 @@ export async function mount(device: string, dir: string, opts: string[] = []): P
 }
 
 export async function unmount(dir: string, timeoutMs = 120_000): Promise<void> {
-  await run('umount', [dir], { timeoutMs });
+  await unmountWhenFree(dir, { timeoutMs });
   await rmdir(dir).catch(() => undefined);
 }
 

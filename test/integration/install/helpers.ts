@@ -12,6 +12,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { buildTestOsTree } from '../../../iso-build/index.js';
 import { MEDIA_DIR } from '../../../installer/remote/automatic-media.js';
+import { unmountWhenFree } from '../../../lib/unmount.js';
 
 const execFileP = promisify(execFile);
 export const REPO = path.resolve(import.meta.dirname, '../../..');
@@ -315,12 +316,18 @@ export async function treeManifest(
 export async function withMount<T>(dev: string, dir: string, fn: (mnt: string) => Promise<T>, opts = 'ro'): Promise<T> {
   const mnt = await mkdtemp(path.join(dir, 'mnt-'));
   await sh('mount', ['-o', opts, dev, mnt]);
+  let result: T;
   try {
-    return await fn(mnt);
-  } finally {
-    await sh('umount', [mnt], { allowFailure: true });
-    await rm(mnt, { recursive: true, force: true });
+    result = await fn(mnt);
+  } catch (err) {
+    // The check's own failure is the news; a mount its open files keep busy is left to the test's cleanup.
+    await unmountWhenFree(mnt).then(() => rm(mnt, { recursive: true, force: true })).catch(() => undefined);
+    throw err;
   }
+  // A loop mount inside it (an image on COS_STATE) keeps it busy while a prober holds the loop device.
+  await unmountWhenFree(mnt);
+  await rm(mnt, { recursive: true, force: true });
+  return result;
 }
 
 /**
