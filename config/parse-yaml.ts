@@ -92,9 +92,13 @@ function extraDocumentsWarning(docs: Document.Parsed[], source: string, at: At):
 
 /** The first document's syntax errors, a duplicate key named by its text. */
 function documentErrors(doc: Document.Parsed, text: string, source: string): Finding[] {
+  // The parser can run out of stack at more than one place of the same nesting, how many depends on
+  // the stack already in use: one finding, whatever the caller's depth.
+  const deep = doc.errors.find((e) => /call stack/i.test(e.message));
+  if (deep) return [{ severity: 'error', path: '', source, line: deep.linePos?.[0]?.line, column: deep.linePos?.[0]?.col, message: DEEP_MESSAGE }];
   return doc.errors.map((e) => {
     const p = e.linePos?.[0];
-    let message = /call stack/i.test(e.message) ? DEEP_MESSAGE : `not valid YAML: ${firstLine(e.message)}`;
+    let message = `not valid YAML: ${firstLine(e.message)}`;
     if (e.code === 'DUPLICATE_KEY') {
       const key = /^\s*["']?([^"':\n]*)/.exec(text.slice(e.pos[0], e.pos[0] + 200))?.[1]?.trim();
       message = `not valid YAML: duplicate key${key ? ` ${JSON.stringify(key)}` : ''} (keys must be unique)`;

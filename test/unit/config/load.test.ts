@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { loadConfig } from '../../../config/index.js';
 import { MAX_CONFIG_BYTES } from '../../../config/load.js';
+import { parseYamlWithPositions } from '../../../config/parse-yaml.js';
 
 const tmp = mkdtempSync('/tmp/hvcfg-load-');
 const VALID = 'scheme_version: 1\ntoken: abc\nos: {password: x}\ninstall:\n  mode: create\n  device: /dev/sda\n  vip: 10.0.0.5\n  vip_mode: static\n  management_interface: {interfaces: [{name: ens3}], method: dhcp}\n';
@@ -72,6 +73,14 @@ describe('loadConfig: files', () => {
     const r2 = await loadConfig(file('deep-flow.yaml', 'a: ' + '['.repeat(5000) + ']'.repeat(5000) + '\n'));
     expect(r2.valid).toBe(false);
     expect(r2.errors).toHaveLength(1);
+  });
+  it('deep flow nesting gives one finding however much stack the caller already uses', () => {
+    const text = 'a: ' + '['.repeat(5000) + ']'.repeat(5000) + '\n';
+    const parseAtDepth = (depth: number): string[] => (depth > 0 ? parseAtDepth(depth - 1) : parseYamlWithPositions(text, 'deep.yaml').errors.map((e) => e.message));
+    const deep = 'the YAML is nested more than 64 levels deep; this is not a Harvester config';
+    const byDepth = new Map<number, string[]>();
+    for (let depth = 0; depth <= 6000; depth += 200) byDepth.set(depth, parseAtDepth(depth));
+    expect(new Map([...byDepth].filter(([, msgs]) => msgs.length !== 1 || msgs[0] !== deep))).toEqual(new Map());
   });
   it('an alias bomb is refused', async () => {
     const lines = ['a: &a ["x","x","x","x","x","x","x","x","x"]'];
