@@ -10,6 +10,7 @@ import { link, readFile, rename, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { fsyncDir, writeFileAtomic } from '../../lib/atomic-write.js';
 import { run } from '../../lib/exec.js';
+import { sleep } from '../../lib/wait.js';
 import { ACTIVE_IMAGE_FILE, ASSESSMENT_ENV_FILE, ELEMENTAL_ARM_VAR, ELEMENTAL_ASSESSMENT_ENV_FILE, FAILED_IMAGE_FILE, PASSIVE_IMAGE_FILE, STATE_VAR } from '../../node/boot-assessment.js';
 import { readGrubenvFile, writeGrubenvFile } from '../../node/grubenv.js';
 import { fileChunkDigest } from '../../node/image-digest.js';
@@ -39,7 +40,23 @@ export function cosState(dir: string, remount: boolean): CosState {
   };
 }
 
-export const readAssessmentEnv = (s: CosState): Promise<Record<string, string> | undefined> => readGrubenvFile(path.join(s.dir, ASSESSMENT_ENV_FILE));
+/** How long a block that does not parse is read again: grub2-editenv rewrites the file in place (truncate, then write), so a read can fall between the two. */
+const TORN_READ_MS = 1_000;
+const TORN_RETRY_MS = 50;
+
+/** The assessment's environment block (undefined: no file). A block still unreadable after TORN_READ_MS is an error naming the file. */
+export async function readAssessmentEnv(s: CosState): Promise<Record<string, string> | undefined> {
+  const file = path.join(s.dir, ASSESSMENT_ENV_FILE);
+  const deadline = Date.now() + TORN_READ_MS;
+  for (;;) {
+    try {
+      return await readGrubenvFile(file);
+    } catch (err) {
+      if (Date.now() >= deadline) throw new Error(`${file}: ${(err as Error).message}, for ${TORN_READ_MS / 1000} s (not a write in progress): recreate it with grub2-editenv ${file} create, then set ${STATE_VAR} again`);
+    }
+    await sleep(TORN_RETRY_MS);
+  }
+}
 
 export async function setAssessmentEnv(s: CosState, changes: Record<string, string | undefined>): Promise<void> {
   await s.writable(async () => {

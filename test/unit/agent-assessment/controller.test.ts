@@ -6,12 +6,13 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { execa } from 'execa';
 import { link, mkdir, mkdtemp, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { Logger } from '../../../lib/logger.js';
 import type { GuardName, GuardStatus } from '../../../agent/guard.js';
-import { cosState, commitFallback } from '../../../agent/assessment/cos-state.js';
+import { cosState, commitFallback, readAssessmentEnv } from '../../../agent/assessment/cos-state.js';
 import { runAssessment, type AssessmentDeps } from '../../../agent/assessment/run.js';
 import { cosRecovery } from '../../../agent/assessment/cos-recovery.js';
 import { tellHvpxe } from '../../../agent/assessment/tell-hvpxe.js';
@@ -120,11 +121,23 @@ describe('on the attempt (the upgraded image, state trying)', () => {
     expect(clock.t).toBe(10_000);
   });
 
-  it('disarmed by the operator while the gate waits: no verdict, no reboot', async () => {
+  it('an environment block that stays unreadable is an error naming the file and the way out, not a guess', async () => {
+    await node('trying');
+    await writeFile(path.join(cos, 'hv_assessment'), 'hv_assessment_state=trying\n');
+    const err = await readAssessmentEnv(cosState(cos, false)).then(() => undefined, (e: unknown) => e as Error);
+    expect(err?.message).toContain(`${path.join(cos, 'hv_assessment')}: not a grub environment block`);
+    expect(err?.message).toContain(`grub2-editenv ${path.join(cos, 'hv_assessment')} create`);
+  });
+
+  it('disarmed by the operator while the gate waits, its block read half-written once: no verdict, no reboot', async () => {
     await node('trying');
     let looks = 0;
     const r = deps(ACTIVE, () => {
-      if (++looks === 2) void writeFile(path.join(cos, 'hv_assessment'), renderGrubenv({ hv_assessment_enabled: 'no', hv_assessment_state: '' }));
+      // As grub2-editenv sets a variable: the file truncated in place, then written; the gate looks between the two.
+      if (++looks === 2) {
+        writeFileSync(path.join(cos, 'hv_assessment'), '');
+        setTimeout(() => writeFileSync(path.join(cos, 'hv_assessment'), renderGrubenv({ hv_assessment_enabled: 'no', hv_assessment_state: '' })), 30);
+      }
       return [guard('network-online', 'running')];
     });
     expect(await runAssessment(r.deps)).toBe('disarmed');
