@@ -24,15 +24,18 @@ build: deps generate
 typecheck: generate
 	@$(TSC) -p tsconfig.test.json
 
-# Unit files are CPU-bound: one worker per CPU. Integration files mostly wait on disks, daemons and
+# Unit files are CPU-bound: one worker per CPU, sharing a module cache (vitest.config.ts), the
+# files that mock a module apart. Integration files mostly wait on disks, daemons and
 # guests: vitest.config.ts runs three at a time.
 test: build typecheck
-	@VITEST_MAX_FORKS=$$(nproc) $(VITEST) run --project unit
+	@VITEST_MAX_FORKS=$$(nproc) $(VITEST) run --project unit --no-isolate
+	@VITEST_MAX_FORKS=$$(nproc) $(VITEST) run --project unit-mocks
 	@if [ "$$(id -u)" = 0 ]; then $(VITEST) run --project integration; \
 	 else echo "integration tests need root: run 'sudo make test-integration'" >&2; exit 2; fi
 
 test-unit: build
-	@VITEST_MAX_FORKS=$$(nproc) $(VITEST) run --project unit
+	@VITEST_MAX_FORKS=$$(nproc) $(VITEST) run --project unit --no-isolate
+	@VITEST_MAX_FORKS=$$(nproc) $(VITEST) run --project unit-mocks
 
 test-integration: build
 	@$(VITEST) run --project integration
