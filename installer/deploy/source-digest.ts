@@ -55,7 +55,14 @@ export async function contentManifest(root: string, opts: SourceDigestOptions = 
     for (const name of names.sort()) {
       const full = path.join(dir, name);
       const relPath = rel ? `${rel}/${name}` : name;
-      const entry = (await digestEntry(full, opts))!;
+      const entry = await digestEntry(full, opts);
+      if (!entry) {
+        throw new HvError(`${full} went away while the tree under ${root} was read: something is changing it`, {
+          where: root,
+          hint: 'let nothing change the OS source (or the image) while the install reads it, then run the install again',
+          exitCode: ExitCode.installFailed,
+        });
+      }
       out.set(relPath, entry);
       if (entry.type === 'd') await walk(full, relPath);
     }

@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
+import { rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { contentManifest, firstDifference, manifestDigest } from '../../../installer/deploy/source-digest.js';
@@ -29,6 +30,13 @@ describe('the source content manifest', () => {
     expect(m.get('etc/os-release')).toMatchObject({ type: 'f', size: 7, sha256: createHash('sha256').update('NAME=x\n').digest('hex') });
     expect(m.get('bin/sh')).toMatchObject({ type: 'l', link: 'busybox' });
     expect(manifestDigest(m)).toMatch(/^sha256:[0-9a-f]{64}$/);
+  });
+
+  it('an entry that goes away while the tree is read is an error naming it, not a crash', async () => {
+    const root = await tree({ 'd/first': 'x', 'd/second': 'y' });
+    // d's names are listed, then d/first is read: reading it removes d/second before the walk gets there.
+    const err = await contentManifest(root, { onBytes: () => rmSync(path.join(root, 'd/second'), { force: true }) }).then(() => undefined, (e: unknown) => e as Error);
+    expect(err?.message).toBe(`${path.join(root, 'd/second')} went away while the tree under ${root} was read: something is changing it`);
   });
 
   it('a file of the same size with other bytes changes the digest and is named as the difference', async () => {
