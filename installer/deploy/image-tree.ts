@@ -37,7 +37,7 @@ export async function checkImageTree(image: string, name: string, digests: Sourc
       throw err;
     } finally {
       // An image left mounted keeps COS_STATE busy: say so here, unless the check already failed.
-      await unmountWhenFree(mnt).catch((err: unknown) => {
+      await unmountWhenFree(mnt, { busyWindowMs: failed ? 0 : undefined }).catch((err: unknown) => {
         if (!failed) throw err;
       });
     }

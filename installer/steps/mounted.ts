@@ -52,6 +52,6 @@ export async function withMounted<T>(
   } finally {
     // After a failure the disk may have stopped answering: a bounded try, then a lazy unmount,
     // so that the error goes out now (the filesystem lets go once its I/O ends).
-    for (const dir of mounted.reverse()) await unmount(dir, failed ? 10_000 : undefined).catch(() => run('umount', ['-l', dir], { allowFailure: true }));
+    for (const dir of mounted.reverse()) await unmount(dir, failed ? 10_000 : undefined, failed ? 0 : undefined).catch(() => run('umount', ['-l', dir], { allowFailure: true }));
   }
 }

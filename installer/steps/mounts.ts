@@ -12,8 +12,9 @@ export async function mount(device: string, dir: string, opts: string[] = []): P
   await run('mount', [...(opts.length ? ['-o', opts.join(',')] : []), device, dir], { timeoutMs: 120_000 });
 }
 
-export async function unmount(dir: string, timeoutMs = 120_000): Promise<void> {
-  await unmountWhenFree(dir, { timeoutMs });
+/** `busyWindowMs`: how long a busy mount is tried again (lib/unmount.ts); 0 after a failure, whose error must go out now. */
+export async function unmount(dir: string, timeoutMs = 120_000, busyWindowMs?: number): Promise<void> {
+  await unmountWhenFree(dir, { timeoutMs, busyWindowMs });
   await rmdir(dir).catch(() => undefined);
 }
 
