@@ -10,14 +10,9 @@ import { stderrSink } from '../lib/journal-sink.js';
 import { chooseLogFormat, isLogFormat, isLogLevel, LOG_FORMATS, LOG_LEVELS, Logger } from '../lib/logger.js';
 import { Redactor } from '../lib/redact.js';
 import { GUARD_ORDER, type GuardName } from './guard.js';
-import { configCandidates, loadNodeConfig, registerConfigSecrets } from './node-config.js';
-import { runGuards, statusFile } from './runner.js';
 import { loadSettings, SETTINGS_PATH } from './settings.js';
-import { formatStatusTable, isProcessAlive, readStatus } from './status.js';
-import { detectBootstrapMode } from './mode.js';
-import { systemdNotifier } from './sd-notify.js';
+import { formatStatusTable, isProcessAlive, readStatus, statusFile } from './status.js';
 import { ASSESSMENT_USAGE, assessmentCommand, assessmentLine, readAssessmentView } from './assessment/command.js';
-import { startAssessment } from './assessment/wire.js';
 
 const COMMON = `  --guard NAME   only this guard (repeatable), without its dependencies: for debugging one guard
   --root DIR     every node path (/oem, /etc, /run, /sys, …) under DIR (default /)
@@ -114,6 +109,15 @@ async function runCommand(mode: 'run' | 'once', args: string[]): Promise<number>
   const style = v['log-format'];
   if (style !== undefined && !isLogFormat(style)) throw usageError(`--log-format must be text or json, got '${String(style)}'`);
 
+  // The guards and what drives them are loaded by run and once only: status, assessment and the
+  // console (tty1, started beside the agent at boot) do without them.
+  const [{ configCandidates, loadNodeConfig, registerConfigSecrets }, { runGuards }, { detectBootstrapMode }, { systemdNotifier }, { startAssessment }] = await Promise.all([
+    import('./node-config.js'),
+    import('./runner.js'),
+    import('./mode.js'),
+    import('./sd-notify.js'),
+    import('./assessment/wire.js'),
+  ]);
   const redactor = new Redactor();
   const log = new Logger(stderrSink(), redactor, level, {}, undefined, chooseLogFormat(style));
   const node = await loadNodeConfig(root, configCandidates(settings.common));

@@ -10,9 +10,9 @@ import type { Logger } from '../lib/logger.js';
 import { sleep } from '../lib/wait.js';
 import { GUARD_ORDER, type Guard, type GuardContext, type GuardName, type GuardResult, type StatusDocument } from './guard.js';
 import { GUARDS } from './guards/index.js';
-import { guardDeadlineMs, guardSettings, STATUS_PATH, type AgentSettings } from './settings.js';
+import { guardDeadlineMs, guardSettings, type AgentSettings } from './settings.js';
 import { METRICS_TEXTFILE_PATH } from './metrics.js';
-import { StatusStore } from './status.js';
+import { StatusStore, statusFile } from './status.js';
 import type { BootstrapMode } from './mode.js';
 import { readiness, type SettledOutcome } from './sd-notify.js';
 
@@ -72,10 +72,6 @@ class Changes {
 
 function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
-}
-
-export function statusFile(rootDir: string): string {
-  return path.join(rootDir, STATUS_PATH);
 }
 
 export async function runGuards(opts: RunnerOptions): Promise<RunOutcome> {

@@ -10,6 +10,12 @@ import type { Logger } from '../lib/logger.js';
 import type { Redactor } from '../lib/redact.js';
 import type { GuardName, GuardStatus, StatusDocument } from './guard.js';
 import { formatAgentMetrics } from './metrics.js';
+import { STATUS_PATH } from './settings.js';
+
+/** Where the agent's status document is, under a node root. */
+export function statusFile(rootDir: string): string {
+  return path.join(rootDir, STATUS_PATH);
+}
 
 export class StatusStore {
   private readonly doc: StatusDocument;

@@ -13,9 +13,8 @@ import { Terminal } from '../../lib/tui/terminal.js';
 import { padTo, wrap } from '../../lib/tui/text.js';
 import type { HarvesterConfig } from '../../config/types.js';
 import { configCandidates, loadNodeConfig } from '../node-config.js';
-import { statusFile } from '../runner.js';
 import type { AgentSettings } from '../settings.js';
-import { isProcessAlive, readStatus } from '../status.js';
+import { isProcessAlive, readStatus, statusFile } from '../status.js';
 import { notableAssessment, readAssessmentView } from '../assessment/command.js';
 import { dashboard, type DashboardInput, type DashboardView } from './dashboard.js';
 

@@ -8,7 +8,8 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Logger, MemorySink } from '../../../lib/logger.js';
 import type { Guard, GuardName, GuardResult, StatusDocument } from '../../../agent/guard.js';
-import { runGuards, statusFile } from '../../../agent/runner.js';
+import { runGuards } from '../../../agent/runner.js';
+import { statusFile } from '../../../agent/status.js';
 import { defaultSettings } from '../../../agent/settings.js';
 
 let dir: string;

@@ -5,7 +5,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Logger, MemorySink } from '../../../lib/logger.js';
 import { Redactor } from '../../../lib/redact.js';
 import type { Guard, GuardContext, GuardName, GuardResult, StatusDocument } from '../../../agent/guard.js';
-import { runGuards, statusFile } from '../../../agent/runner.js';
+import { runGuards } from '../../../agent/runner.js';
+import { statusFile } from '../../../agent/status.js';
 import { defaultSettings, type AgentSettings } from '../../../agent/settings.js';
 
 /** Test-double guards: scripted results, recording the order they ran in. */
