@@ -10,7 +10,7 @@ import { CommandError, run } from './exec.js';
 import { sleep } from './wait.js';
 
 /** How long a "target is busy" is retried before it is an error. */
-export const BUSY_WINDOW_MS = 15_000;
+const BUSY_WINDOW_MS = 15_000;
 const BUSY_RETRY_MS = 100;
 
 export interface UnmountOptions {
