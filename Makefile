@@ -28,16 +28,17 @@ typecheck: generate
 # Unit files are CPU-bound: one worker per CPU, sharing a module cache (vitest.config.ts), the
 # files that mock a module apart. Integration files mostly wait on disks, daemons and
 # guests: vitest.config.ts runs three at a time.
+UNIT_TESTS = VITEST_MAX_FORKS=$$(nproc) $(VITEST) run --project unit --no-isolate && \
+	VITEST_MAX_FORKS=$$(nproc) $(VITEST) run --project unit-mocks --passWithNoTests
+
 test:
 	@$(MAKE) --no-print-directory -j2 build typecheck
-	@VITEST_MAX_FORKS=$$(nproc) $(VITEST) run --project unit --no-isolate
-	@VITEST_MAX_FORKS=$$(nproc) $(VITEST) run --project unit-mocks
+	@$(UNIT_TESTS)
 	@if [ "$$(id -u)" = 0 ]; then $(VITEST) run --project integration; \
 	 else echo "integration tests need root: run 'sudo make test-integration'" >&2; exit 2; fi
 
 test-unit: build
-	@VITEST_MAX_FORKS=$$(nproc) $(VITEST) run --project unit --no-isolate
-	@VITEST_MAX_FORKS=$$(nproc) $(VITEST) run --project unit-mocks
+	@$(UNIT_TESTS)
 
 test-integration: build
 	@$(VITEST) run --project integration

@@ -5,7 +5,7 @@ import LongFilesFirst from './test/sequencer.js';
 
 // The unit files share their worker's module cache (`--no-isolate` in the Makefile: vitest 3 takes
 // isolate from the command line or the root config, not from a project): a fresh module graph per
-// file cost more than the tests themselves (unit wall 117–135 s isolated, 86 s shared, on 2 CPUs).
+// file cost more than the tests themselves (unit wall 117–135 s isolated, 68–76 s shared in `make test`, on 2 CPUs).
 // A file that replaces a module (vi.mock) must import the modules under test through its mock, so
 // it is in a project of its own, run isolated; the list is read from the files, not kept by hand.
 const UNIT_DIR = path.join(import.meta.dirname, 'test/unit');
