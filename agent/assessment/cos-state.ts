@@ -97,9 +97,10 @@ export async function commitFallback(s: CosState, signal?: AbortSignal): Promise
     }
     if (p !== undefined && (await ino(at(ACTIVE_IMAGE_FILE))) === p) {
       await run('tune2fs', ['-L', 'COS_ACTIVE', at(ACTIVE_IMAGE_FILE)]);
-      const digest = await fileChunkDigest(at(ACTIVE_IMAGE_FILE), signal);
+      const { digest, chunks, chunksRead } = await fileChunkDigest(at(ACTIVE_IMAGE_FILE), signal);
       const yaml = await readFile(at('state.yaml'), 'utf8').catch(() => undefined);
       if (yaml !== undefined) await writeFileAtomic(at('state.yaml'), committedFallbackStateYaml(yaml, digest, new Date().toISOString()));
+      did.push(`cOS/active.img digested: ${chunksRead} of its ${chunks} 4 MiB chunks read, the rest holes`);
       await writeGrubenvFile(at(ASSESSMENT_ENV_FILE), { [STATE_VAR]: '' });
       await unlink(at(PASSIVE_IMAGE_FILE));
       await fsyncDir(at('cOS'));

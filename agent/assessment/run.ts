@@ -133,7 +133,7 @@ async function fallback(d: AssessmentDeps, upgrade: UpgradeRecord | undefined, w
   const reason = fallbackReason(previous, upgrade);
   const message = `UPGRADE FAILED: ${imageOf(upgrade, 'to')}: ${reason}. ${why}; the node runs ${imageOf(upgrade, 'from')}, which is active.img again; the failed image is kept as ${FAILED_IMAGE_FILE} until the next upgrade`;
   const record: AssessmentRecord = { version: 1, outcome: 'fell-back', updatedAt: iso(d), message, upgrade, attempt: previous?.upgrade?.at === upgrade?.at ? previous?.attempt : undefined, fallback: { committedAt: '', why: reason, failedImage: FAILED_IMAGE_FILE, health: 'judging' } };
-  // Told before the commit, which reads the whole previous image once (its new digest): minutes on a slow machine.
+  // Told before the commit, which reads the previous image's data once (its new digest): minutes on a slow machine.
   await save(d, record);
   await d.announce('error', [`boot assessment: ${message}`]);
   const did = await commitFallback(d.cos, d.signal);

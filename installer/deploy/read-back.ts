@@ -14,8 +14,8 @@ import { HvError, ExitCode } from '../../lib/errors.js';
 import { run } from '../../lib/exec.js';
 import { alignedSharedBuffer, DIRECT_IO_ALIGN } from './aligned-buffer.js';
 import { settleLater } from './checksum.js';
-import { chunkCount, chunkRange, combineChunkSha256s, DIGEST_CHUNK, zeroChunkSha256 } from '../../node/image-digest.js';
-import { chunksWithData, readDataExtents } from './extents.js';
+import { chunkCount, chunkRange, chunksWithData, combineChunkSha256s, DIGEST_CHUNK, zeroChunkSha256 } from '../../node/image-digest.js';
+import { readDataExtents } from '../../node/file-extents.js';
 import { Sha256Pool } from './hash-pool.js';
 
 /** Chunks read ahead of hashing. */

@@ -1,9 +1,9 @@
 import { constants, open, type FileHandle } from 'node:fs/promises';
 import { alignedSharedBuffer, DIRECT_IO_ALIGN } from './aligned-buffer.js';
 import { settleLater } from './checksum.js';
-import { chunkCount, chunkRange, combineChunkSha256s, DIGEST_CHUNK, zeroChunkSha256 } from '../../node/image-digest.js';
+import { chunkCount, chunkRange, chunksWithData, combineChunkSha256s, DIGEST_CHUNK, zeroChunkSha256 } from '../../node/image-digest.js';
 import { encodeExt2Label, EXT2_LABEL_LENGTH } from './ext2-label.js';
-import { chunksWithData, readDataExtents } from './extents.js';
+import { readDataExtents } from '../../node/file-extents.js';
 import { FlushBehind } from './flush-behind.js';
 import { Sha256Pool } from './hash-pool.js';
 

@@ -1,5 +1,4 @@
-import { run } from '../../lib/exec.js';
-import { chunkCount, DIGEST_CHUNK } from '../../node/image-digest.js';
+import { run } from '../lib/exec.js';
 
 /** A byte range [start, end) of a file that may hold data (anything FIEMAP reports: written, unwritten or delayed). */
 export type Extent = [number, number];
@@ -41,17 +40,4 @@ export async function readDataExtents(file: string, size: number): Promise<Exten
   } catch {
     return undefined;
   }
-}
-
-/** For each 4 MiB digest chunk of the file: whether any extent touches it (whether it must be read). */
-export function chunksWithData(extents: readonly Extent[] | undefined, size: number): boolean[] {
-  const n = chunkCount(size);
-  if (!extents) return new Array<boolean>(n).fill(true);
-  const has = new Array<boolean>(n).fill(false);
-  for (const [s, e] of extents) {
-    const first = Math.floor(s / DIGEST_CHUNK);
-    const last = Math.min(n - 1, Math.floor((e - 1) / DIGEST_CHUNK));
-    for (let i = first; i <= last; i++) has[i] = true;
-  }
-  return has;
 }

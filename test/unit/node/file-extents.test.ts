@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DIGEST_CHUNK } from '../../../node/image-digest.js';
-import { chunksWithData, parseFilefrag } from '../../../installer/deploy/extents.js';
+import { chunksWithData, DIGEST_CHUNK } from '../../../node/image-digest.js';
+import { parseFilefrag } from '../../../node/file-extents.js';
 
 // filefrag 1.47.0 on an ext2 image mke2fs -d just wrote (trimmed): written, unwritten and the last extent.
 const MKE2FS_IMAGE = `Filesystem type is: ef53
