@@ -5,7 +5,8 @@
  *
  *   v2  healthy: a new IMAGE_VERSION and agent settings with deadlines that fit a TCG boot
  *   v3  the management network never comes up: NetworkManager replaced by a process that does
- *       nothing (a drop-in in /usr/lib, which no persistent path carries back to v2)
+ *       nothing (a drop-in in /usr/lib, which no persistent path carries back to v2), and a short
+ *       network-online deadline (there is nothing to wait for)
  *   v4  the kernel panics: its initramfs is empty, so the kernel cannot mount a root
  *   v5  healthy again: the next upgrade after the fallbacks
  */
@@ -16,15 +17,24 @@ import { run } from '../../lib/exec.js';
 export type VariantName = 'v2' | 'v3' | 'v4' | 'v5';
 export const VARIANTS: readonly VariantName[] = ['v2', 'v3', 'v4', 'v5'];
 
-/** hvagent's settings in every variant: the gate and network-online deadlines a TCG boot can wait out. */
-export const VARIANT_AGENT_SETTINGS = `# hvinstall test OS upgrade variant: deadlines short enough for the e2e upgrade stage under TCG.
+const agentSettings = (networkDeadline: string): string => `# hvinstall test OS upgrade variant: deadlines short enough for the e2e upgrade stage under TCG.
 assessment:
   deadline: 8m
   pollInterval: 2s
 guards:
   network-online:
-    deadline: 90s
+    deadline: ${networkDeadline}
 `;
+
+/** hvagent's settings in the healthy variants: the gate and network-online deadlines a TCG boot can wait out. */
+export const VARIANT_AGENT_SETTINGS = agentSettings('90s');
+
+/**
+ * v3's: its network never comes up, so network-online's deadline is only how long its attempt
+ * waits for the verdict (long enough for the guard to try a few times). Not in a persistent path:
+ * the fallback to v2 runs with v2's settings.
+ */
+export const V3_AGENT_SETTINGS = agentSettings('30s');
 
 export const V3_NETWORKMANAGER_DROPIN = `# hvinstall test OS v3: the management network never comes up (NetworkManager does nothing).
 [Service]
@@ -38,7 +48,7 @@ export function variantFiles(name: VariantName, osRelease: string): Record<strin
   const version = /^IMAGE_VERSION=(.*)$/m.exec(osRelease)?.[1] ?? 'base';
   const files: Record<string, string | Buffer> = {
     'usr/lib/os-release': osRelease.replace(/^IMAGE_VERSION=.*$/m, `IMAGE_VERSION=${version}-${name}`),
-    'etc/hvagent/config.yaml': VARIANT_AGENT_SETTINGS,
+    'etc/hvagent/config.yaml': name === 'v3' ? V3_AGENT_SETTINGS : VARIANT_AGENT_SETTINGS,
   };
   if (name === 'v3') files['usr/lib/systemd/system/NetworkManager.service.d/hvtest-v3.conf'] = V3_NETWORKMANAGER_DROPIN;
   return files;
