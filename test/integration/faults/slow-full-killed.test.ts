@@ -13,10 +13,10 @@ import { hvinstallRun, leftovers } from './harness.js';
 faultFileHooks();
 
 describe('a disk that stalls', { timeout: FAULT_CASE_MS }, () => {
-  it('10. a slow disk (200 ms a write) in the bootloader step: progress at least every 5 s', async () => {
+  it('10. a slow disk (100 ms a write) in the bootloader step: progress at least every 5 s', async () => {
     const t = await setup();
     const r = await install(t, {}, async (stdout) => {
-      await atStep('bootloader', t.disk, [{ op: 'write', action: 'delay', ms: 200 }])(stdout);
+      await atStep('bootloader', t.disk, [{ op: 'write', action: 'delay', ms: 100 }])(stdout);
       while (!/"type":"step","phase":"(done|failed)","step":"bootloader"/.test(stdout())) await new Promise((res) => setTimeout(res, 50));
       await t.disk.setRules([]);
     });
