@@ -41,57 +41,53 @@ describe('the chunked image digest', () => {
     expect(chunkedDigestOf(new Uint8Array(0))).toBe(`sha256-4m:${sha('')}`);
   });
 
-  it('reads a file to the digest coreutils gives (docs/deploy.md), for a partial last chunk and an exact multiple', async () => {
+  /** Runs `fn` in a new temporary directory, removed after it, with PATH restored as it was. */
+  const inTempDir = async (fn: (dir: string) => Promise<void>): Promise<void> => {
     const dir = mkdtempSync(path.join(tmpdir(), 'hv-digest-'));
+    const savedPath = process.env.PATH;
     try {
+      await fn(dir);
+    } finally {
+      process.env.PATH = savedPath;
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+  const coreutilsDigest = (file: string): string =>
+    `sha256-4m:${execFileSync('sh', ['-c', `split -b ${DIGEST_CHUNK} --filter='sha256sum | cut -c1-64' "$1" | sha256sum | cut -c1-64`, 'sh', file], { encoding: 'utf8' }).trim()}`;
+
+  it('reads a file to the digest coreutils gives (docs/deploy.md), for a partial last chunk and an exact multiple', () =>
+    inTempDir(async (dir) => {
       for (const size of [DIGEST_CHUNK * 2 + 12345, DIGEST_CHUNK, 0]) {
         const file = path.join(dir, `img-${size}`);
         const data = Buffer.alloc(size);
         for (let i = 0; i < size; i += 4093) data[i] = (i / 4093) & 0xff;
         writeFileSync(file, data);
-        const coreutils = execFileSync('sh', ['-c', `split -b ${DIGEST_CHUNK} --filter='sha256sum | cut -c1-64' "$1" | sha256sum | cut -c1-64`, 'sh', file], { encoding: 'utf8' }).trim();
-        expect((await fileChunkDigest(file)).digest).toBe(`sha256-4m:${coreutils}`);
+        expect((await fileChunkDigest(file)).digest).toBe(coreutilsDigest(file));
       }
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+    }));
 
-  it('without filefrag (no FIEMAP) reads every chunk of a sparse file, holes included, to the same digest', async () => {
-    const dir = mkdtempSync(path.join(tmpdir(), 'hv-digest-'));
-    const savedPath = process.env.PATH;
-    try {
+  it('without filefrag (no FIEMAP) reads every chunk of a sparse file, holes included, to the same digest', () =>
+    inTempDir(async (dir) => {
       const file = path.join(dir, 'sparse.img');
-      const size = DIGEST_CHUNK * 10 - 100;
       writeFileSync(file, Buffer.alloc(0));
-      truncateSync(file, size);
+      truncateSync(file, DIGEST_CHUNK * 10 - 100);
       const fd = openSync(file, 'r+');
       writeSync(fd, Buffer.from('chunk zero'), 0, 10, 17);
       writeSync(fd, Buffer.from('chunk six, and into seven'), 0, 25, DIGEST_CHUNK * 7 - 5);
       closeSync(fd);
-      const coreutils = execFileSync('sh', ['-c', `split -b ${DIGEST_CHUNK} --filter='sha256sum | cut -c1-64' "$1" | sha256sum | cut -c1-64`, 'sh', file], { encoding: 'utf8' }).trim();
+      const want = coreutilsDigest(file);
       process.env.PATH = path.join(dir, 'no-tools');
-      expect(await fileChunkDigest(file)).toEqual({ digest: `sha256-4m:${coreutils}`, chunks: 10, chunksRead: 10 });
-    } finally {
-      process.env.PATH = savedPath;
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+      expect(await fileChunkDigest(file)).toEqual({ digest: want, chunks: 10, chunksRead: 10 });
+    }));
 
-  it('names the file when it ends before its size (it changed while read)', async () => {
-    const dir = mkdtempSync(path.join(tmpdir(), 'hv-digest-'));
-    const savedPath = process.env.PATH;
-    try {
+  it('names the file when it ends before its size (it changed while read)', () =>
+    inTempDir(async (dir) => {
       const file = path.join(dir, 'shrinking.img');
       writeFileSync(file, Buffer.alloc(DIGEST_CHUNK * 3, 1));
       // A filefrag that cuts the file once its size was taken, and knows no extents: every chunk is read.
       mkdirSync(path.join(dir, 'bin'));
       writeFileSync(path.join(dir, 'bin/filefrag'), `#!/bin/sh\ntruncate -s ${DIGEST_CHUNK + 1000} "$2"\nexit 1\n`, { mode: 0o755 });
-      process.env.PATH = `${path.join(dir, 'bin')}:${savedPath}`;
+      process.env.PATH = `${path.join(dir, 'bin')}:${process.env.PATH}`;
       await expect(fileChunkDigest(file)).rejects.toThrow(`${file}: ended at byte ${DIGEST_CHUNK + 1000} while its size is ${DIGEST_CHUNK * 3}: the file changed while it was read`);
-    } finally {
-      process.env.PATH = savedPath;
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+    }));
 });
