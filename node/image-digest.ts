@@ -104,7 +104,7 @@ export async function fileChunkDigest(file: string, signal?: AbortSignal): Promi
       let filled = 0;
       while (start + filled < end) {
         const { bytesRead } = await fh.read(buf, filled, end - start - filled, start + filled);
-        if (bytesRead === 0) throw new Error(`${file}: ended at byte ${start + filled} while its size is ${size}: the file changed while it was read`);
+        if (bytesRead === 0) throw new Error(`${file}: ended at byte ${start + filled} while its size is ${size}: the file changed while it was read (something writes to it); stop that writer, then digest it again (hvagent commits a fallback again at its next start)`);
         filled += bytesRead;
       }
       sums.push(createHash('sha256').update(buf.subarray(0, filled)).digest('hex'));
