@@ -10,7 +10,7 @@ import { chmod, copyFile, cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'no
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { run } from '../../../lib/exec.js';
-import { copyWithLibs } from '../guest-initrd.js';
+import { copyWithLibs, POWEROFF_AFTER_OUTPUT } from '../guest-initrd.js';
 import { fetchDebianKernel } from '../../../iso-build/boot-chain.js';
 import { freePort, machineOf, REPO, scriptUrls, sha256, startHvpxe, stopHvpxe, type Running } from './harness.js';
 
@@ -43,7 +43,7 @@ await a.events.post({ type: "step", step: "fetch-config", status: "done" });
 ' 2>&1
 echo HVPXE-AUTO-END
 wget -q -O /dev/null "$url"; echo "HVPXE-REFETCH: $?"
-poweroff -f
+${POWEROFF_AFTER_OUTPUT}
 `;
 
 const UDHCPC = `#!/bin/sh

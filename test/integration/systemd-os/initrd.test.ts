@@ -18,7 +18,7 @@ import { buildTestOsTree } from '../../../iso-build/index.js';
 import { buildCosInitrd } from '../../../iso-build/systemd-os/initrd.js';
 import { systemdOsFile } from '../../../iso-build/systemd-os/files.js';
 import { renderYip } from '../../../installer/render/yip.js';
-import { pvhKernel } from '../guest-initrd.js';
+import { POWEROFF_AFTER_OUTPUT, pvhKernel } from '../guest-initrd.js';
 
 const KERNEL_CACHE = process.env.HV_KERNEL_CACHE ?? '/var/cache/hvinstall/debian-kernel';
 const BOOT_DEADLINE_MS = 240_000;
@@ -47,7 +47,7 @@ echo "changed by the node" > /etc/ssh/from-image 2>/dev/null
 mkdir -p /var/lib/extra 2>/dev/null && echo "written on an earlier boot" > /var/lib/extra/written
 sync
 echo "HVT-DONE"
-poweroff -f
+${POWEROFF_AFTER_OUTPUT}
 `;
 
 async function ext4(name: string, label: string, sizeMiB: number, from?: string, type = 'ext4'): Promise<string> {

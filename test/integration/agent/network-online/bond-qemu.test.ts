@@ -11,6 +11,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StatusDocument } from '../../../../agent/guard.js';
 import { bootGuest, buildBondGuest } from './bond-guest.js';
+import { POWEROFF_AFTER_OUTPUT } from '../../guest-initrd.js';
 
 const SCRIPT = String.raw`
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev; mount -t tmpfs tmp /tmp
@@ -58,7 +59,7 @@ wait
 echo "HVTEST-FLAPPED flap $(grep -c 'flapped while settling' /tmp/flap.log)"
 sed 's/^/HVTEST-LOG flap /' /tmp/flap.log
 echo HVTEST-DONE
-poweroff -f
+${POWEROFF_AFTER_OUTPUT}
 `;
 
 let work: string;
