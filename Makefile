@@ -15,7 +15,15 @@ deps:
 generate: deps
 	@$(NODE) scripts/generate.mjs
 
-build: generate
+# hvpxe's sendfile addon (pxe/zero-copy-send.ts): C against Node's own N-API headers, no node-gyp.
+NODE_INCLUDE = $(shell $(NODE) -p "require('path').resolve(process.execPath, '../../include/node')")
+ZERO_COPY_ADDON := dist/pxe/native/zero-copy-send.node
+$(ZERO_COPY_ADDON): pxe/native/zero-copy-send.c | deps
+	@test -f "$(NODE_INCLUDE)/node_api.h" || { echo "build: Node's headers are not in $(NODE_INCLUDE) (install the Node.js that ships them)" >&2; exit 2; }
+	@mkdir -p $(dir $@)
+	@$(CC) -std=c11 -O2 -Wall -Wextra -Werror -fPIC -shared -pthread -I"$(NODE_INCLUDE)" -o $@.tmp $< && mv $@.tmp $@
+
+build: generate $(ZERO_COPY_ADDON)
 	@$(TSC) -p tsconfig.json
 	@$(NODE) scripts/write-share.mjs
 	@chmod +x bin/hvinstall bin/hvagent bin/hvpxe

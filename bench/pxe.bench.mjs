@@ -231,6 +231,8 @@ http {
   const growth = peakRss - idleRss;
 
   process.stdout.write(`clients ${CLIENTS} x ${SIZE_MIB} MiB, ${ROUNDS} pairs of rounds (first server alternating)\n`);
+  // Which path hvpxe's bodies took (pxe/zero-copy-send.ts): sendfile, or streamed and why.
+  process.stdout.write(`hvpxe artifacts: ${/"msg":"serving".*?"artifacts":"((?:[^"\\]|\\.)*)"/.exec(hvErr)?.[1] ?? 'unknown (no serving line)'}\n`);
   for (let i = 0; i < ROUNDS; i++) {
     const [n, h] = [results.nginx[i], results.hvpxe[i]];
     process.stdout.write(`  pair ${i + 1}: nginx ${fmt(n.rate)} (${n.secs.toFixed(1)} s), hvpxe ${fmt(h.rate)} (${h.secs.toFixed(1)} s), ratio ${ratios[i].toFixed(2)}x\n`);

@@ -1,15 +1,15 @@
 /**
  * GET /artifacts/<path>: files under --root (kernels, initrds, root images, ISOs), with Range,
- * ETag, If-None-Match, If-Modified-Since and If-Range, streamed by file-stream.ts. Artifacts
- * are public (they hold nothing secret): no credential is checked on this path, which is the one
- * that carries the bytes.
+ * ETag, If-None-Match, If-Modified-Since and If-Range, sent by zero-copy-send.ts (sendfile, or
+ * streamed by file-stream.ts). Artifacts are public (they hold nothing secret): no credential is
+ * checked on this path, which is the one that carries the bytes.
  */
 import type http from 'node:http';
 import { checkRequestPath, openInsideRoot, type OpenedFile } from './safe-path.js';
 import { LIMITS, TEXT, type RequestContext, type Route } from './http.js';
 import type { ServeContext } from './serve-context.js';
 import type { ArtifactOrigin } from './artifact-origin.js';
-import { sendFileRange } from './file-stream.js';
+import { sendFileBody, zeroCopySender } from './zero-copy-send.js';
 
 /**
  * The Content-Type of a file under /artifacts/: the media types UEFI defines for HTTP Boot where
@@ -130,7 +130,7 @@ async function serveFile(req: http.IncomingMessage, res: http.ServerResponse, fi
       res.end();
       return { status: p.status, bytes: 0 };
     }
-    return { status: p.status, bytes: await sendFileRange(fh, res, p.start, p.end, LIMITS.readChunk) };
+    return { status: p.status, bytes: await sendFileBody(zeroCopySender(), fh, res, p.start, p.end, { chunk: LIMITS.readChunk, stallMs: LIMITS.idleSocketMs }) };
   } finally {
     await fh.close().catch(() => undefined);
   }

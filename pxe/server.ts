@@ -37,6 +37,7 @@ import { configRoutes } from './routes-config.js';
 import { eventRoutes } from './routes-events.js';
 import { nodeReportRoutes } from './routes-node-report.js';
 import { artifactRoutes } from './artifacts.js';
+import { artifactSendMode } from './zero-copy-send.js';
 import { adminRoutes, authorised, healthReport } from './admin.js';
 import { tftpResolver } from './tftp-routes.js';
 import type { ServeContext } from './serve-context.js';
@@ -137,7 +138,7 @@ export class PxeServer implements ServeContext {
       throw err;
     }
     const s = this.state;
-    this.log.info('serving', { url: this.url, admin: this.adminUrl || undefined, tftp: this.tftpServer?.address, machines: s.catalog.machines.length, default: s.catalog.defaultGroup?.name });
+    this.log.info('serving', { url: this.url, admin: this.adminUrl || undefined, tftp: this.tftpServer?.address, machines: s.catalog.machines.length, default: s.catalog.defaultGroup?.name, artifacts: artifactSendMode(this.opts.tls !== undefined) });
     return this.url;
   }
 

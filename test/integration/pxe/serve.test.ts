@@ -195,6 +195,8 @@ describe('hvpxe serve: artifacts as curl expects them', () => {
     expect(head).toMatch(/last-modified: \w{3}, \d{2} \w{3} \d{4}/i);
     const out = path.join(dir, 'iso.full');
     expect(curl(['-o', out, url()]).code).toBe(0);
+    // Plain HTTP from a build that has the addon: bodies go out with sendfile (pxe/zero-copy-send.ts).
+    expect(hv!.stderr.join('')).toMatch(/"msg":"serving".*"artifacts":"sendfile"/);
     return readFile(out).then((b) => expect(sha256(b)).toBe(sha256(iso())));
   });
 

@@ -58,6 +58,8 @@ describe('hvpxe serve over TLS', () => {
     const dest = path.join(dir, 'tls.iso');
     const r = await downloadFile(`${hv!.url}/artifacts/harvester.iso`, dest, { caFile: cert, sha256: sha256(tree.files['harvester.iso']) });
     expect(sha256(await readFile(r.path))).toBe(sha256(tree.files['harvester.iso']));
+    // Encrypted in user space: its start-up line says artifacts are streamed, and why.
+    expect(hv!.stderr.join('')).toMatch(/"msg":"serving".*"artifacts":"streamed \(TLS: /);
     await expect(downloadFile(`${hv!.url}/artifacts/harvester.iso`, path.join(dir, 'untrusted.iso'), { attempts: 5, retryDelayMs: 5_000 })).rejects.toThrow(
       /TLS certificate of 127\.0\.0\.1:\d+ not accepted .*pass the CA bundle/,
     );
