@@ -100,7 +100,11 @@ export async function commitFallback(s: CosState, signal?: AbortSignal): Promise
       const { digest, chunks, chunksRead } = await fileChunkDigest(at(ACTIVE_IMAGE_FILE), signal);
       const yaml = await readFile(at('state.yaml'), 'utf8').catch(() => undefined);
       if (yaml !== undefined) await writeFileAtomic(at('state.yaml'), committedFallbackStateYaml(yaml, digest, new Date().toISOString()));
-      did.push(`cOS/active.img digested: ${chunksRead} of its ${chunks} 4 MiB chunks read, the rest holes`);
+      did.push(
+        chunksRead === chunks
+          ? `cOS/active.img digested: all ${chunks} of its 4 MiB chunks read`
+          : `cOS/active.img digested: ${chunksRead} of its ${chunks} 4 MiB chunks read, the other ${chunks - chunksRead} holes (no data on disk)`,
+      );
       await writeGrubenvFile(at(ASSESSMENT_ENV_FILE), { [STATE_VAR]: '' });
       await unlink(at(PASSIVE_IMAGE_FILE));
       await fsyncDir(at('cOS'));
