@@ -130,7 +130,7 @@ async function serveFile(req: http.IncomingMessage, res: http.ServerResponse, fi
       res.end();
       return { status: p.status, bytes: 0 };
     }
-    return { status: p.status, bytes: await sendFileBody(zeroCopySender(), fh, res, p.start, p.end, { chunk: LIMITS.readChunk, stallMs: LIMITS.idleSocketMs }) };
+    return { status: p.status, bytes: await sendFileBody(zeroCopySender(), fh, res, p.start, p.end, { chunk: LIMITS.readChunk, stallMs: LIMITS.idleSocketMs, maxThreads: LIMITS.sendfileThreads }) };
   } finally {
     await fh.close().catch(() => undefined);
   }

@@ -12,6 +12,8 @@ export const LIMITS = {
   requestTimeoutMs: 60_000,
   idleSocketMs: 120_000,
   readChunk: 512 * 1024,
+  /** Artifact downloads sent by sendfile threads at once (zero-copy-send.ts); more are streamed. */
+  sendfileThreads: 512,
 } as const;
 
 export const TEXT = 'text/plain; charset=utf-8';

@@ -58,6 +58,9 @@ function plainSocketFd(socket: NonNullable<http.ServerResponse['socket']>): numb
   return typeof fd === 'number' && fd >= 0 ? fd : undefined;
 }
 
+/** Transfers each sender has running (a thread each). */
+const running = new WeakMap<ZeroCopySender, number>();
+
 /** Errors of a first sendfile that mean "not from this file or to this socket", not a failed transfer. */
 const UNSUPPORTED = new Set(['EINVAL', 'ENOSYS', 'EOVERFLOW']);
 
@@ -66,16 +69,25 @@ const UNSUPPORTED = new Set(['EINVAL', 'ENOSYS', 'EOVERFLOW']);
  * writeHead; resolves to the bytes handed to the socket once the response is complete or abandoned
  * (client gone, no byte accepted for `stallMs`, the file shrank: the connection is destroyed, so
  * the client sees a short body). `fh` may be closed once this resolves: the thread sends from a
- * duplicate of its descriptor.
+ * duplicate of its descriptor. With `maxThreads` transfers already sending, the body is streamed:
+ * many clients cost memory then, never an unbounded number of threads.
  */
-export function sendFileBody(load: SenderLoad, fh: FileHandle, res: http.ServerResponse, start: number, end: number, opts: { chunk: number; stallMs: number }): Promise<number> {
+export function sendFileBody(load: SenderLoad, fh: FileHandle, res: http.ServerResponse, start: number, end: number, opts: { chunk: number; stallMs: number; maxThreads: number }): Promise<number> {
   const socket = res.socket;
   const fd = socket ? plainSocketFd(socket) : undefined;
-  if (!('sender' in load) || !socket || fd === undefined) return streamFileRange(fh, res, start, end, opts.chunk);
+  if (!('sender' in load) || !socket || fd === undefined || (running.get(load.sender) ?? 0) >= opts.maxThreads) return streamFileRange(fh, res, start, end, opts.chunk);
   const { sender } = load;
+  running.set(sender, (running.get(sender) ?? 0) + 1);
+  let counted = true;
+  // The thread slot is held from here until the transfer is done or streamed instead.
+  const release = (): void => {
+    if (counted) running.set(sender, running.get(sender)! - 1);
+    counted = false;
+  };
   return new Promise((resolve) => {
     let settled = false;
     const finish = (sent: number, destroy: boolean): void => {
+      release();
       if (settled) return;
       settled = true;
       res.off('close', beforeSend);
@@ -83,6 +95,7 @@ export function sendFileBody(load: SenderLoad, fh: FileHandle, res: http.ServerR
       resolve(sent);
     };
     const stream = (): void => {
+      release();
       settled = true;
       res.off('close', beforeSend);
       void streamFileRange(fh, res, start, end, opts.chunk).then(resolve);
@@ -102,6 +115,7 @@ export function sendFileBody(load: SenderLoad, fh: FileHandle, res: http.ServerR
       let handle: unknown;
       const onClose = (): void => sender.cancel(handle);
       const done = (code: string | null, sent: number): void => {
+        release(); // the thread has ended
         res.off('close', onClose);
         if (socket.destroyed) return finish(sent, false);
         socket.setTimeout(idleTimeout);

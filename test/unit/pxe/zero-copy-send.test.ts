@@ -43,7 +43,7 @@ interface Served {
  * once it is open, `destroyAfter` destroys the response that many ms into the body. Each response's
  * result is pushed to `results`.
  */
-function serve(load: () => SenderLoad, opts: { stallMs?: number; socketTimeout?: number; tls?: { key: Buffer; cert: Buffer } } = {}) {
+function serve(load: () => SenderLoad, opts: { stallMs?: number; maxThreads?: number; socketTimeout?: number; tls?: { key: Buffer; cert: Buffer } } = {}) {
   const results: Promise<Served>[] = [];
   const handler = (req: http.IncomingMessage, res: http.ServerResponse): void => {
     const q = new URL(req.url!, 'http://x').searchParams;
@@ -55,7 +55,7 @@ function serve(load: () => SenderLoad, opts: { stallMs?: number; socketTimeout?:
         if (opts.socketTimeout) res.socket?.setTimeout(opts.socketTimeout);
         if (q.has('destroyAfter')) setTimeout(() => res.destroy(), Number(q.get('destroyAfter')));
         res.writeHead(200, { 'Content-Length': String(end - start + 1) });
-        const sent = await sendFileBody(load(), fh, res, start, end, { chunk: 4096, stallMs: opts.stallMs ?? 30_000 });
+        const sent = await sendFileBody(load(), fh, res, start, end, { chunk: 4096, stallMs: opts.stallMs ?? 30_000, maxThreads: opts.maxThreads ?? 64 });
         await fh.close();
         return { sent };
       })(),
@@ -283,6 +283,33 @@ describe('sendFileBody with the sendfile addon', () => {
       expect(r.complete).toBe(false);
       expect(r.body.equals(BIG.subarray(0, r.body.length))).toBe(true);
       expect(order).toEqual(['server done', 'client resumed']);
+    } finally {
+      await close(server);
+    }
+  });
+
+  it('with maxThreads transfers sending, the next download is streamed; once one ends, sendfile again', async () => {
+    const c = counting();
+    const { server, results } = serve(() => c.load, { maxThreads: 1 });
+    const base = await listen(server);
+    try {
+      const url = `${base}/?file=big&start=0&end=${BIG.length - 1}`;
+      // The first holds the one thread (its client stops reading for a while); the second comes meanwhile.
+      const first = get(url, { pauseMs: 1_000 });
+      while (c.sends() < 1) await new Promise((r) => setTimeout(r, 10));
+      const second = await get(url);
+      expect(second.complete).toBe(true);
+      expect(second.body.equals(BIG)).toBe(true);
+      expect(c.sends()).toBe(1); // streamed
+      const one = await first;
+      expect(one.complete).toBe(true);
+      expect(one.body.equals(BIG)).toBe(true);
+      // Both transfers over on the server's side (the first's thread slot given back with it).
+      await Promise.all([resultOf(results, 0), resultOf(results, 1)]);
+      const third = await get(url);
+      expect(third.body.equals(BIG)).toBe(true);
+      expect(c.sends()).toBe(2); // the slot was given back
+      expect((await Promise.all(results)).map((r) => r.sent)).toEqual([BIG.length, BIG.length, BIG.length]);
     } finally {
       await close(server);
     }
