@@ -76,6 +76,21 @@ async function close(server: http.Server): Promise<void> {
   await closed;
 }
 
+/** Runs `body` against a listening serve() whose sender is the real addon, counted (or `load`), then closes it. */
+async function withServer(
+  opts: Parameters<typeof serve>[1] & { load?: () => SenderLoad },
+  body: (s: { base: string; results: Promise<Served>[]; sends: () => number }) => Promise<void>,
+): Promise<void> {
+  const c = counting();
+  const { server, results } = serve(opts.load ?? (() => c.load), opts);
+  const base = await listen(server);
+  try {
+    await body({ base, results, sends: c.sends });
+  } finally {
+    await close(server);
+  }
+}
+
 /** The result of the index-th response once its request has arrived. */
 async function resultOf(results: Promise<Served>[], index: number): Promise<Served> {
   while (results.length <= index) await new Promise((r) => setTimeout(r, 10));
@@ -140,11 +155,8 @@ afterAll(() => rm(dir, { recursive: true, force: true }));
 describe('sendFileBody with the sendfile addon', () => {
   it('sends exactly bytes [start, end] through sendfile, on one kept-alive connection', async () => {
     await writeFile(path.join(dir, 'small'), DATA);
-    const c = counting();
-    const { server, results } = serve(() => c.load);
-    const base = await listen(server);
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-    try {
+    await withServer({}, async ({ base, results, sends }) => {
       for (const [start, end] of [
         [0, DATA.length - 1],
         [3, 3],
@@ -156,40 +168,27 @@ describe('sendFileBody with the sendfile addon', () => {
         expect(r.body.equals(DATA.subarray(start, end + 1))).toBe(true);
         expect(await results.at(-1)).toEqual({ sent: end - start + 1 });
       }
-      expect(c.sends()).toBe(4);
-    } finally {
-      agent.destroy();
-      await close(server);
-    }
+      expect(sends()).toBe(4);
+    }).finally(() => agent.destroy());
   });
 
   it('a reader that stops for a while (the socket buffer full) gets every byte once it reads again', async () => {
-    const c = counting();
-    const { server, results } = serve(() => c.load);
-    const base = await listen(server);
-    try {
+    await withServer({}, async ({ base, results, sends }) => {
       const r = await get(`${base}/?file=big&start=0&end=${BIG.length - 1}`, { pauseMs: 600 });
       expect(r.complete).toBe(true);
       expect(r.body.equals(BIG)).toBe(true);
       expect((await results.at(-1))!.sent).toBe(BIG.length);
-      expect(c.sends()).toBe(1);
-    } finally {
-      await close(server);
-    }
+      expect(sends()).toBe(1);
+    });
   });
 
   it("the socket's idle timeout does not cut a download the thread is sending (the stall deadline stands in)", async () => {
-    const c = counting();
-    const { server, results } = serve(() => c.load, { socketTimeout: 200 });
-    const base = await listen(server);
-    try {
+    await withServer({ socketTimeout: 200 }, async ({ base, results }) => {
       const r = await get(`${base}/?file=big&start=0&end=${BIG.length - 1}`, { pauseMs: 1_000 });
       expect(r.complete).toBe(true);
       expect(r.body.equals(BIG)).toBe(true);
       expect((await results.at(-1))!.sent).toBe(BIG.length);
-    } finally {
-      await close(server);
-    }
+    });
   });
 
   it('reads at offsets past 4 GiB (64-bit offsets through to sendfile)', async () => {
@@ -198,40 +197,26 @@ describe('sendFileBody with the sendfile addon', () => {
     const fh = await open(sparse, 'w');
     await fh.write(DATA.subarray(0, 100), 0, 100, at);
     await fh.close();
-    const c = counting();
-    const { server } = serve(() => c.load);
-    const base = await listen(server);
-    try {
+    await withServer({}, async ({ base }) => {
       const r = await get(`${base}/?file=sparse&start=${at - 10}&end=${at + 99}`);
       expect(r.complete).toBe(true);
       expect(r.body.equals(Buffer.concat([Buffer.alloc(10), DATA.subarray(0, 100)]))).toBe(true);
-    } finally {
-      await close(server);
-      await rm(sparse);
-    }
+    }).finally(() => rm(sparse));
   });
 
   it('a file that shrank under it: the client gets a short body and a broken connection, not a hang', async () => {
     await writeFile(path.join(dir, 'shrinks'), DATA);
-    const c = counting();
-    const { server, results } = serve(() => c.load);
-    const base = await listen(server);
-    try {
+    await withServer({}, async ({ base, results, sends }) => {
       const r = await get(`${base}/?file=shrinks&start=0&end=${DATA.length - 1}&shrink=100`);
       expect(r.complete).toBe(false);
       expect(r.body.equals(DATA.subarray(0, 100))).toBe(true);
       expect((await results.at(-1))!.sent).toBe(100);
-      expect(c.sends()).toBe(1);
-    } finally {
-      await close(server);
-    }
+      expect(sends()).toBe(1);
+    });
   });
 
   it('a client that goes away mid-download ends the transfer, and no descriptor is left open', async () => {
-    const c = counting();
-    const { server, results } = serve(() => c.load);
-    const base = await listen(server);
-    try {
+    await withServer({}, async ({ base, results, sends }) => {
       const before = await openFds();
       for (let i = 0; i < 5; i++) {
         const r = await get(`${base}/?file=big&start=0&end=${BIG.length - 1}`, { abortAfter: 1000 });
@@ -240,19 +225,14 @@ describe('sendFileBody with the sendfile addon', () => {
         expect(sent).toBeGreaterThanOrEqual(1000);
         expect(sent).toBeLessThan(BIG.length);
       }
-      expect(c.sends()).toBe(5);
+      expect(sends()).toBe(5);
       // The thread's duplicates are closed before its callback: nothing is left once all resolved.
       expect(await openFds()).toBeLessThanOrEqual(before);
-    } finally {
-      await close(server);
-    }
+    });
   });
 
   it('a response the server destroys while the client does not read ends at once (cancel), not at the stall deadline', async () => {
-    const c = counting();
-    const { server, results } = serve(() => c.load, { stallMs: 600_000 });
-    const base = await listen(server);
-    try {
+    await withServer({ stallMs: 600_000 }, async ({ base, results }) => {
       // The client reads the first bytes, then nothing for 2 s; the server destroys the response at 300 ms.
       const order: string[] = [];
       const client = get(`${base}/?file=big&start=0&end=${BIG.length - 1}&destroyAfter=300`, { pauseMs: 2_000, order });
@@ -263,16 +243,11 @@ describe('sendFileBody with the sendfile addon', () => {
       // Our duplicate of the socket is closed too: the client, reading again, finds the connection ended.
       expect((await client).complete).toBe(false);
       expect(order).toEqual(['server done', 'client resumed']);
-    } finally {
-      await close(server);
-    }
+    });
   });
 
   it('a client that stops reading is cut off after stallMs without a byte accepted', async () => {
-    const c = counting();
-    const { server, results } = serve(() => c.load, { stallMs: 400 });
-    const base = await listen(server);
-    try {
+    await withServer({ stallMs: 400 }, async ({ base, results }) => {
       const order: string[] = [];
       const client = get(`${base}/?file=big&start=0&end=${BIG.length - 1}`, { pauseMs: 2_000, order });
       const { sent } = await resultOf(results, 0);
@@ -283,24 +258,19 @@ describe('sendFileBody with the sendfile addon', () => {
       expect(r.complete).toBe(false);
       expect(r.body.equals(BIG.subarray(0, r.body.length))).toBe(true);
       expect(order).toEqual(['server done', 'client resumed']);
-    } finally {
-      await close(server);
-    }
+    });
   });
 
   it('with maxThreads transfers sending, the next download is streamed; once one ends, sendfile again', async () => {
-    const c = counting();
-    const { server, results } = serve(() => c.load, { maxThreads: 1 });
-    const base = await listen(server);
-    try {
+    await withServer({ maxThreads: 1 }, async ({ base, results, sends }) => {
       const url = `${base}/?file=big&start=0&end=${BIG.length - 1}`;
       // The first holds the one thread (its client stops reading for a while); the second comes meanwhile.
       const first = get(url, { pauseMs: 1_000 });
-      while (c.sends() < 1) await new Promise((r) => setTimeout(r, 10));
+      while (sends() < 1) await new Promise((r) => setTimeout(r, 10));
       const second = await get(url);
       expect(second.complete).toBe(true);
       expect(second.body.equals(BIG)).toBe(true);
-      expect(c.sends()).toBe(1); // streamed
+      expect(sends()).toBe(1); // streamed
       const one = await first;
       expect(one.complete).toBe(true);
       expect(one.body.equals(BIG)).toBe(true);
@@ -308,19 +278,14 @@ describe('sendFileBody with the sendfile addon', () => {
       await Promise.all([resultOf(results, 0), resultOf(results, 1)]);
       const third = await get(url);
       expect(third.body.equals(BIG)).toBe(true);
-      expect(c.sends()).toBe(2); // the slot was given back
+      expect(sends()).toBe(2); // the slot was given back
       expect((await Promise.all(results)).map((r) => r.sent)).toEqual([BIG.length, BIG.length, BIG.length]);
-    } finally {
-      await close(server);
-    }
+    });
   });
 
   it('pipelined requests: the response queued behind another is streamed, and both bodies arrive whole and in order', async () => {
     await writeFile(path.join(dir, 'small'), DATA);
-    const c = counting();
-    const { server } = serve(() => c.load);
-    const base = await listen(server);
-    try {
+    await withServer({}, async ({ base, sends }) => {
       const port = new URL(base).port;
       const sock = net.connect(Number(port), '127.0.0.1');
       await once(sock, 'connect');
@@ -338,10 +303,8 @@ describe('sendFileBody with the sendfile addon', () => {
       expect(responses[0]!.body.equals(BIG)).toBe(true);
       expect(responses[1]!.head).toMatch(/^HTTP\/1.1 200 OK\r\n/);
       expect(responses[1]!.body.equals(DATA)).toBe(true);
-      expect(c.sends()).toBe(1);
-    } finally {
-      await close(server);
-    }
+      expect(sends()).toBe(1);
+    });
   });
 });
 
@@ -351,16 +314,12 @@ describe('sendFileBody without sendfile', () => {
     expect(load).toEqual({ unavailable: expect.stringMatching(/no-such-addon\.node: not built.*run 'make build'/) });
     expect(artifactSendMode(false, load)).toMatch(/^streamed \(the sendfile addon could not be loaded/);
     expect(artifactSendMode(false, built)).toBe('sendfile');
-    const { server, results } = serve(() => load);
-    const base = await listen(server);
-    try {
+    await withServer({ load: () => load }, async ({ base, results }) => {
       const r = await get(`${base}/?file=big&start=7&end=${BIG.length - 2}`);
       expect(r.complete).toBe(true);
       expect(r.body.equals(BIG.subarray(7, BIG.length - 1))).toBe(true);
       expect((await results.at(-1))!.sent).toBe(BIG.length - 8);
-    } finally {
-      await close(server);
-    }
+    });
   });
 
   it('a file system sendfile refuses (EINVAL before any byte): that response is streamed instead', async () => {
@@ -374,17 +333,13 @@ describe('sendFileBody without sendfile', () => {
       },
       cancel: () => undefined,
     };
-    const { server, results } = serve(() => ({ sender }));
-    const base = await listen(server);
-    try {
+    await withServer({ load: () => ({ sender }) }, async ({ base, results }) => {
       const r = await get(`${base}/?file=small&start=10&end=5009`);
       expect(refused).toBe(1);
       expect(r.complete).toBe(true);
       expect(r.body.equals(DATA.subarray(10, 5010))).toBe(true);
       expect((await results.at(-1))!.sent).toBe(5000);
-    } finally {
-      await close(server);
-    }
+    });
   });
 
   it('over TLS the bytes are encrypted in user space: streamed, never handed to sendfile', async () => {
@@ -393,18 +348,13 @@ describe('sendFileBody without sendfile', () => {
     execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
     const tls = { key: readFileSync(key), cert: readFileSync(cert) };
     expect(artifactSendMode(true, built)).toMatch(/^streamed \(TLS/);
-    const c = counting();
-    const { server, results } = serve(() => c.load, { tls });
-    const base = await listen(server);
-    try {
+    await withServer({ tls }, async ({ base, results, sends }) => {
       const r = await get(`${base}/?file=big&start=0&end=99999`, { ca: tls.cert });
       expect(r.complete).toBe(true);
       expect(r.body.equals(BIG.subarray(0, 100_000))).toBe(true);
       expect((await results.at(-1))!.sent).toBe(100_000);
-      expect(c.sends()).toBe(0);
-    } finally {
-      await close(server);
-    }
+      expect(sends()).toBe(0);
+    });
   });
 });
 
