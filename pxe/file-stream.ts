@@ -1,8 +1,9 @@
 /**
  * Streams a byte range of an open file to an HTTP response: artifact bodies where sendfile is not
- * used (zero-copy-send.ts: TLS, no addon, a queued pipelined response). Two reused buffers: the
- * next chunk is read (in libuv's thread pool) while the previous one is written, nothing is
- * allocated per chunk (flat memory, little GC) and a slow client holds at most two chunks. Callbacks rather than promises: the event loop is hvpxe's one thread for every
+ * used (zero-copy-send.ts: TLS, no addon, a queued pipelined response, every sending thread busy).
+ * Two reused buffers: the next chunk is read (in libuv's thread pool) while the previous one is
+ * written, nothing is allocated per chunk (flat memory, little GC) and a slow client holds at most
+ * two chunks. Callbacks rather than promises: the event loop is hvpxe's one thread for every
  * socket, and per chunk it does one read completion and one write, nothing more.
  */
 import { read } from 'node:fs';

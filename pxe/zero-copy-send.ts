@@ -3,8 +3,8 @@
  * socket, where streaming (file-stream.ts) copies every byte twice through user space. Node 20 has
  * no sendfile, so a small addon (native/zero-copy-send.c, built by `make build`) runs each
  * transfer's sendfile loop on a thread of its own. Where it cannot be used (the addon is not
- * built, TLS, a response still queued behind a pipelined one, a file system without sendfile),
- * the body is streamed: the client gets the same bytes either way.
+ * built, TLS, a response still queued behind a pipelined one, a file system without sendfile,
+ * every allowed thread busy), the body is streamed: the client gets the same bytes either way.
  */
 import { createRequire } from 'node:module';
 import type http from 'node:http';
