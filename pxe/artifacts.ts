@@ -6,7 +6,7 @@
  */
 import type http from 'node:http';
 import { checkRequestPath, openInsideRoot, type OpenedFile } from './safe-path.js';
-import { LIMITS, TEXT, type RequestContext, type Route } from './http.js';
+import { LIMITS, TEXT, type RequestContext, type RequestNote, type Route } from './http.js';
 import type { ServeContext } from './serve-context.js';
 import type { ArtifactOrigin } from './artifact-origin.js';
 import { sendFileBody, zeroCopySender } from './zero-copy-send.js';
@@ -103,7 +103,7 @@ function plan(req: http.IncomingMessage, stat: OpenedFile['stat'], headers: Reco
   return { status: 200, start: 0, end: stat.size - 1 };
 }
 
-async function serveFile(req: http.IncomingMessage, res: http.ServerResponse, file: OpenedFile, contentType: string, reply: { status: number; length: number }): Promise<ArtifactReply> {
+async function serveFile(req: http.IncomingMessage, res: http.ServerResponse, file: OpenedFile, contentType: string, reply: RequestNote['fileReply']): Promise<ArtifactReply> {
   const { fh, stat } = file;
   try {
     const lastModified = new Date(Math.floor(stat.mtimeMs / 1000) * 1000).toUTCString();
@@ -130,7 +130,7 @@ async function serveFile(req: http.IncomingMessage, res: http.ServerResponse, fi
       res.end();
       return { status: p.status, bytes: 0 };
     }
-    return { status: p.status, bytes: await sendFileBody(zeroCopySender(), fh, res, p.start, p.end, { chunk: LIMITS.readChunk, stallMs: LIMITS.idleSocketMs, maxThreads: LIMITS.sendfileThreads }) };
+    return { status: p.status, bytes: await sendFileBody(zeroCopySender(), fh, res, p.start, p.end, { chunk: LIMITS.readChunk, stallMs: LIMITS.idleSocketMs, maxThreads: LIMITS.sendfileThreads }, reply) };
   } finally {
     await fh.close().catch(() => undefined);
   }

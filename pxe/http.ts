@@ -17,6 +17,9 @@ export const LIMITS = {
 } as const;
 
 export const TEXT = 'text/plain; charset=utf-8';
+
+/** How an artifact's body went out: the sendfile thread, or streamed through hvpxe's buffers. */
+export type ArtifactSendVia = 'sendfile' | 'streamed';
 export const JSON_TYPE = 'application/json';
 
 /** What the request log line reports, filled in as the request is handled. */
@@ -26,8 +29,11 @@ export interface RequestNote {
   machine?: string;
   /** The route that answered (its label in /metrics); unset for requests no route took. */
   route?: string;
-  /** Set by serveFile before it writes the head (headers given to writeHead are not readable back). */
-  fileReply: { status: number; length: number };
+  /**
+   * Set by serveFile before it writes the head (headers given to writeHead are not readable back),
+   * and `via` as the body starts (zero-copy-send.ts).
+   */
+  fileReply: { status: number; length: number; via?: ArtifactSendVia };
 }
 
 export interface RequestContext {

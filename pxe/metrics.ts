@@ -6,6 +6,7 @@
 import { formatMetrics, LabelledCounter, type MetricFamily, type Sample } from '../lib/prometheus.js';
 import { versionInfo } from '../lib/cli/version.js';
 import type { MachineActivity } from './history-document.js';
+import type { ArtifactSendVia } from './http.js';
 
 /** Every state a machine is counted in (all are exported, zeros included, so a query never finds none). */
 export const MACHINE_STATES = ['unseen', 'booting', 'installing', 'failed', 'installed', 'held'] as const;
@@ -54,13 +55,18 @@ export class PxeMetrics {
   readonly tftp = new LabelledCounter<'result'>();
   /** Install scripts and configs not served because the machine store could not be written. */
   readonly storeRefusals = new LabelledCounter<'what'>();
+  /** Artifact bodies sent, by how (zero-copy-send.ts): streamed ones show TLS, the thread cap or a missing addon at work. */
+  readonly artifactDownloads = new LabelledCounter<'via'>();
   artifactBytes = 0;
   configsServed = 0;
 
   /** One answered request; artifact bytes count only what was served (200, 206), never an error body. */
-  request(route: string, code: number, artifactBytes: number): void {
+  request(route: string, code: number, artifactBytes: number, via?: ArtifactSendVia): void {
     this.requests.inc({ route, code: String(code) });
-    if (route === '/artifacts/' && (code === 200 || code === 206) && artifactBytes > 0) this.artifactBytes += artifactBytes;
+    if (route === '/artifacts/' && (code === 200 || code === 206) && artifactBytes > 0) {
+      this.artifactBytes += artifactBytes;
+      if (via) this.artifactDownloads.inc({ via });
+    }
   }
 
   reload(ok: boolean): void {
@@ -87,6 +93,7 @@ export class PxeMetrics {
       gauge('hvpxe_build_info', 'The hvpxe version and the commit it was built from.', 1, { version: v.version, commit: v.commit }),
       { name: 'hvpxe_machines', help: 'Machines known to hvpxe, by install state (held: booting its disk because hvpxe cannot tell whether it finished).', type: 'gauge', samples: MACHINE_STATES.map((s) => ({ labels: { state: s }, value: byState.get(s)! })) },
       { name: 'hvpxe_artifact_bytes_served_total', help: 'Bytes of artifacts (kernel, initrd, ISO, squashfs) sent to machines.', type: 'counter', samples: [{ value: this.artifactBytes }] },
+      { name: 'hvpxe_artifact_downloads_total', help: 'Artifact bodies sent, by how: sendfile, or streamed through hvpxe (TLS, every sending thread busy, no sendfile addon).', type: 'counter', samples: withZeros(this.artifactDownloads, [{ via: 'sendfile' }, { via: 'streamed' }]) },
       { name: 'hvpxe_configs_served_total', help: 'Configs handed to machines (one per boot credential).', type: 'counter', samples: [{ value: this.configsServed }] },
       { name: 'hvpxe_http_requests_total', help: 'HTTP requests answered, by route and status code.', type: 'counter', samples: this.requests.samples() },
       { name: 'hvpxe_refused_total', help: 'Requests refused for a machine (config, events, attest), by reason.', type: 'counter', samples: this.refusals.samples() },

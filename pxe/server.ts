@@ -326,12 +326,13 @@ export class PxeServer implements ServeContext {
       const complete = res.writableFinished;
       const status = note.status || note.fileReply.status || res.statusCode;
       const bytes = note.bytes || (complete && req.method !== 'HEAD' ? note.fileReply.length : 0);
-      if (which === 'boot') this.metrics.request(note.route ?? 'other', status, bytes);
+      if (which === 'boot') this.metrics.request(note.route ?? 'other', status, bytes, note.fileReply.via);
       this.log.info('request', {
         method: req.method,
         path,
         status,
         bytes,
+        via: note.fileReply.via,
         ...(complete ? {} : { aborted: true }),
         ms: Date.now() - started,
         machine: note.machine,

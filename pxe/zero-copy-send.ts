@@ -10,6 +10,7 @@ import { createRequire } from 'node:module';
 import type http from 'node:http';
 import type { FileHandle } from 'node:fs/promises';
 import { sendFileRange as streamFileRange } from './file-stream.js';
+import type { ArtifactSendVia } from './http.js';
 
 /** The addon's interface (native/zero-copy-send.c). */
 export interface ZeroCopySender {
@@ -70,12 +71,25 @@ const UNSUPPORTED = new Set(['EINVAL', 'ENOSYS', 'EOVERFLOW']);
  * (client gone, no byte accepted for `stallMs`, the file shrank: the connection is destroyed, so
  * the client sees a short body). `fh` may be closed once this resolves: the thread sends from a
  * duplicate of its descriptor. With `maxThreads` transfers already sending, the body is streamed:
- * many clients cost memory then, never an unbounded number of threads.
+ * many clients cost memory then, never an unbounded number of threads. `report.via` says which
+ * way the body went once it starts (for the request log and /metrics).
  */
-export function sendFileBody(load: SenderLoad, fh: FileHandle, res: http.ServerResponse, start: number, end: number, opts: { chunk: number; stallMs: number; maxThreads: number }): Promise<number> {
+export function sendFileBody(
+  load: SenderLoad,
+  fh: FileHandle,
+  res: http.ServerResponse,
+  start: number,
+  end: number,
+  opts: { chunk: number; stallMs: number; maxThreads: number },
+  report: { via?: ArtifactSendVia } = {},
+): Promise<number> {
   const socket = res.socket;
   const fd = socket ? plainSocketFd(socket) : undefined;
-  if (!('sender' in load) || !socket || fd === undefined || (running.get(load.sender) ?? 0) >= opts.maxThreads) return streamFileRange(fh, res, start, end, opts.chunk);
+  const streamAll = (): Promise<number> => {
+    report.via = 'streamed';
+    return streamFileRange(fh, res, start, end, opts.chunk);
+  };
+  if (!('sender' in load) || !socket || fd === undefined || (running.get(load.sender) ?? 0) >= opts.maxThreads) return streamAll();
   const { sender } = load;
   running.set(sender, (running.get(sender) ?? 0) + 1);
   let counted = true;
@@ -98,7 +112,7 @@ export function sendFileBody(load: SenderLoad, fh: FileHandle, res: http.ServerR
       release();
       settled = true;
       res.off('close', beforeSend);
-      void streamFileRange(fh, res, start, end, opts.chunk).then(resolve);
+      void streamAll().then(resolve);
     };
     // Gone before the body started: a write callback may never come once the socket is gone.
     const beforeSend = (): void => finish(0, true);
@@ -131,6 +145,7 @@ export function sendFileBody(load: SenderLoad, fh: FileHandle, res: http.ServerR
         // No descriptor or thread to spare: this one response is streamed.
         return stream();
       }
+      report.via = 'sendfile';
       socket.setTimeout(0);
       res.off('close', beforeSend);
       res.on('close', onClose);

@@ -63,6 +63,17 @@ export function startHvpxe(args: string[], timeoutMs = 60_000, spawnAs: string[]
   });
 }
 
+/** The first line of hvpxe's stderr matching `re`, waiting for it up to `ms` (a request's line is written once its response has closed). */
+export async function logLine(r: Running, re: RegExp, ms = 10_000): Promise<string> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const line = r.stderr.join('').split('\n').find((l) => re.test(l));
+    if (line) return line;
+    if (Date.now() > deadline) throw new Error(`no hvpxe log line matching ${re} within ${ms} ms`);
+    await new Promise((res) => setTimeout(res, 50));
+  }
+}
+
 /** A GET on the admin listener with the operator token. */
 export async function adminGet(r: Running, p: string): Promise<{ status: number; text: string }> {
   const res = await fetch(`${r.adminUrl}${p}`, { headers: { Authorization: `Bearer ${r.token}` } });

@@ -8,7 +8,7 @@ import { sendWebhooks } from '../../../installer/remote/webhooks.js';
 import { waitUntil } from '../../../lib/wait.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';
 import {
-  adminGet, bootIpxe, curl, machineOf, makeTree, profilesYaml, rawGet, rawRequest, runHvpxe, SECRET_OUTSIDE, sha256, startHvpxe, stopHvpxe,
+  adminGet, bootIpxe, curl, machineOf, makeTree, profilesYaml, rawGet, rawRequest, runHvpxe, SECRET_OUTSIDE, logLine, sha256, startHvpxe, stopHvpxe,
   type Running, type Tree,
 } from './harness.js';
 
@@ -186,7 +186,7 @@ describe('hvpxe serve: artifacts as curl expects them', () => {
   const iso = () => tree.files['harvester.iso'];
   const url = () => `${hv!.url}/artifacts/harvester.iso`;
 
-  it('HEAD and GET carry length, ranges, ETag and Last-Modified; the body is the file', () => {
+  it('HEAD and GET carry length, ranges, ETag and Last-Modified; the body is the file', async () => {
     const head = curl(['-I', url()]).stdout;
     expect(head).toMatch(/^HTTP\/1\.1 200/);
     expect(head).toMatch(new RegExp(`content-length: ${iso().length}`, 'i'));
@@ -195,8 +195,10 @@ describe('hvpxe serve: artifacts as curl expects them', () => {
     expect(head).toMatch(/last-modified: \w{3}, \d{2} \w{3} \d{4}/i);
     const out = path.join(dir, 'iso.full');
     expect(curl(['-o', out, url()]).code).toBe(0);
-    // Plain HTTP from a build that has the addon: bodies go out with sendfile (pxe/zero-copy-send.ts).
+    // Plain HTTP from a build that has the addon: bodies go out with sendfile (pxe/zero-copy-send.ts),
+    // as the start-up line and the request's log line say.
     expect(hv!.stderr.join('')).toMatch(/"msg":"serving".*"artifacts":"sendfile"/);
+    expect(JSON.parse(await logLine(hv!, /"msg":"request","method":"GET","path":"\/artifacts\/harvester\.iso","status":200/))).toMatchObject({ via: 'sendfile' });
     return readFile(out).then((b) => expect(sha256(b)).toBe(sha256(iso())));
   });
 

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { sendWebhooks } from '../../../installer/remote/webhooks.js';
 import { downloadFile } from '../../../installer/remote/iso.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';
-import { curl, makeTree, profilesYaml, scriptUrls, sha256, startHvpxe, stopHvpxe, type Running, type Tree } from './harness.js';
+import { curl, makeTree, profilesYaml, scriptUrls, logLine, sha256, startHvpxe, stopHvpxe, type Running, type Tree } from './harness.js';
 
 let dir: string;
 let tree: Tree;
@@ -60,6 +60,7 @@ describe('hvpxe serve over TLS', () => {
     expect(sha256(await readFile(r.path))).toBe(sha256(tree.files['harvester.iso']));
     // Encrypted in user space: its start-up line says artifacts are streamed, and why.
     expect(hv!.stderr.join('')).toMatch(/"msg":"serving".*"artifacts":"streamed \(TLS: /);
+    expect(JSON.parse(await logLine(hv!, /"msg":"request","method":"GET","path":"\/artifacts\/harvester\.iso","status":200/))).toMatchObject({ via: 'streamed' });
     await expect(downloadFile(`${hv!.url}/artifacts/harvester.iso`, path.join(dir, 'untrusted.iso'), { attempts: 5, retryDelayMs: 5_000 })).rejects.toThrow(
       /TLS certificate of 127\.0\.0\.1:\d+ not accepted .*pass the CA bundle/,
     );

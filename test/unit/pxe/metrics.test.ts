@@ -47,6 +47,8 @@ describe('hvpxe /metrics', () => {
     expect(before.value('hvpxe_machines{state="booting"}')).toBe(0);
     expect(before.value('hvpxe_machines{state="installed"}')).toBe(0);
     expect(before.value('hvpxe_artifact_bytes_served_total')).toBe(0);
+    expect(before.value('hvpxe_artifact_downloads_total{via="sendfile"}')).toBe(0);
+    expect(before.value('hvpxe_artifact_downloads_total{via="streamed"}')).toBe(0);
     expect(before.value('hvpxe_reloads_total{result="ok"}')).toBe(0);
     expect(before.value('hvpxe_last_reload_refused')).toBe(0);
 
@@ -66,6 +68,9 @@ describe('hvpxe /metrics', () => {
 
     const after = await scrape();
     expect(after.value('hvpxe_artifact_bytes_served_total')).toBe('k/vmlinuz'.length + 4);
+    // Both bodies went out through the sendfile addon (built by make build); the 404 is no download.
+    expect(after.value('hvpxe_artifact_downloads_total{via="sendfile"}')).toBe(2);
+    expect(after.value('hvpxe_artifact_downloads_total{via="streamed"}')).toBe(0);
     expect(after.value('hvpxe_http_requests_total{route="/artifacts/",code="200"}')).toBe(1);
     expect(after.value('hvpxe_http_requests_total{route="/artifacts/",code="206"}')).toBe(1);
     expect(after.value('hvpxe_http_requests_total{route="/artifacts/",code="404"}')).toBe(1);

@@ -10,6 +10,7 @@ import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
+import type { ArtifactSendVia } from '../../../pxe/http.js';
 import { artifactSendMode, loadZeroCopySender, sendFileBody, type SenderLoad, type ZeroCopySender } from '../../../pxe/zero-copy-send.js';
 
 // The real addon, built by `make build` (make test builds first): these tests are about it.
@@ -36,6 +37,8 @@ let dir: string;
 
 interface Served {
   sent: number;
+  /** How sendFileBody said the body went. */
+  via?: string;
 }
 
 /**
@@ -55,9 +58,10 @@ function serve(load: () => SenderLoad, opts: { stallMs?: number; maxThreads?: nu
         if (opts.socketTimeout) res.socket?.setTimeout(opts.socketTimeout);
         if (q.has('destroyAfter')) setTimeout(() => res.destroy(), Number(q.get('destroyAfter')));
         res.writeHead(200, { 'Content-Length': String(end - start + 1) });
-        const sent = await sendFileBody(load(), fh, res, start, end, { chunk: 4096, stallMs: opts.stallMs ?? 30_000, maxThreads: opts.maxThreads ?? 64 });
+        const report: { via?: ArtifactSendVia } = {};
+        const sent = await sendFileBody(load(), fh, res, start, end, { chunk: 4096, stallMs: opts.stallMs ?? 30_000, maxThreads: opts.maxThreads ?? 64 }, report);
         await fh.close();
-        return { sent };
+        return { sent, via: report.via };
       })(),
     );
   };
@@ -166,7 +170,7 @@ describe('sendFileBody with the sendfile addon', () => {
         const r = await get(`${base}/?file=small&start=${start}&end=${end}`, { agent });
         expect(r.complete).toBe(true);
         expect(r.body.equals(DATA.subarray(start, end + 1))).toBe(true);
-        expect(await results.at(-1)).toEqual({ sent: end - start + 1 });
+        expect(await results.at(-1)).toEqual({ sent: end - start + 1, via: 'sendfile' });
       }
       expect(sends()).toBe(4);
     }).finally(() => agent.destroy());
@@ -279,7 +283,11 @@ describe('sendFileBody with the sendfile addon', () => {
       const third = await get(url);
       expect(third.body.equals(BIG)).toBe(true);
       expect(sends()).toBe(2); // the slot was given back
-      expect((await Promise.all(results)).map((r) => r.sent)).toEqual([BIG.length, BIG.length, BIG.length]);
+      expect(await Promise.all(results)).toEqual([
+        { sent: BIG.length, via: 'sendfile' },
+        { sent: BIG.length, via: 'streamed' },
+        { sent: BIG.length, via: 'sendfile' },
+      ]);
     });
   });
 
@@ -318,7 +326,7 @@ describe('sendFileBody without sendfile', () => {
       const r = await get(`${base}/?file=big&start=7&end=${BIG.length - 2}`);
       expect(r.complete).toBe(true);
       expect(r.body.equals(BIG.subarray(7, BIG.length - 1))).toBe(true);
-      expect((await results.at(-1))!.sent).toBe(BIG.length - 8);
+      expect(await results.at(-1)).toEqual({ sent: BIG.length - 8, via: 'streamed' });
     });
   });
 
@@ -338,7 +346,7 @@ describe('sendFileBody without sendfile', () => {
       expect(refused).toBe(1);
       expect(r.complete).toBe(true);
       expect(r.body.equals(DATA.subarray(10, 5010))).toBe(true);
-      expect((await results.at(-1))!.sent).toBe(5000);
+      expect(await results.at(-1)).toEqual({ sent: 5000, via: 'streamed' });
     });
   });
 
@@ -352,7 +360,7 @@ describe('sendFileBody without sendfile', () => {
       const r = await get(`${base}/?file=big&start=0&end=99999`, { ca: tls.cert });
       expect(r.complete).toBe(true);
       expect(r.body.equals(BIG.subarray(0, 100_000))).toBe(true);
-      expect((await results.at(-1))!.sent).toBe(100_000);
+      expect(await results.at(-1)).toEqual({ sent: 100_000, via: 'streamed' });
       expect(sends()).toBe(0);
     });
   });
