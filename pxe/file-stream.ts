@@ -16,7 +16,7 @@ import type { FileHandle } from 'node:fs/promises';
  * shrank: the connection is destroyed, so the client sees a short body). Never resolves while a
  * read is in flight: the caller closes `fh` next, and its descriptor must not be reused under a read.
  */
-export function sendFileRange(fh: FileHandle, res: http.ServerResponse, start: number, end: number, chunk: number): Promise<number> {
+export function streamFileRange(fh: FileHandle, res: http.ServerResponse, start: number, end: number, chunk: number): Promise<number> {
   return new Promise((resolve) => {
     const bufs = [Buffer.allocUnsafeSlow(chunk), Buffer.allocUnsafeSlow(chunk)];
     let next = start; // the first byte not yet read

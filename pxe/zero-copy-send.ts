@@ -9,7 +9,7 @@
 import { createRequire } from 'node:module';
 import type http from 'node:http';
 import type { FileHandle } from 'node:fs/promises';
-import { sendFileRange as streamFileRange } from './file-stream.js';
+import { streamFileRange } from './file-stream.js';
 import type { ArtifactSendVia } from './http.js';
 
 /** The addon's interface (native/zero-copy-send.c). */
@@ -58,6 +58,9 @@ function plainSocketFd(socket: NonNullable<http.ServerResponse['socket']>): numb
   const fd = (socket as unknown as { _handle?: { fd?: unknown } })._handle?.fd;
   return typeof fd === 'number' && fd >= 0 ? fd : undefined;
 }
+
+/** The empty write whose callback says the head has reached the kernel. */
+const EMPTY = Buffer.alloc(0);
 
 /** Transfers each sender has running (a thread each). */
 const running = new WeakMap<ZeroCopySender, number>();
@@ -120,7 +123,7 @@ export function sendFileBody(
     res.flushHeaders();
     // The callback of an empty write runs once everything queued before it, the head included, is
     // in the kernel's socket buffer: the body's bytes go after it.
-    socket.write(Buffer.alloc(0), (err) => {
+    socket.write(EMPTY, (err) => {
       if (settled) return;
       if (err || res.destroyed || socket.destroyed) return finish(0, true);
       // The thread keeps the socket busy where Node cannot see it: the idle timeout would cut a

@@ -6,9 +6,10 @@ import { mkdtemp, open, rm, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
-import { sendFileRange } from '../../../pxe/file-stream.js';
+import { streamFileRange } from '../../../pxe/file-stream.js';
+import { BODY_RANGES, BODY_SIZE } from './body-ranges.js';
 
-// fs.read counted while in flight: sendFileRange must not resolve (its caller then closes the
+// fs.read counted while in flight: streamFileRange must not resolve (its caller then closes the
 // descriptor, whose number the next open may reuse) while a read on it is still running.
 const reads = vi.hoisted(() => ({ inFlight: 0 }));
 vi.mock('node:fs', async (importOriginal) => {
@@ -24,9 +25,9 @@ vi.mock('node:fs', async (importOriginal) => {
   return { ...fs, default: { ...fs, read }, read };
 });
 
-// A server whose one route sends the range in the query with sendFileRange, in chunks of 7 bytes
+// A server whose one route sends the range in the query with streamFileRange, in chunks of 7 bytes
 // (so a range spans many chunks and ends inside one); `shrink` truncates the file once it is open.
-const DATA = randomBytes(10_000);
+const DATA = randomBytes(BODY_SIZE);
 let dir: string;
 let file: string;
 let server: http.Server;
@@ -44,7 +45,7 @@ beforeAll(async () => {
         const fh = await open(file, 'r');
         if (q.has('shrink')) await truncate(file, Number(q.get('shrink')));
         res.writeHead(200, { 'Content-Length': String(end - start + 1) });
-        const sent = await sendFileRange(fh, res, start, end, 7);
+        const sent = await streamFileRange(fh, res, start, end, 7);
         const readsInFlight = reads.inFlight;
         await fh.close();
         return { sent, readsInFlight };
@@ -78,15 +79,10 @@ function get(query: string, abortAfter?: number): Promise<{ body: Buffer; comple
   });
 }
 
-describe('sendFileRange', () => {
+describe('streamFileRange', () => {
   it('sends exactly bytes [start, end], across many chunks and ending inside one', async () => {
     await writeFile(file, DATA);
-    for (const [start, end] of [
-      [0, DATA.length - 1],
-      [3, 3],
-      [5, 20],
-      [9_990, 9_999],
-    ] as const) {
+    for (const [start, end] of BODY_RANGES) {
       const r = await get(`start=${start}&end=${end}`);
       expect(r.complete).toBe(true);
       expect(r.body.equals(DATA.subarray(start, end + 1))).toBe(true);

@@ -12,6 +12,7 @@ import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { ArtifactSendVia } from '../../../pxe/http.js';
 import { artifactSendMode, loadZeroCopySender, sendFileBody, type SenderLoad, type ZeroCopySender } from '../../../pxe/zero-copy-send.js';
+import { BODY_RANGES, BODY_SIZE } from './body-ranges.js';
 
 // The real addon, built by `make build` (make test builds first): these tests are about it.
 const built = loadZeroCopySender();
@@ -31,7 +32,7 @@ function counting(): { load: SenderLoad; sends: () => number } {
   return { load: { sender }, sends: () => n };
 }
 
-const DATA = randomBytes(10_000);
+const DATA = randomBytes(BODY_SIZE);
 const BIG = Buffer.concat(Array.from({ length: 2000 }, (_, i) => (i % 2 ? DATA : DATA.subarray().reverse()))); // 20 MB, more than loopback buffers hold
 let dir: string;
 
@@ -161,12 +162,7 @@ describe('sendFileBody with the sendfile addon', () => {
     await writeFile(path.join(dir, 'small'), DATA);
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     await withServer({}, async ({ base, results, sends }) => {
-      for (const [start, end] of [
-        [0, DATA.length - 1],
-        [3, 3],
-        [5, 20],
-        [9_990, 9_999],
-      ] as const) {
+      for (const [start, end] of BODY_RANGES) {
         const r = await get(`${base}/?file=small&start=${start}&end=${end}`, { agent });
         expect(r.complete).toBe(true);
         expect(r.body.equals(DATA.subarray(start, end + 1))).toBe(true);
