@@ -110,13 +110,15 @@ async function runCommand(mode: 'run' | 'once', args: string[]): Promise<number>
   if (style !== undefined && !isLogFormat(style)) throw usageError(`--log-format must be text or json, got '${String(style)}'`);
 
   // The guards and what drives them are loaded by run and once only: status, assessment and the
-  // console (tty1, started beside the agent at boot) do without them.
-  const [{ configCandidates, loadNodeConfig, registerConfigSecrets }, { runGuards }, { detectBootstrapMode }, { systemdNotifier }, { startAssessment }] = await Promise.all([
+  // console (tty1, started beside the agent at boot) do without them. The runner loads only the
+  // guards it drives, and the boot assessment is the daemon's alone.
+  const withAssessment = mode === 'run' && !only;
+  const [{ configCandidates, loadNodeConfig, registerConfigSecrets }, { runGuards }, { detectBootstrapMode }, { systemdNotifier }, assessmentWire] = await Promise.all([
     import('./node-config.js'),
     import('./runner.js'),
     import('./mode.js'),
     import('./sd-notify.js'),
-    import('./assessment/wire.js'),
+    withAssessment ? import('./assessment/wire.js') : undefined,
   ]);
   const redactor = new Redactor();
   const log = new Logger(stderrSink(), redactor, level, {}, undefined, chooseLogFormat(style));
@@ -137,7 +139,7 @@ async function runCommand(mode: 'run' | 'once', args: string[]): Promise<number>
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
   // Boot assessment beside the guards (docs/upgrade.md): only the daemon, and only with every guard.
-  const assessment = mode === 'run' && !only ? startAssessment(rootDir, settings, log, stop.signal, node.config) : Promise.resolve();
+  const assessment = assessmentWire ? assessmentWire.startAssessment(rootDir, settings, log, stop.signal, node.config) : Promise.resolve();
   try {
     const result = await runGuards({
       mode,

@@ -9,7 +9,7 @@ import type { HarvesterConfig } from '../config/types.js';
 import type { Logger } from '../lib/logger.js';
 import { sleep } from '../lib/wait.js';
 import { GUARD_ORDER, type Guard, type GuardContext, type GuardName, type GuardResult, type StatusDocument } from './guard.js';
-import { GUARDS } from './guards/index.js';
+import { loadGuards } from './guards/index.js';
 import { guardDeadlineMs, guardSettings, type AgentSettings } from './settings.js';
 import { METRICS_TEXTFILE_PATH } from './metrics.js';
 import { StatusStore, statusFile } from './status.js';
@@ -29,7 +29,7 @@ export interface RunnerOptions {
   only?: GuardName[];
   /** The guard set (default: all of GUARD_ORDER). */
   names?: GuardName[];
-  /** The guards by name (default: agent/guards/index.ts); tests pass their own. */
+  /** The guards by name (default: those of `names`, loaded from agent/guards/index.ts); tests pass their own. */
   guards?: Partial<Record<GuardName, Guard>>;
   /** Time a reconcile may overrun the deadline (when it ignores its abort signal) before it is abandoned. */
   overrunGraceMs?: number;
@@ -75,11 +75,18 @@ function message(err: unknown): string {
 }
 
 export async function runGuards(opts: RunnerOptions): Promise<RunOutcome> {
-  const run = new GuardRun(opts);
+  const names = selectedGuards(opts);
+  const run = new GuardRun(opts, names, opts.guards ?? (await loadGuards(names)));
   opts.log.info('hvagent starting', { mode: opts.mode, guards: run.names, root: opts.rootDir, bootstrapper: run.bootstrap.by, why: run.bootstrap.why });
   // Every guard is driven at once; each waits only for its own dependencies.
   await Promise.all(run.names.map((n) => run.drive(n)));
   return run.finish();
+}
+
+/** The guards a run drives: its set (default: all), narrowed by `--guard`. */
+function selectedGuards(opts: RunnerOptions): GuardName[] {
+  const all = opts.names ?? GUARD_ORDER;
+  return opts.only ? all.filter((n) => opts.only!.includes(n)) : all;
 }
 
 /** One run of the guard set: the status store, the outcomes so far, and each guard's loop. */
@@ -95,11 +102,14 @@ class GuardRun {
   private readonly stop: AbortSignal;
   private readySent = false;
 
-  constructor(private readonly opts: RunnerOptions) {
+  constructor(
+    private readonly opts: RunnerOptions,
+    names: GuardName[],
+    registry: Partial<Record<GuardName, Guard>>,
+  ) {
     this.now = opts.now ?? Date.now;
-    const all = opts.names ?? GUARD_ORDER;
-    this.names = opts.only ? all.filter((n) => opts.only!.includes(n)) : all;
-    this.registry = opts.guards ?? GUARDS;
+    this.names = names;
+    this.registry = registry;
     const missing = this.names.filter((n) => !this.registry[n]);
     if (missing.length) throw new Error(`runGuards: no guard named ${missing.join(', ')}`);
     this.grace = opts.overrunGraceMs ?? 10_000;

@@ -1,4 +1,4 @@
-// Image preload: our guard (bin/hvagent once --guard image-preload, built code in dist/) against the
+// Image preload: our guard (`hvagent once --guard image-preload`) against the
 // sequential baseline Harvester's installer uses (per archive: `zstd -d` to a temp tar, then
 // `ctr -n k8s.io images import --no-unpack`, one after another), in the same run, each into a fresh
 // containerd root so nothing is skipped. Bundle: 6 archives, >= 600 MB uncompressed, layers half
@@ -7,6 +7,9 @@
 // Beside both, the same run measures the limit on this machine: containerd ingesting the archives
 // already decompressed (tars on disk, `ctr import` of each, several at once, for each parallelism in
 // LIMIT_PARALLELISM), and reports ours as a fraction of the best of those.
+// Ours is judged as it ships: the payload's self-contained binary (build/hvagent-payload, one bundled
+// script in node's SEA, run through the payload's own loader and libraries, as on a node). The same
+// code run from dist/ by bin/hvagent (node loading ~100 ES modules) is timed beside it and reported.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, mkdir, readFile, rm, stat, writeFile, open } from 'node:fs/promises';
@@ -19,6 +22,19 @@ const { loadBundle } = await import(path.join(repo, 'dist/agent/preload/bundle-r
 const { formatBytes } = await import(path.join(repo, 'dist/agent/preload/diagnosis.js'));
 const { defaultPreloadSettings } = await import(path.join(repo, 'dist/agent/preload/settings.js'));
 const PARALLELISM = Number(process.env.PRELOAD_PARALLELISM ?? defaultPreloadSettings().parallelism);
+
+const PAYLOAD = path.join(repo, 'build/hvagent-payload');
+const AGENTS = {
+  payload: [path.join(PAYLOAD, 'lib/ld-linux-x86-64.so.2'), '--library-path', path.join(PAYLOAD, 'lib'), path.join(PAYLOAD, 'bin/hvagent')],
+  dist: [path.join(repo, 'bin/hvagent')],
+};
+
+for (const file of [AGENTS.payload[3], AGENTS.dist[0]]) {
+  if (!(await stat(file).catch(() => undefined))) {
+    console.log(`FAIL: ${file} is missing: run make build`);
+    process.exit(1);
+  }
+}
 
 const MB = 1_000_000;
 const TARGET_RATIO = 1.6;
@@ -38,7 +54,9 @@ const ARCHIVES = [
 /** Runs a command to its end; resolves to its stdout and stderr, rejects on a non-zero exit. */
 function run(cmd, args, opts = {}) {
   return new Promise((resolve, reject) => {
-    const p = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], ...opts });
+    const { onSpawn, ...spawnOpts } = opts;
+    const p = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], ...spawnOpts });
+    onSpawn?.(p);
     let out = '';
     let err = '';
     p.stdout.on('data', (b) => (out += b));
@@ -156,25 +174,42 @@ async function limit(tars, sock, parallelism) {
   return (performance.now() - start) / 1000;
 }
 
-async function ours(root, sockRel, hwmFile) {
+/** The peak RSS (VmHWM, kB) of process `pid`, sampled until `done` settles: the last sample before it exits. */
+function sampleHwm(pid, done) {
+  let kb = 0;
+  let stopped = false;
+  void done.finally(() => (stopped = true));
+  const tick = async () => {
+    while (!stopped) {
+      const m = /VmHWM:\s+(\d+) kB/.exec(await readFile(`/proc/${pid}/status`, 'utf8').catch(() => ''));
+      if (m) kb = Math.max(kb, Number(m[1]));
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    return kb;
+  };
+  return tick();
+}
+
+async function ours(root, sockRel, agent) {
   const settings = path.join(root, 'hvagent.yaml');
   await writeFile(
     settings,
     `guards:\n  image-preload:\n    bundleDir: /bundle\n    containerdSocket: ${sockRel}\n    startContainerd: never\n    ctr: ctr\n` +
       (process.env.PRELOAD_PARALLELISM ? `    parallelism: ${PARALLELISM}\n` : ''),
   );
-  // Records the agent's own peak RSS (VmHWM) as it exits.
-  const reporter = path.join(root, 'hwm.mjs');
-  await writeFile(reporter, `import { readFileSync, writeFileSync } from 'node:fs';\nprocess.on('exit', () => { const m = /VmHWM:\\s+(\\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8')); writeFileSync(${JSON.stringify(hwmFile)}, m ? m[1] : ''); });\n`);
+  const [cmd, ...prefix] = AGENTS[agent];
   const start = performance.now();
   const startedAt = Date.now();
-  const { err } = await run(path.join(repo, 'bin/hvagent'), ['once', '--guard', 'image-preload', '--root', root, '--settings', settings, '--log-format', 'json'], {
-    env: { ...process.env, NODE_OPTIONS: `--import=${reporter}` },
-  }).catch((e) => {
-    throw new Error(`hvagent once failed: ${e.message}`);
+  let pid;
+  const finished = run(cmd, [...prefix, 'once', '--guard', 'image-preload', '--root', root, '--settings', settings, '--log-format', 'json'], {
+    onSpawn: (p) => (pid = p.pid),
+  });
+  const hwm = sampleHwm(pid, finished.catch(() => undefined));
+  const { err } = await finished.catch((e) => {
+    throw new Error(`hvagent once (${agent}) failed: ${e.message}`);
   });
   const secs = (performance.now() - start) / 1000;
-  return { secs, phases: phases(err, startedAt, startedAt + secs * 1000) };
+  return { secs, hwmKb: await hwm, phases: phases(err, startedAt, startedAt + secs * 1000) };
 }
 
 /**
@@ -238,21 +273,23 @@ try {
   // Alternate baseline, ours and the limit, each on a fresh containerd root, and keep each one's
   // best round: the machine is shared, and a neighbour's burst should not decide the ratio.
   let baseSecs = Infinity;
-  let oursSecs = Infinity;
+  const oursSecs = { payload: Infinity, dist: Infinity };
   const limitSecs = new Map(LIMIT_PARALLELISM.map((p) => [p, Infinity]));
   let hwmKb = 0;
-  const imageSets = { baseline: [], ours: [], limit: [] };
+  const imageSets = { baseline: [], payload: [], dist: [], limit: [] };
   let limitOk = true;
   for (let round = 1; round <= ROUNDS; round++) {
     const load = await loadAverage();
     const b = await onFreshContainerd(path.join(work, `baseline-${round}`), running, async (sock) => ({ secs: await baseline(bundleDir, sock, work) }));
     imageSets.baseline = b.imgs;
 
-    // Ours: the containerd socket lives under the agent's --root.
-    const hwmFile = path.join(work, 'hwm');
-    const o = await onFreshContainerd(path.join(root, 'run/containerd'), running, (sock) => ours(root, '/run/containerd/c.sock', hwmFile));
-    imageSets.ours = o.imgs;
-    const hwm = Number((await readFile(hwmFile, 'utf8')).trim());
+    // Ours, the shipped binary and dist/ in turn (which goes first alternates): the containerd
+    // socket lives under the agent's --root.
+    const o = {};
+    for (const agent of round % 2 ? ['payload', 'dist'] : ['dist', 'payload']) {
+      o[agent] = await onFreshContainerd(path.join(root, 'run/containerd'), running, (sock) => ours(root, '/run/containerd/c.sock', agent));
+      imageSets[agent] = o[agent].imgs;
+    }
 
     const limits = [];
     for (const p of LIMIT_PARALLELISM) {
@@ -267,30 +304,36 @@ try {
     // share and which parallel imports can only overlap when the machine has idle cores.
     console.log(
       `round ${round} (load average ${load.toFixed(1)} on ${cpus} CPUs): ` +
-        `baseline ${b.secs.toFixed(1)} s (containerd CPU ${b.cpu.toFixed(1)} s), ours ${o.secs.toFixed(1)} s (containerd CPU ${o.cpu.toFixed(1)} s), agent VmHWM ${(hwm / 1024).toFixed(1)} MB; ` +
+        `baseline ${b.secs.toFixed(1)} s (containerd CPU ${b.cpu.toFixed(1)} s), ` +
+        `ours ${o.payload.secs.toFixed(1)} s (containerd CPU ${o.payload.cpu.toFixed(1)} s, agent VmHWM ${(o.payload.hwmKb / 1024).toFixed(1)} MB), ` +
+        `from dist/ ${o.dist.secs.toFixed(1)} s (VmHWM ${(o.dist.hwmKb / 1024).toFixed(1)} MB); ` +
         `limit by parallelism (containerd CPU) ${limits.join(', ')}`,
     );
-    console.log(`  ours: ${o.phases}`);
+    console.log(`  ours: ${o.payload.phases}`);
+    console.log(`  from dist/: ${o.dist.phases}`);
     baseSecs = Math.min(baseSecs, b.secs);
-    oursSecs = Math.min(oursSecs, o.secs);
-    hwmKb = Math.max(hwmKb, hwm);
+    for (const agent of Object.keys(oursSecs)) {
+      oursSecs[agent] = Math.min(oursSecs[agent], o[agent].secs);
+      hwmKb = Math.max(hwmKb, o[agent].hwmKb);
+    }
   }
   const [bestP, limitBest] = [...limitSecs.entries()].reduce((a, b) => (b[1] < a[1] ? b : a));
 
   const ok = Object.fromEntries(Object.entries(imageSets).map(([k, v]) => [k, same(v, expected)]));
-  const ratio = baseSecs / oursSecs;
+  const ratio = baseSecs / oursSecs.payload;
   const rssMb = hwmKb / 1024;
   console.log(`baseline (zstd -d to temp tar, then ctr import, sequential): best ${baseSecs.toFixed(1)} s, ${imageSets.baseline.length}/${expected.length} images`);
-  console.log(`hvagent once --guard image-preload (streamed, ${PARALLELISM} at once): best ${oursSecs.toFixed(1)} s, ${imageSets.ours.length}/${expected.length} images`);
+  console.log(`hvagent once --guard image-preload (streamed, ${PARALLELISM} at once): best ${oursSecs.payload.toFixed(1)} s, ${imageSets.payload.length}/${expected.length} images`);
+  console.log(`  the same from dist/ (bin/hvagent):            best ${oursSecs.dist.toFixed(1)} s, ${imageSets.dist.length}/${expected.length} images (${(baseSecs / oursSecs.dist).toFixed(2)}x)`);
   console.log(
     `limit (ctr import of the pre-decompressed tars):              best ${limitBest.toFixed(1)} s at parallelism ${bestP} ` +
       `(by parallelism: ${[...limitSecs.entries()].map(([p, s]) => `${p}: ${s.toFixed(1)} s`).join(', ')})`,
   );
-  console.log(`ours as a fraction of the limit: ${((100 * limitBest) / oursSecs).toFixed(0)}% (the baseline: ${((100 * limitBest) / baseSecs).toFixed(0)}%)`);
+  console.log(`ours as a fraction of the limit: ${((100 * limitBest) / oursSecs.payload).toFixed(0)}% (the baseline: ${((100 * limitBest) / baseSecs).toFixed(0)}%)`);
   console.log(`speed-up: ${ratio.toFixed(2)}x (target >= ${TARGET_RATIO}x; the limit is ${(baseSecs / limitBest).toFixed(2)}x)`);
-  console.log(`agent peak RSS (VmHWM of the node process): ${rssMb.toFixed(1)} MB (target < ${RSS_LIMIT_MB} MB)`);
-  if (!ok.baseline || !ok.ours || !ok.limit) {
-    console.log(`FAIL: images missing (baseline ok: ${ok.baseline}, ours ok: ${ok.ours}, limit ok: ${ok.limit})`);
+  console.log(`agent peak RSS (VmHWM of the agent's process, either build, sampled every 20 ms): ${rssMb.toFixed(1)} MB (target < ${RSS_LIMIT_MB} MB)`);
+  if (Object.values(ok).includes(false)) {
+    console.log(`FAIL: images missing (${Object.entries(ok).map(([k, v]) => `${k} ok: ${v}`).join(', ')})`);
     failed = true;
   }
   if (ratio < TARGET_RATIO) {

@@ -5,7 +5,7 @@ import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { HvError } from '../../../lib/errors.js';
 import { Redactor } from '../../../lib/redact.js';
-import { GUARDS } from '../../../agent/guards/index.js';
+import { loadGuards } from '../../../agent/guards/index.js';
 import { GUARD_ORDER } from '../../../agent/guard.js';
 import { configCandidates, registerConfigSecrets } from '../../../agent/node-config.js';
 import { guardDeadlineMs, guardSettings, loadSettings, parseDuration, resolveSettings } from '../../../agent/settings.js';
@@ -54,15 +54,23 @@ describe('settings', () => {
 });
 
 describe('the guard set', () => {
-  it('has one guard for every name in the dependency order, under its own name, depending only on guards before it', () => {
-    expect(Object.keys(GUARDS).sort()).toEqual([...GUARD_ORDER].sort());
+  it('has one guard for every name in the dependency order, under its own name, depending only on guards before it', async () => {
+    const guards = await loadGuards();
+    expect(Object.keys(guards).sort()).toEqual([...GUARD_ORDER].sort());
     for (const [i, name] of GUARD_ORDER.entries()) {
-      const g = GUARDS[name];
+      const g = guards[name]!;
       expect(g.name).toBe(name);
       expect(typeof g.reconcile).toBe('function');
       expect(g.deadlineMs).toBeGreaterThan(0);
       for (const d of g.dependsOn) expect(GUARD_ORDER.indexOf(d), `${name} depends on ${d}`).toBeLessThan(i);
     }
+  });
+
+  it('loads the guards it is asked for and no others', async () => {
+    const some = await loadGuards(['image-preload', 'network-online']);
+    expect(Object.keys(some).sort()).toEqual(['image-preload', 'network-online']);
+    expect(some['image-preload']!.name).toBe('image-preload');
+    expect(some['network-online']!.name).toBe('network-online');
   });
 });
 

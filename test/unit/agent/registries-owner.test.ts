@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
-import { GUARDS } from '../../../agent/guards/index.js';
+import registriesGuard from '../../../agent/guards/registries.js';
 import type { GuardContext } from '../../../agent/guard.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';
 import { Redactor } from '../../../lib/redact.js';
@@ -63,7 +63,7 @@ describe('registries.yaml: who owns it decides whether hvagent restores it', () 
   it('before rancher-system-agent is connected: the install-time file is restored over a hand-written one', async () => {
     const root = await nodeRoot({ connected: false });
     await writeFile(path.join(root, FILE), HAND_WRITTEN);
-    const r = await GUARDS.registries.reconcile(ctxFor(root));
+    const r = await registriesGuard.reconcile(ctxFor(root));
     expect(r.status).toBe('ok');
     const text = await readFile(path.join(root, FILE), 'utf8');
     expect(text).toContain('https://mirror.local:5000');
@@ -76,7 +76,7 @@ describe('registries.yaml: who owns it decides whether hvagent restores it', () 
     const root = await nodeRoot({ connected: true });
     await writeFile(path.join(root, FILE), HAND_WRITTEN);
     const sink = new MemorySink();
-    const first = await GUARDS.registries.reconcile(ctxFor(root, sink));
+    const first = await registriesGuard.reconcile(ctxFor(root, sink));
     expect(first.status).toBe('ok');
     expect(await readFile(path.join(root, FILE), 'utf8')).toBe(HAND_WRITTEN);
     expect(first.status === 'ok' && first.detail).toContain('owner: cluster (rancher-system-agent takes plans from Rancher');
@@ -85,7 +85,7 @@ describe('registries.yaml: who owns it decides whether hvagent restores it', () 
 
     // rancher-system-agent applies the cluster's empty setting.
     await writeFile(path.join(root, FILE), '');
-    const second = await GUARDS.registries.reconcile(ctxFor(root, sink));
+    const second = await registriesGuard.reconcile(ctxFor(root, sink));
     expect((await stat(path.join(root, FILE))).size).toBe(0);
     expect(second.status === 'ok' && second.detail).toContain(
       "/etc/rancher/rke2/registries.yaml is 0 B (was 167 B): written by rancher-system-agent from the cluster's empty containerd-registry setting",
@@ -97,7 +97,7 @@ describe('registries.yaml: who owns it decides whether hvagent restores it', () 
     const progress: string[] = [];
     const ac = new AbortController();
     const ctx = { ...ctxFor(root), signal: ac.signal, settings: { source: '/declared.json', checkIntervalMs: 50 }, progress: (d: string) => progress.push(d) };
-    const running = GUARDS.registries.watch!(ctx);
+    const running = registriesGuard.watch!(ctx);
     try {
       await edit();
       const deadline = Date.now() + 10_000;
@@ -112,7 +112,7 @@ describe('registries.yaml: who owns it decides whether hvagent restores it', () 
   it("the watch follows the owner too: a connected node's file changed by the cluster is left alone, not restored", async () => {
     const root = await nodeRoot({ connected: true });
     await writeFile(path.join(root, FILE), '');
-    await GUARDS.registries.reconcile(ctxFor(root));
+    await registriesGuard.reconcile(ctxFor(root));
     const progress = await watchUntil(root, /owner: cluster/, () => writeFile(path.join(root, FILE), HAND_WRITTEN));
     expect(progress.some((p) => p.startsWith('owner: cluster'))).toBe(true);
     expect(await readFile(path.join(root, FILE), 'utf8')).toBe(HAND_WRITTEN);
@@ -120,7 +120,7 @@ describe('registries.yaml: who owns it decides whether hvagent restores it', () 
 
   it('the watch of a node the agent owns restores a changed file', async () => {
     const root = await nodeRoot({ connected: false });
-    await GUARDS.registries.reconcile(ctxFor(root));
+    await registriesGuard.reconcile(ctxFor(root));
     const progress = await watchUntil(root, /mirrors for docker\.io/, () => writeFile(path.join(root, FILE), HAND_WRITTEN));
     expect(progress.length).toBeGreaterThan(0);
     expect(await readFile(path.join(root, FILE), 'utf8')).toContain('https://mirror.local:5000');

@@ -3,7 +3,7 @@ import { access, chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { GUARDS } from '../../../agent/guards/index.js';
+import rke2Guard from '../../../agent/guards/rke2.js';
 import type { GuardContext } from '../../../agent/guard.js';
 import type { HarvesterConfig } from '../../../config/types.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';
@@ -41,7 +41,7 @@ async function setup(): Promise<{ root: string; marker: string; ctx: (by: 'ranch
 describe('rke2 guard and the bootstrapper', () => {
   it('under rancherd: waits, explains and starts nothing', async () => {
     const t = await setup();
-    const r = await GUARDS.rke2.reconcile(t.ctx('rancherd'));
+    const r = await rke2Guard.reconcile(t.ctx('rancherd'));
     expect(r).toMatchObject({ status: 'retry', reason: expect.stringContaining('rke2-server is not running, and without systemd hvagent cannot see rancherd') });
     await new Promise((res) => setTimeout(res, 300));
     await expect(access(t.marker)).rejects.toThrow();
@@ -50,7 +50,7 @@ describe('rke2 guard and the bootstrapper', () => {
 
   it('as bootstrapper: the same inputs start rke2', async () => {
     const t = await setup();
-    const r = await GUARDS.rke2.reconcile(t.ctx('hvagent'));
+    const r = await rke2Guard.reconcile(t.ctx('hvagent'));
     expect(r.status).not.toBe('ok');
     const pid = JSON.parse(await readFile(path.join(t.root, 'run/hvagent/rke2-server.pid'), 'utf8')) as { pid: number };
     try {

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { GUARDS } from '../../../agent/guards/index.js';
+import { loadGuards } from '../../../agent/guards/index.js';
 import { LAUNCHER } from '../../../node/payload-layout.js';
 import { PRE_BOOTSTRAP_GUARDS } from '../../../agent/sd-notify.js';
 import { SEEN_ADDRESS_PATH } from '../../../agent/identity/record.js';
@@ -65,9 +65,10 @@ describe('hvagent.service', () => {
     expect(unit.Service?.NotifyAccess).toEqual(['all']);
   });
 
-  it('bounds its start above the longest deadline of the guards it reports ready after', () => {
+  it('bounds its start above the longest deadline of the guards it reports ready after', async () => {
     const timeout = seconds(unit.Service!.TimeoutStartSec![0]!);
-    const longest = Math.max(...PRE_BOOTSTRAP_GUARDS.map((g) => GUARDS[g].deadlineMs)) / 1000;
+    const guards = await loadGuards(PRE_BOOTSTRAP_GUARDS);
+    const longest = Math.max(...PRE_BOOTSTRAP_GUARDS.map((g) => guards[g]!.deadlineMs)) / 1000;
     expect(longest).toBeGreaterThan(0);
     expect(timeout).toBeGreaterThan(longest);
     expect(timeout).toBeLessThan(6 * 3600);
