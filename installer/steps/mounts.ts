@@ -53,8 +53,10 @@ export async function releaseStaleMounts(runDir: string): Promise<string[]> {
     }
   }
   for (const m of await mountsUnder(runDir)) {
-    const r = await run('umount', [m], { allowFailure: true, timeoutMs: 120_000 });
-    if (r.exitCode !== 0) await run('umount', ['-l', m], { allowFailure: true });
+    // A loop device detached above lets go of its backing file only at its last close, so the
+    // filesystem below stays busy a moment: wait that out (lib/unmount.ts). A lazy unmount of it
+    // would leave its partition held, and the guard would refuse the disk this run is to resume.
+    await unmountWhenFree(m).catch(() => run('umount', ['-l', m], { allowFailure: true }));
     cleaned.push(m);
   }
   return cleaned;
