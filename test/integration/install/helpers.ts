@@ -3,7 +3,7 @@
  * the real CLI (bin/hvinstall, built by `make build`), and inspecting a disk from the outside.
  * Everything created is registered for cleanup, which runs even when a test fails.
  */
-import { execFile, spawn } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { chmod, mkdir, mkdtemp, open, readdir, readFile, readlink, rm, stat, symlink, writeFile, lstat } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
@@ -49,6 +49,21 @@ export function testCleanup(onTestFinished: (fn: () => Promise<void>) => void): 
   const cleanup = new Cleanup();
   onTestFinished(() => cleanup.run());
   return cleanup;
+}
+
+export const isMounted = async (dir: string): Promise<boolean> => (await sh('mountpoint', ['-q', dir], { allowFailure: true })).code === 0;
+
+/** A process holding a device open for `seconds`, as udev's blkid does for a moment; resolves once it holds it. */
+export async function holdOpen(cleanup: Cleanup, device: string, seconds: number): Promise<ChildProcess> {
+  const child = spawn('bash', ['-c', `exec 3<"$1"; echo held; sleep ${seconds}`, 'hold', device], { stdio: ['ignore', 'pipe', 'inherit'] });
+  cleanup.add(async () => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.once('data', () => resolve());
+    child.once('exit', (code) => reject(new Error(`the holder of ${device} ended (${code}) before holding it`)));
+  });
+  return child;
 }
 
 export async function tempDir(cleanup: Cleanup, prefix = 'hvinstall-it-'): Promise<string> {

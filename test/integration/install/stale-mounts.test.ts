@@ -6,17 +6,15 @@
  * guard refuses the disk the run is to resume. Real mounts and loop devices (root).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { constants } from 'node:fs';
 import { mkdir, open } from 'node:fs/promises';
 import path from 'node:path';
 import { releaseStaleMounts } from '../../../installer/steps/mounts.js';
-import { Cleanup, sh, tempDir } from './helpers.js';
+import { Cleanup, holdOpen, isMounted, sh, tempDir } from './helpers.js';
 
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
 
-const isMounted = async (dir: string): Promise<boolean> => (await sh('mountpoint', ['-q', dir], { allowFailure: true })).code === 0;
 
 /** Whether the guard would call the device held: an exclusive open fails EBUSY (installer/steps/guard.ts). */
 async function heldExclusively(device: string): Promise<boolean> {
@@ -56,23 +54,11 @@ async function killedRunMounts(): Promise<{ runDir: string; state: string; state
   return { runDir, state, stateDevice, activeLoop };
 }
 
-/** A process holding a device open for `seconds`; resolves once it holds it. */
-async function holdOpen(device: string, seconds: number): Promise<ChildProcess> {
-  const child = spawn('bash', ['-c', `exec 3<"$1"; echo held; sleep ${seconds}`, 'hold', device], { stdio: ['ignore', 'pipe', 'inherit'] });
-  cleanup.add(async () => {
-    if (child.exitCode === null) child.kill('SIGKILL');
-  });
-  await new Promise<void>((resolve, reject) => {
-    child.stdout!.once('data', () => resolve());
-    child.once('exit', (code) => reject(new Error(`the holder of ${device} ended (${code}) before holding it`)));
-  });
-  return child;
-}
 
 describe('releaseStaleMounts', () => {
   it('leaves COS_STATE unmounted and its device free when the image loop on it lets go a moment late', async () => {
     const { runDir, state, stateDevice, activeLoop } = await killedRunMounts();
-    const holder = await holdOpen(activeLoop, 2);
+    const holder = await holdOpen(cleanup, activeLoop, 2);
 
     const cleaned = await releaseStaleMounts(runDir);
 

@@ -4,16 +4,14 @@
  * filesystem's own umount right after. Real mounts and loop devices (root).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { unmountWhenFree } from '../../../lib/unmount.js';
-import { Cleanup, sh, tempDir } from '../install/helpers.js';
+import { Cleanup, holdOpen, isMounted, sh, tempDir } from '../install/helpers.js';
 
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
 
-const isMounted = async (dir: string): Promise<boolean> => (await sh('mountpoint', ['-q', dir], { allowFailure: true })).code === 0;
 
 /** `outer` mounted from an image file; `inner` loop-mounted from an image on it; the inner loop device. */
 async function nestedMounts(): Promise<{ outer: string; inner: string; loop: string }> {
@@ -35,23 +33,11 @@ async function nestedMounts(): Promise<{ outer: string; inner: string; loop: str
   return { outer, inner, loop };
 }
 
-/** A process holding a device open for `seconds`, as udev's blkid does for a moment; resolves once it holds it. */
-async function holdOpen(device: string, seconds: number): Promise<ChildProcess> {
-  const child = spawn('bash', ['-c', `exec 3<"$1"; echo held; sleep ${seconds}`, 'hold', device], { stdio: ['ignore', 'pipe', 'inherit'] });
-  cleanup.add(async () => {
-    if (child.exitCode === null) child.kill('SIGKILL');
-  });
-  await new Promise<void>((resolve, reject) => {
-    child.stdout!.once('data', () => resolve());
-    child.once('exit', (code) => reject(new Error(`the holder of ${device} ended (${code}) before holding it`)));
-  });
-  return child;
-}
 
 describe('unmountWhenFree', () => {
   it('waits out a loop device held open for a moment, where a plain umount fails busy', async () => {
     const { outer, inner, loop } = await nestedMounts();
-    const holder = await holdOpen(loop, 2);
+    const holder = await holdOpen(cleanup, loop, 2);
     await sh('umount', [inner]);
     // The race itself: the loop device outlives its mount while held, so its backing file keeps outer busy.
     const plain = await sh('umount', [outer], { allowFailure: true });
@@ -67,7 +53,7 @@ describe('unmountWhenFree', () => {
 
   it('names the busy filesystem and where to look when the hold outlasts the window, and leaves it mounted', async () => {
     const { outer, inner, loop } = await nestedMounts();
-    await holdOpen(loop, 30);
+    await holdOpen(cleanup, loop, 30);
     await sh('umount', [inner]);
     const err = await unmountWhenFree(outer, { busyWindowMs: 500 }).then(() => undefined, (e: unknown) => e as Error);
     expect(err?.message).toContain(`umount ${outer}`);
