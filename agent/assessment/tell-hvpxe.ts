@@ -6,7 +6,7 @@
  * beside the guards); the token never reaches a log line (lib/redact.ts redacts its form too).
  */
 import { readFile, stat } from 'node:fs/promises';
-import { request } from 'undici';
+import { httpRequest } from '../../lib/http-request.js';
 import { REPORT_TOKEN_RE, type NodeEventBody, type NodeReportGrant } from '../../config/hvpxe-protocol.js';
 import type { Logger } from '../../lib/logger.js';
 import type { HvpxeTold } from './record.js';
@@ -46,8 +46,8 @@ export async function readNodeReport(file: string): Promise<{ grant: NodeReportG
 /** One POST; 'retry' for what may pass later (no answer, 5xx, 429), else done or refused. */
 async function postOnce(grant: NodeReportGrant, body: string, timeoutMs: number): Promise<{ kind: 'told' } | { kind: 'refused' | 'retry'; why: string }> {
   try {
-    const res = await request(grant.url, { method: 'POST', body, headers: { 'content-type': 'application/json', authorization: `Bearer ${grant.token}` }, signal: AbortSignal.timeout(timeoutMs) });
-    const text = (await res.body.text().catch(() => '')).trim().slice(0, 200);
+    const res = await httpRequest(grant.url, { method: 'POST', body, headers: { 'content-type': 'application/json', authorization: `Bearer ${grant.token}` }, timeoutMs, maxBodyBytes: 4096 });
+    const text = res.body.trim().slice(0, 200);
     if (res.statusCode >= 200 && res.statusCode < 300) return { kind: 'told' };
     const why = `HTTP ${res.statusCode}${text ? `: ${text}` : ''}`;
     return { kind: res.statusCode >= 500 || res.statusCode === 429 ? 'retry' : 'refused', why };

@@ -1,8 +1,11 @@
 /**
- * A minimal Kubernetes API client over undici: just the calls the agent makes (get a Node or Lease,
- * merge-patch a Node). Every request has a deadline; errors name the URL and the status.
+ * A minimal Kubernetes API client over node:https (lib/http-request.ts): just the calls the agent
+ * makes (get a Node or Lease, merge-patch a Node, create an Event). Every request has a deadline;
+ * errors name the URL and the status.
  */
-import { Agent, request } from 'undici';
+import http from 'node:http';
+import https from 'node:https';
+import { httpRequest } from '../../lib/http-request.js';
 import { HvError } from '../../lib/errors.js';
 import type { KubeCredentials } from './kubeconfig.js';
 import { classifyNetworkError } from '../../lib/net-error.js';
@@ -29,21 +32,20 @@ export class KubeApiError extends HvError {
 }
 
 export class KubeClient {
-  private readonly dispatcher: Agent;
+  private readonly agent: http.Agent;
 
   constructor(readonly creds: KubeCredentials, private readonly timeoutMs = 10_000) {
     // The server's certificate is always checked (against the kubeconfig's CA, else the system's):
     // the node's credentials go in every request. Only the kubeconfig's own
     // insecure-skip-tls-verify turns that off, as for kubectl.
-    this.dispatcher = new Agent({
-      connect: { ca: creds.ca, cert: creds.cert, key: creds.key, rejectUnauthorized: creds.insecureSkipTlsVerify !== true, timeout: timeoutMs },
-      headersTimeout: timeoutMs,
-      bodyTimeout: timeoutMs,
-    });
+    // One kept-alive connection for the client's requests, as kubectl keeps one.
+    this.agent = new URL(creds.server).protocol === 'http:'
+      ? new http.Agent({ keepAlive: true })
+      : new https.Agent({ keepAlive: true, ca: creds.ca, cert: creds.cert, key: creds.key, rejectUnauthorized: creds.insecureSkipTlsVerify !== true });
   }
 
   async close(): Promise<void> {
-    await this.dispatcher.close();
+    this.agent.destroy();
   }
 
   getNode(name: string): Promise<KubeObject> {
@@ -71,17 +73,19 @@ export class KubeClient {
     if (contentType) headers['content-type'] = contentType;
     let res;
     try {
-      res = await request(url, {
+      res = await httpRequest(url, {
         method,
         headers,
         body: body === undefined ? undefined : JSON.stringify(body),
-        dispatcher: this.dispatcher,
-        signal: AbortSignal.timeout(this.timeoutMs),
+        agent: this.agent,
+        timeoutMs: this.timeoutMs,
+        // Whole objects only: a cut one would not parse. A Node or a Lease is some kilobytes.
+        maxBodyBytes: 64 * 1024 * 1024,
       });
     } catch (err) {
       throw new KubeApiError(`${method} ${url}: ${describeNetError(err)}`, undefined, this.creds.source);
     }
-    const text = await res.body.text();
+    const text = res.body;
     if (res.statusCode < 200 || res.statusCode >= 300) {
       let reason = text.slice(0, 300);
       try {

@@ -4,7 +4,7 @@
  * ready, which the guard turns into its diagnosis.
  */
 import { readFile } from 'node:fs/promises';
-import { Agent, request } from 'undici';
+import { httpRequest } from '../../lib/http-request.js';
 import type { Probe } from '../../lib/wait.js';
 import { describeNetError } from '../kube/client.js';
 
@@ -27,14 +27,9 @@ export async function loadServerTls(tlsDir: string): Promise<TlsMaterial> {
  */
 export async function probeUrl(url: string, tls: TlsMaterial, timeoutMs = 5_000): Promise<Probe<string>> {
   const verified = tls.ca !== undefined;
-  const dispatcher = new Agent({
-    connect: { ca: tls.ca, ...(verified ? { cert: tls.cert, key: tls.key } : {}), rejectUnauthorized: verified, timeout: timeoutMs },
-    headersTimeout: timeoutMs,
-    bodyTimeout: timeoutMs,
-  });
   try {
-    const res = await request(url, { dispatcher, signal: AbortSignal.timeout(timeoutMs) });
-    const body = (await res.body.text()).trim();
+    const res = await httpRequest(url, { timeoutMs, tls: { ca: tls.ca, ...(verified ? { cert: tls.cert, key: tls.key } : {}), rejectUnauthorized: verified } });
+    const body = res.body.trim();
     if (res.statusCode === 200) return { done: true, value: body || 'ok' };
     const failing = body
       .split('\n')
@@ -44,7 +39,5 @@ export async function probeUrl(url: string, tls: TlsMaterial, timeoutMs = 5_000)
     return { done: false, reason: `${url}: HTTP ${res.statusCode}${failing ? ` (failing: ${failing})` : body ? `: ${body.slice(0, 200)}` : ''}` };
   } catch (err) {
     return { done: false, reason: `${url}: ${describeNetError(err)}` };
-  } finally {
-    await dispatcher.close().catch(() => undefined);
   }
 }

@@ -6,7 +6,7 @@
  */
 import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { Agent, request } from 'undici';
+import { httpRequest } from '../../lib/http-request.js';
 import { run } from '../../lib/exec.js';
 import type { HarvesterConfig } from '../../config/types.js';
 import { describeNetError } from '../kube/client.js';
@@ -76,12 +76,10 @@ export async function observeDaemon(o: TimeObserveOptions): Promise<DaemonState>
  * about the time, never trusted for anything else).
  */
 export async function observeServerClock(url: string, now: () => number, timeoutMs = 5_000): Promise<ServerClock> {
-  const dispatcher = new Agent({ connect: { rejectUnauthorized: false, timeout: timeoutMs }, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
   const sent = now();
   try {
-    const res = await request(url, { method: 'GET', dispatcher, signal: AbortSignal.timeout(timeoutMs) });
+    const res = await httpRequest(url, { timeoutMs, tls: { rejectUnauthorized: false }, readBody: false });
     const got = now();
-    await res.body.dump().catch(() => undefined);
     const date = res.headers.date;
     const dateMs = typeof date === 'string' ? Date.parse(date) : NaN;
     if (!Number.isFinite(dateMs)) {
@@ -90,8 +88,6 @@ export async function observeServerClock(url: string, now: () => number, timeout
     return { url, dateMs, localMs: sent + (got - sent) / 2, rttMs: got - sent };
   } catch (err) {
     return { url, problem: `${url}: ${describeNetError(err)}` };
-  } finally {
-    await dispatcher.close().catch(() => undefined);
   }
 }
 

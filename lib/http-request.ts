@@ -1,0 +1,79 @@
+/**
+ * One HTTP(S) request on node:http/https, for hvagent: its few requests (the kube API, RKE2's
+ * /readyz, a server's Date header, the word to hvpxe) do not need undici, whose loading was a third
+ * of the daemon's start-up (about 45 ms of 160 on the development host, seconds on an emulated or
+ * busy node at first boot, where the agent's start is on the way to the node's readiness). The
+ * installer keeps undici (lib/http-fetch.ts: proxies, retries, streamed downloads).
+ *
+ * Errors keep node's codes (ECONNREFUSED, the TLS verification codes) for lib/net-error.ts; the
+ * deadline covers connecting, the answer and its body, and ends the request as a TimeoutError.
+ */
+import http, { type IncomingHttpHeaders } from 'node:http';
+import https from 'node:https';
+
+export interface HttpRequestOptions {
+  method?: string;
+  headers?: Record<string, string>;
+  body?: string;
+  /** Connect, answer and body, together. */
+  timeoutMs: number;
+  /** https: the CA to verify against (default: the system's), a client certificate and key, and whether to verify at all (default: yes). */
+  tls?: { ca?: string | Buffer; cert?: string | Buffer; key?: string | Buffer; rejectUnauthorized?: boolean };
+  /** A keep-alive agent shared by a client's requests (its TLS options then come from it). */
+  agent?: http.Agent;
+  /** false: the body is not read, only the status and headers are wanted (default: read). */
+  readBody?: boolean;
+  /** The most of the body kept (default 1 MiB); the rest is read and dropped. */
+  maxBodyBytes?: number;
+}
+
+export interface HttpResponse {
+  statusCode: number;
+  headers: IncomingHttpHeaders;
+  /** The body as text ('' when not read). */
+  body: string;
+}
+
+/** The error a request's deadline ends it with: a TimeoutError with code ETIMEDOUT. */
+function deadlineError(url: string, ms: number): Error {
+  return Object.assign(new Error(`${url}: no complete answer within ${ms} ms`), { name: 'TimeoutError', code: 'ETIMEDOUT' });
+}
+
+export function httpRequest(url: string, opts: HttpRequestOptions): Promise<HttpResponse> {
+  const target = new URL(url);
+  const secure = target.protocol === 'https:';
+  if (!secure && target.protocol !== 'http:') return Promise.reject(new Error(`${url}: only http and https URLs are supported`));
+  const limit = opts.maxBodyBytes ?? 1024 * 1024;
+  return new Promise<HttpResponse>((resolve, reject) => {
+    const headers = { ...opts.headers, ...(opts.body !== undefined ? { 'content-length': String(Buffer.byteLength(opts.body)) } : {}) };
+    const base = { method: opts.method ?? 'GET', headers, agent: opts.agent };
+    const req = secure ? https.request(target, { ...base, ...(opts.agent ? {} : opts.tls) }) : http.request(target, base);
+    const timer = setTimeout(() => req.destroy(deadlineError(url, opts.timeoutMs)), opts.timeoutMs);
+    const fail = (err: Error): void => {
+      clearTimeout(timer);
+      reject(err);
+    };
+    req.on('error', fail);
+    req.on('response', (res) => {
+      res.on('error', fail);
+      const statusCode = res.statusCode ?? 0;
+      if (opts.readBody === false) {
+        clearTimeout(timer);
+        res.destroy();
+        return resolve({ statusCode, headers: res.headers, body: '' });
+      }
+      const chunks: Buffer[] = [];
+      let kept = 0;
+      res.on('data', (c: Buffer) => {
+        if (kept >= limit) return;
+        chunks.push(c.subarray(0, limit - kept));
+        kept += Math.min(c.length, limit - kept);
+      });
+      res.on('end', () => {
+        clearTimeout(timer);
+        resolve({ statusCode, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') });
+      });
+    });
+    req.end(opts.body);
+  });
+}
