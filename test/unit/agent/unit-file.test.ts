@@ -106,4 +106,10 @@ describe('hvagent-console.service', () => {
     expect(words('Unit', 'After', con)).not.toContain('hvagent.service');
     expect(words('Unit', 'Requires', con)).not.toContain('hvagent.service');
   });
+  it("yields the CPUs to the node's preparation: a lower CPU weight than systemd's default 100, and a positive nice", () => {
+    expect(Number(con.Service?.CPUWeight?.[0])).toBeLessThan(100);
+    expect(Number(con.Service?.Nice?.[0])).toBeGreaterThan(0);
+    expect(unit.Service?.CPUWeight).toBeUndefined();
+    expect(unit.Service?.Nice).toBeUndefined();
+  });
 });
