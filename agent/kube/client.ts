@@ -101,7 +101,8 @@ export class KubeClient {
 
 export function describeNetError(err: unknown): string {
   const { kind, code } = classifyNetworkError(err);
-  if (kind === 'timeout' || code === 'ABORT_ERR') return 'timed out';
+  // lib/http-request.ts ends a request at its deadline as a timeout; nothing else aborts one.
+  if (kind === 'timeout') return 'timed out';
   if (kind === 'refused') return 'connection refused (nothing listening yet)';
   if (kind === 'reset') return 'connection reset';
   if (kind === 'tls') return `TLS verification failed (${code}): is the CA the cluster's server-ca.crt?`;
