@@ -42,6 +42,9 @@ export const IMAGE_FILES: ReadonlyArray<[source: string, dest: string, mode: num
   ['rke2-server.service', 'usr/lib/systemd/system/rke2-server.service', 0o644],
   ['rke2-standin-pre', 'usr/lib/hvtest/rke2-standin-pre', 0o755],
   ['rke2-standin.json', 'usr/lib/hvtest/rke2-standin.json', 0o644],
+  // the baseline boot's bootstrap, ordered as rancherd (not enabled: the harness pulls it into that boot)
+  ['hvtest-bootstrap-baseline', 'usr/lib/hvtest/bootstrap-baseline', 0o755],
+  ['hvtest-bootstrap-baseline.service', 'usr/lib/systemd/system/hvtest-bootstrap-baseline.service', 0o644],
 ];
 
 /**

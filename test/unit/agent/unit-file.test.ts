@@ -112,4 +112,10 @@ describe('hvagent-console.service', () => {
     expect(unit.Service?.CPUWeight).toBeUndefined();
     expect(unit.Service?.Nice).toBeUndefined();
   });
+  it('takes a larger share of a contended CPU while the boot lasts (its READY=1 gates the boot), the default after', () => {
+    expect(Number(unit.Service?.StartupCPUWeight?.[0])).toBeGreaterThan(100);
+    expect(Number(unit.Service?.StartupCPUWeight?.[0])).toBeLessThanOrEqual(10000);
+    expect(unit.Service?.CPUWeight).toBeUndefined();
+    expect(con.Service?.StartupCPUWeight).toBeUndefined();
+  });
 });

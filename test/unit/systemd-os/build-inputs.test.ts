@@ -157,4 +157,23 @@ describe('the image files', () => {
     expect(dest?.[0]).toBe('rke2-standin.json');
     expect(JSON.parse(await readFile(systemdOsFile('rke2-standin.json'), 'utf8')).server.port).toBe(6443);
   });
+
+  it("the baseline boot's bootstrap is ordered as rancherd.service and probes the stand-in's port, pulled in by the harness alone", async () => {
+    const unit = await readFile(systemdOsFile('hvtest-bootstrap-baseline.service'), 'utf8');
+    const values = (key: string) => [...unit.matchAll(new RegExp(`^${key}=(.*)$`, 'gm'))].flatMap((m) => m[1]!.split(/\s+/));
+    // rancher/rancherd rancherd.service and Harvester's drop-in: oneshot, after the network and the clock
+    expect(values('Type')).toEqual(['oneshot']);
+    expect(values('After')).toEqual(expect.arrayContaining(['network-online.target', 'time-sync.target']));
+    expect(values('Wants')).toEqual(expect.arrayContaining(['network-online.target', 'time-sync.target']));
+    expect(values('Before')).toContain('multi-user.target');
+    expect(unit).not.toMatch(/^\[Install\]/m);
+    const exec = values('ExecStart')[0]!;
+    expect(IMAGE_FILES.find(([, d]) => `/${d}` === exec)?.[0]).toBe('hvtest-bootstrap-baseline');
+    const script = await readFile(systemdOsFile('hvtest-bootstrap-baseline'), 'utf8');
+    expect(script).toContain('systemctl start rke2-server.service');
+    expect(script).toContain('-connect 127.0.0.1:6443');
+    expect(script).toContain('GET /readyz');
+    const harness = await readFile(new URL('../../e2e/first-boot.sh', import.meta.url), 'utf8');
+    expect(/^FB_MASK="(.*)"$/m.exec(harness)?.[1]?.split(' ')).toContain('systemd.wants=hvtest-bootstrap-baseline.service');
+  });
 });
