@@ -12,6 +12,7 @@ import { observeNetwork, type ObserveOptions } from '../network/observe.js';
 import { loadNodeIdentity } from '../identity/record.js';
 import type { DeclaredNic } from '../identity/nics.js';
 import type { NodeIdentity } from '../../node/index.js';
+import { globalIPv4, recordAddressSample } from '../identity/address-samples.js';
 
 const DEFAULT_LEASE_FILES = ['/var/lib/NetworkManager/*.lease', '/var/lib/NetworkManager/*.leases', '/var/lib/dhcp/*.leases'];
 
@@ -68,6 +69,8 @@ async function check(ctx: GuardContext, want: NetworkWant): Promise<NetworkAsses
 
 async function observe(ctx: GuardContext, want: NetworkWant): Promise<{ assessment: NetworkAssessment; failures: number }> {
   const facts = await observeNetwork(observeOptions(ctx, want));
+  // node-identity's window counts these looks at the address (agent/identity/address-samples.ts)
+  recordAddressSample(ctx.root('/'), want.iface, ctx.now(), globalIPv4(facts.addrs, want.iface));
   return { assessment: assessNetwork(facts, want), failures: bondLinkFailures(facts, want.bond) };
 }
 

@@ -15,6 +15,7 @@ import { parseDuration } from '../settings.js';
 import { judgeAddress, type AddressFacts, type AddressJudgement } from '../identity/address.js';
 import { describeNicChanges, nicChanges, nicRenameHint, type NicChange } from '../identity/nics.js';
 import { loadNodeIdentity, loadSeenAddress, saveSeenAddress, type Loaded, type SeenAddress } from '../identity/record.js';
+import { addressSamples, addressWindowEnd, globalIPv4, recordAddressSample } from '../identity/address-samples.js';
 import { linkIdentities, type IpAddrEntry, type IpLink } from '../network/assess.js';
 import { declaredNicsOf, networkWant } from './network-online.js';
 import type { NodeIdentity } from '../../node/index.js';
@@ -52,21 +53,17 @@ async function ipJson<T>(t: IdentitySettings, args: string[]): Promise<T> {
   return (text ? JSON.parse(text) : []) as T;
 }
 
-async function addressesOf(t: IdentitySettings, iface: string): Promise<string[]> {
-  const entries = await ipJson<IpAddrEntry[]>(t, ['-4', 'addr', 'show']);
-  const e = entries.find((x) => x.ifname === iface);
-  return (e?.addr_info ?? []).filter((a) => a.local && a.scope === 'global' && !a.tentative).map((a) => `${a.local}/${a.prefixlen}`);
-}
-
-/** Address samples per node root, kept across passes so a flap between two passes is still seen. */
-const history = new Map<string, Array<{ at: number; addrs: string[] }>>();
-
-function remember(ctx: GuardContext, t: IdentitySettings, addrs: string[]): string[][] {
-  const key = ctx.root('/');
-  const h = (history.get(key) ?? []).filter((x) => ctx.now() - x.at <= t.historyMs);
-  h.push({ at: ctx.now(), addrs });
-  history.set(key, h);
-  return h.map((x) => x.addrs);
+/**
+ * One look at the links and addresses (`ip -d addr show` prints each link as `ip -d link show` does,
+ * plus its addresses: one process). The address is recorded with network-online's looks, and the
+ * samples of the last `historyMs` (this pass's, earlier passes', network-online's) are returned,
+ * so a flap between two passes is still seen.
+ */
+async function lookAt(ctx: GuardContext, t: IdentitySettings, iface: string): Promise<{ links: IpLink[]; samples: string[][] }> {
+  const entries = await ipJson<Array<IpLink & IpAddrEntry>>(t, ['-d', 'addr', 'show']);
+  const at = ctx.now();
+  recordAddressSample(ctx.root('/'), iface, at, globalIPv4(entries, iface));
+  return { links: entries, samples: addressSamples(ctx.root('/'), iface, at - t.historyMs).map((s) => s.addrs) };
 }
 
 async function clusterKnows(ctx: GuardContext): Promise<boolean> {
@@ -87,8 +84,8 @@ async function managementInterface(ctx: GuardContext, t: IdentitySettings): Prom
   return t.interface ?? (await loadNodeIdentity(ctx.root)).value?.interface ?? networkWant(ctx.config, ctx.settings).iface;
 }
 
-async function look(ctx: GuardContext, t: IdentitySettings, iface: string, samples: string[][]): Promise<Look> {
-  const [identity, seen, links, known] = await Promise.all([loadNodeIdentity(ctx.root), loadSeenAddress(ctx.root), ipJson<IpLink[]>(t, ['-d', 'link', 'show']), clusterKnows(ctx)]);
+async function look(ctx: GuardContext, t: IdentitySettings, iface: string): Promise<Look> {
+  const [identity, seen, { links, samples }, known] = await Promise.all([loadNodeIdentity(ctx.root), loadSeenAddress(ctx.root), lookAt(ctx, t, iface), clusterKnows(ctx)]);
   const want = networkWant(ctx.config, ctx.settings);
   const id = identity.value;
   const facts: AddressFacts = {
@@ -129,13 +126,14 @@ async function reconcile(ctx: GuardContext): Promise<GuardResult> {
   if ((ctx.config.install?.mode ?? '').toLowerCase() === 'install') return { status: 'skip', reason: "install mode 'install' sets up no cluster node" };
   const t = settingsOf(ctx);
   const iface = await managementInterface(ctx, t);
-  const windowEnd = ctx.now() + t.pollWindowMs;
+  // The window counts the looks network-online took since the address came: on a boot, most of
+  // it has passed by the time this guard starts.
+  const windowEnd = addressWindowEnd(addressSamples(ctx.root('/'), iface, ctx.now() - t.historyMs), ctx.now(), t.pollWindowMs);
   let l: Look;
   for (;;) {
-    const samples = remember(ctx, t, await addressesOf(t, iface));
-    l = await look(ctx, t, iface, samples);
+    l = await look(ctx, t, iface);
     if (ctx.now() >= windowEnd || ctx.signal.aborted) break;
-    ctx.progress(`sampling ${l.facts.iface}: ${(samples.at(-1) ?? []).join(', ') || 'no address'}`);
+    ctx.progress(`sampling ${l.facts.iface}: ${(l.facts.samples.at(-1) ?? []).join(', ') || 'no address'}`);
     await sleep(t.pollIntervalMs, ctx.signal).catch(() => undefined);
   }
   report(ctx, l);
@@ -168,8 +166,7 @@ async function watch(ctx: GuardContext): Promise<void> {
   const t = settingsOf(ctx);
   let last: string | undefined;
   await everyInterval(ctx.signal, t.watchIntervalMs, async () => {
-    const iface = await managementInterface(ctx, t);
-    const l = await look(ctx, t, iface, remember(ctx, t, await addressesOf(t, iface)));
+    const l = await look(ctx, t, await managementInterface(ctx, t));
     report(ctx, l);
     if (l.judgement.verdict !== last) {
       if (l.judgement.verdict === 'ok') ctx.log.info('node identity', { detail: l.judgement.text });

@@ -138,6 +138,38 @@ describe('node-identity in network namespaces', () => {
     expect(g.data).toMatchObject({ verdict: 'flapping' });
   });
 
+  it("counts network-online's looks toward its window: after network-online, one look of its own", async () => {
+    await ip('-n', node, 'addr', 'add', '10.78.0.10/24', 'dev', 'mgmt-br');
+    await ip('-n', node, 'route', 'add', 'default', 'via', '10.78.0.1');
+    // node-identity's `ip` runs, logged: its window (1 s) is shorter than network-online's steady
+    // period (1.5 s), so the address has been watched long enough when it starts.
+    const calls = path.join(dir, 'identity-ip-calls');
+    const ipLogged = path.join(dir, 'ip-logged');
+    await writeFile(ipLogged, `#!/bin/sh\necho "$*" >> ${calls}\nexec ip "$@"\n`);
+    await chmod(ipLogged, 0o755);
+    const s = defaultSettings();
+    s.backoff = { initialMs: 200, maxMs: 500 };
+    s.guards['network-online'] = { deadline: '30s', netns: node, bond: false, stableMs: 1500, pollIntervalMs: 200, pollWindowMs: 10_000 };
+    s.guards['node-identity'] = { deadline: '30s', netns: node, pollWindow: '1s', pollInterval: '200ms', ipCommand: ipLogged };
+    // network-online, then node-identity (the daemon orders them so; `only` drops the dependency)
+    const drive = async (name: 'network-online' | 'node-identity') => {
+      const r = await runGuards({ mode: 'once', rootDir: dir, settings: s, config, log: new Logger(sink, new Redactor(), 'debug'), signal: new AbortController().signal, only: [name] });
+      return r.status.guards.find((g) => g.name === name)!;
+    };
+    expect((await drive('network-online')).phase).toBe('succeeded');
+    const identity = await drive('node-identity');
+    expect(identity.phase).toBe('succeeded');
+    expect(identity.detail).toBe('mgmt-br 10.78.0.10/24 (as the installer saw it)');
+    // one look, links and addresses in one `ip` run
+    expect((await readFile(calls, 'utf8')).trim().split('\n')).toEqual([`-n ${node} -j -d addr show`]);
+
+    // Alone, with no earlier looks (history 0 s), it samples its own window: more than one look.
+    await rm(calls);
+    const alone = await runIdentity('30s', { pollWindow: '2s', pollInterval: '100ms', history: '0s', ipCommand: ipLogged });
+    expect(alone.phase).toBe('succeeded');
+    expect((await readFile(calls, 'utf8')).trim().split('\n').length).toBeGreaterThan(1);
+  });
+
   it('names a bond NIC renamed after a reboot by its old name, new name and MAC', async () => {
     await ip('-n', node, 'addr', 'add', '10.78.0.10/24', 'dev', 'mgmt-br');
     await ip('-n', node, 'link', 'set', 'ens3', 'down');
