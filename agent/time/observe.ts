@@ -7,7 +7,7 @@
 import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { httpRequest } from '../../lib/http-request.js';
-import { run } from '../../lib/exec.js';
+import { hasCommand, run } from '../../lib/exec.js';
 import type { HarvesterConfig } from '../../config/types.js';
 import { describeNetError } from '../kube/client.js';
 import { supervisorUrl } from '../rke2/role.js';
@@ -63,11 +63,20 @@ async function timesyncdState(o: TimeObserveOptions, force: boolean): Promise<Da
   return { kind: 'timesyncd', synced: false, server, problem: `${o.timesyncdSyncFile} not written yet` };
 }
 
+/**
+ * Whether chronyc is there to ask: a lookup on PATH, where trying it would be a process each look
+ * (the guard looks every second while it waits, and Harvester's image runs systemd-timesyncd).
+ */
+async function chronycPresent(o: TimeObserveOptions): Promise<boolean> {
+  if (o.netns) return true;
+  return o.chronyc.includes('/') ? exists(o.chronyc) : hasCommand(o.chronyc);
+}
+
 export async function observeDaemon(o: TimeObserveOptions): Promise<DaemonState> {
   if (o.daemon === 'none') return { kind: 'none', synced: false };
   if (o.daemon === 'chrony') return (await chronyState(o)) ?? { kind: 'chrony', synced: false, problem: `chronyd does not answer (${o.chronyc} tracking failed)` };
   if (o.daemon === 'timesyncd') return (await timesyncdState(o, true))!;
-  return (await chronyState(o)) ?? (await timesyncdState(o, false)) ?? { kind: 'none', synced: false };
+  return ((await chronycPresent(o)) ? await chronyState(o) : undefined) ?? (await timesyncdState(o, false)) ?? { kind: 'none', synced: false };
 }
 
 /**

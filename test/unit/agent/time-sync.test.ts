@@ -2,7 +2,11 @@
  * The time-sync judgement and the parsers of what chronyc and timesyncd say; the x509 clock hint.
  * Expected offsets are written out as numbers (computed by hand), not derived with the product's code.
  */
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { observeDaemon, type TimeObserveOptions } from '../../../agent/time/observe.js';
+import { testTempDir } from '../temp-dir.js';
 import { chronySourcesProblem, formatOffset, judgeClock, parseChronyTracking, timesyncdServers, type ClockFacts } from '../../../agent/time/clock.js';
 import { explainCertificateTime, findCertificateTimeError } from '../../../agent/rke2/clock-hint.js';
 
@@ -152,5 +156,47 @@ describe('the x509 clock hint', () => {
     expect(explainCertificateTime(e, { url: 'https://vip:9345/ping', dateMs: Date.parse('2026-12-01T10:00:00Z'), localMs: now, rttMs: 0 })).toMatch(/^the clock is 3601 s \(60 min\) behind the join server's \(https:\/\/vip:9345\/ping\)/);
     expect(explainCertificateTime(e, { url: 'https://vip:9345/ping', problem: 'connection refused' })).toContain("the join server's clock is unknown: connection refused");
     expect(findCertificateTimeError('level=error msg="etcd: dial tcp: connection refused"')).toBeUndefined();
+  });
+});
+
+describe('which time daemon to ask (daemon: auto)', () => {
+  const SYNCED = '0A580001,10.88.0.1,9,1796123328.729027850,-0.000002958,-0.000000013,0.000000503,-0.014,-0.001,0.223,0.000010466,0.000000927,0.5,Normal';
+  async function nodeRoot(): Promise<{ root: string; opts: (chronyc: string) => TimeObserveOptions; calls: () => Promise<string[]>; chronyc: (script: string) => Promise<string> }> {
+    const root = await testTempDir('hv-time-daemon-');
+    await mkdir(path.join(root, 'usr/lib/systemd'), { recursive: true });
+    await writeFile(path.join(root, 'usr/lib/systemd/systemd-timesyncd'), '');
+    await mkdir(path.join(root, 'run/systemd/timesync'), { recursive: true });
+    await writeFile(path.join(root, 'run/systemd/timesync/synchronized'), '');
+    const log = path.join(root, 'chronyc-calls');
+    return {
+      root,
+      opts: (chronyc) => ({ root: (p) => path.join(root, p), daemon: 'auto', chronyc, timesyncdSyncFile: '/run/systemd/timesync/synchronized', timesyncdBinaries: ['/usr/lib/systemd/systemd-timesyncd'] }),
+      calls: async () => (await readFile(log, 'utf8').catch(() => '')).split('\n').filter(Boolean),
+      chronyc: async (body) => {
+        const file = path.join(root, 'chronyc');
+        await writeFile(file, `#!/bin/sh\necho "$*" >> '${log}'\n${body}\n`, { mode: 0o755 });
+        return file;
+      },
+    };
+  }
+
+  it('asks chronyd when chronyc is installed and it answers', async () => {
+    const n = await nodeRoot();
+    const state = await observeDaemon(n.opts(await n.chronyc(`echo '${SYNCED}'`)));
+    expect(state).toMatchObject({ kind: 'chrony', synced: true, server: '10.88.0.1' });
+    expect(await n.calls()).toEqual(['-n -c tracking']);
+  });
+
+  it("falls back to systemd-timesyncd's file when chronyd does not answer", async () => {
+    const n = await nodeRoot();
+    const state = await observeDaemon(n.opts(await n.chronyc('echo "506 Cannot talk to daemon" >&2; exit 1')));
+    expect(state).toMatchObject({ kind: 'timesyncd', synced: true });
+    expect(await n.calls()).toEqual(['-n -c tracking']);
+  });
+
+  it('reads systemd-timesyncd when there is no chronyc, by path or on PATH', async () => {
+    const n = await nodeRoot();
+    expect(await observeDaemon(n.opts(path.join(n.root, 'usr/bin/chronyc')))).toMatchObject({ kind: 'timesyncd', synced: true });
+    expect(await observeDaemon(n.opts('hv-test-no-such-chronyc'))).toMatchObject({ kind: 'timesyncd', synced: true });
   });
 });
