@@ -254,7 +254,8 @@ async function importBundle(
   // The bounded final check: poll briefly (containerd is consistent once ctr returns, but a slow
   // metadata store gets a few seconds), then name whatever is still missing.
   const allOk = [...outcomes.values()].every((o) => o.status !== 'failed');
-  let finalPresent = await listImages(target);
+  // Nothing imported: the list this pass began with is the answer (a `ctr` run is seconds of CPU on a booting node).
+  let finalPresent = order.length === 0 ? present : await listImages(target);
   if (allOk && findMissing(bundle.archives, finalPresent).length > 0) {
     try {
       await waitUntil(

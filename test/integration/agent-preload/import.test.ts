@@ -57,9 +57,16 @@ describe('image-preload guard: import', () => {
     ]);
     expect(imported.find((l) => l.archive === 'harvester/images/rancher-images.tar.zst')?.verified).toBe(true);
 
-    const again = makeContext(testSettings(containerd, bundle));
+    // The next pass asks containerd once (each ctr run costs seconds of CPU on a booting node).
+    const calls = path.join(dir, 'ctr-calls');
+    const ctrLogged = path.join(dir, 'ctr-logged');
+    await writeFile(ctrLogged, `#!/bin/sh\necho "$*" >> '${calls}'\nexec ctr "$@"\n`, { mode: 0o755 });
+    const again = makeContext(testSettings(containerd, bundle, { ctr: ctrLogged }));
     expect(await imagePreload.reconcile(again.ctx)).toEqual({ status: 'ok', detail: '4 archives: 0 imported, 4 skipped (images present); 5 listed images present' });
     expect(again.logLines().filter((l) => l.msg === 'archive skipped: images present')).toHaveLength(4);
+    const ran = (await readFile(calls, 'utf8')).trim().split('\n');
+    expect(ran).toHaveLength(1);
+    expect(ran[0]).toMatch(/ images ls -q$/);
   });
 
   it('imports only the archive whose images are missing', async () => {
