@@ -87,11 +87,7 @@ export async function bringUp(
 
   try {
     const value = await waitUntil(
-      async (): Promise<Probe<string>> => {
-        const now = await services.state(role);
-        if (!now.active) throw new Error(now.exited ?? `rke2-${role} is not running`);
-        return probeRole(role, config, s, ctx);
-      },
+      readinessProbe(role, () => probeRole(role, config, s, ctx), () => services.state(role), ctx.now, STATE_EVERY_MS),
       { what: `rke2-${role} ready`, timeoutMs: s.probeWindowMs, intervalMs: s.probeIntervalMs, signal: ctx.signal },
     );
     crashes.delete(key);
@@ -100,6 +96,34 @@ export async function bringUp(
     const reason = err instanceof DeadlineError ? err.diagnosis : (err as Error).message;
     return { ready: false, services, reason: `rke2-${role} not ready: ${reason}${await explainTail(await services.logTail(role), config, ctx)}` };
   }
+}
+
+/** How often the wait for readiness asks whether RKE2's service still runs (a crash is named within this). */
+export const STATE_EVERY_MS = 5_000;
+
+/**
+ * One look of the wait for readiness: RKE2's health endpoint each time, and whether its service
+ * still runs at the first look, at most every `stateEveryMs` after, and at the look that finds it
+ * ready (an endpoint that answers for a stopped unit is not the unit's). Under systemd the state is
+ * a `systemctl` run, which a booting node pays for in CPU, so not one a second.
+ */
+export function readinessProbe(
+  role: Rke2Role,
+  probe: () => Promise<Probe<string>>,
+  state: () => Promise<{ active: boolean; exited?: string }>,
+  now: () => number,
+  stateEveryMs: number,
+): () => Promise<Probe<string>> {
+  let askedAt: number | undefined;
+  return async () => {
+    const p = await probe();
+    if (p.done || askedAt === undefined || now() - askedAt >= stateEveryMs) {
+      askedAt = now();
+      const st = await state();
+      if (!st.active) throw new Error(st.exited ?? `rke2-${role} is not running`);
+    }
+    return p;
+  };
 }
 
 function withTail(tail: string): string {

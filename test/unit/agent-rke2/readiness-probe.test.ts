@@ -1,0 +1,48 @@
+/**
+ * The wait for RKE2's readiness asks whether its service still runs at the first look, at most
+ * every few seconds after and at the look that finds it ready, not at every look (under systemd each
+ * ask is a `systemctl` run); a service found stopped ends the wait with why.
+ */
+import { describe, expect, it } from 'vitest';
+import { readinessProbe } from '../../../agent/rke2/bringup.js';
+import type { Probe } from '../../../lib/wait.js';
+
+/** A health endpoint ready at look `readyAt` (1-based), a clock moved 1 s per look, and a counted state. */
+function fakes(readyAt: number, state: (call: number) => { active: boolean; exited?: string } = () => ({ active: true })) {
+  let looks = 0;
+  let clock = 0;
+  const stateCalls: number[] = [];
+  const probe = async (): Promise<Probe<string>> => {
+    looks += 1;
+    clock = (looks - 1) * 1000;
+    return looks >= readyAt ? { done: true, value: 'rke2-server ready' } : { done: false, reason: '/readyz: 500' };
+  };
+  return {
+    look: readinessProbe('server', probe, async () => { stateCalls.push(looks); return state(stateCalls.length); }, () => clock, 5000),
+    stateCalls,
+  };
+}
+
+describe('readinessProbe', () => {
+  it('asks the service at the first look, every 5 s of not-ready looks, and at the ready one', async () => {
+    const f = fakes(12);
+    for (let i = 1; i < 12; i++) expect(await f.look()).toEqual({ done: false, reason: '/readyz: 500' });
+    expect(await f.look()).toEqual({ done: true, value: 'rke2-server ready' });
+    // looks 1..12 one second apart: asked at looks 1, 6, 11 and at 12, the ready one (not 12 times)
+    expect(f.stateCalls).toEqual([1, 6, 11, 12]);
+  });
+
+  it('a ready endpoint whose service is not running is not ready: the wait ends naming the service', async () => {
+    const f = fakes(1, () => ({ active: false, exited: 'unit failed' }));
+    await expect(f.look()).rejects.toThrow('unit failed');
+    const g = fakes(1, () => ({ active: false }));
+    await expect(g.look()).rejects.toThrow('rke2-server is not running');
+  });
+
+  it('a service that stops while not ready is named at the next ask, within 5 s', async () => {
+    const f = fakes(100, (call) => (call === 1 ? { active: true } : { active: false, exited: 'unit failed' }));
+    for (let i = 1; i <= 5; i++) await f.look();
+    await expect(f.look()).rejects.toThrow('unit failed');
+    expect(f.stateCalls).toEqual([1, 6]);
+  });
+});
