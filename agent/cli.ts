@@ -129,7 +129,9 @@ async function runCommand(mode: 'run' | 'once', args: string[]): Promise<number>
 
   const bootstrap = await detectBootstrapMode(rootDir, settings.common.bootstrapper);
   const notify = systemdNotifier(process.env, log);
-  await notify({ STATUS: `preparing the node (bootstrap: ${bootstrap.by})` });
+  // Not awaited: the guards start while systemd-notify runs (a process start is most of a second on
+  // a busy booting node); READY=1 goes out after it, so systemd sees the two in order.
+  const preparing = notify({ STATUS: `preparing the node (bootstrap: ${bootstrap.by})` });
 
   const stop = new AbortController();
   const onSignal = (sig: NodeJS.Signals): void => {
@@ -150,12 +152,16 @@ async function runCommand(mode: 'run' | 'once', args: string[]): Promise<number>
       signal: stop.signal,
       only,
       bootstrap,
-      onReady: (status) => notify({ READY: '1', STATUS: status }),
+      onReady: async (status) => {
+        await preparing;
+        await notify({ READY: '1', STATUS: status });
+      },
     });
     await assessment;
     if (result.stopped) return mode === 'run' ? ExitCode.ok : ExitCode.checkFailed;
     return result.ok ? ExitCode.ok : ExitCode.checkFailed;
   } finally {
+    await preparing;
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);
   }

@@ -96,6 +96,29 @@ describe('hvagent CLI', () => {
     });
   }
 
+  it('run tells systemd it is preparing, then READY=1 after it, though it does not wait for the first to start its guards', async () => {
+    await setupNode(SETTING);
+    // A systemd-notify that takes its time with the first message, as a busy booting node does.
+    const bin = path.join(root, 'fake-bin');
+    const sent = path.join(root, 'notify-sent');
+    await mkdir(bin);
+    const doneAt = path.join(root, 'notify-preparing-done');
+    await writeFile(path.join(bin, 'systemd-notify'), `#!/bin/sh\ncase "$1" in STATUS=preparing*) sleep 1; date +%s%3N > '${doneAt}' ;; esac\necho "$*" >> '${sent}'\n`, { mode: 0o755 });
+    const child = spawn(process.execPath, [CLI, 'run', '--root', root, '--guard', 'registries'], { stdio: ['ignore', 'ignore', 'ignore'], env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, NOTIFY_SOCKET: '/run/hv-test-no-socket' } });
+    children.add(child);
+    const exited = new Promise((resolve) => child.on('exit', resolve));
+    await until('READY=1 sent', async () => (await readFile(sent, 'utf8')).includes('READY=1'));
+    const lines = (await readFile(sent, 'utf8')).trim().split('\n');
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toBe('STATUS=preparing the node (bootstrap: hvagent)');
+    expect(lines[1]).toMatch(/^READY=1 STATUS=node prepared: registries ok/);
+    // the guard had finished before the slow first message was out
+    const doc = await status();
+    expect(Date.parse(doc!.guards[0]!.finishedAt!)).toBeLessThan(Number(await readFile(doneAt, 'utf8')));
+    child.kill('SIGTERM');
+    await exited;
+  });
+
   it('once exits 0 when the guards succeed and 1 when one fails; status then exits 1 too', async () => {
     await setupNode(SETTING);
     expect((await hvagent(['once', '--root', root, '--guard', 'registries'])).code).toBe(0);
