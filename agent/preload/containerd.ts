@@ -1,4 +1,5 @@
 /** The few ctr calls the preload needs, each with a deadline (lib/exec run()). */
+import { stat } from 'node:fs/promises';
 import { run, CommandError } from '../../lib/exec.js';
 
 export interface CtrTarget {
@@ -7,8 +8,20 @@ export interface CtrTarget {
   namespace: string;
 }
 
+/**
+ * Why ctr cannot reach containerd without asking it: no socket at the address. A ctr run is a Go
+ * process start (seconds of CPU on a booting node) and the preload waits while containerd starts.
+ */
+async function noSocket(t: CtrTarget): Promise<string | null> {
+  const st = await stat(t.socket).catch((err: NodeJS.ErrnoException) => err.code ?? 'unreadable');
+  if (typeof st === 'string') return st === 'ENOENT' ? 'no socket there yet' : `cannot stat it: ${st}`;
+  return st.isSocket() ? null : 'it is not a socket';
+}
+
 /** Null when containerd answers, else the reason (for the diagnosis). */
 export async function containerdProblem(t: CtrTarget): Promise<string | null> {
+  const missing = await noSocket(t);
+  if (missing) return `containerd at ${t.socket} does not answer: ${missing}`;
   try {
     await run(t.ctr, ['-a', t.socket, '--connect-timeout', '2s', 'version'], { timeoutMs: 15_000 });
     return null;
@@ -20,6 +33,8 @@ export async function containerdProblem(t: CtrTarget): Promise<string | null> {
 
 /** The image names in the namespace (digest-only entries left out). */
 export async function listImages(t: CtrTarget): Promise<Set<string>> {
+  const missing = await noSocket(t);
+  if (missing) throw new Error(`cannot list the images: containerd at ${t.socket} does not answer: ${missing}`);
   const r = await run(t.ctr, ['-a', t.socket, '--connect-timeout', '5s', '-n', t.namespace, 'images', 'ls', '-q'], { timeoutMs: 60_000 });
   return new Set(
     r.stdout

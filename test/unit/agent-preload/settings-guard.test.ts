@@ -8,6 +8,7 @@ import type { GuardContext } from '../../../agent/guard.js';
 import imagePreload from '../../../agent/guards/image-preload.js';
 import { defaultPreloadSettings, resolvePreloadSettings } from '../../../agent/preload/settings.js';
 import { renderStandaloneConfig } from '../../../agent/preload/standalone-containerd.js';
+import { createServer } from 'node:net';
 
 function ctxWith(settings: Record<string, unknown>, root: string): GuardContext {
   return {
@@ -148,10 +149,17 @@ describe('image-preload guard (no containerd needed)', () => {
       const fakeCtr = path.join(root, 'fake-ctr-test-double');
       await writeFile(fakeCtr, '#!/bin/sh\ncase "$*" in *version*) exit 0;; *) echo "ctr: connection refused" >&2; exit 1;; esac\n');
       await chmod(fakeCtr, 0o755);
-      // An absolute ctr path is a node path: under the root.
-      const r = await imagePreload.reconcile(ctxWith({ bundleDir: '/b', startContainerd: 'never', containerdSocket: '/c.sock', containerdWait: '2s', ctr: '/fake-ctr-test-double' }, root));
-      expect(r.status).toBe('retry');
-      expect(r.status === 'retry' && r.reason).toMatch(/^exited with status 1: .*fake-ctr-test-double .* images ls -q\n\s+ctr: connection refused$/);
+      // containerd's socket is there (a listener nobody answers for: ctr is the double).
+      const socket = createServer();
+      await new Promise<void>((r) => socket.listen(path.join(root, 'c.sock'), r));
+      try {
+        // An absolute ctr path is a node path: under the root.
+        const r = await imagePreload.reconcile(ctxWith({ bundleDir: '/b', startContainerd: 'never', containerdSocket: '/c.sock', containerdWait: '2s', ctr: '/fake-ctr-test-double' }, root));
+        expect(r.status).toBe('retry');
+        expect(r.status === 'retry' && r.reason).toMatch(/^exited with status 1: .*fake-ctr-test-double .* images ls -q\n\s+ctr: connection refused$/);
+      } finally {
+        await new Promise((r) => socket.close(r));
+      }
     } finally {
       await rm(root, { recursive: true, force: true });
     }
