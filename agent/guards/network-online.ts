@@ -80,8 +80,9 @@ async function observe(ctx: GuardContext, want: NetworkWant): Promise<{ assessme
  */
 async function reconcile(ctx: GuardContext): Promise<GuardResult> {
   const want = networkWant(ctx.config, ctx.settings, (await loadNodeIdentity(ctx.root)).value);
-  // One look is two `ip -j` runs: once a second is soon enough for a boot (the other guards poll
-  // as often); every 250 ms meant eight process starts a second on a node that is still booting.
+  // One look is an `ip -j` run (two in another network namespace): once a second is soon enough
+  // for a boot (the other guards poll as often); every 250 ms meant four process starts a second
+  // or more on a node that is still booting.
   const pollMs = num(ctx.settings.pollIntervalMs, 1000);
   const stableMs = num(ctx.settings.stableMs, 2000);
   const windowEnd = ctx.now() + num(ctx.settings.pollWindowMs, 10_000);

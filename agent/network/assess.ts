@@ -175,6 +175,23 @@ export function bondLinkFailures(f: NetworkFacts, bond: string | undefined): num
   return f.links.filter((l) => l.master === bond).reduce((n, l) => n + (l.linkinfo?.info_slave_data?.link_failure_count ?? 0), 0);
 }
 
+/**
+ * The IPv4 default routes of the main table from /proc/net/route (what `ip -4 route show default`
+ * lists): destination and mask 0, the route up; addresses are hexadecimal in the kernel's byte
+ * order (little-endian here). Pure.
+ */
+export function parseProcNetRoute(text: string): IpRoute[] {
+  const out: IpRoute[] = [];
+  const ip = (hex: string): string => [6, 4, 2, 0].map((k) => parseInt(hex.slice(k, k + 2), 16)).join('.');
+  for (const line of text.split('\n').slice(1)) {
+    const [dev, dst, gateway, flags, , , , mask] = line.trim().split(/\s+/);
+    if (!dev || dst !== '00000000' || mask !== '00000000' || !gateway || !/^[0-9A-Fa-f]{8}$/.test(gateway)) continue;
+    if ((parseInt(flags ?? '0', 16) & 0x1) === 0) continue;
+    out.push(gateway === '00000000' ? { dst: 'default', dev } : { dst: 'default', gateway: ip(gateway), dev });
+  }
+  return out;
+}
+
 /** Parses resolv.conf nameserver lines. */
 export function parseResolvConf(text: string): string[] {
   return text.split('\n').map((l) => /^\s*nameserver\s+(\S+)/.exec(l)?.[1]).filter((s): s is string => !!s);

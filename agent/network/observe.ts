@@ -1,11 +1,11 @@
 /**
- * Observes the management network through netlink (`ip -j`), resolv.conf and the DHCP client's lease
- * files. `netns` runs `ip -n NS` (tests put the node's interfaces in a network namespace).
+ * Observes the management network through netlink (`ip -j`), /proc/net/route, resolv.conf and the
+ * DHCP client's lease files. `netns` runs `ip -n NS` (tests put the node's interfaces in a network namespace).
  */
 import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { run } from '../../lib/exec.js';
-import { parseDhcpLease, parseResolvConf, type DhcpLease, type IpAddrEntry, type IpLink, type IpRoute, type NetworkFacts } from './assess.js';
+import { parseDhcpLease, parseProcNetRoute, parseResolvConf, type DhcpLease, type IpAddrEntry, type IpLink, type IpRoute, type NetworkFacts } from './assess.js';
 
 export interface ObserveOptions {
   root: (p: string) => string;
@@ -53,9 +53,12 @@ export async function observeNetwork(o: ObserveOptions): Promise<NetworkFacts> {
   // `ip -d addr show` prints each link as `ip -d link show` does (iproute2's one print_linkinfo)
   // plus its addresses: one process a look for both, which the guard takes every second while
   // the node boots.
+  // The default routes from /proc/net/route, the main table as the kernel prints it (what
+  // `ip -4 route show default` asks over netlink): one process a look fewer. For another network
+  // namespace (`netns`, tests) `ip -n NS` asks.
   const [interfaces, defaultRoutes, resolv, lease] = await Promise.all([
     ipJson<Array<IpLink & IpAddrEntry>>(o, ['-d', 'addr', 'show']),
-    ipJson<IpRoute[]>(o, ['-4', 'route', 'show', 'default']),
+    o.netns ? ipJson<IpRoute[]>(o, ['-4', 'route', 'show', 'default']) : readFile('/proc/net/route', 'utf8').then(parseProcNetRoute),
     readFile(o.root(o.resolvConf), 'utf8').catch(() => ''),
     findDhcpLease(o),
   ]);

@@ -3,7 +3,7 @@
  * expectation written out by hand from what `ip -j`, resolv.conf and the DHCP clients produce.
  */
 import { describe, expect, it } from 'vitest';
-import { assessNetwork, bondLinkFailures, linkIdentities, parseDhcpLease, parseResolvConf, type IpLink, type NetworkFacts, type NetworkWant } from '../../../agent/network/assess.js';
+import { assessNetwork, bondLinkFailures, linkIdentities, parseDhcpLease, parseResolvConf, type IpLink, type NetworkFacts, type NetworkWant, parseProcNetRoute } from '../../../agent/network/assess.js';
 
 const UP = ['BROADCAST', 'MULTICAST', 'UP', 'LOWER_UP'];
 const bridge: IpLink = { ifname: 'mgmt-br', flags: UP, operstate: 'UP', linkinfo: { info_kind: 'bridge' } };
@@ -188,5 +188,30 @@ describe('bondLinkFailures and the dhclient lease, odd but real shapes', () => {
   it('an indented lease block, and a routers option with a space before its semicolon', () => {
     const text = '  lease {\n  interface "mgmt-br";\n  fixed-address 10.0.0.7;\n  option routers 10.0.0.1 ;\n}\n';
     expect(parseDhcpLease(text, 'd.leases', 'mgmt-br')).toEqual({ file: 'd.leases', address: '10.0.0.7', routers: ['10.0.0.1'] });
+  });
+});
+
+describe('parseProcNetRoute', () => {
+  // /proc/net/route as Linux 6.1 prints it (tab-separated, addresses in little-endian hex)
+  const TABLE = [
+    'Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT',
+    'mgmt-br\t00000000\t0202000A\t0003\t0\t0\t425\t00000000\t0\t0\t0',
+    'mgmt-br\t0002000A\t00000000\t0001\t0\t0\t425\t00FFFFFF\t0\t0\t0',
+    'ppp0\t00000000\t00000000\t0001\t0\t0\t900\t00000000\t0\t0\t0',
+    'eth9\t00000000\t0101A8C0\t0002\t0\t0\t100\t00000000\t0\t0\t0',
+    'garbage line',
+    '',
+  ].join('\n');
+
+  it('lists the default routes that are up, with their gateway in dotted form and their device', () => {
+    expect(parseProcNetRoute(TABLE)).toEqual([
+      { dst: 'default', gateway: '10.0.2.2', dev: 'mgmt-br' },
+      { dst: 'default', dev: 'ppp0' },
+    ]);
+  });
+
+  it('lists nothing from a table with only its header, or from nothing', () => {
+    expect(parseProcNetRoute(TABLE.split('\n')[0]!)).toEqual([]);
+    expect(parseProcNetRoute('')).toEqual([]);
   });
 });
