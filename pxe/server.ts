@@ -42,6 +42,20 @@ import { adminRoutes, authorised, healthReport } from './admin.js';
 import { tftpResolver } from './tftp-routes.js';
 import type { ServeContext } from './serve-context.js';
 
+/** How long a request's log line waits for its handler after the response closed. */
+const LOG_WAIT_MS = 5_000;
+
+/** `handled`, or LOG_WAIT_MS, whichever comes first; the timer holds no process open. */
+function handlerOrDeadline(handled: Promise<void>): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(resolve, LOG_WAIT_MS).unref();
+    void handled.then(() => {
+      clearTimeout(t);
+      resolve();
+    });
+  });
+}
+
 export { artifactContentType, parseRange } from './artifacts.js';
 
 export interface ServeOptions {
@@ -285,7 +299,16 @@ export class PxeServer implements ServeContext {
 
   private async handle(which: Listener, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const note: RequestNote = { status: 0, bytes: 0, fileReply: { status: 0, length: 0 } };
-    this.logWhenDone(which, req, res, note);
+    let handled!: () => void;
+    this.logWhenDone(which, req, res, note, new Promise<void>((r) => (handled = r)));
+    try {
+      await this.dispatch(which, req, res, note);
+    } finally {
+      handled();
+    }
+  }
+
+  private async dispatch(which: Listener, req: http.IncomingMessage, res: http.ServerResponse, note: RequestNote): Promise<void> {
     const reply = (code: number, body: string, type?: string, extra?: Record<string, string>): void => {
       note.status = code;
       note.bytes = send(res, code, body, type, extra);
@@ -318,12 +341,17 @@ export class PxeServer implements ServeContext {
     return found.route.handle(c, found.param);
   }
 
-  /** The request log line and the request metric, once the response is finished or cut off (never the query: it may hold a credential). */
-  private logWhenDone(which: Listener, req: http.IncomingMessage, res: http.ServerResponse, note: RequestNote): void {
+  /**
+   * The request log line and the request metric, once the response is finished or cut off and its
+   * handler has said what it sent (never the query: it may hold a credential). A client that closes
+   * the moment it has the last byte can close the response before the handler's send has returned:
+   * the line waits for the handler (5 s at most), and a body sent whole counts as complete.
+   */
+  private logWhenDone(which: Listener, req: http.IncomingMessage, res: http.ServerResponse, note: RequestNote, handled: Promise<void>): void {
     const started = Date.now();
     const path = (req.url ?? '/').split('?')[0].slice(0, 200);
-    res.on('close', () => {
-      const complete = res.writableFinished;
+    res.on('close', () => void handlerOrDeadline(handled).then(() => {
+      const complete = res.writableFinished || (note.fileReply.length > 0 && note.bytes === note.fileReply.length);
       const status = note.status || note.fileReply.status || res.statusCode;
       const bytes = note.bytes || (complete && req.method !== 'HEAD' ? note.fileReply.length : 0);
       if (which === 'boot') this.metrics.request(note.route ?? 'other', status, bytes, note.fileReply.via);
@@ -339,7 +367,7 @@ export class PxeServer implements ServeContext {
         client: req.socket.remoteAddress,
         ...(which === 'admin' ? { listener: 'admin' } : {}),
       });
-    });
+    }));
   }
 }
 

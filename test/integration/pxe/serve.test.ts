@@ -405,6 +405,44 @@ describe('hvpxe serve: refusing to start', () => {
 });
 
 describe('hvpxe serve: clients that go away', () => {
+  it('a client that closes the moment it has the whole body is logged as served whole, not aborted', async () => {
+    const net = await import('node:net');
+    const u = new URL(hv!.url);
+    const ROUNDS = 20;
+    const isoLines = () => hv!.stderr.join('').split('\n').filter((l) => l.includes('"msg":"request"')).map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.path === '/artifacts/harvester.iso');
+    const before = isoLines().length;
+    for (let i = 0; i < ROUNDS; i++) {
+      await new Promise<void>((resolve, reject) => {
+        let got = -1;
+        let head = Buffer.alloc(0);
+        const sock = net.connect(Number(u.port), u.hostname, () => sock.write('GET /artifacts/harvester.iso HTTP/1.1\r\nHost: t\r\nRange: bytes=4000-4999\r\n\r\n'));
+        sock.on('data', (d: Buffer) => {
+          if (got < 0) {
+            head = Buffer.concat([head, d]);
+            const end = head.indexOf('\r\n\r\n');
+            if (end < 0) return;
+            got = head.length - end - 4;
+          } else got += d.length;
+          // the last byte is here: gone at once, before the server has returned from its send
+          if (got >= 1000) {
+            sock.resetAndDestroy();
+            resolve();
+          }
+        });
+        sock.on('error', reject);
+      });
+    }
+    await waitUntil(async () => (isoLines().length >= before + ROUNDS ? { done: true as const, value: true } : { done: false as const, reason: `${isoLines().length - before} of ${ROUNDS} request lines` }), {
+      what: 'the request lines',
+      timeoutMs: 30_000,
+      intervalMs: 100,
+    });
+    const lines = isoLines().slice(before);
+    expect(lines).toHaveLength(ROUNDS);
+    for (const l of lines) expect(l).toMatchObject({ status: 206, bytes: 1000 });
+    expect(lines.filter((l) => l.aborted)).toEqual([]);
+  });
+
   it('a client dropping mid-download frees its file and the server keeps serving', async () => {
     const fds = async (): Promise<number> => (await import('node:fs/promises')).readdir(`/proc/${hv!.proc.pid}/fd`).then((l) => l.length);
     const before = await fds();
