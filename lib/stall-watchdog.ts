@@ -107,9 +107,11 @@ export function beforeStall<T>(op: Promise<T>, wd: StallWatchdog, describe: (idl
  * stopped answering: an unlink there can hang in the kernel, and the error (or the verdict) it
  * cleans up after must still go out. What is left pending finishes when the disk answers.
  */
-export function settleWithin(op: Promise<unknown>, ms: number): Promise<boolean> {
+export function settleWithin(op: Promise<unknown>, ms: number, opts: { unref?: boolean } = {}): Promise<boolean> {
   return new Promise((resolve) => {
     const timer = setTimeout(() => resolve(false), ms);
+    // unref: the wait must not hold the process open by itself (a server's log line after a stop).
+    if (opts.unref) timer.unref();
     op.then(
       () => {
         clearTimeout(timer);

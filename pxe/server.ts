@@ -21,6 +21,7 @@ import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../lib/logger.js';
 import { HvError, ExitCode } from '../lib/errors.js';
+import { settleWithin } from '../lib/stall-watchdog.js';
 import { bootChainOf, type Catalog } from './profiles.js';
 import { tftpDevice } from './grub.js';
 import { TftpServer } from './tftp.js';
@@ -44,17 +45,6 @@ import type { ServeContext } from './serve-context.js';
 
 /** How long a request's log line waits for its handler after the response closed. */
 const LOG_WAIT_MS = 5_000;
-
-/** `handled`, or LOG_WAIT_MS, whichever comes first; the timer holds no process open. */
-function handlerOrDeadline(handled: Promise<void>): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(resolve, LOG_WAIT_MS).unref();
-    void handled.then(() => {
-      clearTimeout(t);
-      resolve();
-    });
-  });
-}
 
 export { artifactContentType, parseRange } from './artifacts.js';
 
@@ -350,7 +340,7 @@ export class PxeServer implements ServeContext {
   private logWhenDone(which: Listener, req: http.IncomingMessage, res: http.ServerResponse, note: RequestNote, handled: Promise<void>): void {
     const started = Date.now();
     const path = (req.url ?? '/').split('?')[0].slice(0, 200);
-    res.on('close', () => void handlerOrDeadline(handled).then(() => {
+    res.on('close', () => void settleWithin(handled, LOG_WAIT_MS, { unref: true }).then(() => {
       const complete = res.writableFinished || (note.fileReply.length > 0 && note.bytes === note.fileReply.length);
       const status = note.status || note.fileReply.status || res.statusCode;
       const bytes = note.bytes || (complete && req.method !== 'HEAD' ? note.fileReply.length : 0);
