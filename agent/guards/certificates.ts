@@ -22,8 +22,10 @@ interface CertSettings {
   dataDir: string;
   warnDays: number;
   checkIntervalMs: number;
-  /** How soon to look again while RKE2 has made no certificates yet, or may still be making them. */
+  /** How soon to look again while RKE2 may still be making certificates (the watch's first 15 minutes), or has made none. */
   waitIntervalMs: number;
+  /** How soon while they are appearing: none yet, or the set changed at the last look (within the first 15 minutes). */
+  appearIntervalMs: number;
   rotateTimeoutMs: number;
   rke2: Rke2Settings;
 }
@@ -36,6 +38,7 @@ function certSettings(ctx: GuardContext): CertSettings {
     warnDays: typeof s.warnDays === 'number' && s.warnDays >= 0 ? s.warnDays : 30,
     checkIntervalMs: duration('checkInterval', 24 * 3_600_000),
     waitIntervalMs: duration('waitInterval', 60_000),
+    appearIntervalMs: duration('appearInterval', 5_000),
     rotateTimeoutMs: duration('rotateTimeout', 120_000),
     rke2: rke2Settings(s),
   };
@@ -115,26 +118,43 @@ async function reconcile(ctx: GuardContext): Promise<GuardResult> {
 /**
  * RKE2 writes its certificates one by one over its first start (the CA first, the leaves as each
  * component comes up), and the agent starts RKE2 right after its own start: for this long after the
- * watch begins it looks every waitInterval, so the set it reports is complete, not a day stale.
+ * watch begins it looks every waitInterval, so the set it reports is complete, not a day stale; and
+ * every appearInterval while they appear (none yet, or the set changed at the look before), so a
+ * fresh node's status shows them seconds after RKE2 made them, not up to a waitInterval later.
  */
 const SETTLE_MS = 15 * 60_000;
 
-/** How long until the next look: sooner while RKE2 has made none, or may still be making them. Pure. */
-export function nextLookMs(s: Pick<CertSettings, 'checkIntervalMs' | 'waitIntervalMs'>, level: CertificatePlan['level'], watchingForMs: number): number {
-  return level === 'none' || watchingForMs < SETTLE_MS ? Math.min(s.waitIntervalMs, s.checkIntervalMs) : s.checkIntervalMs;
+/** What the next look is timed by: the last look's level and whether the set changed since the one before. */
+export interface LastLook {
+  level: CertificatePlan['level'];
+  changed: boolean;
 }
 
-/** Every checkInterval (sooner at first and while there are none): report again, warn, and send the Event. */
+/** How long until the next look: soonest while certificates appear, sooner while RKE2 may still be making them. Pure. */
+export function nextLookMs(s: Pick<CertSettings, 'checkIntervalMs' | 'waitIntervalMs' | 'appearIntervalMs'>, last: LastLook, watchingForMs: number): number {
+  const soon = Math.min(s.waitIntervalMs, s.checkIntervalMs);
+  if (watchingForMs < SETTLE_MS && (last.level === 'none' || last.changed)) return Math.min(s.appearIntervalMs, soon);
+  return last.level === 'none' || watchingForMs < SETTLE_MS ? soon : s.checkIntervalMs;
+}
+
+/** The certificate set a look found, to tell whether the next one changed: each path with its notAfter. */
+const setOf = (plan: CertificatePlan): string => plan.rows.map((r) => `${r.path}@${r.notAfter}`).sort().join('\n');
+
+/** Every checkInterval (sooner at first, while there are none and while they appear): report again, warn, and send the Event. */
 async function watch(ctx: GuardContext): Promise<void> {
   const s = certSettings(ctx);
   const since = ctx.now();
-  let level = (await look(ctx, s, false)).plan.level;
-  await everyInterval(ctx.signal, () => nextLookMs(s, level, ctx.now() - since), async () => {
+  const first = (await look(ctx, s, false)).plan;
+  let last: LastLook = { level: first.level, changed: false };
+  let set = setOf(first);
+  await everyInterval(ctx.signal, () => nextLookMs(s, last, ctx.now() - since), async () => {
     const { plan, record } = await look(ctx, s, false);
     report(ctx, plan, record, await tellCluster(ctx, s, plan));
     ctx.progress(plan.summary);
     if (plan.level === 'expired' || plan.level === 'expiring') ctx.log.warn('RKE2 certificates run out', { summary: plan.summary, notes: plan.notes });
-    level = plan.level;
+    const now = setOf(plan);
+    last = { level: plan.level, changed: now !== set };
+    set = now;
   });
 }
 

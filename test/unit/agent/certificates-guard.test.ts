@@ -103,15 +103,57 @@ describe('certificates guard (reconcile, a stand-in rke2 script)', () => {
 });
 
 describe('certificates guard (watch)', () => {
-  it('looks every waitInterval while there are none and for the first 15 minutes, then every checkInterval', () => {
-    const s = { checkIntervalMs: 86_400_000, waitIntervalMs: 60_000 };
-    expect(nextLookMs(s, 'none', 10 * 86_400_000)).toBe(60_000);
-    expect(nextLookMs(s, 'ok', 0)).toBe(60_000);
-    expect(nextLookMs(s, 'ok', 15 * 60_000 - 1)).toBe(60_000);
-    expect(nextLookMs(s, 'ok', 15 * 60_000)).toBe(86_400_000);
-    expect(nextLookMs(s, 'expiring', 20 * 60_000)).toBe(86_400_000);
-    // A check interval set below the wait interval is never lengthened by it.
-    expect(nextLookMs({ checkIntervalMs: 10_000, waitIntervalMs: 60_000 }, 'ok', 0)).toBe(10_000);
+  it('looks every appearInterval while certificates appear in the first 15 minutes, every waitInterval while RKE2 may still make them, then every checkInterval', () => {
+    const s = { checkIntervalMs: 86_400_000, waitIntervalMs: 60_000, appearIntervalMs: 5_000 };
+    const none = { level: 'none' as const, changed: false };
+    const steady = { level: 'ok' as const, changed: false };
+    const grew = { level: 'ok' as const, changed: true };
+    // None yet: soon at first, and still every waitInterval after 15 minutes (never a day).
+    expect(nextLookMs(s, none, 0)).toBe(5_000);
+    expect(nextLookMs(s, none, 15 * 60_000 - 1)).toBe(5_000);
+    expect(nextLookMs(s, none, 15 * 60_000)).toBe(60_000);
+    expect(nextLookMs(s, none, 10 * 86_400_000)).toBe(60_000);
+    // The set changed at the last look: RKE2 is still writing them.
+    expect(nextLookMs(s, grew, 0)).toBe(5_000);
+    expect(nextLookMs(s, grew, 15 * 60_000)).toBe(86_400_000);
+    // Unchanged: every waitInterval for the first 15 minutes, then daily.
+    expect(nextLookMs(s, steady, 0)).toBe(60_000);
+    expect(nextLookMs(s, steady, 15 * 60_000 - 1)).toBe(60_000);
+    expect(nextLookMs(s, steady, 15 * 60_000)).toBe(86_400_000);
+    expect(nextLookMs(s, { level: 'expiring', changed: false }, 20 * 60_000)).toBe(86_400_000);
+    // Neither interval lengthens a shorter one set below it.
+    expect(nextLookMs({ checkIntervalMs: 10_000, waitIntervalMs: 60_000, appearIntervalMs: 5_000 }, steady, 0)).toBe(10_000);
+    expect(nextLookMs({ checkIntervalMs: 86_400_000, waitIntervalMs: 2_000, appearIntervalMs: 5_000 }, none, 0)).toBe(2_000);
+  });
+
+  it('certificates RKE2 writes one after another are each reported within an appearInterval, not a waitInterval later', async () => {
+    const t = await setup('renews-nothing');
+    const root0 = t.ctx('hvagent', '').root('/');
+    // The fixture's leaf is not there yet: RKE2 has made none when the watch begins.
+    await rm(path.join(root0, SERVING));
+    const ac = new AbortController();
+    const reported: Array<Record<string, unknown>> = [];
+    const ctx: GuardContext = { ...t.ctx('hvagent', new Date().toISOString()), now: () => Date.now(), signal: ac.signal, report: (d) => reported.push(d), settings: { ...t.ctx('hvagent', '').settings, waitInterval: '1h', appearInterval: '50ms' } };
+    const watching = certificates.watch!(ctx);
+    const tls = path.join(root0, 'var/lib/rancher/rke2/server/tls');
+    const paths = () => ((reported.at(-1)?.certificates ?? []) as Array<{ path: string }>).map((c) => c.path).sort();
+    const until = async (n: number) => {
+      const deadline = Date.now() + 10_000;
+      while (paths().length < n && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    };
+    try {
+      await new Promise((r) => setTimeout(r, 150));
+      await copyFile(path.join(FIXTURES, 'client-ca.crt'), path.join(tls, 'server-ca.crt'));
+      await until(1);
+      expect(paths()).toEqual(['/var/lib/rancher/rke2/server/tls/server-ca.crt']);
+      // The next one, after the set changed: still looked for soon (a waitInterval here is an hour).
+      await copyFile(path.join(FIXTURES, 'client-kubelet.crt'), path.join(root0, SERVING));
+      await until(2);
+      expect(paths()).toEqual(['/var/lib/rancher/rke2/server/tls/server-ca.crt', `/${SERVING}`]);
+    } finally {
+      ac.abort();
+      await watching;
+    }
   });
 
   it('a certificate RKE2 writes after the first look is reported within a waitInterval, not a checkInterval later', async () => {
