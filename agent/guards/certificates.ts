@@ -73,15 +73,16 @@ async function tellCluster(ctx: GuardContext, s: CertSettings, plan: Certificate
   return { eventSent: out.sent, eventProblem: out.problem };
 }
 
-function report(ctx: GuardContext, plan: CertificatePlan, record: RotationRecord | undefined, told: Record<string, unknown>): void {
-  ctx.report?.({
+/** What the status and the metrics carry of a look. */
+function reportData(plan: CertificatePlan, record: RotationRecord | undefined, told: Record<string, unknown>): Record<string, unknown> {
+  return {
     level: plan.level,
     soonestDays: plan.rows[0]?.daysLeft,
     certificates: plan.rows.map((r) => ({ path: r.path, scope: r.scope, ca: r.ca, notAfter: r.notAfter, daysLeft: r.daysLeft, level: r.level })),
     notes: plan.notes,
     ...(record ? { rotation: { at: record.at, outcome: record.outcome, detail: record.detail } } : {}),
     ...told,
-  });
+  };
 }
 
 async function rotate(ctx: GuardContext, s: CertSettings, expired: RotationRecord['expired']): Promise<RotationRecord> {
@@ -104,13 +105,13 @@ async function reconcile(ctx: GuardContext): Promise<GuardResult> {
   if (plan.rotate) {
     record = await rotate(ctx, s, plan.rotate);
     if (record.outcome === 'failed') {
-      report(ctx, plan, record, {});
+      ctx.report?.(reportData(plan, record, {}));
       return { status: 'fail', diagnosis: `rke2 certificate rotate failed for ${record.expired.map((e) => path.posix.basename(e.path)).join(', ')}: ${record.detail}`, hint: ROTATE_HINT };
     }
     rotated = `rotated the expired server certificates (${record.detail}); `;
     ({ plan, record } = await look(ctx, s, true));
   }
-  report(ctx, plan, record, await tellCluster(ctx, s, plan));
+  ctx.report?.(reportData(plan, record, await tellCluster(ctx, s, plan)));
   if (plan.failure) return { status: 'fail', diagnosis: `${rotated}${plan.summary}; ${plan.failure}`, hint: ROTATE_HINT };
   return { status: 'ok', detail: `${rotated}${plan.summary}` };
 }
@@ -147,10 +148,18 @@ async function watch(ctx: GuardContext): Promise<void> {
   const first = (await look(ctx, s, false)).plan;
   let last: LastLook = { level: first.level, changed: false };
   let set = setOf(first);
+  // The status is written when a look shows something new (a day less, a new certificate, an
+  // Event's outcome), not on every look: while they appear that is every few seconds.
+  let shown = '';
   await everyInterval(ctx.signal, () => nextLookMs(s, last, ctx.now() - since), async () => {
     const { plan, record } = await look(ctx, s, false);
-    report(ctx, plan, record, await tellCluster(ctx, s, plan));
-    ctx.progress(plan.summary);
+    const data = reportData(plan, record, await tellCluster(ctx, s, plan));
+    const show = JSON.stringify([data, plan.summary]);
+    if (show !== shown) {
+      ctx.report?.(data);
+      ctx.progress(plan.summary);
+      shown = show;
+    }
     if (plan.level === 'expired' || plan.level === 'expiring') ctx.log.warn('RKE2 certificates run out', { summary: plan.summary, notes: plan.notes });
     const now = setOf(plan);
     last = { level: plan.level, changed: now !== set };
