@@ -5,14 +5,23 @@ import { beforeStall, closeAfterStuck, StallError, StallWatchdog } from '../../l
 const CHUNK = 4 * 1024 * 1024;
 const SLOTS = 4;
 
+export interface Sha256FileOptions {
+  signal?: AbortSignal;
+  onBytes?: (n: number) => void;
+  stallTimeoutMs?: number;
+  /** A worker to hash on, kept open for the next file (one per file otherwise, closed after it). */
+  hasher?: WorkerSha256;
+}
+
 /**
  * sha256 of a whole file, streamed: the main thread reads ahead while a worker hashes, so several
  * files checked at once use several cores. onBytes gets each chunk's length. With stallTimeoutMs,
  * a read that returns nothing for that long rejects with StallError (a boot medium that hangs).
  */
-export async function sha256File(file: string, opts: { signal?: AbortSignal; onBytes?: (n: number) => void; stallTimeoutMs?: number } = {}): Promise<string> {
+export async function sha256File(file: string, opts: Sha256FileOptions = {}): Promise<string> {
   const fh = await open(file, 'r');
-  const hasher = new WorkerSha256();
+  const hasher = opts.hasher ?? new WorkerSha256();
+  let finished = false;
   const wd = opts.stallTimeoutMs ? new StallWatchdog(opts.stallTimeoutMs) : undefined;
   let stalled = false;
   let reading: Promise<unknown> = Promise.resolve();
@@ -40,12 +49,15 @@ export async function sha256File(file: string, opts: { signal?: AbortSignal; onB
       opts.onBytes?.(bytesRead);
     }
     await Promise.all(inFlight);
-    return await hasher.digest();
+    const hex = await hasher.digest();
+    finished = true;
+    return hex;
   } finally {
     // A stuck read keeps its handle until it returns: closing would wait for it.
     if (stalled) closeAfterStuck(reading, fh);
     else await fh.close();
-    await hasher.close();
+    if (!opts.hasher) await hasher.close();
+    else if (!finished) hasher.reset(); // a borrowed worker must not carry this file's bytes into the next
   }
 }
 

@@ -4,6 +4,8 @@ import { Worker } from 'node:worker_threads';
  * A sha256 computed on a worker thread, fed views of SharedArrayBuffer chunks in order, so that
  * several images are hashed in parallel while the main thread keeps the disk busy. The worker
  * is plain JavaScript evaluated from a string, so it runs the same from dist/ and under vitest.
+ * After digest() (or reset()) it starts a new hash: one worker serves the files of a tree one
+ * after another, where a worker per file cost its start-up (tens of ms of CPU) each time.
  */
 const WORKER_SOURCE = `
 const { parentPort } = require('node:worker_threads');
@@ -15,6 +17,8 @@ parentPort.on('message', (m) => {
     parentPort.postMessage({ type: 'ack' });
   } else if (m.type === 'digest') {
     parentPort.postMessage({ type: 'digest', hex: hash.digest('hex') });
+    hash = createHash('sha256');
+  } else if (m.type === 'reset') {
     hash = createHash('sha256');
   }
 });
@@ -57,6 +61,11 @@ export class WorkerSha256 {
       this.digestWaiter = { resolve, reject };
       this.worker.postMessage({ type: 'digest' });
     });
+  }
+
+  /** Drops what was hashed so far (a file abandoned part-way); the next update starts a new hash. */
+  reset(): void {
+    if (!this.failure) this.worker.postMessage({ type: 'reset' });
   }
 
   async close(): Promise<void> {

@@ -14,6 +14,7 @@ import type { OsSource, SourceDigests, SourceEntry } from '../disk/contracts.js'
 
 export type { SourceDigests, SourceEntry } from '../disk/contracts.js';
 import { sha256File } from './checksum.js';
+import { WorkerSha256 } from './hash-worker.js';
 import { SOURCE_STALL_TIMEOUT_MS } from './image-build.js';
 import { prepareSource } from './source.js';
 
@@ -48,6 +49,17 @@ export async function contentManifest(root: string, opts: SourceDigestOptions = 
     if (entry) out.set(opts.only, entry);
     return out;
   }
+  // The large files of the tree are hashed one after another on one worker, started at the first.
+  let worker: WorkerSha256 | undefined;
+  try {
+    await walkTree(root, out, { ...opts, hasher: () => (worker ??= new WorkerSha256()) });
+  } finally {
+    await worker?.close();
+  }
+  return out;
+}
+
+async function walkTree(root: string, out: Map<string, SourceEntry>, opts: DigestOptions): Promise<void> {
   const walk = async (dir: string, rel: string): Promise<void> => {
     opts.signal?.throwIfAborted();
     const names: string[] = [];
@@ -68,10 +80,11 @@ export async function contentManifest(root: string, opts: SourceDigestOptions = 
     }
   };
   await walk(root, '');
-  return out;
 }
 
-async function digestEntry(full: string, opts: SourceDigestOptions): Promise<SourceEntry | undefined> {
+type DigestOptions = SourceDigestOptions & { hasher?: () => WorkerSha256 };
+
+async function digestEntry(full: string, opts: DigestOptions): Promise<SourceEntry | undefined> {
   const st = await lstat(full).catch(() => undefined);
   if (!st) return undefined;
   const type = st.isFile() ? 'f' : st.isDirectory() ? 'd' : st.isSymbolicLink() ? 'l' : st.isCharacterDevice() ? 'c' : st.isBlockDevice() ? 'b' : st.isFIFO() ? 'p' : 's';
@@ -82,8 +95,8 @@ async function digestEntry(full: string, opts: SourceDigestOptions): Promise<Sou
 }
 
 /** Small files are hashed here (a worker per file costs more than the hash); large ones streamed on a worker. */
-async function fileSha256(file: string, size: number, opts: SourceDigestOptions): Promise<string> {
-  if (size > SMALL_FILE) return sha256File(file, { signal: opts.signal, stallTimeoutMs: opts.stallTimeoutMs, onBytes: opts.onBytes });
+async function fileSha256(file: string, size: number, opts: DigestOptions): Promise<string> {
+  if (size > SMALL_FILE) return sha256File(file, { signal: opts.signal, stallTimeoutMs: opts.stallTimeoutMs, onBytes: opts.onBytes, hasher: opts.hasher?.() });
   const wd = new StallWatchdog(opts.stallTimeoutMs ?? SOURCE_STALL_TIMEOUT_MS);
   const data = await beforeStall(readFile(file), wd, (idle) => `no byte read from ${file} for ${Math.round(idle / 1000)} s`);
   opts.onBytes?.(data.length);

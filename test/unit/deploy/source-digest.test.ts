@@ -54,6 +54,16 @@ describe('the source content manifest', () => {
     expect(firstDifference(want, want)).toBeUndefined();
   });
 
+  it('files over 4 MiB, several in one tree (hashed in turn on one worker), each get the sha256 of their own bytes', async () => {
+    const big = [Buffer.alloc(5 * 1024 * 1024 + 3, 'a'), Buffer.alloc(9 * 1024 * 1024, 'b'), Buffer.alloc(4 * 1024 * 1024 + 1, 'c')];
+    const root = await tree({});
+    for (const [i, b] of big.entries()) await writeFile(path.join(root, `big${i}`), b);
+    await writeFile(path.join(root, 'small'), 'between');
+    const m = await contentManifest(root);
+    for (const [i, b] of big.entries()) expect(m.get(`big${i}`)?.sha256).toBe(createHash('sha256').update(b).digest('hex'));
+    expect(m.get('small')?.sha256).toBe(createHash('sha256').update('between').digest('hex'));
+  });
+
   it('one entry alone, for telling a changed source from a bad disk', async () => {
     const root = await tree({ 'a/b': 'hello' });
     const m = await contentManifest(root, { only: 'a/b' });
