@@ -3,9 +3,10 @@
 // (what the three images hold on disk) to the same loop device in the same run, with fsync.
 // Every timed run follows a run of the other kind (deploy, dd, deploy, dd, ...), and each round's
 // pair gives a ratio (dd seconds / deploy seconds); the figure judged is their geometric mean.
-// On this kind of machine (a VM disk) a run that rewrites the region its own kind wrote just
-// before is absorbed by the host: dd after dd took 1.0-1.5 s, dd after a deploy 7-10 s, a deploy
-// after a deploy 3.2-5.3 s, after a dd 4.9-6.3 s (plain dd to a file: 7.2 s new, 1.1 s rewritten).
+// The loop device runs with direct I/O, as a disk does (below). On this kind of machine (a VM
+// disk) a run that rewrites the region its own kind wrote just before is absorbed by the host:
+// dd after dd took 1.0-1.5 s, dd after a deploy 7-10 s, a deploy after a deploy 3.2-5.3 s, after
+// a dd 4.9-6.3 s (plain dd to a file: 7.2 s new, 1.1 s rewritten).
 // A real disk has no such memory, so no timed run may follow its own kind. Before every timed run
 // the guest's caches are written back and dropped; the deploy's source tree is then read once (a
 // live installer's root is in memory). Best-of figures are printed too.
@@ -51,7 +52,12 @@ try {
   // COS_RECOVERY, COS_STATE and a scratch partition for dd, on one sparse loop disk.
   const img = path.join(work, 'disk.raw');
   sh('dd', ['if=/dev/zero', `of=${img}`, 'bs=8M', `count=${(3400 + 6800 + 3400 + 8) / 8}`, 'conv=fsync', 'status=none']);
-  loop = sh('losetup', ['-fP', '--show', img]);
+  // Direct I/O, as a disk has it: without it the loop device writes into the page cache of its
+  // backing file, so the deploy's O_DIRECT writes become buffered ones there, a flush becomes an
+  // fsync of the whole 13 GiB file, and both kinds of run measure that cache (2026-12-05 evening:
+  // dd 3.5-12 s, the deploy 10-20 s a round through it; dd 12-15 s, the deploy 6-9 s direct).
+  loop = sh('losetup', ['--direct-io=on', '-fP', '--show', img]);
+  if (sh('losetup', ['--noheadings', '--output', 'DIO', loop]) !== '1') throw new Error(`${loop} did not take direct I/O (its backing file is on ${sh('stat', ['-f', '-c', '%T', img])}): run the bench from a directory on a disk filesystem (TMPDIR)`);
   sh('sgdisk', ['-n1:0:+3400M', '-n2:0:+6800M', '-n3:0:+3400M', loop]);
   spawnSync('partprobe', [loop]);
   for (let i = 0; i < 50 && !existsSync(`${loop}p3`); i++) await new Promise((r) => setTimeout(r, 100));
