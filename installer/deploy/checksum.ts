@@ -21,7 +21,6 @@ export interface Sha256FileOptions {
 export async function sha256File(file: string, opts: Sha256FileOptions = {}): Promise<string> {
   const fh = await open(file, 'r');
   const hasher = opts.hasher ?? new WorkerSha256();
-  let finished = false;
   const wd = opts.stallTimeoutMs ? new StallWatchdog(opts.stallTimeoutMs) : undefined;
   let stalled = false;
   let reading: Promise<unknown> = Promise.resolve();
@@ -49,15 +48,15 @@ export async function sha256File(file: string, opts: Sha256FileOptions = {}): Pr
       opts.onBytes?.(bytesRead);
     }
     await Promise.all(inFlight);
-    const hex = await hasher.digest();
-    finished = true;
-    return hex;
+    return await hasher.digest();
+  } catch (err) {
+    hasher.reset(); // a borrowed worker must not carry this file's bytes into the next
+    throw err;
   } finally {
     // A stuck read keeps its handle until it returns: closing would wait for it.
     if (stalled) closeAfterStuck(reading, fh);
     else await fh.close();
     if (!opts.hasher) await hasher.close();
-    else if (!finished) hasher.reset(); // a borrowed worker must not carry this file's bytes into the next
   }
 }
 
