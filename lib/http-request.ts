@@ -8,6 +8,8 @@
  *
  * Errors keep node's codes (ECONNREFUSED, the TLS verification codes) for lib/net-error.ts; the
  * deadline covers connecting, the answer and its body, and ends the request as a TimeoutError.
+ * A signal ends it at once as an AbortError: a stopping agent does not wait out a probe's deadline
+ * (connecting to a VIP nobody holds takes the kernel's ARP timeout, seconds).
  */
 import http, { type IncomingHttpHeaders } from 'node:http';
 import https from 'node:https';
@@ -26,6 +28,8 @@ export interface HttpRequestOptions {
   readBody?: boolean;
   /** The most of the body kept (default 1 MiB); the rest is read and dropped. */
   maxBodyBytes?: number;
+  /** Ends the request (connecting, the answer or its body) when it aborts. */
+  signal?: AbortSignal;
 }
 
 export interface HttpResponse {
@@ -40,18 +44,32 @@ function deadlineError(url: string, ms: number): Error {
   return Object.assign(new Error(`${url}: no complete answer within ${ms} ms`), { name: 'TimeoutError', code: 'ETIMEDOUT' });
 }
 
+/** The error an aborted signal ends a request with: an AbortError with code ABORT_ERR. */
+function abortError(url: string, signal: AbortSignal): Error {
+  const why = signal.reason instanceof Error ? signal.reason.message : String(signal.reason ?? 'aborted');
+  return Object.assign(new Error(`${url}: request abandoned: ${why}`), { name: 'AbortError', code: 'ABORT_ERR' });
+}
+
 export function httpRequest(url: string, opts: HttpRequestOptions): Promise<HttpResponse> {
   const target = new URL(url);
   const secure = target.protocol === 'https:';
   if (!secure && target.protocol !== 'http:') return Promise.reject(new Error(`${url}: only http and https URLs are supported`));
   const limit = opts.maxBodyBytes ?? 1024 * 1024;
+  const signal = opts.signal;
+  if (signal?.aborted) return Promise.reject(abortError(url, signal));
   return new Promise<HttpResponse>((resolve, reject) => {
     const headers = { ...opts.headers, ...(opts.body !== undefined ? { 'content-length': String(Buffer.byteLength(opts.body)) } : {}) };
     const base = { method: opts.method ?? 'GET', headers, agent: opts.agent };
     const req = secure ? https.request(target, { ...base, ...(opts.agent ? {} : opts.tls) }) : http.request(target, base);
     const timer = setTimeout(() => req.destroy(deadlineError(url, opts.timeoutMs)), opts.timeoutMs);
-    const fail = (err: Error): void => {
+    const onAbort = (): void => void req.destroy(abortError(url, signal!));
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const settled = (): void => {
       clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    };
+    const fail = (err: Error): void => {
+      settled();
       reject(err);
     };
     req.on('error', fail);
@@ -59,7 +77,7 @@ export function httpRequest(url: string, opts: HttpRequestOptions): Promise<Http
       res.on('error', fail);
       const statusCode = res.statusCode ?? 0;
       if (opts.readBody === false) {
-        clearTimeout(timer);
+        settled();
         res.destroy();
         return resolve({ statusCode, headers: res.headers, body: '' });
       }
@@ -71,7 +89,7 @@ export function httpRequest(url: string, opts: HttpRequestOptions): Promise<Http
         kept += Math.min(c.length, limit - kept);
       });
       res.on('end', () => {
-        clearTimeout(timer);
+        settled();
         resolve({ statusCode, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') });
       });
     });

@@ -2,11 +2,13 @@
  * httpRequest (lib/http-request.ts), hvagent's HTTP(S) client, against real servers on loopback:
  * the server certificate checked against the given CA, a client certificate presented (mutual TLS,
  * as RKE2's /readyz wants), the deadline over a server that never answers or stops mid-body (ending
- * as a timeout lib/net-error.ts recognises), the body kept up to its limit, the request body sent
- * with its length, and a kept-alive agent reused.
+ * as a timeout lib/net-error.ts recognises), a signal ending a request at once (as an abort, not a
+ * timeout), the body kept up to its limit, the request body sent with its length, and a kept-alive
+ * agent reused.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
+import { getEventListeners } from 'node:events';
 import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -24,6 +26,9 @@ let tlsUrl = '';
 let plainUrl = '';
 const clientCerts: Array<string | undefined> = [];
 const sockets = new Set<unknown>();
+/** Requests the plain server received, with when their connection closed. */
+const arrived: Array<{ url: string; closed: Promise<void> }> = [];
+let plainConnections = 0;
 
 beforeAll(async () => {
   const run = (args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
@@ -45,6 +50,7 @@ beforeAll(async () => {
   tlsUrl = `https://127.0.0.1:${(tlsServer.address() as AddressInfo).port}`;
 
   plainServer = http.createServer((req, res) => {
+    arrived.push({ url: req.url ?? '', closed: new Promise((r) => req.socket.once('close', () => r())) });
     if (req.url === '/silent') return; // never answers
     if (req.url === '/stall') {
       res.writeHead(200, { 'content-length': '100' });
@@ -57,6 +63,7 @@ beforeAll(async () => {
     req.on('data', (c: Buffer) => (body += c.toString()));
     req.on('end', () => res.end(JSON.stringify({ method: req.method, length: req.headers['content-length'], type: req.headers['content-type'], body, remote: req.socket.remotePort })));
   });
+  plainServer.on('connection', () => plainConnections++);
   await new Promise<void>((r) => plainServer.listen(0, '127.0.0.1', r));
   plainUrl = `http://127.0.0.1:${(plainServer.address() as AddressInfo).port}`;
 });
@@ -141,5 +148,61 @@ describe('httpRequest deadlines and bodies', () => {
     await new Promise((r) => closed.close(r));
     const err = await httpRequest(`http://127.0.0.1:${port}/`, { timeoutMs: 5_000 }).then(() => undefined, (e: unknown) => e);
     expect(classifyNetworkError(err).kind).toBe('refused');
+  });
+});
+
+/** Resolves once the plain server has received a request for URL (from the index FROM on). */
+async function requestArrived(url: string, from: number): Promise<{ closed: Promise<void> }> {
+  for (;;) {
+    const hit = arrived.slice(from).find((a) => a.url === url);
+    if (hit) return hit;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe('httpRequest and its signal', () => {
+  // The deadlines are far beyond the test's own timeout: only the signal can end these requests in time.
+  it('ends a request the server never answers when the signal aborts, as an abort, and closes its connection', async () => {
+    const stop = new AbortController();
+    const from = arrived.length;
+    const pending = httpRequest(`${plainUrl}/silent`, { timeoutMs: 600_000, signal: stop.signal }).then(() => undefined, (e: unknown) => e as Error & { code?: string });
+    const req = await requestArrived('/silent', from);
+    stop.abort(new Error('stopped by SIGTERM'));
+    const err = await pending;
+    expect(err).toMatchObject({ name: 'AbortError', code: 'ABORT_ERR', message: `${plainUrl}/silent: request abandoned: stopped by SIGTERM` });
+    // An abort is not a timeout: the caller knows it asked for it.
+    expect(classifyNetworkError(err).kind).toBe('other');
+    await req.closed;
+    expect(getEventListeners(stop.signal, 'abort')).toHaveLength(0);
+  });
+
+  it('ends a body that stops half way when the signal aborts', async () => {
+    const stop = new AbortController();
+    const from = arrived.length;
+    const pending = httpRequest(`${plainUrl}/stall`, { timeoutMs: 600_000, signal: stop.signal }).then(() => undefined, (e: unknown) => e);
+    await requestArrived('/stall', from);
+    stop.abort();
+    expect(await pending).toMatchObject({ name: 'AbortError', message: expect.stringContaining('/stall: request abandoned') });
+  });
+
+  it('does not connect at all when the signal has already aborted', async () => {
+    const stop = new AbortController();
+    stop.abort(new Error('stopped by SIGTERM'));
+    const before = plainConnections;
+    await expect(httpRequest(`${plainUrl}/post`, { method: 'POST', body: 'x', timeoutMs: 5_000, signal: stop.signal })).rejects.toMatchObject({ name: 'AbortError', code: 'ABORT_ERR' });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(plainConnections).toBe(before);
+  });
+
+  it('an answer that came leaves nothing on the signal, and a later abort changes nothing', async () => {
+    const stop = new AbortController();
+    const res = await httpRequest(`${plainUrl}/big`, { timeoutMs: 5_000, signal: stop.signal });
+    expect(res.body).toBe('x'.repeat(3000));
+    const headOnly = await httpRequest(`${plainUrl}/date`, { timeoutMs: 5_000, readBody: false, signal: stop.signal });
+    expect(headOnly.statusCode).toBe(200);
+    const refused = await httpRequest('ftp://127.0.0.1/x', { timeoutMs: 1_000, signal: stop.signal }).catch((e: Error) => e.message);
+    expect(refused).toContain('only http and https');
+    expect(getEventListeners(stop.signal, 'abort')).toHaveLength(0);
+    stop.abort();
   });
 });
