@@ -31,7 +31,14 @@ export interface GuardContext {
   /** The installed node's config, as read from /oem (undefined when none could be read). */
   config?: HarvesterConfig;
   log: Logger;
+  /** Aborts at the attempt's deadline and when the agent stops: every wait of the guard ends on it. */
   signal: AbortSignal;
+  /**
+   * Aborts only when the agent stops (SIGTERM/SIGINT), not at the deadline: for requests in flight,
+   * which a stop abandons but a deadline lets answer, so that the guard's last reason is the
+   * answer (`connect EHOSTUNREACH`), not the deadline's cut.
+   */
+  stopping?: AbortSignal;
   /** Per-guard settings from the agent config file / flags (deadlines, addresses, binaries). */
   settings: Record<string, unknown>;
   /** Report progress for `hvagent status` (e.g. "archive 3/6: 412 MiB"). */

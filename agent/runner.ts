@@ -144,6 +144,7 @@ class GuardRun {
       config: this.opts.config,
       log: this.opts.log.child({ guard: guard.name }),
       signal,
+      stopping: this.stop,
       settings: guardSettings(this.opts.settings, guard.name),
       progress: (detail) => this.store.update(guard.name, { detail }),
       report: (data) => this.store.update(guard.name, { data }),

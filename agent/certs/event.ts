@@ -35,7 +35,7 @@ export async function sendCertificateEvent(root: (p: string) => string, kubeconf
   if (!present.length) return { sent: false, problem: `no kubeconfig yet (${kubeconfigs.join(', ')})` };
   let client: KubeClient | undefined;
   try {
-    client = new KubeClient(await loadKubeCredentials(present[0]!, root), 5_000);
+    client = new KubeClient(await loadKubeCredentials(present[0]!, root), { timeoutMs: 5_000 });
     await client.createEvent('default', event);
     return { sent: true };
   } catch (err) {

@@ -22,7 +22,7 @@ async function checkOnce(ctx: GuardContext, config: HarvesterConfig, s: Rke2Sett
   const nodeName = nodeNameOf(config, os.hostname(), s.nodeName);
   let annotations: Record<string, string> | undefined;
   try {
-    const client = new KubeClient(await loadKubeCredentials(s.kubeletKubeconfig, ctx.root));
+    const client = new KubeClient(await loadKubeCredentials(s.kubeletKubeconfig, ctx.root), { signal: ctx.stopping });
     try {
       annotations = (await client.getNode(nodeName)).metadata.annotations;
     } finally {

@@ -70,7 +70,7 @@ async function look(ctx: GuardContext, t: TimeSettings): Promise<{ facts: ClockF
   const key = ctx.root('/');
   if (!firstLook.has(key)) firstLook.set(key, ctx.now());
   const url = joinServerClockUrl(ctx.config, t.serverUrl);
-  const [daemon, server, installedAt] = await Promise.all([observeDaemon(t.observe), url ? observeServerClock(url, ctx.now) : undefined, installFinishedAt(ctx.root)]);
+  const [daemon, server, installedAt] = await Promise.all([observeDaemon(t.observe), url ? observeServerClock(url, ctx.now, ctx.stopping) : undefined, installFinishedAt(ctx.root)]);
   const facts: ClockFacts = { now: ctx.now(), daemon, waitedMs: ctx.now() - firstLook.get(key)!, server, installedAt };
   return { facts, judgement: judgeClock(facts, t.want) };
 }
@@ -96,6 +96,8 @@ async function reconcile(ctx: GuardContext): Promise<GuardResult> {
   let last = '';
   for (;;) {
     const { facts, judgement } = await look(ctx, t);
+    // A stop abandons the join server's Date request: a look without its answer is no verdict.
+    if (ctx.stopping?.aborted) return { status: 'retry', reason: 'stopped before the clock was judged' };
     report(ctx, facts, judgement);
     if (judgement.verdict === 'ok') {
       if (!judgement.confirmed) ctx.log.warn('clock not confirmed; the bootstrap goes ahead', { detail: judgement.text });
@@ -120,6 +122,7 @@ async function watch(ctx: GuardContext): Promise<void> {
   let lastVerdict: string | undefined;
   await everyInterval(ctx.signal, t.watchIntervalMs, async () => {
     const { facts, judgement } = await look(ctx, t);
+    if (ctx.stopping?.aborted) return;
     report(ctx, facts, judgement);
     const state = `${judgement.verdict}/${judgement.confirmed}`;
     if (state !== lastVerdict) {

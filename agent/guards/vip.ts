@@ -44,7 +44,7 @@ export function judgeVipUnderRancherd(f: VipUnderRancherd): GuardResult {
 }
 
 async function observeVip(ctx: GuardContext, vip: string, s: ReturnType<typeof rke2Settings>, staticPod: string | undefined): Promise<VipUnderRancherd> {
-  const probe = await probeUrl(s.vipUrl ?? `https://${vip}:6443/readyz`, await loadServerTls(ctx.root(s.serverTlsDir)));
+  const probe = await probeUrl(s.vipUrl ?? `https://${vip}:6443/readyz`, await loadServerTls(ctx.root(s.serverTlsDir)), { signal: ctx.stopping });
   let holder: string | undefined;
   if (probe.done) holder = await readHolder(ctx, s);
   return { vip, staticPod: staticPod ? `${s.podManifestsDir}/${staticPod}` : undefined, probe, holder };
@@ -52,7 +52,7 @@ async function observeVip(ctx: GuardContext, vip: string, s: ReturnType<typeof r
 
 async function readHolder(ctx: GuardContext, s: ReturnType<typeof rke2Settings>): Promise<string | undefined> {
   try {
-    const client = new KubeClient(await loadKubeCredentials(s.adminKubeconfig, ctx.root));
+    const client = new KubeClient(await loadKubeCredentials(s.adminKubeconfig, ctx.root), { signal: ctx.stopping });
     try {
       return await vipHolder(client);
     } finally {
@@ -114,13 +114,13 @@ const guard: Guard = {
     }
 
     const url = s.vipUrl ?? `https://${vip}:6443/readyz`;
-    const probe = await probeUrl(url, await loadServerTls(ctx.root(s.serverTlsDir)));
+    const probe = await probeUrl(url, await loadServerTls(ctx.root(s.serverTlsDir)), { signal: ctx.stopping });
     if (!probe.done) {
       return { status: 'retry', reason: `VIP ${vip} does not answer on 6443 yet (kube-vip from ${manifest} may not lead yet): ${probe.reason}` };
     }
     let holder: string | undefined;
     try {
-      const client = new KubeClient(await loadKubeCredentials(s.adminKubeconfig, ctx.root));
+      const client = new KubeClient(await loadKubeCredentials(s.adminKubeconfig, ctx.root), { signal: ctx.stopping });
       try {
         holder = await vipHolder(client);
       } finally {

@@ -34,7 +34,13 @@ export class KubeApiError extends HvError {
 export class KubeClient {
   private readonly agent: http.Agent;
 
-  constructor(readonly creds: KubeCredentials, private readonly timeoutMs = 10_000) {
+  private readonly timeoutMs: number;
+  private readonly signal?: AbortSignal;
+
+  /** timeoutMs: each request's deadline (default 10 s); signal: ends a request in flight when it aborts (the agent stopping). */
+  constructor(readonly creds: KubeCredentials, opts: { timeoutMs?: number; signal?: AbortSignal } = {}) {
+    this.timeoutMs = opts.timeoutMs ?? 10_000;
+    this.signal = opts.signal;
     // The server's certificate is always checked (against the kubeconfig's CA, else the system's):
     // the node's credentials go in every request. Only the kubeconfig's own
     // insecure-skip-tls-verify turns that off, as for kubectl.
@@ -79,6 +85,7 @@ export class KubeClient {
         body: body === undefined ? undefined : JSON.stringify(body),
         agent: this.agent,
         timeoutMs: this.timeoutMs,
+        signal: this.signal,
         // Whole objects only: a cut one would not parse. A Node or a Lease is some kilobytes.
         maxBodyBytes: 64 * 1024 * 1024,
       });
@@ -101,8 +108,10 @@ export class KubeClient {
 
 export function describeNetError(err: unknown): string {
   const { kind, code } = classifyNetworkError(err);
-  // lib/http-request.ts ends a request at its deadline as a timeout; nothing else aborts one.
+  // lib/http-request.ts ends a request at its deadline as a timeout, and on its signal (the agent
+  // stopping) as an AbortError.
   if (kind === 'timeout') return 'timed out';
+  if (code === 'ABORT_ERR') return 'abandoned: the agent is stopping';
   if (kind === 'refused') return 'connection refused (nothing listening yet)';
   if (kind === 'reset') return 'connection reset';
   if (kind === 'tls') return `TLS verification failed (${code}): is the CA the cluster's server-ca.crt?`;

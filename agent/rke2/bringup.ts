@@ -36,9 +36,9 @@ export async function isPromoted(ctx: GuardContext): Promise<boolean> {
 /** The readiness probe for a role: the API server for servers (not for an etcd-only witness), the kubelet otherwise. */
 export async function probeRole(role: Rke2Role, config: HarvesterConfig, s: Rke2Settings, ctx: GuardContext): Promise<Probe<string>> {
   if (role === 'server' && !isWitness(config)) {
-    return probeUrl(`${s.apiServerUrl.replace(/\/$/, '')}/readyz`, await loadServerTls(ctx.root(s.serverTlsDir)));
+    return probeUrl(`${s.apiServerUrl.replace(/\/$/, '')}/readyz`, await loadServerTls(ctx.root(s.serverTlsDir)), { signal: ctx.stopping });
   }
-  return probeUrl(s.kubeletHealthzUrl, {});
+  return probeUrl(s.kubeletHealthzUrl, {}, { signal: ctx.stopping });
 }
 
 export async function bringUp(
@@ -131,10 +131,10 @@ function withTail(tail: string): string {
 }
 
 /** The log tail for a diagnosis, led by the clock when the tail shows a certificate-time error. */
-export async function explainTail(tail: string, config: HarvesterConfig, ctx: Pick<GuardContext, 'now'>): Promise<string> {
+export async function explainTail(tail: string, config: HarvesterConfig, ctx: Pick<GuardContext, 'now' | 'stopping'>): Promise<string> {
   const e = findCertificateTimeError(tail);
   if (!e) return withTail(tail);
   const url = e.relation ? undefined : joinServerClockUrl(config);
-  const server = url ? await observeServerClock(url, ctx.now) : undefined;
+  const server = url ? await observeServerClock(url, ctx.now, ctx.stopping) : undefined;
   return `\n${explainCertificateTime(e, server)}${withTail(tail)}`;
 }

@@ -23,12 +23,17 @@ export async function loadServerTls(tlsDir: string): Promise<TlsMaterial> {
 /**
  * One readiness request. With the server CA the answer is verified and the admin client certificate
  * is presented; without it (an agent node has no server/tls) the probe only asks whether the
- * endpoint answers: unverified, and with no credentials to hand to whoever answers.
+ * endpoint answers: unverified, and with no credentials to hand to whoever answers. Bounded by 5 s;
+ * the signal (the agent stopping) abandons it sooner.
  */
-export async function probeUrl(url: string, tls: TlsMaterial, timeoutMs = 5_000): Promise<Probe<string>> {
+export async function probeUrl(url: string, tls: TlsMaterial, opts: { signal?: AbortSignal } = {}): Promise<Probe<string>> {
   const verified = tls.ca !== undefined;
   try {
-    const res = await httpRequest(url, { timeoutMs, tls: { ca: tls.ca, ...(verified ? { cert: tls.cert, key: tls.key } : {}), rejectUnauthorized: verified } });
+    const res = await httpRequest(url, {
+      timeoutMs: 5_000,
+      signal: opts.signal,
+      tls: { ca: tls.ca, ...(verified ? { cert: tls.cert, key: tls.key } : {}), rejectUnauthorized: verified },
+    });
     const body = res.body.trim();
     if (res.statusCode === 200) return { done: true, value: body || 'ok' };
     const failing = body

@@ -84,10 +84,10 @@ export async function observeDaemon(o: TimeObserveOptions): Promise<DaemonState>
  * wrong local clock is exactly what makes verification fail, and only the header is read (a hint
  * about the time, never trusted for anything else).
  */
-export async function observeServerClock(url: string, now: () => number, timeoutMs = 5_000): Promise<ServerClock> {
+export async function observeServerClock(url: string, now: () => number, signal?: AbortSignal, timeoutMs = 5_000): Promise<ServerClock> {
   const sent = now();
   try {
-    const res = await httpRequest(url, { timeoutMs, tls: { rejectUnauthorized: false }, readBody: false });
+    const res = await httpRequest(url, { timeoutMs, signal, tls: { rejectUnauthorized: false }, readBody: false });
     const got = now();
     const date = res.headers.date;
     const dateMs = typeof date === 'string' ? Date.parse(date) : NaN;

@@ -42,7 +42,7 @@ async function client(cluster: Record<string, unknown>): Promise<KubeClient> {
   const file = path.join(dir, `kubeconfig-${Object.keys(cluster).join('-')}.yaml`);
   const doc = { clusters: [{ name: 'c', cluster: { server: url, ...cluster } }], users: [{ name: 'u', user: { token: 'node-bearer-token' } }], contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }], 'current-context': 'x' };
   writeFileSync(file, JSON.stringify(doc));
-  return new KubeClient(await loadKubeCredentials(file, (p) => p), 5_000);
+  return new KubeClient(await loadKubeCredentials(file, (p) => p), { timeoutMs: 5_000 });
 }
 
 describe('KubeClient and the server certificate', () => {

@@ -177,6 +177,33 @@ describe('runGuards retries and deadlines', () => {
     expect(r.status.guards[1]!.lastError).toMatch(/^reconcile did not return within the deadline/);
   });
 
+  it('the deadline aborts the reconcile signal but not the stopping one, which only a stop aborts', async () => {
+    const seen: Array<{ signal: boolean; stopping: boolean | undefined }> = [];
+    const atDeadline = testDoubleGuard('network-online', {
+      deadlineMs: 50,
+      reconcile: (ctx) => new Promise((resolve) => ctx.signal.addEventListener('abort', () => {
+        seen.push({ signal: ctx.signal.aborted, stopping: ctx.stopping?.aborted });
+        resolve({ status: 'retry', reason: 'cut at the deadline' });
+      })),
+    });
+    await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online'], guards: guardSet([atDeadline]) });
+    expect(seen).toEqual([{ signal: true, stopping: false }]);
+
+    const stop = new AbortController();
+    let stopped: GuardContext | undefined;
+    const onStop = testDoubleGuard('network-online', {
+      reconcile: (ctx) => new Promise((resolve) => {
+        ctx.stopping!.addEventListener('abort', () => {
+          stopped = ctx;
+          resolve({ status: 'retry', reason: 'stopped' });
+        });
+        setTimeout(() => stop.abort(), 10);
+      }),
+    });
+    await runGuards({ mode: 'run', rootDir: dir, settings, log, signal: stop.signal, names: ['network-online'], guards: guardSet([onStop]) });
+    expect([stopped?.signal.aborted, stopped?.stopping?.aborted]).toEqual([true, true]);
+  });
+
   it('in run mode a failed guard is tried again later and its dependents then run', async () => {
     const order: string[] = [];
     const guards = [
