@@ -28,14 +28,14 @@ export function certificateEvent(nodeName: string, e: NonNullable<CertificatePla
   };
 }
 
-/** Sends it with the first kubeconfig that exists; the problem when none answered. */
-export async function sendCertificateEvent(root: (p: string) => string, kubeconfigs: string[], event: Record<string, unknown>): Promise<{ sent: boolean; problem?: string }> {
+/** Sends it with the first kubeconfig that exists; the problem when none answered. The signal (the agent stopping) abandons it. */
+export async function sendCertificateEvent(root: (p: string) => string, kubeconfigs: string[], event: Record<string, unknown>, signal?: AbortSignal): Promise<{ sent: boolean; problem?: string }> {
   const present: string[] = [];
   for (const k of kubeconfigs) if (await access(root(k)).then(() => true, () => false)) present.push(k);
   if (!present.length) return { sent: false, problem: `no kubeconfig yet (${kubeconfigs.join(', ')})` };
   let client: KubeClient | undefined;
   try {
-    client = new KubeClient(await loadKubeCredentials(present[0]!, root), { timeoutMs: 5_000 });
+    client = new KubeClient(await loadKubeCredentials(present[0]!, root), { timeoutMs: 5_000, signal });
     await client.createEvent('default', event);
     return { sent: true };
   } catch (err) {

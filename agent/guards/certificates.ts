@@ -67,7 +67,7 @@ async function tellCluster(ctx: GuardContext, s: CertSettings, plan: Certificate
   const last = lastEvent.get(key);
   if (last !== undefined && ctx.now() - last < s.checkIntervalMs) return {};
   const node = nodeNameOf(ctx.config, os.hostname(), s.rke2.nodeName);
-  const out = await sendCertificateEvent(ctx.root, [s.rke2.adminKubeconfig, s.rke2.kubeletKubeconfig], certificateEvent(node, plan.event, new Date(ctx.now()).toISOString()));
+  const out = await sendCertificateEvent(ctx.root, [s.rke2.adminKubeconfig, s.rke2.kubeletKubeconfig], certificateEvent(node, plan.event, new Date(ctx.now()).toISOString()), ctx.stopping);
   if (out.sent) lastEvent.set(key, ctx.now());
   else ctx.log.info('the certificates Event was not sent', { problem: out.problem });
   return { eventSent: out.sent, eventProblem: out.problem };

@@ -1,7 +1,7 @@
 /**
  * A stopping agent does not wait out a guard's request: the vip guard's probe of a VIP that never
- * answers, the rke2 guard's readiness probe and time-sync's look at the join server's Date end
- * when the agent stops (ctx.stopping: SIGTERM),
+ * answers, the rke2 guard's readiness probe, time-sync's look at the join server's Date and the
+ * certificates guard's Event end when the agent stops (ctx.stopping: SIGTERM),
  * and say so, instead of running to their 5 s deadline (a VIP nobody holds takes the kernel's ARP
  * timeout to fail, seconds that a node's shutdown or reboot would wait). The guard's deadline
  * (ctx.signal alone) does not cut them: the last attempt's reason stays the answer.
@@ -17,6 +17,7 @@ import vipGuard from '../../../agent/guards/vip.js';
 import { probeRole } from '../../../agent/rke2/bringup.js';
 import { rke2Settings } from '../../../agent/rke2/settings.js';
 import { observeServerClock } from '../../../agent/time/observe.js';
+import { sendCertificateEvent } from '../../../agent/certs/event.js';
 import type { GuardContext } from '../../../agent/guard.js';
 import type { HarvesterConfig } from '../../../config/types.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';
@@ -118,5 +119,18 @@ describe('guards stop their requests with the agent', () => {
     const clock = await observeServerClock(`${silentUrl}/date`, Date.now, stop.signal);
     await aborted;
     expect(clock).toEqual({ url: `${silentUrl}/date`, problem: `${silentUrl}/date: abandoned: the agent is stopping` });
+  });
+
+  it('certificates: the Event to the kube API ends at the stop, and is reported as not sent', async () => {
+    await mkdir(path.join(root, 'etc/rancher/rke2'), { recursive: true });
+    await writeFile(
+      path.join(root, 'etc/rancher/rke2/rke2.yaml'),
+      `apiVersion: v1\nkind: Config\nclusters:\n- name: default\n  cluster:\n    server: ${silentUrl}\ncontexts:\n- name: default\n  context:\n    cluster: default\n    user: default\ncurrent-context: default\nusers:\n- name: default\n  user:\n    token: t0ken\n`,
+    );
+    const stop = new AbortController();
+    const aborted = abortWhenAsked('/api/v1/namespaces/default/events', stop);
+    const out = await sendCertificateEvent((p) => path.join(root, p), ['/etc/rancher/rke2/rke2.yaml'], { reason: 'RKE2CertificateExpiring' }, stop.signal);
+    await aborted;
+    expect(out).toEqual({ sent: false, problem: `POST ${silentUrl}/api/v1/namespaces/default/events: abandoned: the agent is stopping` });
   });
 });
