@@ -228,6 +228,17 @@ export async function stopLiveChildren(graceMs = KILL_GRACE_MS): Promise<string[
 }
 
 /**
+ * Waits up to ms for the process groups of run()'s commands that are still there (ones
+ * stopLiveChildren found stuck in the kernel) to end: such a command ends, and does what it was
+ * doing, when its disk answers again. Returns those still there after the wait.
+ */
+export async function waitForLiveChildren(ms: number): Promise<string[]> {
+  const groups = [...live].filter((t) => t.child.pid !== undefined).map((t) => ({ pgid: t.child.pid!, command: t.command }));
+  for (const end = Date.now() + ms; Date.now() < end && groups.some((g) => groupAlive(g.pgid)); ) await new Promise((r) => setTimeout(r, 50));
+  return groups.filter((g) => groupAlive(g.pgid)).map((g) => `process group ${g.pgid} (${g.command})`);
+}
+
+/**
  * Stops the process groups an earlier (killed) run recorded in `dir` (recordChildrenIn) and that
  * still run, and waits for them. Returns what was stopped and what could not be.
  */

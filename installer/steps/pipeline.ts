@@ -10,7 +10,7 @@
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { HvError, ExitCode } from '../../lib/errors.js';
-import { recordChildrenIn, runningCommands, stopLiveChildren, stopRecordedGroups } from '../../lib/exec.js';
+import { recordChildrenIn, runningCommands, stopLiveChildren, stopRecordedGroups, waitForLiveChildren } from '../../lib/exec.js';
 import { Logger } from '../../lib/logger.js';
 import { partitionPath } from '../disk/commands.js';
 import { filesystemMismatch, exists } from '../disk/block.js';
@@ -280,6 +280,7 @@ async function failed(r: PipelineRun, err: unknown): Promise<InstallOutcome> {
     record.journal.status = 'failed';
     record.journal.error = { step: r.current, message, ...(error.hint ? { hint: error.hint } : {}) };
     await record.save();
+    if (stuck.length) await waitOutStuckCommands(r);
     await releaseStaleMounts(r.runDir).catch(() => undefined);
     await invalidateIfTouched(r);
     await record.save();
@@ -289,6 +290,25 @@ async function failed(r: PipelineRun, err: unknown): Promise<InstallOutcome> {
   await endRun(r);
   await sendWebhook(r, 'FAILED');
   return { ok: false, resumed: r.resumed, journalFile: r.journalFile, logFile: r.logFile, journal: record?.journal, error, failedStep: r.current, hostRecordProblem: record ? record.problem : 'not written: the guard stopped before the journal was opened' };
+}
+
+/**
+ * How long a failed run waits for its commands stuck in the kernel before it cleans up. Such a
+ * command acts when its disk answers again: a `mount` stuck on the superblock write would mount
+ * COS_STATE after the cleanup unmounted everything, over the disk just invalidated (and its
+ * write-back could put back what the invalidation zeroed). A disk that comes back (a path
+ * failover, a controller reset) has this long; one that does not, gets the cleanup anyway.
+ */
+const STUCK_WAIT_MS = 30_000;
+
+async function waitOutStuckCommands(r: PipelineRun): Promise<void> {
+  const { bus } = r.opts;
+  bus.emit({ type: 'message', level: 'warn', message: `waiting up to ${STUCK_WAIT_MS / 1000} s for the commands stuck in the kernel to end before the cleanup (they act if the disk answers again)` });
+  const still = await waitForLiveChildren(STUCK_WAIT_MS);
+  if (!still.length) return;
+  const text = `still stuck after ${STUCK_WAIT_MS / 1000} s, cleaning up without them: ${still.join('; ')}. If the disk answers later they may still act (a mount under ${r.runDir}); the next run of the install releases it`;
+  r.log.warn('commands stuck in the kernel', { still });
+  bus.emit({ type: 'message', level: 'error', message: r.opts.redactor.redactString(text) });
 }
 
 /** The kernel's first I/O error on the install's disks during this run, unless the error already says it. */

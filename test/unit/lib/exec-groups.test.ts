@@ -5,7 +5,7 @@ import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { recordChildrenIn, run, runningCommands, stopLiveChildren, stopRecordedGroups } from '../../../lib/exec.js';
+import { recordChildrenIn, run, runningCommands, stopLiveChildren, stopRecordedGroups, waitForLiveChildren } from '../../../lib/exec.js';
 
 const alive = (pid: number): boolean => {
   try {
@@ -51,6 +51,21 @@ describe('process groups', () => {
       expect(alive(child)).toBe(false);
       expect((await r).exitCode).not.toBe(0);
       expect(runningCommands()).toEqual([]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('waitForLiveChildren waits for what still runs, up to its bound, and names what outlasted it', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'hv-pg-'));
+    try {
+      // Still running: as a command stuck in the kernel is, once stopLiveChildren has given up on it.
+      const r = run('sh', ['-c', `echo $$ > ${dir}/pid; sleep 1; echo done > ${dir}/ended`], { timeoutMs: 60_000 });
+      const pid = await pidFile(dir);
+      expect(await waitForLiveChildren(100)).toEqual([`process group ${pid} (sh -c 'echo $$ > ${dir}/pid; sleep 1; echo done > ${dir}/ended')`]);
+      expect(await waitForLiveChildren(10_000)).toEqual([]);
+      expect(readFileSync(path.join(dir, 'ended'), 'utf8')).toBe('done\n');
+      await r;
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
