@@ -191,6 +191,16 @@ function groupAlive(pgid: number): boolean {
   }
 }
 
+/** Waits up to ms for every one of the groups to be gone. */
+async function waitGroupsGone(groups: ReadonlyArray<{ pgid: number }>, ms: number): Promise<void> {
+  for (const end = Date.now() + ms; Date.now() < end && groups.some((g) => groupAlive(g.pgid)); ) await new Promise((r) => setTimeout(r, 50));
+}
+
+/** The process groups of run()'s commands still tracked (running, or stuck in the kernel). */
+function liveGroups(): Array<{ pgid: number; command: string }> {
+  return [...live].filter((t) => t.child.pid !== undefined).map((t) => ({ pgid: t.child.pid!, command: t.command }));
+}
+
 async function stopGroups(groups: Array<{ pgid: number; command: string }>, graceMs: number): Promise<string[]> {
   const signal = (sig: NodeJS.Signals): void => {
     for (const g of groups) {
@@ -201,13 +211,10 @@ async function stopGroups(groups: Array<{ pgid: number; command: string }>, grac
       }
     }
   };
-  const waitGone = async (ms: number): Promise<void> => {
-    for (const end = Date.now() + ms; Date.now() < end && groups.some((g) => groupAlive(g.pgid)); ) await new Promise((r) => setTimeout(r, 50));
-  };
   signal('SIGTERM');
-  await waitGone(graceMs);
+  await waitGroupsGone(groups, graceMs);
   signal('SIGKILL');
-  await waitGone(graceMs);
+  await waitGroupsGone(groups, graceMs);
   // A process in uninterruptible sleep (I/O to a disk that stopped answering) outlives SIGKILL.
   return groups.filter((g) => groupAlive(g.pgid)).map((g) => `process group ${g.pgid} (${g.command}) did not end within ${(2 * graceMs) / 1000} s of SIGTERM and SIGKILL`);
 }
@@ -223,7 +230,7 @@ export function runningCommands(): string[] {
  * in the kernel). For the end of a run: nothing it started may outlive its verdict.
  */
 export async function stopLiveChildren(graceMs = KILL_GRACE_MS): Promise<string[]> {
-  const groups = [...live].filter((t) => t.child.pid !== undefined).map((t) => ({ pgid: t.child.pid!, command: t.command }));
+  const groups = liveGroups();
   return groups.length ? stopGroups(groups, graceMs) : [];
 }
 
@@ -233,8 +240,8 @@ export async function stopLiveChildren(graceMs = KILL_GRACE_MS): Promise<string[
  * doing, when its disk answers again. Returns those still there after the wait.
  */
 export async function waitForLiveChildren(ms: number): Promise<string[]> {
-  const groups = [...live].filter((t) => t.child.pid !== undefined).map((t) => ({ pgid: t.child.pid!, command: t.command }));
-  for (const end = Date.now() + ms; Date.now() < end && groups.some((g) => groupAlive(g.pgid)); ) await new Promise((r) => setTimeout(r, 50));
+  const groups = liveGroups();
+  await waitGroupsGone(groups, ms);
   return groups.filter((g) => groupAlive(g.pgid)).map((g) => `process group ${g.pgid} (${g.command})`);
 }
 
