@@ -155,6 +155,30 @@ end_guest_failed() {
   tail -n 30 "$log" | tr -d '\r' >&2
   die "$name: $1 (console: $log)"
 }
+# A guest whose console has said nothing for STALL_AFTER seconds has stopped: a live install logs a
+# line at least every 5 s of a step, and the boots here print within a minute of the last line. It
+# has happened to a live install about once in ten whole runs (both vCPUs halted waiting for an
+# interrupt, QEMU idle; docs/e2e.md "A guest that stops"), and the stage then waited out its hour.
+# run_qemu then saves QEMU's view of the CPUs (stall-NAME.txt) and tries two nudges, each given
+# STALL_POKE_WAIT seconds: a key press (an interrupt: wakes a guest that missed a timer's) and then
+# an NMI (the kernel prints a line about it, and a console write restarts a serial port that missed
+# its transmit interrupt, on which a process writing to the console would block). A guest that goes
+# on passes, and the run says which nudge it took in stalls.txt and its summary; one that stays
+# silent fails the stage at once. Only for a guest whose monitor run_qemu owns (the systemd boots
+# bring their own, and wait on links and timeouts by design). HV_E2E_STALL_AFTER=0 turns it off.
+STALL_AFTER=${HV_E2E_STALL_AFTER:-150}
+STALL_POKE_WAIT=15
+STALL_NUDGES=("sendkey shift" "nmi")
+monitor_cmd() { # SOCKET COMMAND: one HMP command, its answer on stdout (without the banner, prompt and echo)
+  printf '%s\n' "$2" | socat -t 2 - "UNIX-CONNECT:$1" | tr -d '\r' | sed 's/(qemu) *$//' | grep -av '^QEMU .* monitor - type\|^(qemu) '
+}
+stall_dump() { # SOCKET FILE
+  local c
+  for c in "info status" "info cpus" "info registers -a" "info lapic 0" "info lapic 1" "info pic" "info irq"; do
+    echo "== $c"; monitor_cmd "$1" "$c"
+  done > "$2" 2>&1
+}
+
 # run_qemu NAME TIMEOUT qemu-args... : boots, waits for QEMU to exit (the guest powers off) or the
 # deadline; returns QEMU's status. The console goes to $OUT/console-NAME.log. FAIL_ON: a console
 # line that fails the run at once; DONE_ON: a console line that ends it as wanted (QEMU stopped,
@@ -178,16 +202,44 @@ run_qemu() {
       firmware=(-machine smm=on -global driver=cfi.pflash01,property=secure,value=on
         -drive if=pflash,format=raw,readonly=on,file="$OVMF_SB_CODE" -drive if=pflash,format=raw,file="$OUT/vars-$name.fd") ;;
   esac
+  local monitor=() sock="" size=-1 quiet_since poked="" nudge=0
+  case " $* " in *" -monitor "*) ;; *)
+    if [ "$STALL_AFTER" -gt 0 ]; then
+      sock="$OUT/monitor-$name.sock"; rm -f "$sock"
+      monitor=(-monitor "unix:$sock,server=on,wait=off")
+    fi ;;
+  esac
   # QEMU_STDIN: the serial console's input (a FIFO when a stage types at grub).
   # QEMU_WRAP: a command to run QEMU under (e.g. `ip netns exec NS` for a tap in a namespace).
   # QEMU_SMP: this guest's vCPUs, when not $SMP.
   ${QEMU_WRAP:-} qemu-system-x86_64 -machine q35 -accel tcg -cpu "${HV_E2E_CPU:-qemu64}" -m "$MEM" -smp "$smp" -nographic -no-reboot \
-    "${firmware[@]}" "$@" < "${QEMU_STDIN:-${keys:-/dev/null}}" > "$log" 2>&1 &
+    "${firmware[@]}" "${monitor[@]}" "$@" < "${QEMU_STDIN:-${keys:-/dev/null}}" > "$log" 2>&1 &
   local pid=$!
   PIDS+=("$pid")
-  local deadline=$(($(date +%s) + timeout)) last=0
+  local deadline=$(($(date +%s) + timeout)) last=0 now s
+  quiet_since=$(date +%s)
   while kill -0 "$pid" 2>/dev/null; do
-    if [ "$(date +%s)" -ge "$deadline" ]; then end_guest_failed "no power-off within ${timeout} s"; fi
+    now=$(date +%s)
+    if [ "$now" -ge "$deadline" ]; then end_guest_failed "no power-off within ${timeout} s"; fi
+    if [ -n "$sock" ]; then
+      s=$(stat -c %s "$log")
+      if [ "$s" != "$size" ]; then
+        if [ -n "$poked" ]; then
+          echo "$name: console silent $((now - quiet_since)) s, went on after \`${STALL_NUDGES[nudge - 1]}\` (QEMU's state when it stopped: stall-$name.txt)" >> "$OUT/stalls.txt"
+          say "   $name: the guest went on after \`${STALL_NUDGES[nudge - 1]}\` ($((now - quiet_since)) s silent; stall-$name.txt)"
+          poked=""
+        fi
+        size=$s; quiet_since=$now
+      elif { [ -z "$poked" ] && [ $((now - quiet_since)) -ge "$STALL_AFTER" ]; } || { [ -n "$poked" ] && [ $((now - poked)) -ge "$STALL_POKE_WAIT" ]; }; then
+        if [ -z "$poked" ]; then nudge=0; stall_dump "$sock" "$OUT/stall-$name.txt"; fi
+        if [ "$nudge" -ge "${#STALL_NUDGES[@]}" ]; then
+          end_guest_failed "the guest stopped: its console silent for $((now - quiet_since)) s, still after a key press and an NMI (QEMU's state when it stopped: $OUT/stall-$name.txt)"
+        fi
+        monitor_cmd "$sock" "${STALL_NUDGES[nudge]}" > /dev/null 2>&1 || true
+        say "   $name: the console has been silent for $((now - quiet_since)) s$([ -z "$poked" ] && echo ": QEMU's state saved to stall-$name.txt"); trying \`${STALL_NUDGES[nudge]}\`"
+        nudge=$((nudge + 1)) poked=$now
+      fi
+    fi
     # FAIL_ON: a console line that means the run can only wait for its deadline now.
     if [ -n "${FAIL_ON:-}" ] && tr -d '\r' < "$log" | grep -aE "$FAIL_ON" > /dev/null; then
       end_guest_failed "the console says /$FAIL_ON/"
@@ -329,5 +381,6 @@ for part in $UPGRADE_PARTS; do summed=$((summed + ${TIMES[$part]:-0})); done
   for k in build-live ${stages/upgrade/$UPGRADE_PARTS} total; do [ -n "${TIMES[$k]:-}" ] && echo "$k: ${TIMES[$k]} s"; done
   echo "stages summed: $summed s, $JOBS at a time"
   if [ -n "${TIMES[pxe-uefi-vs-bios]:-}" ]; then echo "pxe-uefi-vs-bios: ${TIMES[pxe-uefi-vs-bios]}"; fi
+  if [ -s "$OUT/stalls.txt" ]; then sed 's/^/stalled: /' "$OUT/stalls.txt"; fi
 } | tee "$OUT/summary.txt"
 say "PASS (disk image left at $OUT/disk.raw; consoles in $OUT/console-*.log)"
