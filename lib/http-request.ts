@@ -11,8 +11,10 @@
  * A signal ends it at once as an AbortError: a stopping agent does not wait out a probe's deadline
  * (connecting to a VIP nobody holds takes the kernel's ARP timeout, seconds).
  */
+import { createHash } from 'node:crypto';
 import http, { type IncomingHttpHeaders } from 'node:http';
 import https from 'node:https';
+import tls from 'node:tls';
 
 export interface HttpRequestOptions {
   method?: string;
@@ -39,6 +41,39 @@ export interface HttpResponse {
   body: string;
 }
 
+type TlsMaterial = NonNullable<HttpRequestOptions['tls']>;
+
+/**
+ * One https agent per CA, certificate, key and verification, its TLS context made at the first
+ * request: without it node makes a new context for every connection, loading the CA (or, without
+ * one, its whole root store) each time, and the agent's probes connect every few seconds (on the
+ * emulated first boot that was a sixth of hvagent's busy time). Each keeps its connections alive
+ * as node's global agent does, in a pool of its own: a connection made with one CA or client
+ * certificate is never reused for a request that names another. A few, so rotated certificates
+ * do not pile up.
+ */
+const agents = new Map<string, https.Agent>();
+const MAX_AGENTS = 8;
+
+function agentFor(m: TlsMaterial): https.Agent {
+  const h = createHash('sha256').update(m.rejectUnauthorized === false ? 'unverified' : 'verified');
+  for (const part of [m.ca, m.cert, m.key]) h.update(part === undefined ? '-' : `${Buffer.byteLength(part)}:`).update(part ?? '');
+  const key = h.digest('hex');
+  let agent = agents.get(key);
+  if (agent) agents.delete(key);
+  else {
+    const secureContext = tls.createSecureContext({ ca: m.ca, cert: m.cert, key: m.key });
+    agent = new https.Agent({ keepAlive: true, scheduling: 'lifo', timeout: 5_000, secureContext, rejectUnauthorized: m.rejectUnauthorized !== false });
+  }
+  agents.set(key, agent);
+  if (agents.size > MAX_AGENTS) {
+    const oldest = agents.keys().next().value!;
+    agents.get(oldest)!.destroy();
+    agents.delete(oldest);
+  }
+  return agent;
+}
+
 /** The error a request's deadline ends it with: a TimeoutError with code ETIMEDOUT. */
 function deadlineError(url: string, ms: number): Error {
   return Object.assign(new Error(`${url}: no complete answer within ${ms} ms`), { name: 'TimeoutError', code: 'ETIMEDOUT' });
@@ -60,7 +95,7 @@ export function httpRequest(url: string, opts: HttpRequestOptions): Promise<Http
   return new Promise<HttpResponse>((resolve, reject) => {
     const headers = { ...opts.headers, ...(opts.body !== undefined ? { 'content-length': String(Buffer.byteLength(opts.body)) } : {}) };
     const base = { method: opts.method ?? 'GET', headers, agent: opts.agent };
-    const req = secure ? https.request(target, { ...base, ...(opts.agent ? {} : opts.tls) }) : http.request(target, base);
+    const req = secure ? https.request(target, { ...base, agent: opts.agent ?? (opts.tls ? agentFor(opts.tls) : undefined) }) : http.request(target, base);
     const timer = setTimeout(() => req.destroy(deadlineError(url, opts.timeoutMs)), opts.timeoutMs);
     const onAbort = (): void => void req.destroy(abortError(url, signal!));
     signal?.addEventListener('abort', onAbort, { once: true });

@@ -4,9 +4,10 @@
  * as RKE2's /readyz wants), the deadline over a server that never answers or stops mid-body (ending
  * as a timeout lib/net-error.ts recognises), a signal ending a request at once (as an abort, not a
  * timeout), the body kept up to its limit, the request body sent with its length, and a kept-alive
- * agent reused.
+ * agent reused; requests that name the same CA and client certificate share one TLS context and
+ * their connections, and never a connection made with other TLS material.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { execFileSync } from 'node:child_process';
 import { getEventListeners } from 'node:events';
 import http from 'node:http';
@@ -15,6 +16,7 @@ import type { AddressInfo } from 'node:net';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import tls from 'node:tls';
 import { httpRequest } from '../../../lib/http-request.js';
 import { classifyNetworkError } from '../../../lib/net-error.js';
 
@@ -39,10 +41,13 @@ beforeAll(async () => {
   run(['x509', '-req', '-in', 'srv.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'srv.pem', '-days', '1', '-extfile', 'san.ext']);
   run(['req', ...ec, '-keyout', 'client.key', '-out', 'client.csr', '-subj', '/CN=system:admin']);
   run(['x509', '-req', '-in', 'client.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'client.pem', '-days', '1']);
+  run(['req', '-x509', ...ec, '-keyout', 'other-ca.key', '-out', 'other-ca.pem', '-days', '1', '-subj', '/CN=another CA']);
 
   tlsServer = https.createServer({ key: read('srv.key'), cert: read('srv.pem'), ca: read('ca.pem'), requestCert: true, rejectUnauthorized: false }, (req, res) => {
     const peer = (req.socket as import('node:tls').TLSSocket).getPeerCertificate();
     clientCerts.push(peer && Object.keys(peer).length ? String(peer.subject?.CN) : undefined);
+    // /close: one request a connection, as probes seconds apart get (a kept-alive connection idles out in 5 s)
+    if (req.url === '/close') res.setHeader('connection', 'close');
     res.end('ok');
   });
   tlsServer.on('connection', (s) => sockets.add(s));
@@ -104,6 +109,55 @@ describe('httpRequest over TLS', () => {
       agent.destroy();
     }
     expect(sockets.size - opened).toBe(1);
+  });
+});
+
+describe('httpRequest TLS material reused', () => {
+  it('makes the TLS context of a CA and client certificate once, for every connection', async () => {
+    // Material of this test's own (the CA text with a trailing comment line), so no earlier test made its context.
+    const material = { ca: `${read('ca.pem')}\n# reuse test\n`, cert: read('client.pem'), key: read('client.key') };
+    const made = vi.spyOn(tls, 'createSecureContext');
+    const opened = sockets.size;
+    const before = clientCerts.length;
+    try {
+      for (let i = 0; i < 3; i++) expect((await httpRequest(`${tlsUrl}/close`, { timeoutMs: 5_000, tls: material })).body).toBe('ok');
+      expect(made).toHaveBeenCalledTimes(1);
+    } finally {
+      made.mockRestore();
+    }
+    expect(sockets.size - opened).toBe(3);
+    expect(clientCerts.slice(before)).toEqual(['system:admin', 'system:admin', 'system:admin']);
+  });
+
+  it('keeps a connection alive for the next request with the same material', async () => {
+    const material = { ca: `${read('ca.pem')}\n# keep-alive test\n`, cert: read('client.pem'), key: read('client.key') };
+    const opened = sockets.size;
+    for (let i = 0; i < 3; i++) expect((await httpRequest(`${tlsUrl}/readyz`, { timeoutMs: 5_000, tls: material })).body).toBe('ok');
+    expect(sockets.size - opened).toBe(1);
+  });
+
+  it('never sends a request over a connection made with other TLS material', async () => {
+    const ca = read('ca.pem');
+    const before = clientCerts.length;
+    await httpRequest(`${tlsUrl}/readyz`, { timeoutMs: 5_000, tls: { ca, cert: read('client.pem'), key: read('client.key') } });
+    const opened = sockets.size;
+    // Same server, same CA, no client certificate: a connection of its own, which shows no certificate.
+    await httpRequest(`${tlsUrl}/readyz`, { timeoutMs: 5_000, tls: { ca } });
+    expect(clientCerts.slice(before)).toEqual(['system:admin', undefined]);
+    expect(sockets.size - opened).toBe(1);
+    // A CA that did not sign the server is refused, though a connection verified with the right one is open.
+    const err = await httpRequest(`${tlsUrl}/readyz`, { timeoutMs: 5_000, tls: { ca: read('other-ca.pem'), cert: read('client.pem'), key: read('client.key') } }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(classifyNetworkError(err).kind).toBe('tls');
+    // Unverified after verified, to the same server: its own pool too, and it still gets its answer.
+    expect((await httpRequest(`${tlsUrl}/readyz`, { timeoutMs: 5_000, tls: { rejectUnauthorized: false } })).statusCode).toBe(200);
+  });
+
+  it('turns a CA that is not a certificate into the request failing, not a throw', async () => {
+    const err = await httpRequest(`${tlsUrl}/readyz`, { timeoutMs: 5_000, tls: { ca: 'not a certificate' } }).then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(Error);
   });
 });
 
