@@ -48,7 +48,7 @@ export async function loadNodeConfig(root: (p: string) => string, candidates: st
  * Each file's last load, by its bytes. The registries guard reads the node config at every check
  * (every 5 s, and at each change to registries.yaml) so that a changed source is applied; parsing
  * and validating it cost 0.1–0.2 s of CPU each time on the emulated first boot, a quarter of the
- * agent's busy time there (docs/agent.md "Start-up"). Unchanged bytes give the same result.
+ * agent's busy time there (docs/agent.md, "What it repeats"). Unchanged bytes give the same result.
  */
 const lastLoads = new Map<string, { bytes: Buffer; loaded: LoadedConfig }>();
 
