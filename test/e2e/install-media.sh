@@ -84,17 +84,19 @@ debugfs_cat() {
 }
 
 media_stage() {
-  local name=$1 firmware boot_firmware media serial disk="$OUT/disk-$1.raw"
+  local name=$1 firmware boot_firmware media serial disk="$OUT/disk-$1.raw" stick=
   case "$name" in
     iso-cd-bios) firmware=bios; boot_firmware=bios; serial=HVE2E0011
       media=(-drive "file=$ISO,if=none,id=cd1,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd1,bootindex=0) ;;
     iso-cd-uefi) firmware=uefi; boot_firmware=uefi; serial=HVE2E0012
       media=(-drive "file=$ISO,if=none,id=cd1,media=cdrom,readonly=on,format=raw" -device ide-cd,drive=cd1,bootindex=0) ;;
     iso-usb-sb) firmware=sb; boot_firmware=uefi; serial=HVE2E0013
-      # A 4 GiB stick with the ISO written to its start, as dd leaves it.
-      truncate -s 4G "$OUT/stick.raw"
-      dd if="$ISO" of="$OUT/stick.raw" bs=4M conv=notrunc status=none
-      media=(-device qemu-xhci,id=xhci -drive "if=none,id=stick,format=raw,file=$OUT/stick.raw"
+      # A 4 GiB stick with the ISO written to its start, as dd leaves it. Named for its stage:
+      # the media stages run side by side, and each removes only what it made.
+      stick="$OUT/stick-$name.raw"
+      truncate -s 4G "$stick"
+      dd if="$ISO" of="$stick" bs=4M conv=notrunc status=none
+      media=(-device qemu-xhci,id=xhci -drive "if=none,id=stick,format=raw,file=$stick"
         -device usb-storage,bus=xhci.0,drive=stick,removable=on,bootindex=0) ;;
   esac
   truncate -s 260G "$disk"
@@ -137,7 +139,7 @@ media_stage() {
 
   if [ "$firmware" = sb ]; then say "   the installed disk boots under UEFI with Secure Boot off: it carries hvinstall's unsigned grub"; fi
   boot_installed_disk "$name-boot" "$boot_firmware" "$disk" "$serial" "the disk installed from the $name medium"
-  rm -f "$disk" "$OUT/stick.raw"
+  rm -f "$disk" ${stick:+"$stick"}
 }
 
 # The initramfs with no medium it can take: one CD labelled otherwise, one labelled COS_LIVE but
