@@ -52,7 +52,7 @@ else
   [ "${HV_E2E_PXE:-1}" = 0 ] && STAGES=${STAGES/ pxe-bios / }
   [ "${HV_E2E_CONSOLE:-1}" = 0 ] && STAGES=${STAGES/ console / }
   [ "${HV_E2E_FIRSTBOOT:-1}" = 0 ] && STAGES=${STAGES/ firstboot / }
-  [ "${HV_E2E_4KN:-0}" = 1 ] && STAGES="$STAGES4kn "
+  [ "${HV_E2E_4KN:-0}" = 1 ] && STAGES="${STAGES}4kn "
 fi
 wanted() { case "$STAGES" in *" $1 "*) return 0 ;; esac; return 1; }
 
