@@ -33,12 +33,9 @@ await_redraw() {
 # grub_type LOG FD PARAMS FAILED: waits for grub's menu on the console LOG, then types at it
 # through FD. When grub does not answer, it writes why to the file FAILED (run_qemu's FAIL_FILE
 # then ends the guest) instead of leaving it at the menu until the install's deadline.
-# Runs in the helper's own shell, not in a command substitution: run.sh's cleanup ends the helper
-# by its PID, and a $(…) child would live on as an orphan (holding the run's lock) for its minutes
-# of waiting for a grub that never came.
 grub_type() {
-  local why="$4.why"
-  type_at_grub "$@" > "$why" || { printf 'typing at grub: %s\n' "$(cat "$why")" > "$4"; return 1; }
+  local why
+  why=$(type_at_grub "$@") || { printf 'typing at grub: %s\n' "$why" > "$4"; return 1; }
 }
 type_at_grub() {
   local log=$1 fd=$2 params=$3 deadline=$(($(date +%s) + BOOT_TIMEOUT))
