@@ -107,7 +107,7 @@ media_stage() {
   local fifo="$OUT/keys-$name" fd
   rm -f "$fifo"; mkfifo "$fifo"
   exec {fd}<>"$fifo"
-  rm -f "$OUT/typing-$name.failed" "$OUT/typing-$name.failed.why"
+  rm -f "$OUT/typing-$name.failed"
   # Legacy BIOS: Harvester v1.8's gate refuses it; this run's command line consents, as v1.7 allowed.
   local append; append=$(live_append node-1.yaml)
   if [ "$firmware" = bios ]; then append="$append hvinstall.legacy_bios"; fi

@@ -94,8 +94,15 @@ cleanup() {
   for fn in "${CLEANUPS[@]}"; do "$fn"; done
   for ns in "${NETNS[@]}"; do ip netns delete "$ns"; done
   [ -n "$LOOP" ] && losetup --detach "$LOOP"
+  # A helper's children go with it: the one waiting in a command substitution (the grub typing's
+  # wait for a menu) would otherwise outlive it, holding the run's lock, for up to its deadline.
+  local kids
   for pid in "${PIDS[@]}"; do
-    if kill -0 "$pid" 2>/dev/null; then kill "$pid" 2>/dev/null; sleep 1; kill -9 "$pid" 2>/dev/null; fi
+    if kill -0 "$pid" 2>/dev/null; then
+      kids=$(ps -o pid= --ppid "$pid")
+      # shellcheck disable=SC2086 # a list of PIDs
+      kill $kids "$pid" 2>/dev/null; sleep 1; kill -9 $kids "$pid" 2>/dev/null
+    fi
     wait "$pid" 2>/dev/null
   done
   [ $rc -eq 0 ] || say "logs are in $OUT (console-*.log, config-server.log)"
