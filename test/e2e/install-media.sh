@@ -41,8 +41,7 @@ type_at_grub() {
   local log=$1 fd=$2 params=$3 deadline=$(($(date +%s) + BOOT_TIMEOUT))
   local footer='Press enter to boot the selected OS' entry='serial console ttyS0'
   # The countdown, not the menu: grub draws the menu twice (its config switches the terminals in
-  # between), and a key sent between the two draws was lost once (SeaBIOS, one vCPU, a loaded host):
-  # the countdown ran out and the default entry booted without the serial console.
+  # between), and only once the countdown runs is it certainly reading keys.
   local countdown='The highlighted entry will be executed automatically'
   until [ -f "$log" ] && [ "$(count_on "$log" "$countdown")" -gt 0 ]; do
     if [ "$(date +%s)" -ge "$deadline" ]; then echo "no grub menu within $BOOT_TIMEOUT s"; return 1; fi
