@@ -40,8 +40,6 @@ grub_type() {
 type_at_grub() {
   local log=$1 fd=$2 params=$3 deadline=$(($(date +%s) + BOOT_TIMEOUT))
   local footer='Press enter to boot the selected OS' entry='serial console ttyS0'
-  # The menu's first draw, not its countdown: started at the countdown, the keys never reached
-  # SeaBIOS's grub in three runs of four beside other guests (2026-12-06, docs/e2e.md).
   until [ -f "$log" ] && [ "$(count_on "$log" "$entry")" -gt 0 ]; do
     if [ "$(date +%s)" -ge "$deadline" ]; then echo "no grub menu within $BOOT_TIMEOUT s"; return 1; fi
     sleep 1
