@@ -163,12 +163,12 @@ end_guest_failed() {
   die "$name: $1 (console: $log)"
 }
 # A guest whose console has said nothing for STALL_AFTER seconds, with every vCPU halted (or the VM
-# paused), has stopped: a live install logs a line at least every 5 s of a step, and the boots here print within
-# a minute of the last line. It has happened to a live install about once in ten whole runs (both
-# vCPUs halted waiting for an interrupt, QEMU idle; docs/e2e.md "A guest that stops"), and the stage
-# then waited out its hour. A silent guest with a vCPU running is busy, not stopped (grub fetching a
-# PXE initrd under a loaded host was silent for 78 s), and is left to its deadline: an NMI there
-# would end it (OVMF and grub take one as a fatal exception).
+# paused), has stopped: a live install logs a line at least every 5 s of a step, and the boots here
+# print within a minute of the last line. It has happened to a live install about once in ten whole
+# runs (both vCPUs halted waiting for an interrupt, QEMU idle; docs/e2e.md "A guest that stops"),
+# and the stage then waited out its hour. A silent guest with a vCPU running is busy, not stopped
+# (grub fetching a PXE initrd under a loaded host was silent for 78 s), and is left to its deadline:
+# an NMI there would end it (OVMF and grub take one as a fatal exception).
 # run_qemu then saves QEMU's view of the CPUs (stall-NAME.txt) and tries two nudges, each given
 # STALL_POKE_WAIT seconds: a key press (an interrupt: wakes a guest that missed a timer's) and then
 # an NMI (the kernel prints a line about it, and a console write restarts a serial port that missed
