@@ -28,10 +28,15 @@ const checks = [];
 const parser = new Parser();
 parser.on('assert', (a) => checks.push({ id: a.id, ok: a.ok, name: a.name, diag: a.diag ?? undefined, notes: [] }));
 // A comment right after a check is what that check saw; `# hvtest timing k=v ...` is the boot's
-// timings (seconds since the kernel started).
+// timings (seconds since the kernel started); `# hvtest cpu ...` where the guest's CPU went.
 const timing = {};
+let cpu;
 parser.on('comment', (c) => {
   const note = c.replace(/^#\s?/, '').trimEnd();
+  if (note.startsWith('hvtest cpu ')) {
+    cpu = note.slice('hvtest cpu '.length);
+    return;
+  }
   if (note.startsWith('hvtest timing ')) {
     for (const kv of note.slice('hvtest timing '.length).split(/\s+/)) {
       const [k, v] = kv.split('=');
@@ -52,13 +57,14 @@ for (const c of checks) {
     for (const [k, v] of Object.entries(c.diag)) process.stdout.write(`      ${k}: ${String(v).trimEnd().replace(/\n/g, '\n        ')}\n`);
   }
 }
+if (cpu) process.stdout.write(`guest CPU seconds: ${cpu}\n`);
 const failed = checks.filter((c) => !c.ok);
 let verdict;
 if (checks.length === 0) verdict = 'the report has no checks: the boot report did not run (see the console log)';
 else if (!result.plan || result.plan.end === undefined || result.plan.end < 1) verdict = `the report stopped after check ${checks.length} with no plan line: the guest died or the reporter was killed`;
 else if (result.count !== result.plan.end) verdict = `the plan says ${result.plan.end} checks but ${result.count} ran`;
 else if (failed.length) verdict = `${failed.length} of ${checks.length} checks failed: ${failed.map((c) => `"${c.name}"`).join(', ')}`;
-if (summaryFile) writeFileSync(summaryFile, JSON.stringify({ ok: !verdict, verdict: verdict ?? 'all passed', checks, timing }, null, 1) + '\n');
+if (summaryFile) writeFileSync(summaryFile, JSON.stringify({ ok: !verdict, verdict: verdict ?? 'all passed', checks, timing, cpu }, null, 1) + '\n');
 if (verdict) {
   process.stdout.write(`FAIL: ${verdict}\n`);
   process.exit(1);
