@@ -28,11 +28,17 @@ const checks = [];
 const parser = new Parser();
 parser.on('assert', (a) => checks.push({ id: a.id, ok: a.ok, name: a.name, diag: a.diag ?? undefined, notes: [] }));
 // A comment right after a check is what that check saw; `# hvtest timing k=v ...` is the boot's
-// timings (seconds since the kernel started); `# hvtest cpu ...` where the guest's CPU went.
+// timings (seconds since the kernel started), `# hvtest guards ...` each guard's, `# hvtest cpu ...`
+// where the guest's CPU went.
 const timing = {};
 let cpu;
+let guards;
 parser.on('comment', (c) => {
   const note = c.replace(/^#\s?/, '').trimEnd();
+  if (note.startsWith('hvtest guards ')) {
+    guards = note.slice('hvtest guards '.length);
+    return;
+  }
   if (note.startsWith('hvtest cpu ')) {
     cpu = note.slice('hvtest cpu '.length);
     return;
@@ -57,6 +63,7 @@ for (const c of checks) {
     for (const [k, v] of Object.entries(c.diag)) process.stdout.write(`      ${k}: ${String(v).trimEnd().replace(/\n/g, '\n        ')}\n`);
   }
 }
+if (guards) process.stdout.write(`guards, seconds since the kernel started (first start-last finish): ${guards}\n`);
 if (cpu) process.stdout.write(`guest CPU seconds: ${cpu}\n`);
 const failed = checks.filter((c) => !c.ok);
 let verdict;
@@ -64,7 +71,7 @@ if (checks.length === 0) verdict = 'the report has no checks: the boot report di
 else if (!result.plan || result.plan.end === undefined || result.plan.end < 1) verdict = `the report stopped after check ${checks.length} with no plan line: the guest died or the reporter was killed`;
 else if (result.count !== result.plan.end) verdict = `the plan says ${result.plan.end} checks but ${result.count} ran`;
 else if (failed.length) verdict = `${failed.length} of ${checks.length} checks failed: ${failed.map((c) => `"${c.name}"`).join(', ')}`;
-if (summaryFile) writeFileSync(summaryFile, JSON.stringify({ ok: !verdict, verdict: verdict ?? 'all passed', checks, timing, cpu }, null, 1) + '\n');
+if (summaryFile) writeFileSync(summaryFile, JSON.stringify({ ok: !verdict, verdict: verdict ?? 'all passed', checks, timing, guards, cpu }, null, 1) + '\n');
 if (verdict) {
   process.stdout.write(`FAIL: ${verdict}\n`);
   process.exit(1);
