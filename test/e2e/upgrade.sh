@@ -3,7 +3,8 @@
 # The day-two upgrade with boot assessment (docs/upgrade.md): the systemd test OS (v1) installed on
 # the host as in the first-boot stage; then `hvinstall upgrade --device` on the loop-attached disk
 # between boots, to the variants iso-build/systemd-os/variants.ts derives:
-#   v2 healthy            boot: the attempt, hvagent's gate passes and commits (v2 active, v1 passive)
+#   v2 healthy            boot: the attempt, its link held down until `nm-online -x` answered
+#                         (fb_slow_link), hvagent's gate passes and commits (v2 active, v1 passive)
 #   v3 no management net  boot: the attempt, the gate fails on network-online, hvagent reboots once;
 #                         boot: grub takes v2 (fallback), hvagent commits it and says why
 #   v4 kernel panic       boot: the kernel panics (panic=5 on the attempt: back to grub);
@@ -93,7 +94,9 @@ upgrade_stage() {
   fb_net
   stage_start upgrade-v2
   up_upgrade v2
-  FB_EXTRA_ARGS="-fw_cfg name=opt/hvtest/assessment,string=committed" fb_boot up-v2 1 active run
+  # The link held down on purpose (fb_slow_link): an upgraded node's NIC often comes up late (a
+  # switch port's spanning tree after the reboot), and v2 must still pass its gate and commit.
+  FB_EXTRA_ARGS="-fw_cfg name=opt/hvtest/assessment,string=committed" fb_boot up-v2 1 active run slow-link
   expect_line up-v2 'hvagent: boot assessment: .* is healthy: committed' "hvagent did not commit v2 on the console"
   up_expect_images v2 v1 - ''
   stage_end upgrade-v2
