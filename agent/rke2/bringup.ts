@@ -64,13 +64,14 @@ export async function bringUp(
   }
 
   const other: Rke2Role = role === 'server' ? 'agent' : 'server';
-  if ((await services.state(other)).active) {
+  const states = await services.states();
+  if (states[other].active) {
     ctx.progress(`stopping rke2-${other}`);
     await services.stop(other);
   }
 
   const key = `${ctx.root('/')}:${role}`;
-  const st = await services.state(role);
+  const st = states[role];
   if (!st.active) {
     if (st.exited) {
       const n = (crashes.get(key) ?? 0) + 1;
@@ -87,7 +88,8 @@ export async function bringUp(
 
   try {
     const value = await waitUntil(
-      readinessProbe(role, () => probeRole(role, config, s, ctx), () => services.state(role), ctx.now, STATE_EVERY_MS),
+      // The service's state was just seen (running, or started): the wait asks again STATE_EVERY_MS on.
+      readinessProbe(role, () => probeRole(role, config, s, ctx), () => services.state(role), ctx.now, STATE_EVERY_MS, ctx.now()),
       { what: `rke2-${role} ready`, timeoutMs: s.probeWindowMs, intervalMs: s.probeIntervalMs, signal: ctx.signal },
     );
     crashes.delete(key);
@@ -103,9 +105,10 @@ export const STATE_EVERY_MS = 5_000;
 
 /**
  * One look of the wait for readiness: RKE2's health endpoint each time, and whether its service
- * still runs at the first look, at most every `stateEveryMs` after, and at the look that finds it
- * ready (an endpoint that answers for a stopped unit is not the unit's). Under systemd the state is
- * a `systemctl` run, which a booting node pays for in CPU, so not one a second.
+ * still runs at the first look (or, when the caller has just seen it, `stateEveryMs` after
+ * `stateSeenAt`), at most every `stateEveryMs` after, and at the look that finds it ready (an
+ * endpoint that answers for a stopped unit is not the unit's). Under systemd the state is a
+ * `systemctl` run, which a booting node pays for in CPU, so not one a second.
  */
 export function readinessProbe(
   role: Rke2Role,
@@ -113,8 +116,9 @@ export function readinessProbe(
   state: () => Promise<{ active: boolean; exited?: string }>,
   now: () => number,
   stateEveryMs: number,
+  stateSeenAt?: number,
 ): () => Promise<Probe<string>> {
-  let askedAt: number | undefined;
+  let askedAt = stateSeenAt;
   return async () => {
     const p = await probe();
     if (p.done || askedAt === undefined || now() - askedAt >= stateEveryMs) {

@@ -23,6 +23,8 @@ export interface ServiceState {
 export interface Rke2Services {
   readonly kind: 'systemd' | 'process';
   state(role: Rke2Role): Promise<ServiceState>;
+  /** Both roles' states in one look (under systemd one `systemctl` run, not one per role). */
+  states(): Promise<Record<Rke2Role, ServiceState>>;
   start(role: Rke2Role): Promise<void>;
   stop(role: Rke2Role, timeoutMs?: number): Promise<void>;
   /** The last lines the service logged, for diagnoses. */
@@ -34,8 +36,14 @@ export class SystemdRke2Services implements Rke2Services {
 
   async state(role: Rke2Role): Promise<ServiceState> {
     const r = await run('systemctl', ['is-active', `rke2-${role}.service`], { allowFailure: true, timeoutMs: 15_000 });
-    const s = r.stdout.trim();
-    return { active: s === 'active' || s === 'activating', exited: s === 'failed' ? 'unit failed' : undefined };
+    return unitState(r.stdout.trim());
+  }
+
+  async states(): Promise<Record<Rke2Role, ServiceState>> {
+    // is-active prints one state per unit, in the order the units are named.
+    const r = await run('systemctl', ['is-active', 'rke2-server.service', 'rke2-agent.service'], { allowFailure: true, timeoutMs: 15_000 });
+    const [server = '', agent = ''] = r.stdout.split('\n').map((l) => l.trim());
+    return { server: unitState(server), agent: unitState(agent) };
   }
 
   async start(role: Rke2Role): Promise<void> {
@@ -54,6 +62,11 @@ export class SystemdRke2Services implements Rke2Services {
     });
     return r.stdout.trim();
   }
+}
+
+/** What `systemctl is-active` printed for one unit, as a state; nothing printed (systemctl failed) is not running. */
+function unitState(s: string): ServiceState {
+  return { active: s === 'active' || s === 'activating', exited: s === 'failed' ? 'unit failed' : undefined };
 }
 
 interface PidRecord {
@@ -93,6 +106,10 @@ export class ProcessRke2Services implements Rke2Services {
     const ticks = await processStartTicks(rec.pid);
     if (ticks !== undefined && ticks === rec.startTicks) return { active: true, pid: rec.pid };
     return { active: false, pid: rec.pid, exited: `rke2 ${role} (pid ${rec.pid}, started ${rec.startedAt}) is no longer running` };
+  }
+
+  async states(): Promise<Record<Rke2Role, ServiceState>> {
+    return { server: await this.state('server'), agent: await this.state('agent') };
   }
 
   async start(role: Rke2Role): Promise<void> {

@@ -76,3 +76,101 @@ describe('SystemdRke2Services', () => {
     }
   });
 });
+
+/**
+ * A systemctl stand-in that records each call and answers is-active from HV_TEST_SERVER_STATE and
+ * HV_TEST_AGENT_STATE, one line per unit in the order named (as systemctl does), 3 unless all are
+ * active; a journalctl stand-in for the diagnosis's log lines.
+ */
+const STATEFUL_SYSTEMCTL = `#!/bin/sh
+echo "systemctl $*" >> "$HV_TEST_EVENTS"
+[ "$1" = is-active ] || exit 0
+shift
+rc=0
+for u in "$@"; do
+  case "$u" in rke2-server.service) s=$HV_TEST_SERVER_STATE ;; rke2-agent.service) s=$HV_TEST_AGENT_STATE ;; *) s=unknown ;; esac
+  echo "$s"
+  [ "$s" = active ] || rc=3
+done
+exit $rc
+`;
+const JOURNALCTL = `#!/bin/sh
+echo "journalctl $*" >> "$HV_TEST_EVENTS"
+echo "rke2 stand-in: last line"
+`;
+
+describe('SystemdRke2Services and bringUp under systemd: one systemctl look before the start', () => {
+  async function withStandIns(states: { server: string; agent: string }, body: (root: string, events: string) => Promise<void>): Promise<string[]> {
+    const root = await mkdtemp(path.join(os.tmpdir(), 'hv-systemctl-'));
+    dirs.push(root);
+    const bin = path.join(root, 'bin');
+    await mkdir(bin);
+    await writeFile(path.join(bin, 'systemctl'), STATEFUL_SYSTEMCTL);
+    await writeFile(path.join(bin, 'journalctl'), JOURNALCTL);
+    await chmod(path.join(bin, 'systemctl'), 0o755);
+    await chmod(path.join(bin, 'journalctl'), 0o755);
+    const events = path.join(root, 'events');
+    const saved = { PATH: process.env.PATH, HV_TEST_EVENTS: process.env.HV_TEST_EVENTS, HV_TEST_SERVER_STATE: process.env.HV_TEST_SERVER_STATE, HV_TEST_AGENT_STATE: process.env.HV_TEST_AGENT_STATE };
+    Object.assign(process.env, { PATH: `${bin}:${process.env.PATH}`, HV_TEST_EVENTS: events, HV_TEST_SERVER_STATE: states.server, HV_TEST_AGENT_STATE: states.agent });
+    try {
+      await body(root, events);
+    } finally {
+      for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+    return (await readFile(events, 'utf8')).trim().split('\n');
+  }
+
+  it('states() reads both units from one is-active, each line to its role', async () => {
+    let got: unknown;
+    const calls = await withStandIns({ server: 'failed', agent: 'activating' }, async () => {
+      got = await new SystemdRke2Services().states();
+    });
+    expect(calls).toEqual(['systemctl is-active rke2-server.service rke2-agent.service']);
+    expect(got).toEqual({ server: { active: false, exited: 'unit failed' }, agent: { active: true, exited: undefined } });
+  });
+
+  it('states() with systemctl printing nothing (it failed) sees neither role running', async () => {
+    let got: unknown;
+    await withStandIns({ server: '', agent: '' }, async (root) => {
+      await writeFile(path.join(root, 'bin/systemctl'), '#!/bin/sh\necho "systemctl $*" >> "$HV_TEST_EVENTS"\necho "Failed to connect to bus" >&2\nexit 1\n');
+      got = await new SystemdRke2Services().states();
+    });
+    expect(got).toEqual({ server: { active: false, exited: undefined }, agent: { active: false, exited: undefined } });
+  });
+
+  async function bringUpServer(states: { server: string; agent: string }): Promise<{ calls: string[]; ready: boolean; reason?: string }> {
+    let out: { ready: boolean; reason?: string } = { ready: false };
+    const calls = await withStandIns(states, async (root) => {
+      await mkdir(path.join(root, 'etc/rancher/rke2/config.yaml.d'), { recursive: true });
+      await writeFile(path.join(root, 'etc/rancher/rke2/config.yaml.d/10-token.yaml'), 'token: t\nserver: https://10.0.0.9:9345\n');
+      const ctx: GuardContext = { root: (p: string) => path.join(root, p), log: new Logger(new MemorySink()), signal: new AbortController().signal, settings: {}, progress: () => undefined, now: Date.now };
+      const s = { ...RKE2_DEFAULTS, supervisor: 'systemd' as const, probeWindowMs: 300, probeIntervalMs: 50, apiServerUrl: 'https://127.0.0.1:9' };
+      out = await bringUp(ctx, { serverUrl: 'https://10.0.0.9', token: 't', install: { mode: 'join' } }, 'server', s, true);
+    });
+    return { calls, ...out };
+  }
+
+  it('a stopped server is started after one look at both units, and not asked about again within 5 s', async () => {
+    const r = await bringUpServer({ server: 'inactive', agent: 'inactive' });
+    expect(r.ready).toBe(false);
+    expect(r.reason).toContain('rke2-server not ready');
+    expect(r.reason).toContain('rke2 stand-in: last line');
+    expect(r.calls.filter((c) => c.startsWith('systemctl'))).toEqual(['systemctl is-active rke2-server.service rke2-agent.service', 'systemctl start --no-block rke2-server.service']);
+  });
+
+  it('a running agent role is stopped before the server starts, from the same look', async () => {
+    const r = await bringUpServer({ server: 'inactive', agent: 'active' });
+    expect(r.calls.filter((c) => c.startsWith('systemctl'))).toEqual([
+      'systemctl is-active rke2-server.service rke2-agent.service',
+      'systemctl stop rke2-agent.service',
+      'systemctl start --no-block rke2-server.service',
+    ]);
+  });
+
+  it('a running server is not started again', async () => {
+    const r = await bringUpServer({ server: 'active', agent: 'inactive' });
+    expect(r.calls.filter((c) => c.startsWith('systemctl'))).toEqual(['systemctl is-active rke2-server.service rke2-agent.service']);
+  });
+});
+

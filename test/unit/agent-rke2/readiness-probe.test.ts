@@ -8,7 +8,7 @@ import { readinessProbe } from '../../../agent/rke2/bringup.js';
 import type { Probe } from '../../../lib/wait.js';
 
 /** A health endpoint ready at look `readyAt` (1-based), a clock moved 1 s per look, and a counted state. */
-function fakes(readyAt: number, state: (call: number) => { active: boolean; exited?: string } = () => ({ active: true })) {
+function fakes(readyAt: number, state: (call: number) => { active: boolean; exited?: string } = () => ({ active: true }), stateSeenAt?: number) {
   let looks = 0;
   let clock = 0;
   const stateCalls: number[] = [];
@@ -18,7 +18,7 @@ function fakes(readyAt: number, state: (call: number) => { active: boolean; exit
     return looks >= readyAt ? { done: true, value: 'rke2-server ready' } : { done: false, reason: '/readyz: 500' };
   };
   return {
-    look: readinessProbe('server', probe, async () => { stateCalls.push(looks); return state(stateCalls.length); }, () => clock, 5000),
+    look: readinessProbe('server', probe, async () => { stateCalls.push(looks); return state(stateCalls.length); }, () => clock, 5000, stateSeenAt),
     stateCalls,
   };
 }
@@ -44,5 +44,23 @@ describe('readinessProbe', () => {
     for (let i = 1; i <= 5; i++) await f.look();
     await expect(f.look()).rejects.toThrow('unit failed');
     expect(f.stateCalls).toEqual([1, 6]);
+  });
+
+  it('a state the caller has just seen (the unit started or found running) is not asked again at the first look, only 5 s later', async () => {
+    const f = fakes(12, undefined, 0);
+    for (let i = 1; i < 12; i++) await f.look();
+    expect(await f.look()).toEqual({ done: true, value: 'rke2-server ready' });
+    // the clock is 0 at look 1, where bringUp saw the state: asked at looks 6 and 11 (5 s on) and at the ready one
+    expect(f.stateCalls).toEqual([6, 11, 12]);
+  });
+
+  it('with the state just seen, a service that stops is still named within 5 s, and a ready first look still asks', async () => {
+    const f = fakes(100, () => ({ active: false, exited: 'unit failed' }), 0);
+    for (let i = 1; i <= 5; i++) expect((await f.look()).done).toBe(false);
+    await expect(f.look()).rejects.toThrow('unit failed');
+    expect(f.stateCalls).toEqual([6]);
+    const g = fakes(1, () => ({ active: false }), 0);
+    await expect(g.look()).rejects.toThrow('rke2-server is not running');
+    expect(g.stateCalls).toEqual([1]);
   });
 });
