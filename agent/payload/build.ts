@@ -3,8 +3,11 @@
  *
  *   1. esbuild bundles agent/sea-entry.ts and everything it imports into one CommonJS file (Node 20's
  *      single-executable applications run one CommonJS script);
- *   2. `node --experimental-sea-config` turns it into a blob (no code cache: V8's cache differs from
- *      run to run, and the payload must be reproducible);
+ *   2. `node --experimental-sea-config` turns it into a blob with V8's code cache of the bundle, so a
+ *      booting node does not parse and compile 1.4 MB of JavaScript before the agent's first line. The
+ *      cache is made with V8's random seed fixed: with a random one its bytes differ from run to run,
+ *      and the payload must be reproducible (the seed is not part of the cache's check, so the cache
+ *      is still accepted by a node started without it);
  *   3. a copy of that same node binary is stripped, gets the blob injected (postject), then its ELF
  *      interpreter and library path set to the release's own lib/ (patchelf; in this order: patchelf
  *      first leaves a binary postject corrupts);
@@ -42,7 +45,11 @@ import { elfMachine } from '../../node/elf.js';
 /** Node's SEA sentinel (nodejs/node doc/api/single-executable-applications.md). */
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 /** Bumped when the build recipe changes, so an old payload is rebuilt. */
-const RECIPE = 'hvagent-payload-recipe-3';
+const RECIPE = 'hvagent-payload-recipe-4';
+/** V8's random seed while the code cache is made: any fixed value makes the cache's bytes reproducible. */
+const CODE_CACHE_SEED = 1;
+/** What node prints when V8 refuses a single-executable application's code cache. */
+const CODE_CACHE_REJECTED = 'Code cache data rejected';
 /** Every file's mtime (2023-11-14): fixed so copies can be compared and resumed by size and mtime. */
 export const PAYLOAD_EPOCH = 1_700_000_000;
 
@@ -146,8 +153,8 @@ async function writeSeaBinary(node: string, work: string, inputs: PayloadInputs,
   const seaConfig = path.join(work, 'sea-config.json');
   const blob = path.join(work, 'sea.blob');
   // Relative names: the blob records the main script's path, which must not be the random work dir.
-  await writeFile(seaConfig, JSON.stringify({ main: path.basename(inputs.bundle), output: path.basename(blob), disableExperimentalSEAWarning: true, useCodeCache: false, useSnapshot: false }));
-  await run(node, ['--experimental-sea-config', path.basename(seaConfig)], { cwd: work, timeoutMs: 120_000 });
+  await writeFile(seaConfig, JSON.stringify({ main: path.basename(inputs.bundle), output: path.basename(blob), disableExperimentalSEAWarning: true, useCodeCache: true, useSnapshot: false }));
+  await run(node, [`--random-seed=${CODE_CACHE_SEED}`, '--experimental-sea-config', path.basename(seaConfig)], { cwd: work, timeoutMs: 120_000 });
   await writeFile(binary, inputs.nodeBytes, { mode: 0o755 });
   await run('strip', ['--strip-all', binary], { timeoutMs: 120_000 });
   // @ts-expect-error postject ships no type declarations
@@ -176,6 +183,14 @@ async function smokeTest(stage: string, binary: string): Promise<void> {
   });
   if (smoke.exitCode !== 0 || !smoke.stdout.includes('usage: hvagent')) {
     throw new HvError(`the built hvagent does not run: exit ${smoke.exitCode}: ${smoke.stderr.trim().slice(0, 500)}`, { where: binary, exitCode: ExitCode.usage });
+  }
+  // Node only warns when V8 refuses the embedded cache: the agent would still run, compiling at every start.
+  if (smoke.stderr.includes(CODE_CACHE_REJECTED)) {
+    throw new HvError(`the built hvagent's V8 code cache is rejected by its own node: ${smoke.stderr.trim().slice(0, 500)}`, {
+      where: binary,
+      hint: 'the node that made the blob must be the one in the payload, run without V8 flags that change the cache check',
+      exitCode: ExitCode.usage,
+    });
   }
 }
 
