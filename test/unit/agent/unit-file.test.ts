@@ -48,6 +48,8 @@ describe('hvagent.service', () => {
     expect(words('Unit', 'RequiresMountsFor')).toEqual(expect.arrayContaining(['/oem', '/usr/local']));
     // network-online.target is what nm-online decides; hvagent replaces that check, it must not wait for it.
     expect(words('Unit', 'After')).not.toContain('network-online.target');
+    // But wanted, so the target is reached while the guards run, not after the agent starts RKE2 (After= it).
+    expect(words('Unit', 'Wants')).toContain('network-online.target');
     // The guards that need no containerd run while an image's containerd starts; image-preload waits for it.
     expect(words('Unit', 'After')).not.toContain('containerd.service');
   });
