@@ -20,6 +20,9 @@ let hv: Running | undefined;
 let port: number;
 const BIG = 64 * 1024 * 1024 + 1000;
 let bigSha: string;
+/** Several of the server's 64 KiB reads at 1468-byte blocks (44 blocks a read), ending in a part block. */
+const MID = 5 * 1024 * 1024 + 333;
+let mid: Buffer;
 
 async function start(): Promise<void> {
   hv = await startHvpxe(['serve', '--root', tree.root, '--profiles', path.join(dir, 'profiles.yaml'), '--listen', '127.0.0.1:0', '--tftp', '127.0.0.1:0', '--log-format', 'text', '--state-dir', path.join(dir, 'state')]);
@@ -33,6 +36,8 @@ beforeAll(async () => {
   const big = randomBytes(BIG);
   bigSha = createHash('sha256').update(big).digest('hex');
   await writeFile(path.join(tree.root, 'big.img'), big);
+  mid = randomBytes(MID);
+  await writeFile(path.join(tree.root, 'mid.img'), mid);
   await writeFile(path.join(dir, 'profiles.yaml'), profilesYaml(tree));
   await start();
 }, 120_000);
@@ -191,6 +196,13 @@ describe.concurrent('side by side', () => {
     });
   });
 
+  it('1468-byte blocks, which do not divide the server\'s 64 KiB reads: every byte arrives, in order, the last block short', async ({ expect }) => {
+    const blocks: number[] = [];
+    const got = await fetchFile('127.0.0.11', 'mid.img', { options: { blksize: '1468' }, onBlock: (n) => blocks.push(n), timeoutMs: 60_000 });
+    expect(got.data.equals(mid)).toBe(true);
+    expect(blocks).toHaveLength(Math.ceil(MID / 1468));
+  });
+
   describe('block numbers past 65535', () => {
     it.for([['512 (no option)', undefined], ['1024', '1024']] as const)('a %s-byte-block transfer of a 64 MiB + 1000 byte file arrives whole', async ([, blksize], { expect }) => {
       const got = await fetchFile('127.0.0.8', 'big.img', { options: blksize ? { blksize } : {}, timeoutMs: 240_000 });
@@ -205,7 +217,7 @@ describe('hvpxe TFTP under a flood, after the others', () => {
   it('from many addresses at once, never more than 64 transfers; the rest are told to try again', async () => {
     // Every slot free first: every transfer of the tests before has ended (the first flood's take 6
     // waits of 2 s at most), each address with its count of log lines.
-    const before: Record<string, number> = { '127.0.0.2': 64, '127.0.0.3': 1, '127.0.0.4': 1, '127.0.0.6': 1, '127.0.0.7': 1, '127.0.0.8': 2 };
+    const before: Record<string, number> = { '127.0.0.2': 64, '127.0.0.3': 1, '127.0.0.4': 1, '127.0.0.6': 1, '127.0.0.7': 1, '127.0.0.8': 2, '127.0.0.11': 1 };
     const pending = (): string[] => Object.entries(before).filter(([a, n]) => tftpLines(a).length < n).map(([a]) => a);
     await waitUntil(async () => (pending().length === 0 ? { done: true as const, value: true } : { done: false as const, reason: `not ended from ${pending().join(', ')}` }), { what: 'the earlier transfers to end', timeoutMs: 60_000, intervalMs: 200 });
     const clients = await Promise.all(Array.from({ length: 12 * 8 }, (_, i) => silentClient(`127.0.1.${1 + (i % 12)}`)));
