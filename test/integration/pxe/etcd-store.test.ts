@@ -14,6 +14,8 @@ import path from 'node:path';
 import { waitUntil } from '../../../lib/wait.js';
 import { adminGet, bootIpxe, machineOf, makeTree, profilesYaml, runHvpxe, startHvpxe, stopHvpxe, type Running, type Tree } from './harness.js';
 import { EtcdCluster } from './etcd-cluster.js';
+import { ETCD_REQUEST_TIMEOUT_MS } from '../../../pxe/etcd-client.js';
+import { BOOK_LIMITS } from '../../../pxe/machine-book.js';
 
 let dir: string;
 let tree: Tree;
@@ -182,7 +184,9 @@ describe('hvpxe on etcd when members fail', () => {
     expect((await bootIpxe(a, 'mac=52:54:00:00:00:02&platform=pcbios')).script).toMatch(INSTALL);
     expect(a.stderr.join('')).toContain('machine store available again');
     // The lost report: whether it finished is unknown, so it boots its disk, here and at a server that never saw the report.
-    await waitUntil(async () => ((await machineOf(a, 'spare-525400000033')).hold ? { done: true as const, value: true } : { done: false as const, reason: 'not held yet' }), { what: 'the hold for the lost report', timeoutMs: 10_000, intervalMs: 100 });
+    // A retry that began during the outage waits out the store client's deadline before the next one.
+    const holdWithinMs = ETCD_REQUEST_TIMEOUT_MS + BOOK_LIMITS.lostSuccessRetryMs + 10_000;
+    await waitUntil(async () => ((await machineOf(a, 'spare-525400000033')).hold ? { done: true as const, value: true } : { done: false as const, reason: 'not held yet' }), { what: 'the hold for the lost report', timeoutMs: holdWithinMs, intervalMs: 100 });
     expect((await machineOf(a, 'spare-525400000033')).hold.why).toMatch(/^its install reported success at .* while the machine store could not be written/);
     const b = await startServer('b');
     servers.push(b);
