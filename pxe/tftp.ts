@@ -53,10 +53,10 @@ class Transfer {
   private packet: Buffer = Buffer.alloc(0);
   private readonly lock: LockStep;
   private readonly data: Buffer;
-  /** The file's bytes from `aheadStart` (a whole number of blocks, or to the end of the file), in `aheadBuf`. */
-  private aheadBuf: Buffer | undefined;
-  private ahead: Buffer = Buffer.alloc(0);
+  /** The file's bytes from `aheadStart`: `aheadBytes` of them (a whole number of blocks, or to the end of the file). */
+  private ahead: Buffer | undefined;
   private aheadStart = 0;
+  private aheadBytes = 0;
 
   constructor(
     private readonly peer: dgram.Socket,
@@ -115,14 +115,13 @@ class Transfer {
   /** Copies a block of the file into the packet, reading the next READ_AHEAD_BYTES when it is not in memory. */
   private async fileBytes(fh: FileHandle, offset: number, length: number): Promise<number> {
     if (length === 0) return 0;
-    if (offset < this.aheadStart || offset + length > this.aheadStart + this.ahead.length) {
-      this.aheadBuf ??= Buffer.alloc(Math.max(1, Math.floor(READ_AHEAD_BYTES / this.n.blockSize)) * this.n.blockSize);
-      const { bytesRead } = await fh.read(this.aheadBuf, 0, this.aheadBuf.length, offset);
-      this.ahead = this.aheadBuf.subarray(0, bytesRead);
+    if (!this.ahead || offset < this.aheadStart || offset + length > this.aheadStart + this.aheadBytes) {
+      this.ahead ??= Buffer.alloc(Math.max(1, Math.floor(READ_AHEAD_BYTES / this.n.blockSize)) * this.n.blockSize);
+      this.aheadBytes = (await fh.read(this.ahead, 0, this.ahead.length, offset)).bytesRead;
       this.aheadStart = offset;
     }
     const at = offset - this.aheadStart;
-    return this.ahead.copy(this.data, 4, at, at + length);
+    return this.ahead.copy(this.data, 4, at, Math.min(at + length, this.aheadBytes));
   }
 
   /** Waits for the next packet until `until`; undefined at the deadline. */
