@@ -8,6 +8,7 @@ import { fetchDebianPackage } from './debian-package.js';
 import { copyKernelModules } from './kernel-modules.js';
 import { FALLBACK_EPOCH, packCpio } from './reproducible.js';
 import { BUSYBOX } from './host-tools.js';
+import { POWEROFF_AFTER_OUTPUT } from './poweroff-after-output.js';
 
 export interface BootChainOptions {
   /** Where the downloaded kernel package and its unpacked tree are kept between runs. */
@@ -88,7 +89,7 @@ async function sha256Of(file: string): Promise<string> {
 }
 
 /** PID 1 of the test initramfs: the cos-img boot chain. Prints HVTEST-INITRD lines for tests. */
-const INITRD_INIT = `#!/bin/busybox sh
+export const INITRD_INIT = `#!/bin/busybox sh
 /bin/busybox --install -s /bin
 export PATH=/bin
 mount -t proc proc /proc
@@ -108,7 +109,7 @@ while [ $i -lt 30 ]; do
   dev=$(findfs "LABEL=$label" 2>/dev/null) && break
   sleep 1; i=$((i + 1))
 done
-fail() { echo "HVTEST-INITRD-FAILED $*"; sleep 1; poweroff -f; }
+fail() { echo "HVTEST-INITRD-FAILED $*"; ${POWEROFF_AFTER_OUTPUT}; }
 [ -n "$dev" ] || fail "no device labelled $label"
 mount -o ro "$dev" /state || fail "cannot mount $dev"
 [ -f "/state$img" ] || fail "no image $img on $dev"

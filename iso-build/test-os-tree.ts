@@ -4,6 +4,7 @@ import path from 'node:path';
 import { HvError, ExitCode } from '../lib/errors.js';
 import { run } from '../lib/exec.js';
 import { BUSYBOX } from './host-tools.js';
+import { POWEROFF_AFTER_OUTPUT } from './poweroff-after-output.js';
 
 export interface TestOsTreeOptions {
   /** os-release NAME / VERSION_ID; default "hvinstall test OS" / "0.1". */
@@ -84,7 +85,7 @@ export async function buildTestOsTree(dir: string, opts: TestOsTreeOptions = {})
 }
 
 /** The installed test system's init: says which image it booted, then powers off (for e2e tests). */
-const INIT_SCRIPT = `#!/bin/sh
+export const INIT_SCRIPT = `#!/bin/sh
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 mount -t devtmpfs dev /dev
 mount -t proc proc /proc
@@ -94,7 +95,7 @@ img=$(sed -n 's/.*cos-img\\/filename=\\([^ ]*\\).*/\\1/p' /proc/cmdline)
 echo "HVTEST-BOOTED image=$img os=$NAME"
 echo "HVTEST-CMDLINE $(cat /proc/cmdline)"
 sync
-poweroff -f
+${POWEROFF_AFTER_OUTPUT}
 `;
 
 const PAYLOAD_FILE = 64 * 1024 * 1024;

@@ -1,3 +1,4 @@
+import { POWEROFF_AFTER_OUTPUT } from '../poweroff-after-output.js';
 /**
  * PID 1 of the live installer's root (after the initramfs, initramfs-init.ts, switch_rooted into it
  * with /dev, /proc, /sys and /run moved along, the boot medium at /run/initramfs/live). It brings up
@@ -61,7 +62,7 @@ finish() {
   sync
   if [ "$(arg hvlive.on_failure)" = poweroff ] || [ "$2" = ok ]; then
     echo "HV-LIVE: powering off"
-    poweroff -f
+    ${POWEROFF_AFTER_OUTPUT}
   fi
   echo "HV-LIVE: the install did not complete; a shell follows (the journal and log are under /var/lib/hvinstall)"
   exec sh

@@ -1,3 +1,4 @@
+import { POWEROFF_AFTER_OUTPUT } from '../poweroff-after-output.js';
 /**
  * PID 1 of the small initramfs (stage 1). It finds the boot medium by its ISO 9660 volume label
  * (COS_LIVE, as Harvester's ISO; no kernel parameter needed), mounts it at /run/initramfs/live (where
@@ -94,7 +95,7 @@ find_medium() {
 
 failed() {
   echo "HV-LIVE-RESULT $1"
-  if [ "$(arg hvlive.on_failure)" = poweroff ]; then say "powering off"; sync; poweroff -f; fi
+  if [ "$(arg hvlive.on_failure)" = poweroff ]; then say "powering off"; sync; ${POWEROFF_AFTER_OUTPUT}; fi
   say "a shell follows; exit it to try again"
   sh
 }

@@ -1,20 +1,12 @@
 /**
  * Shared by the integration tests that boot a QEMU guest (bonding, PXE, the test OS initramfs):
  * copying a host binary and the shared libraries ldd names into an initramfs tree at the same
- * paths, the kernel for a direct PVH boot, and how a guest script ends.
+ * paths, and the kernel for a direct PVH boot.
  */
 import { chmod, copyFile, mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { run } from '../../lib/exec.js';
-
-/**
- * The last line of a guest script (busybox): `poweroff -f` stops the machine at once, without
- * waiting for the serial console to send what is still queued, so the last lines were lost and the
- * kernel's "reboot: Power down" landed inside a JSON line (seen in bond-qemu). busybox's stty sets
- * the console's modes with TCSETSW, which returns once the queued output has been sent.
- */
-export const POWEROFF_AFTER_OUTPUT = 'stty -tostop <&1 2> /dev/null; poweroff -f';
 
 export async function copyWithLibs(bin: string, root: string): Promise<void> {
   const dest = path.join(root, bin);

@@ -10,7 +10,8 @@ import { chmod, copyFile, cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'no
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { run } from '../../../lib/exec.js';
-import { copyWithLibs, POWEROFF_AFTER_OUTPUT } from '../guest-initrd.js';
+import { POWEROFF_AFTER_OUTPUT } from '../../../iso-build/poweroff-after-output.js';
+import { copyWithLibs } from '../guest-initrd.js';
 import { fetchDebianKernel } from '../../../iso-build/boot-chain.js';
 import { freePort, machineOf, REPO, scriptUrls, sha256, startHvpxe, stopHvpxe, type Running } from './harness.js';
 

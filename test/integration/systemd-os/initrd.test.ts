@@ -18,7 +18,8 @@ import { buildTestOsTree } from '../../../iso-build/index.js';
 import { buildCosInitrd } from '../../../iso-build/systemd-os/initrd.js';
 import { systemdOsFile } from '../../../iso-build/systemd-os/files.js';
 import { renderYip } from '../../../installer/render/yip.js';
-import { POWEROFF_AFTER_OUTPUT, pvhKernel } from '../guest-initrd.js';
+import { POWEROFF_AFTER_OUTPUT } from '../../../iso-build/poweroff-after-output.js';
+import { pvhKernel } from '../guest-initrd.js';
 
 const KERNEL_CACHE = process.env.HV_KERNEL_CACHE ?? '/var/cache/hvinstall/debian-kernel';
 const BOOT_DEADLINE_MS = 240_000;

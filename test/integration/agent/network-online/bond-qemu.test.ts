@@ -11,7 +11,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StatusDocument } from '../../../../agent/guard.js';
 import { bootGuest, buildBondGuest } from './bond-guest.js';
-import { POWEROFF_AFTER_OUTPUT } from '../../guest-initrd.js';
+import { POWEROFF_AFTER_OUTPUT } from '../../../../iso-build/poweroff-after-output.js';
 
 const SCRIPT = String.raw`
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev; mount -t tmpfs tmp /tmp
