@@ -54,7 +54,7 @@ export interface CertificateFacts {
   /** Report (and send an Event) when a certificate has fewer days left than this. */
   warnDays: number;
   bootstrapper: 'rancherd' | 'hvagent';
-  /** rke2-server runs now: hvagent does not stop it to rotate. */
+  /** rke2-server runs now: hvagent does not stop it to rotate. Read only when server certificates expired. */
   rke2ServerRunning: boolean;
   /** hvagent has not started RKE2 yet in this run (the guard's reconcile); the daily watch only reports. */
   beforeStart: boolean;
@@ -141,10 +141,15 @@ function whyNotRotate(f: CertificateFacts, expired: RotationRecord['expired']): 
   return undefined;
 }
 
+/** The server certificates (not CAs) expired at nowMs: what `rke2 certificate rotate` renews. */
+export function expiredServerCertificates(rows: CertificateRow[]): RotationRecord['expired'] {
+  return rows.filter((r) => r.scope === 'server' && !r.ca && r.level === 'expired').map((r) => ({ path: r.path, notAfter: r.notAfter }));
+}
+
 export function planCertificates(f: CertificateFacts): CertificatePlan {
   const rows = certificateRows(f.certs, f.nowMs, f.warnDays);
   const notes: string[] = f.unreadable.map((u) => `${u.path}: ${u.problem}`);
-  const serverExpired = rows.filter((r) => r.scope === 'server' && !r.ca && r.level === 'expired').map((r) => ({ path: r.path, notAfter: r.notAfter }));
+  const serverExpired = expiredServerCertificates(rows);
   let rotate: CertificatePlan['rotate'];
   let failure: string | undefined;
   if (serverExpired.length) {

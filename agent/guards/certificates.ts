@@ -12,7 +12,7 @@ import { parseDuration } from '../settings.js';
 import { rke2Settings, type Rke2Settings } from '../rke2/settings.js';
 import { chooseServices } from '../rke2/services.js';
 import { nodeNameOf } from '../rke2/role.js';
-import { planCertificates, type CertificatePlan, type RotationRecord } from '../certs/plan.js';
+import { certificateRows, expiredServerCertificates, planCertificates, type CertificatePlan, type RotationRecord } from '../certs/plan.js';
 import { readCertificates, RKE2_DATA_DIR } from '../certs/observe.js';
 import { loadRotationRecord, rotateCertificates, saveRotationRecord } from '../certs/rotation.js';
 import { certificateEvent, sendCertificateEvent } from '../certs/event.js';
@@ -53,9 +53,12 @@ async function look(ctx: GuardContext, s: CertSettings, beforeStart: boolean): P
   const observed = await readCertificates(ctx.root, s.dataDir);
   const { record, problem } = await loadRotationRecord(ctx.root);
   const hvagent = ctx.bootstrapper !== 'rancherd';
-  // Asked only where it can change the plan: before hvagent starts RKE2 itself.
-  const running = hvagent && beforeStart ? (await (await chooseServices(s.rke2.supervisor, s.rke2.binary, ctx.root, s.rke2.env)).state('server')).active : false;
-  const plan = planCertificates({ ...observed, nowMs: ctx.now(), warnDays: s.warnDays, bootstrapper: hvagent ? 'hvagent' : 'rancherd', rke2ServerRunning: running, beforeStart, record });
+  const nowMs = ctx.now();
+  // Asked only where it can change the plan: before hvagent starts RKE2 itself, with server
+  // certificates to rotate. Every other boot skips a systemctl run on the way to RKE2's start.
+  const asks = hvagent && beforeStart && expiredServerCertificates(certificateRows(observed.certs, nowMs, s.warnDays)).length > 0;
+  const running = asks ? (await (await chooseServices(s.rke2.supervisor, s.rke2.binary, ctx.root, s.rke2.env)).state('server')).active : false;
+  const plan = planCertificates({ ...observed, nowMs, warnDays: s.warnDays, bootstrapper: hvagent ? 'hvagent' : 'rancherd', rke2ServerRunning: running, beforeStart, record });
   if (problem) plan.notes.push(problem);
   return { plan, record };
 }

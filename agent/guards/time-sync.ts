@@ -12,7 +12,7 @@ import type { Guard, GuardContext, GuardResult } from '../guard.js';
 import { parseDuration } from '../settings.js';
 import { judgeClock, type ClockFacts, type ClockJudgement, type ClockWant, type TimeDaemonKind } from '../time/clock.js';
 import { installFinishedAt, joinServerClockUrl, observeDaemon, observeServerClock, type TimeObserveOptions } from '../time/observe.js';
-import { restartTimesyncd, timesyncdNeedsNudge, type TimesyncdRestart } from '../time/nudge.js';
+import { nudgeTimesyncd, timesyncdNeedsNudge, type TimesyncdRestart } from '../time/nudge.js';
 
 export const TIMESYNCD_SYNC_FILE = '/run/systemd/timesync/synchronized';
 const TIMESYNCD_BINARIES = ['/usr/lib/systemd/systemd-timesyncd', '/lib/systemd/systemd-timesyncd'];
@@ -60,7 +60,7 @@ function restartSetting(v: unknown): TimesyncdRestart {
   return 'auto';
 }
 
-/** The node roots whose timesyncd this agent process has restarted (once each: see time/nudge.ts). */
+/** The node roots whose timesyncd this agent process has asked to try its servers (once each: see time/nudge.ts). */
 const nudged = new Set<string>();
 
 /** When this agent process first looked at the clock, per node root: the synchronisation wait starts there. */
@@ -107,7 +107,7 @@ async function reconcile(ctx: GuardContext): Promise<GuardResult> {
     last = judgement.text;
     if (timesyncdNeedsNudge(facts.daemon, nudged.has(ctx.root('/')))) {
       nudged.add(ctx.root('/'));
-      ctx.log.info('systemd-timesyncd asked to try its servers now (the network is online; its next try could be minutes away)', { detail: await restartTimesyncd(t.restartTimesyncd, ctx.root('/')) });
+      ctx.log.info('systemd-timesyncd asked to try its servers now (the network is online; its next try could be minutes away)', { detail: await nudgeTimesyncd(t.restartTimesyncd, ctx.root('/')) });
       continue;
     }
     ctx.progress(judgement.text);

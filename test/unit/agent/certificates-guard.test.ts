@@ -102,6 +102,69 @@ describe('certificates guard (reconcile, a stand-in rke2 script)', () => {
   });
 });
 
+/** A `systemctl` first on PATH that records its arguments and says rke2-server is `state`. */
+async function withSystemctl<T>(state: string, body: (calls: () => Promise<string[]>) => Promise<T>): Promise<T> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'hv-certs-systemctl-'));
+  dirs.push(dir);
+  const log = path.join(dir, 'calls');
+  await writeFile(path.join(dir, 'systemctl'), `#!/bin/sh\necho "$@" >> '${log}'\necho ${state}\n`);
+  await chmod(path.join(dir, 'systemctl'), 0o755);
+  const before = process.env.PATH;
+  process.env.PATH = `${dir}:${before ?? ''}`;
+  try {
+    return await body(async () => (await readFile(log, 'utf8').catch(() => '')).split('\n').filter(Boolean));
+  } finally {
+    process.env.PATH = before;
+  }
+}
+
+describe("certificates guard: whether rke2-server runs is asked only when it matters", () => {
+  it('a fresh node (no certificates) is judged without asking systemd', async () => {
+    const s = await setup('renews');
+    await rm(s.ctx('hvagent', '2026-07-01T00:00:00Z').root(SERVING));
+    await withSystemctl('active', async (systemctl) => {
+      const ctx = s.ctx('hvagent', '2026-07-01T00:00:00Z');
+      ctx.settings = { ...ctx.settings, supervisor: 'systemd' };
+      expect(await certificates.reconcile(ctx)).toEqual({ status: 'ok', detail: 'no RKE2 certificates yet (RKE2 makes them at its first start)' });
+      expect(await systemctl()).toEqual([]);
+    });
+  });
+
+  it('certificates within their dates are judged without asking systemd', async () => {
+    const s = await setup('renews');
+    await withSystemctl('active', async (systemctl) => {
+      const ctx = s.ctx('hvagent', '2026-05-20T12:00:00Z');
+      ctx.settings = { ...ctx.settings, supervisor: 'systemd' };
+      expect(await certificates.reconcile(ctx)).toMatchObject({ status: 'ok' });
+      expect(await systemctl()).toEqual([]);
+    });
+  });
+
+  it('an expired server certificate with rke2-server running: asked, and not rotated under it', async () => {
+    const s = await setup('renews');
+    await withSystemctl('active', async (systemctl) => {
+      const ctx = s.ctx('hvagent', '2026-07-01T00:00:00Z');
+      ctx.settings = { ...ctx.settings, supervisor: 'systemd' };
+      const r = await certificates.reconcile(ctx);
+      expect(await systemctl()).toEqual(['is-active rke2-server.service']);
+      expect(await s.calls()).toEqual([]);
+      expect(r).toMatchObject({ status: 'ok', detail: 'EXPIRED: 1 of 1 RKE2 certificates; soonest: serving-kube-apiserver.crt expired on 2026-06-01' });
+      expect(ctx.reported.at(-1)).toMatchObject({ notes: [expect.stringMatching(/^rke2-server is running: hvagent rotates only before it starts RKE2/)] });
+    });
+  });
+
+  it('an expired server certificate with rke2-server stopped: asked, then rotated', async () => {
+    const s = await setup('renews');
+    await withSystemctl('inactive', async (systemctl) => {
+      const ctx = s.ctx('hvagent', '2026-07-01T00:00:00Z');
+      ctx.settings = { ...ctx.settings, supervisor: 'systemd' };
+      expect(await certificates.reconcile(ctx)).toMatchObject({ status: 'ok', detail: expect.stringMatching(/^rotated the expired server certificates/) });
+      expect(await s.calls()).toHaveLength(1);
+      expect(await systemctl()).toEqual(['is-active rke2-server.service']);
+    });
+  });
+});
+
 describe('certificates guard (watch)', () => {
   it('looks every appearInterval while certificates appear in the first 15 minutes, every waitInterval while RKE2 may still make them, then every checkInterval', () => {
     const s = { checkIntervalMs: 86_400_000, waitIntervalMs: 60_000, appearIntervalMs: 5_000 };
