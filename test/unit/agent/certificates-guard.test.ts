@@ -118,13 +118,18 @@ async function withSystemctl<T>(state: string, body: (calls: () => Promise<strin
   }
 }
 
+/** The context with the systemd supervisor: rke2-server's state is asked of `systemctl`. */
+function underSystemd<T extends GuardContext>(ctx: T): T {
+  ctx.settings = { ...ctx.settings, supervisor: 'systemd' };
+  return ctx;
+}
+
 describe("certificates guard: whether rke2-server runs is asked only when it matters", () => {
   it('a fresh node (no certificates) is judged without asking systemd', async () => {
     const s = await setup('renews');
     await rm(s.ctx('hvagent', '2026-07-01T00:00:00Z').root(SERVING));
     await withSystemctl('active', async (systemctl) => {
-      const ctx = s.ctx('hvagent', '2026-07-01T00:00:00Z');
-      ctx.settings = { ...ctx.settings, supervisor: 'systemd' };
+      const ctx = underSystemd(s.ctx('hvagent', '2026-07-01T00:00:00Z'));
       expect(await certificates.reconcile(ctx)).toEqual({ status: 'ok', detail: 'no RKE2 certificates yet (RKE2 makes them at its first start)' });
       expect(await systemctl()).toEqual([]);
     });
@@ -133,8 +138,7 @@ describe("certificates guard: whether rke2-server runs is asked only when it mat
   it('certificates within their dates are judged without asking systemd', async () => {
     const s = await setup('renews');
     await withSystemctl('active', async (systemctl) => {
-      const ctx = s.ctx('hvagent', '2026-05-20T12:00:00Z');
-      ctx.settings = { ...ctx.settings, supervisor: 'systemd' };
+      const ctx = underSystemd(s.ctx('hvagent', '2026-05-20T12:00:00Z'));
       expect(await certificates.reconcile(ctx)).toMatchObject({ status: 'ok' });
       expect(await systemctl()).toEqual([]);
     });
@@ -143,8 +147,7 @@ describe("certificates guard: whether rke2-server runs is asked only when it mat
   it('an expired server certificate with rke2-server running: asked, and not rotated under it', async () => {
     const s = await setup('renews');
     await withSystemctl('active', async (systemctl) => {
-      const ctx = s.ctx('hvagent', '2026-07-01T00:00:00Z');
-      ctx.settings = { ...ctx.settings, supervisor: 'systemd' };
+      const ctx = underSystemd(s.ctx('hvagent', '2026-07-01T00:00:00Z'));
       const r = await certificates.reconcile(ctx);
       expect(await systemctl()).toEqual(['is-active rke2-server.service']);
       expect(await s.calls()).toEqual([]);
@@ -156,8 +159,7 @@ describe("certificates guard: whether rke2-server runs is asked only when it mat
   it('an expired server certificate with rke2-server stopped: asked, then rotated', async () => {
     const s = await setup('renews');
     await withSystemctl('inactive', async (systemctl) => {
-      const ctx = s.ctx('hvagent', '2026-07-01T00:00:00Z');
-      ctx.settings = { ...ctx.settings, supervisor: 'systemd' };
+      const ctx = underSystemd(s.ctx('hvagent', '2026-07-01T00:00:00Z'));
       expect(await certificates.reconcile(ctx)).toMatchObject({ status: 'ok', detail: expect.stringMatching(/^rotated the expired server certificates/) });
       expect(await s.calls()).toHaveLength(1);
       expect(await systemctl()).toEqual(['is-active rke2-server.service']);
