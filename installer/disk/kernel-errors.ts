@@ -76,20 +76,39 @@ const SUPPRESSED = /^(?:blk_print_req_error|print_req_error|buffer_io_error|blk_
 /** What the kernel said about I/O errors on these disks since `since`: the first error, or why there is none. */
 export type KernelIoReport = { error: KernelIoError; suppressed: string[] } | { error?: undefined; suppressed: string[] };
 
+/** The last timestamp in `dmesg` output (seconds since boot), or undefined when no line has one. Pure. */
+export function lastKernelStamp(dmesg: string): number | undefined {
+  const lines = dmesg.trimEnd().split('\n');
+  for (let i = lines.length - 1; i >= 0; i--) {
+    const stamped = STAMP.exec(lines[i]!.trim());
+    if (stamped) return Number(stamped[1]);
+  }
+  return undefined;
+}
+
+/** One read of the kernel log: what it said about the disks (undefined: nothing), and the last timestamp it held. */
+export interface KernelLogRead {
+  report?: KernelIoReport;
+  /** The newest line's timestamp: lines logged after the read have later ones. */
+  readTo?: number;
+}
+
 /**
- * The first I/O error the kernel logged about these disks since `since` (seconds since boot), if it
- * can be read: the block layer's (which has the byte) when there is one, else the first other. The
- * kernel rate-limits those lines across all devices (ten per five seconds); when it dropped some and
- * none about our disks is left, or none with the byte, the report carries the kernel's notices.
+ * The first I/O error the kernel logged about these disks since `since` (seconds since boot): the
+ * block layer's (which has the byte) when there is one, else the first other. The kernel
+ * rate-limits those lines across all devices (ten per five seconds); when it dropped some and none
+ * about our disks is left, or none with the byte, the report carries the kernel's notices.
+ * Undefined when the log cannot be read.
  */
-export async function firstKernelIoError(disks: readonly string[], since: number): Promise<KernelIoReport | undefined> {
+export async function firstKernelIoError(disks: readonly string[], since: number): Promise<KernelLogRead | undefined> {
   const r = await run('dmesg', [], { allowFailure: true, timeoutMs: 30_000 }).catch(() => undefined);
   if (!r || r.exitCode !== 0) return undefined;
   const errors = parseKernelIoErrors(r.stdout, disks).filter((e) => e.at >= since);
   const first = errors.find((e) => e.offset !== undefined) ?? errors[0];
   const suppressed = parseSuppressedIoReports(r.stdout, since);
-  if (first) return { error: first, suppressed };
-  return suppressed.length ? { suppressed } : undefined;
+  const readTo = lastKernelStamp(r.stdout);
+  if (first) return { report: { error: first, suppressed }, readTo };
+  return { report: suppressed.length ? { suppressed } : undefined, readTo };
 }
 
 /** "write error at byte N of /dev/X (kernel: …)", or "write error on /dev/X (kernel: …)" without a byte. */

@@ -315,8 +315,12 @@ async function waitOutStuckCommands(r: PipelineRun): Promise<void> {
 async function kernelNote(r: PipelineRun, err: unknown): Promise<string> {
   if (!r.since) return '';
   const disks = installDisks(r.plan);
-  const report = await firstKernelIoError(disks, r.since - 1).catch(() => undefined);
-  return kernelIoNote(report, disks, String((err as Error)?.message));
+  const since = r.since - 1;
+  const read = await firstKernelIoError(disks, since).catch(() => undefined);
+  // Which stretch of the kernel log the error's note comes from: what the disk does later (the
+  // invalidation's writes) is not in it.
+  r.log.info('kernel log read for I/O errors', { disks, since, readTo: read?.readTo ?? null, found: read?.report?.error?.line ?? null, suppressed: read?.report?.suppressed ?? [], readable: read !== undefined });
+  return kernelIoNote(read?.report, disks, String((err as Error)?.message));
 }
 
 /** Only a disk this run started to change is invalidated; a refused guard touched nothing. */

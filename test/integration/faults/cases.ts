@@ -207,6 +207,15 @@ export function atStep(step: string, disk: FaultDisk, rules: FaultRule[]): (stdo
   };
 }
 
+/** The last `kernel log read for I/O errors` line of the install log the run's error names. */
+async function kernelLogRead(stderr: string): Promise<{ readTo: number | null; readable: boolean } | undefined> {
+  const file = /^\s*log: (\S+\.install\.log)$/m.exec(stderr)?.[1];
+  if (!file) return undefined;
+  const lines = (await readFile(file, 'utf8').catch(() => '')).split('\n').filter((l) => l.includes('"kernel log read for I/O errors"'));
+  const last = lines.at(-1);
+  return last ? (JSON.parse(last) as { readTo: number | null; readable: boolean }) : undefined;
+}
+
 /** The kernel's block-layer message about this disk, as the error must quote it. */
 const kernelLine = (dev: string): RegExp => new RegExp(`(write error at byte \\d+ of ${dev} \\(kernel: I/O error, dev ${path.basename(dev)}, sector \\d+|(write|I/O) error on ${dev}(p\\d+)? \\(kernel: .*I/O error)`);
 
@@ -215,7 +224,11 @@ const kernelLine = (dev: string): RegExp => new RegExp(`(write error at byte \\d
  * error lines (ten per five seconds across every device: the other integration fork's faults count
  * too), says so with the kernel's own "callbacks suppressed" notice, which dmesg must hold; or says
  * nothing of the kernel, which is right only when dmesg holds no I/O error line about this disk
- * from the run's start to its failed step (dropped before the kernel printed any notice).
+ * from the run's start to the kernel log the run read for its error (dropped before the kernel
+ * printed any notice). That read is the install log's `kernel log read for I/O errors` line: its
+ * `readTo` is the newest line the run saw, so the lines of what the failed run did next (its
+ * invalidation writes the same bytes again) do not count, however late this process saw the
+ * failed step.
  */
 export async function expectKernelWord(r: Verdict, dev: string): Promise<void> {
   const { stderr } = r;
@@ -229,13 +242,17 @@ export async function expectKernelWord(r: Verdict, dev: string): Promise<void> {
     }
     return;
   }
-  const { from, to } = r.kernelWindow;
-  expect(to, `the run's output never said a step failed:\n${stderr}`).toBeDefined();
+  const { from } = r.kernelWindow;
+  expect(r.kernelWindow.to, `the run's output never said a step failed:\n${stderr}`).toBeDefined();
+  const read = await kernelLogRead(stderr);
+  expect(read, `the install log has no line saying which kernel log the run read for its error:\n${stderr}`).toBeDefined();
+  expect(read!.readable, `the run could not read the kernel log:\n${stderr}`).toBe(true);
+  const to = Math.min(r.kernelWindow.to!, read!.readTo ?? Infinity);
   const name = path.basename(dev);
   const about = new RegExp(`(error, dev ${name}(p\\d+)?,? sector|I/O error on dev ${name}(p\\d+)?,|EXT4-fs \\(${name}p\\d+\\): I/O error|I/O error .* for ${name}p\\d+-)`);
   const seen = dmesg.split('\n').filter((l) => {
     const m = /^\[\s*(\d+\.\d+)\]\s+(.*)$/.exec(l.trim());
-    return m !== null && Number(m[1]) >= from && Number(m[1]) <= to! && about.test(m[2]!);
+    return m !== null && Number(m[1]) >= from && Number(m[1]) <= to && about.test(m[2]!);
   });
   expect(seen, `the kernel logged these about ${dev} before the failure, and the error quotes none:\n${stderr}`).toEqual([]);
 }

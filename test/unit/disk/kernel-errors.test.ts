@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { describeKernelIoError, kernelIoNote, parseKernelIoErrors, parseSuppressedIoReports } from '../../../installer/disk/kernel-errors.js';
+import { describeKernelIoError, kernelIoNote, lastKernelStamp, parseKernelIoErrors, parseSuppressedIoReports } from '../../../installer/disk/kernel-errors.js';
 
 const DMESG = `[  865.064684] EXT4-fs (loop6p2): mounted filesystem fd3c212b r/w with ordered data mode.
 [  895.545612] I/O error, dev loop1, sector 2048 op 0x1:(WRITE) flags 0xc800 phys_seg 128 prio class 2
@@ -78,5 +78,17 @@ describe('kernelIoNote', () => {
     expect(kernelIoNote({ suppressed: ['blk_print_req_error: 3 callbacks suppressed'] }, ['/dev/loop1'], 'x')).toBe(
       '\nthe kernel logged no I/O error line about /dev/loop1 in this run: it rate-limited them (blk_print_req_error: 3 callbacks suppressed); dmesg around the failure may still show the device',
     );
+  });
+});
+
+describe('lastKernelStamp', () => {
+  it("is the newest line's time, past unstamped continuation lines and the trailing newline", () => {
+    const dmesg = '[   12.500000] loop1: detected capacity change\n[65198.557432] I/O error, dev loop355, sector 0 op 0x1:(WRITE) flags 0xc800\n  continuation without a stamp\n\n';
+    expect(lastKernelStamp(dmesg)).toBe(65198.557432);
+  });
+
+  it('is undefined for a log with no stamped line', () => {
+    expect(lastKernelStamp('')).toBeUndefined();
+    expect(lastKernelStamp('dmesg: read kernel buffer failed: Operation not permitted\n')).toBeUndefined();
   });
 });
