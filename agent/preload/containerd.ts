@@ -1,6 +1,11 @@
-/** The few ctr calls the preload needs, each with a deadline (lib/exec run()). */
+/**
+ * What the preload asks containerd, each with a deadline: whether it answers and which images it
+ * holds over its API (containerd-api.ts), with ctr (lib/exec run()) behind it for a containerd
+ * whose answer the API client does not understand; removing images through ctr.
+ */
 import { stat } from 'node:fs/promises';
 import { run, CommandError } from '../../lib/exec.js';
+import { apiImageNames, apiVersion, ContainerdApiError } from './containerd-api.js';
 
 export interface CtrTarget {
   ctr: string;
@@ -18,30 +23,69 @@ async function noSocket(t: CtrTarget): Promise<string | null> {
   return st.isSocket() ? null : 'it is not a socket';
 }
 
+function lastLine(err: unknown): string {
+  return err instanceof CommandError ? (err.stderr.trim().split('\n').pop() ?? err.message) : (err as Error).message;
+}
+
+/** ctr failed after the API's answer could not be used: both reasons. */
+class CtrAfterApiError extends Error {
+  constructor(
+    readonly ctrError: Error,
+    readonly why: string,
+  ) {
+    super(`${ctrError.message} (${why})`);
+    this.name = 'CtrAfterApiError';
+  }
+}
+
+/**
+ * Asks the API first; where it got an answer it could not use, ctr asks again (the API client is
+ * this file's, ctr is containerd's own). Where nothing answered the API, ctr would not reach it
+ * either, and is not started.
+ */
+async function apiThenCtr<T>(api: () => Promise<T>, ctr: () => Promise<T>, what: string): Promise<T> {
+  try {
+    return await api();
+  } catch (err) {
+    if (!(err instanceof ContainerdApiError) || err.kind === 'unreachable') throw err;
+    try {
+      return await ctr();
+    } catch (ctrErr) {
+      throw new CtrAfterApiError(ctrErr as Error, `ctr asked because ${what} over the API failed: ${err.message}`);
+    }
+  }
+}
+
 /** Null when containerd answers, else the reason (for the diagnosis). */
 export async function containerdProblem(t: CtrTarget): Promise<string | null> {
   const missing = await noSocket(t);
   if (missing) return `containerd at ${t.socket} does not answer: ${missing}`;
   try {
-    await run(t.ctr, ['-a', t.socket, '--connect-timeout', '2s', 'version'], { timeoutMs: 15_000 });
+    await apiThenCtr(
+      () => apiVersion(t.socket, { connectTimeoutMs: 2_000, timeoutMs: 15_000 }),
+      async () => (await run(t.ctr, ['-a', t.socket, '--connect-timeout', '2s', 'version'], { timeoutMs: 15_000 })).stdout,
+      'its version',
+    );
     return null;
   } catch (err) {
-    const msg = err instanceof CommandError ? (err.stderr.trim().split('\n').pop() ?? err.message) : (err as Error).message;
-    return `containerd at ${t.socket} does not answer: ${msg}`;
+    const reason = err instanceof CtrAfterApiError ? `${lastLine(err.ctrError)} (${err.why})` : lastLine(err);
+    return `containerd at ${t.socket} does not answer: ${reason}`;
   }
 }
 
-/** The image names in the namespace (digest-only entries left out). */
+/** The image names in the namespace (digest-only entries left out, as `ctr images ls -q` lists them). */
 export async function listImages(t: CtrTarget): Promise<Set<string>> {
   const missing = await noSocket(t);
   if (missing) throw new Error(`cannot list the images: containerd at ${t.socket} does not answer: ${missing}`);
-  const r = await run(t.ctr, ['-a', t.socket, '--connect-timeout', '5s', '-n', t.namespace, 'images', 'ls', '-q'], { timeoutMs: 60_000 });
-  return new Set(
-    r.stdout
-      .split('\n')
-      .map((l) => l.trim())
-      .filter((l) => l !== '' && !l.startsWith('sha256:')),
+  const names = await apiThenCtr(
+    () => apiImageNames(t.socket, { namespace: t.namespace, connectTimeoutMs: 5_000, timeoutMs: 60_000 }),
+    async () => {
+      const r = await run(t.ctr, ['-a', t.socket, '--connect-timeout', '5s', '-n', t.namespace, 'images', 'ls', '-q'], { timeoutMs: 60_000 });
+      return r.stdout.split('\n');
+    },
+    'the image list',
   );
+  return new Set(names.map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('sha256:')));
 }
 
 export async function removeImages(t: CtrTarget, images: readonly string[]): Promise<void> {

@@ -1,7 +1,9 @@
 /**
- * While containerd starts, the preload finds out it cannot answer from its socket's absence, without
- * running ctr (a Go process start: seconds of CPU on a booting node); with a socket there, ctr asks.
+ * While containerd starts, the preload finds out it cannot answer from its socket's absence, and
+ * with a socket there from containerd's API, without running ctr (a Go process start: seconds of
+ * CPU on a booting node); ctr asks only where the API answered in a way the client cannot use.
  */
+import http2 from 'node:http2';
 import { createServer, type Server } from 'node:net';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -42,14 +44,107 @@ describe('containerd before its socket exists', () => {
     await rm(t.socket);
   });
 
-  it('asks ctr once a socket is there, and reports what ctr said', async () => {
+  it('does not start ctr when the socket is there but nothing speaks on it (ctr would not reach it either)', async () => {
     const dir = await testTempDir('hv-ctr-socket-');
     const { ctr, calls } = await loggingCtr(dir);
     const t = { ctr, socket: path.join(dir, 'containerd.sock'), namespace: 'k8s.io' };
-    const server = createServer();
+    const server = createServer((c) => c.destroy());
     servers.push(server);
     await new Promise<void>((r) => server.listen(t.socket, r));
-    expect(await containerdProblem(t)).toBe(`containerd at ${t.socket} does not answer: ctr: rpc error: code = Unavailable`);
-    expect(await calls()).toEqual([`-a ${t.socket} --connect-timeout 2s version`]);
+    expect(await containerdProblem(t)).toBe(
+      `containerd at ${t.socket} does not answer: containerd's API at ${t.socket} (/containerd.services.version.v1.Version/Version): the connection closed before a reply`,
+    );
+    await expect(listImages(t)).rejects.toThrow(`containerd's API at ${t.socket} (/containerd.services.images.v1.Images/List): the connection closed before a reply`);
+    expect(await calls()).toEqual([]);
+  });
+});
+
+/** An HTTP/2 server on the socket: `List` and `Version` answered from `answer`, the rest UNIMPLEMENTED. */
+async function apiServer(socket: string, answer: (path: string) => Buffer | undefined): Promise<void> {
+  const server = http2.createServer();
+  const sessions = new Set<http2.ServerHttp2Session>();
+  server.on('session', (s) => sessions.add(s));
+  server.on('stream', (stream, headers) => {
+    stream.resume();
+    stream.on('end', () => {
+      const message = answer(String(headers[':path']));
+      if (!message) {
+        stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '12', 'grpc-message': 'unknown service' }, { endStream: true });
+        return;
+      }
+      const head = Buffer.alloc(5);
+      head.writeUInt32BE(message.length, 1);
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+      stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+      stream.end(Buffer.concat([head, message]));
+    });
+  });
+  await new Promise<void>((r) => server.listen(socket, r));
+  h2servers.push({ server, sessions });
+}
+
+const h2servers: Array<{ server: http2.Http2Server; sessions: Set<http2.ServerHttp2Session> }> = [];
+afterEach(async () => {
+  for (const { server, sessions } of h2servers.splice(0)) {
+    for (const s of sessions) s.destroy();
+    await new Promise((r) => server.close(r));
+  }
+});
+
+/** Images/List's reply naming `names` (ListImagesResponse.images = 1, Image.name = 1), written by hand. */
+function listReply(names: string[]): Buffer {
+  return Buffer.concat(
+    names.map((n) => {
+      const name = Buffer.concat([Buffer.from([0x0a, n.length]), Buffer.from(n)]);
+      return Buffer.concat([Buffer.from([0x0a, name.length]), name]);
+    }),
+  );
+}
+
+/** A ctr that records its arguments, answers `images ls -q` with `lines` and `version` with a version. */
+async function answeringCtr(dir: string, lines: string[]): Promise<{ ctr: string; calls: () => Promise<string[]> }> {
+  const ctr = path.join(dir, 'ctr');
+  const log = path.join(dir, 'ctr-calls');
+  await writeFile(
+    ctr,
+    `#!/bin/sh\necho "$*" >> '${log}'\ncase "$*" in *'images ls -q') printf '%s\\n' ${lines.map((l) => `'${l}'`).join(' ')} ;; *version) echo 'Server: v1.6.20' ;; esac\n`,
+    { mode: 0o755 },
+  );
+  return { ctr, calls: async () => (await readFile(log, 'utf8').catch(() => '')).split('\n').filter(Boolean) };
+}
+
+describe('containerd through its API, with ctr behind it', () => {
+  const digest = 'sha256:' + 'e'.repeat(64);
+
+  it('lists over the API, leaves digest-only names out as `ctr images ls -q` readers did, and starts no ctr', async () => {
+    const dir = await testTempDir('hv-ctr-socket-');
+    const { ctr, calls } = await loggingCtr(dir);
+    const t = { ctr, socket: path.join(dir, 'containerd.sock'), namespace: 'k8s.io' };
+    await apiServer(t.socket, (p) => (p.endsWith('.Images/List') ? listReply(['docker.io/rancher/harvester:v1.8.0', digest]) : Buffer.from([0x0a, 4, ...Buffer.from('v1.7')])));
+    expect([...(await listImages(t))]).toEqual(['docker.io/rancher/harvester:v1.8.0']);
+    expect(await containerdProblem(t)).toBeNull();
+    expect(await calls()).toEqual([]);
+  });
+
+  it('asks ctr when the API answered but not as containerd does, and takes ctr\'s answer', async () => {
+    const dir = await testTempDir('hv-ctr-socket-');
+    const { ctr, calls } = await answeringCtr(dir, ['docker.io/rancher/rke2-runtime:v1.31.4', digest]);
+    const t = { ctr, socket: path.join(dir, 'containerd.sock'), namespace: 'k8s.io' };
+    await apiServer(t.socket, () => undefined);
+    expect([...(await listImages(t))]).toEqual(['docker.io/rancher/rke2-runtime:v1.31.4']);
+    expect(await containerdProblem(t)).toBeNull();
+    expect(await calls()).toEqual([`-a ${t.socket} --connect-timeout 5s -n k8s.io images ls -q`, `-a ${t.socket} --connect-timeout 2s version`]);
+  });
+
+  it('when ctr fails too, says what ctr said and why it was asked', async () => {
+    const dir = await testTempDir('hv-ctr-socket-');
+    const { ctr, calls } = await loggingCtr(dir);
+    const t = { ctr, socket: path.join(dir, 'containerd.sock'), namespace: 'k8s.io' };
+    await apiServer(t.socket, () => undefined);
+    expect(await containerdProblem(t)).toBe(
+      `containerd at ${t.socket} does not answer: ctr: rpc error: code = Unavailable (ctr asked because its version over the API failed: containerd's API at ${t.socket} (/containerd.services.version.v1.Version/Version): gRPC status 12: unknown service)`,
+    );
+    await expect(listImages(t)).rejects.toThrow(/^exited with status 1: .*ctr -a .* images ls -q\n\s+ctr: rpc error: code = Unavailable \(ctr asked because the image list over the API failed: .*gRPC status 12: unknown service\)$/);
+    expect(await calls()).toHaveLength(2);
   });
 });
