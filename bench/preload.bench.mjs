@@ -101,6 +101,12 @@ async function cpuSeconds(pid) {
   return (Number(f[11]) + Number(f[12])) / 100;
 }
 
+/** CPU seconds the whole machine has spent busy (user, nice, system, irq, softirq) since boot. */
+async function machineCpuSeconds() {
+  const f = (await readFile('/proc/stat', 'utf8')).split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  return (f[0] + f[1] + f[2] + f[5] + f[6]) / 100;
+}
+
 async function loadAverage() {
   return Number((await readFile('/proc/loadavg', 'utf8')).split(' ')[0]);
 }
@@ -239,18 +245,21 @@ function phases(log, startedAt, endedAt) {
 
 /**
  * Runs `fn(sock)` against a fresh containerd in `dir` and removes it after; returns fn's seconds,
- * containerd's CPU seconds and the images it ended with.
+ * containerd's CPU seconds, the whole machine's busy CPU seconds while fn ran (every process: ctr,
+ * zstd, the agent, containerd; the bench runs alone under the lock) and the images it ended with.
  */
 async function onFreshContainerd(dir, running, fn) {
   const c = await startContainerd(dir);
   running.push(c);
   await sh('sync', []);
+  const busyBefore = await machineCpuSeconds();
   const r = await fn(c.sock);
+  const machineCpu = (await machineCpuSeconds()) - busyBefore;
   const cpu = await cpuSeconds(c.proc.pid);
   const imgs = await images(c.sock);
   await stopContainerd(c);
   await rm(dir, { recursive: true, force: true });
-  return { ...r, cpu, imgs };
+  return { ...r, cpu, machineCpu, imgs };
 }
 
 const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
@@ -298,16 +307,16 @@ try {
       if (limitOk) imageSets.limit = l.imgs;
       limitOk &&= same(l.imgs, expected);
       limitSecs.set(p, Math.min(limitSecs.get(p), l.secs));
-      limits.push(`${p}: ${l.secs.toFixed(1)} s (${l.cpu.toFixed(1)})`);
+      limits.push(`${p}: ${l.secs.toFixed(1)} s (${l.cpu.toFixed(1)}, machine ${l.machineCpu.toFixed(1)})`);
     }
     // containerd's own CPU time shows how much of the run was containerd work, which all sides
     // share and which parallel imports can only overlap when the machine has idle cores.
     console.log(
       `round ${round} (load average ${load.toFixed(1)} on ${cpus} CPUs): ` +
-        `baseline ${b.secs.toFixed(1)} s (containerd CPU ${b.cpu.toFixed(1)} s), ` +
-        `ours ${o.payload.secs.toFixed(1)} s (containerd CPU ${o.payload.cpu.toFixed(1)} s, agent VmHWM ${(o.payload.hwmKb / 1024).toFixed(1)} MB), ` +
+        `baseline ${b.secs.toFixed(1)} s (containerd CPU ${b.cpu.toFixed(1)} s, machine ${b.machineCpu.toFixed(1)} s), ` +
+        `ours ${o.payload.secs.toFixed(1)} s (containerd CPU ${o.payload.cpu.toFixed(1)} s, machine ${o.payload.machineCpu.toFixed(1)} s, agent VmHWM ${(o.payload.hwmKb / 1024).toFixed(1)} MB), ` +
         `from dist/ ${o.dist.secs.toFixed(1)} s (VmHWM ${(o.dist.hwmKb / 1024).toFixed(1)} MB); ` +
-        `limit by parallelism (containerd CPU) ${limits.join(', ')}`,
+        `limit by parallelism (containerd CPU, machine CPU) ${limits.join(', ')}`,
     );
     console.log(`  ours: ${o.payload.phases}`);
     console.log(`  from dist/: ${o.dist.phases}`);
