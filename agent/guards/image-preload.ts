@@ -11,7 +11,7 @@ import { diagnose, summarise } from '../preload/diagnosis.js';
 import { locateBundle, resolveCtr, runPreload, type PreloadEnv } from '../preload/preload.js';
 import { resolvePreloadSettings } from '../preload/settings.js';
 import { loadBundle } from '../preload/bundle-reader.js';
-import { containerdProblem, listImages } from '../preload/containerd.js';
+import { containerdProblem, listImages, warnEachApiFallback } from '../preload/containerd.js';
 import { findMissing } from '../preload/plan.js';
 import { planReimport } from '../preload/reimport.js';
 
@@ -69,6 +69,8 @@ async function watch(ctx: GuardContext): Promise<void> {
   const env: PreloadEnv = { settings: s, root: ctx.root, log: ctx.log.child({ guard: 'image-preload' }), progress: ctx.progress, signal: ctx.signal, now: ctx.now };
   const key = ctx.root('/');
   let lastState = '';
+  // One for the watch's life: a reason is logged once, not at every interval.
+  const onApiFallback = warnEachApiFallback(env.log);
   while (!ctx.signal.aborted) {
     await sleep(s.watchIntervalMs, ctx.signal).catch(() => undefined);
     if (ctx.signal.aborted) return;
@@ -78,7 +80,7 @@ async function watch(ctx: GuardContext): Promise<void> {
       ctx.report?.({ watching: false, why: 'the bundle is gone', reimports: past.length });
       continue;
     }
-    const target = { ctr: await resolveCtr(env), socket: ctx.root(s.containerdSocket), namespace: s.namespace };
+    const target = { ctr: await resolveCtr(env), socket: ctx.root(s.containerdSocket), namespace: s.namespace, onApiFallback };
     const present = await listImages(target).catch(() => undefined);
     if (!present) {
       // RKE2 (and its containerd) is down or restarting: nothing to compare with, nothing to fight.

@@ -5,12 +5,28 @@
  */
 import { stat } from 'node:fs/promises';
 import { run, CommandError } from '../../lib/exec.js';
+import type { Logger } from '../../lib/logger.js';
 import { apiImageNames, apiVersion, ContainerdApiError } from './containerd-api.js';
 
 export interface CtrTarget {
   ctr: string;
   socket: string;
   namespace: string;
+  /** Told each time containerd's API answered in a way the client cannot use and ctr was asked instead. */
+  onApiFallback?: (why: string) => void;
+}
+
+/**
+ * An onApiFallback that logs each distinct reason once: the answer is still right (ctr gave it),
+ * but every such ask is a Go process start the API was there to save, and the reason is what to report.
+ */
+export function warnEachApiFallback(log: Logger): (why: string) => void {
+  const seen = new Set<string>();
+  return (why) => {
+    if (seen.has(why)) return;
+    seen.add(why);
+    log.warn("containerd's API answered in a way hvagent cannot use: ctr was asked instead", { why });
+  };
 }
 
 /**
@@ -43,11 +59,12 @@ class CtrAfterApiError extends Error {
  * this file's, ctr is containerd's own). Where nothing answered the API, ctr would not reach it
  * either, and is not started.
  */
-async function apiThenCtr<T>(api: () => Promise<T>, ctr: () => Promise<T>, what: string): Promise<T> {
+async function apiThenCtr<T>(t: CtrTarget, api: () => Promise<T>, ctr: () => Promise<T>, what: string): Promise<T> {
   try {
     return await api();
   } catch (err) {
     if (!(err instanceof ContainerdApiError) || err.kind === 'unreachable') throw err;
+    t.onApiFallback?.(err.message);
     try {
       return await ctr();
     } catch (ctrErr) {
@@ -62,6 +79,7 @@ export async function containerdProblem(t: CtrTarget): Promise<string | null> {
   if (missing) return `containerd at ${t.socket} does not answer: ${missing}`;
   try {
     await apiThenCtr(
+      t,
       () => apiVersion(t.socket, { connectTimeoutMs: 2_000, timeoutMs: 15_000 }),
       async () => (await run(t.ctr, ['-a', t.socket, '--connect-timeout', '2s', 'version'], { timeoutMs: 15_000 })).stdout,
       'its version',
@@ -78,6 +96,7 @@ export async function listImages(t: CtrTarget): Promise<Set<string>> {
   const missing = await noSocket(t);
   if (missing) throw new Error(`cannot list the images: containerd at ${t.socket} does not answer: ${missing}`);
   const names = await apiThenCtr(
+    t,
     () => apiImageNames(t.socket, { namespace: t.namespace, connectTimeoutMs: 5_000, timeoutMs: 60_000 }),
     async () => {
       const r = await run(t.ctr, ['-a', t.socket, '--connect-timeout', '5s', '-n', t.namespace, 'images', 'ls', '-q'], { timeoutMs: 60_000 });

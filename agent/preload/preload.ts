@@ -8,7 +8,7 @@ import type { Logger } from '../../lib/logger.js';
 import { sleep, waitUntil, DeadlineError } from '../../lib/wait.js';
 import { loadBundle, type LoadedBundle } from './bundle-reader.js';
 import type { BundleArchive } from './bundle.js';
-import { containerdProblem, listImages, removeImages, type CtrTarget } from './containerd.js';
+import { containerdProblem, listImages, removeImages, warnEachApiFallback, type CtrTarget } from './containerd.js';
 import { formatBytes, type ArchiveOutcome, type FailureKind, type PreloadOutcome } from './diagnosis.js';
 import { findMissing, imagesToRollBack, importOrder, planImports } from './plan.js';
 import { ImportAttemptError, importArchiveOnce } from './stream-import.js';
@@ -158,7 +158,7 @@ export async function runPreload(env: PreloadEnv): Promise<PreloadRun> {
   const dir = await locateBundle(env);
   if (!dir) return { kind: 'no-bundle', searched: s.bundleDirs.map((d) => env.root(d)) };
   const bundle: LoadedBundle = await loadBundle(dir, s.sections);
-  const target: CtrTarget = { ctr: await resolveCtr(env), socket: env.root(s.containerdSocket), namespace: s.namespace };
+  const target: CtrTarget = { ctr: await resolveCtr(env), socket: env.root(s.containerdSocket), namespace: s.namespace, onApiFallback: warnEachApiFallback(log) };
   log.info('image bundle found', { bundle: dir, archives: bundle.archives.length, fromMetadata: bundle.fromMetadata, socket: target.socket });
 
   let standalone: StandaloneContainerd | undefined = await adoptLeftoverContainerd(env.root('/run/hvagent'));

@@ -8,7 +8,8 @@ import { createServer, type Server } from 'node:net';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { containerdProblem, listImages } from '../../../agent/preload/containerd.js';
+import { containerdProblem, listImages, warnEachApiFallback } from '../../../agent/preload/containerd.js';
+import { Logger, MemorySink } from '../../../lib/logger.js';
 import { testTempDir } from '../temp-dir.js';
 
 const servers: Server[] = [];
@@ -126,14 +127,47 @@ describe('containerd through its API, with ctr behind it', () => {
     expect(await calls()).toEqual([]);
   });
 
-  it('asks ctr when the API answered but not as containerd does, and takes ctr\'s answer', async () => {
+  it('asks ctr when the API answered but not as containerd does, takes ctr\'s answer and says why once per reason', async () => {
     const dir = await testTempDir('hv-ctr-socket-');
     const { ctr, calls } = await answeringCtr(dir, ['docker.io/rancher/rke2-runtime:v1.31.4', digest]);
-    const t = { ctr, socket: path.join(dir, 'containerd.sock'), namespace: 'k8s.io' };
+    const sink = new MemorySink();
+    const t = { ctr, socket: path.join(dir, 'containerd.sock'), namespace: 'k8s.io', onApiFallback: warnEachApiFallback(new Logger(sink)) };
     await apiServer(t.socket, () => undefined);
     expect([...(await listImages(t))]).toEqual(['docker.io/rancher/rke2-runtime:v1.31.4']);
+    expect([...(await listImages(t))]).toEqual(['docker.io/rancher/rke2-runtime:v1.31.4']);
     expect(await containerdProblem(t)).toBeNull();
-    expect(await calls()).toEqual([`-a ${t.socket} --connect-timeout 5s -n k8s.io images ls -q`, `-a ${t.socket} --connect-timeout 2s version`]);
+    expect(await calls()).toEqual([
+      `-a ${t.socket} --connect-timeout 5s -n k8s.io images ls -q`,
+      `-a ${t.socket} --connect-timeout 5s -n k8s.io images ls -q`,
+      `-a ${t.socket} --connect-timeout 2s version`,
+    ]);
+    // Two reasons (the list's and the version's), each logged once though the list was asked twice.
+    const warned = sink.lines.map((l) => JSON.parse(l) as { level: string; msg: string; why: string });
+    expect(warned.map((w) => [w.level, w.msg])).toEqual([
+      ['warn', "containerd's API answered in a way hvagent cannot use: ctr was asked instead"],
+      ['warn', "containerd's API answered in a way hvagent cannot use: ctr was asked instead"],
+    ]);
+    expect(warned.map((w) => w.why)).toEqual([
+      `containerd's API at ${t.socket} (/containerd.services.images.v1.Images/List): gRPC status 12: unknown service`,
+      `containerd's API at ${t.socket} (/containerd.services.version.v1.Version/Version): gRPC status 12: unknown service`,
+    ]);
+  });
+
+  it('says nothing of a fallback when the API answers, or when nothing answers at all', async () => {
+    const dir = await testTempDir('hv-ctr-socket-');
+    const { ctr } = await loggingCtr(dir);
+    const told: string[] = [];
+    const t = { ctr, socket: path.join(dir, 'containerd.sock'), namespace: 'k8s.io', onApiFallback: (why: string) => told.push(why) };
+    await apiServer(t.socket, (p) => (p.endsWith('.Images/List') ? listReply([]) : Buffer.from([0x0a, 4, ...Buffer.from('v1.7')])));
+    expect([...(await listImages(t))]).toEqual([]);
+    expect(await containerdProblem(t)).toBeNull();
+    const closing = { ...t, socket: path.join(dir, 'closing.sock') };
+    const server = createServer((c) => c.destroy());
+    servers.push(server);
+    await new Promise<void>((r) => server.listen(closing.socket, r));
+    expect(await containerdProblem(closing)).toMatch(/the connection closed before a reply$/);
+    await expect(listImages(closing)).rejects.toThrow(/the connection closed before a reply$/);
+    expect(told).toEqual([]);
   });
 
   it('when ctr fails too, says what ctr said and why it was asked', async () => {
