@@ -3,12 +3,12 @@
  * answer as containerd does (one reply captured from containerd 1.6.20 is replayed byte for byte)
  * and as it does not: errors, silence, a socket that is not HTTP/2, broken protobuf.
  */
-import http2 from 'node:http2';
 import { createServer, type Server } from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { apiImageNames, apiVersion, ContainerdApiError, grpcUnary, readFields } from '../../../agent/preload/containerd-api.js';
 import { testTempDir } from '../temp-dir.js';
+import { failWith, fakeContainerdApi, grpcFrame, replyWith, type Answer, type SeenCall } from './fake-containerd-api.js';
 
 // containerd 1.6.20's reply to Images/List in a namespace holding one image imported by
 // `ctr images import` (docker.io/rancher/harvester:v1.8.0): name, labels, the target descriptor
@@ -32,54 +32,15 @@ function lengthField(field: number, bytes: Buffer | string): Buffer {
   return Buffer.concat([Buffer.from([(field << 3) | 2, ...len]), b]);
 }
 
-function grpcFrame(message: Buffer): Buffer {
-  const head = Buffer.alloc(5);
-  head.writeUInt32BE(message.length, 1);
-  return Buffer.concat([head, message]);
-}
-
-interface Seen {
-  headers: http2.IncomingHttpHeaders;
-  body: Buffer;
-}
-
-type Answer = (stream: http2.ServerHttp2Stream) => void;
-
 const closers: Array<() => Promise<void>> = [];
 afterEach(async () => {
   for (const c of closers.splice(0)) await c();
 });
 
-/** An HTTP/2 server on a unix socket answering every call with `answer`; records what it was sent. */
-async function grpcServer(answer: Answer): Promise<{ socket: string; seen: Seen[] }> {
+/** The stand-in API on a fresh socket, answering every call with `answer`. */
+async function grpcServer(answer: Answer): Promise<{ socket: string; seen: SeenCall[] }> {
   const socket = path.join(testTempDir('hv-ctr-api-'), 'containerd.sock');
-  const seen: Seen[] = [];
-  const server = http2.createServer();
-  const sessions = new Set<http2.ServerHttp2Session>();
-  server.on('session', (s) => sessions.add(s));
-  server.on('stream', (stream, headers) => {
-    const chunks: Buffer[] = [];
-    stream.on('data', (c: Buffer) => chunks.push(c));
-    stream.on('end', () => {
-      seen.push({ headers, body: Buffer.concat(chunks) });
-      answer(stream);
-    });
-  });
-  await new Promise<void>((r) => server.listen(socket, r));
-  closers.push(async () => {
-    for (const s of sessions) s.destroy();
-    await new Promise((r) => server.close(r));
-  });
-  return { socket, seen };
-}
-
-/** A reply as containerd sends one: headers, one message, then grpc-status 0 in the trailers. */
-function replyWith(message: Buffer): Answer {
-  return (stream) => {
-    stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
-    stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
-    stream.end(grpcFrame(message));
-  };
+  return { socket, seen: await fakeContainerdApi(socket, answer) };
 }
 
 async function plainServer(onConnection: (c: import('node:net').Socket) => void): Promise<string> {
@@ -151,9 +112,7 @@ describe('containerd API calls as containerd answers them', () => {
 
 describe('containerd API calls that fail', () => {
   it('reports a headers-only gRPC error with its status and decoded message, as an unexpected answer', async () => {
-    const { socket } = await grpcServer((stream) =>
-      stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '12', 'grpc-message': 'unknown%20method%20List' }, { endStream: true }),
-    );
+    const { socket } = await grpcServer(failWith(12, 'unknown%20method%20List'));
     const err = await failure(apiImageNames(socket, { namespace: 'k8s.io', ...quick }));
     expect(err.kind).toBe('unexpected');
     expect(err.message).toBe(`containerd's API at ${socket} (/containerd.services.images.v1.Images/List): gRPC status 12: unknown method List`);

@@ -3,7 +3,6 @@
  * with a socket there from containerd's API, without running ctr (a Go process start: seconds of
  * CPU on a booting node); ctr asks only where the API answered in a way the client cannot use.
  */
-import http2 from 'node:http2';
 import { createServer, type Server } from 'node:net';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -11,6 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { containerdProblem, listImages, warnEachApiFallback } from '../../../agent/preload/containerd.js';
 import { Logger, MemorySink } from '../../../lib/logger.js';
 import { testTempDir } from '../temp-dir.js';
+import { failWith, fakeContainerdApi, replyWith } from './fake-containerd-api.js';
 
 const servers: Server[] = [];
 afterEach(async () => {
@@ -60,37 +60,13 @@ describe('containerd before its socket exists', () => {
   });
 });
 
-/** An HTTP/2 server on the socket: `List` and `Version` answered from `answer`, the rest UNIMPLEMENTED. */
+/** The stand-in API on the socket: `answer` gives a call's reply message, or none for UNIMPLEMENTED. */
 async function apiServer(socket: string, answer: (path: string) => Buffer | undefined): Promise<void> {
-  const server = http2.createServer();
-  const sessions = new Set<http2.ServerHttp2Session>();
-  server.on('session', (s) => sessions.add(s));
-  server.on('stream', (stream, headers) => {
-    stream.resume();
-    stream.on('end', () => {
-      const message = answer(String(headers[':path']));
-      if (!message) {
-        stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '12', 'grpc-message': 'unknown service' }, { endStream: true });
-        return;
-      }
-      const head = Buffer.alloc(5);
-      head.writeUInt32BE(message.length, 1);
-      stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
-      stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
-      stream.end(Buffer.concat([head, message]));
-    });
+  await fakeContainerdApi(socket, (stream, p) => {
+    const message = answer(p);
+    (message ? replyWith(message) : failWith(12, 'unknown service'))(stream, p);
   });
-  await new Promise<void>((r) => server.listen(socket, r));
-  h2servers.push({ server, sessions });
 }
-
-const h2servers: Array<{ server: http2.Http2Server; sessions: Set<http2.ServerHttp2Session> }> = [];
-afterEach(async () => {
-  for (const { server, sessions } of h2servers.splice(0)) {
-    for (const s of sessions) s.destroy();
-    await new Promise((r) => server.close(r));
-  }
-});
 
 /** Images/List's reply naming `names` (ListImagesResponse.images = 1, Image.name = 1), written by hand. */
 function listReply(names: string[]): Buffer {

@@ -8,7 +8,7 @@ import type { GuardContext } from '../../../agent/guard.js';
 import imagePreload from '../../../agent/guards/image-preload.js';
 import { defaultPreloadSettings, resolvePreloadSettings } from '../../../agent/preload/settings.js';
 import { renderStandaloneConfig } from '../../../agent/preload/standalone-containerd.js';
-import http2 from 'node:http2';
+import { failWith, fakeContainerdApi, replyWith } from './fake-containerd-api.js';
 
 function ctxWith(settings: Record<string, unknown>, root: string): GuardContext {
   return {
@@ -150,33 +150,15 @@ describe('image-preload guard (no containerd needed)', () => {
       await writeFile(fakeCtr, '#!/bin/sh\ncase "$*" in *version*) exit 0;; *) echo "ctr: connection refused" >&2; exit 1;; esac\n');
       await chmod(fakeCtr, 0o755);
       // containerd's API on its socket: its version answers, its image list says it is shutting down.
-      const api = http2.createServer();
-      const sessions = new Set<http2.ServerHttp2Session>();
-      api.on('session', (s) => sessions.add(s));
-      api.on('stream', (stream, headers) => {
-        stream.resume();
-        stream.on('end', () => {
-          if (String(headers[':path']).endsWith('/Version')) {
-            stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
-            stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
-            stream.end(Buffer.from([0, 0, 0, 0, 6, 0x0a, 4, ...Buffer.from('v1.7')]));
-          } else {
-            stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '14', 'grpc-message': 'transport is closing' }, { endStream: true });
-          }
-        });
-      });
-      await new Promise<void>((r) => api.listen(path.join(root, 'c.sock'), r));
-      try {
-        // An absolute ctr path is a node path: under the root.
-        const r = await imagePreload.reconcile(ctxWith({ bundleDir: '/b', startContainerd: 'never', containerdSocket: '/c.sock', containerdWait: '2s', ctr: '/fake-ctr-test-double' }, root));
-        expect(r.status).toBe('retry');
-        expect(r.status === 'retry' && r.reason).toMatch(
-          /^exited with status 1: .*fake-ctr-test-double .* images ls -q\n\s+ctr: connection refused \(ctr asked because the image list over the API failed: containerd's API at .*c\.sock \(\/containerd\.services\.images\.v1\.Images\/List\): gRPC status 14: transport is closing\)$/,
-        );
-      } finally {
-        for (const s of sessions) s.destroy();
-        await new Promise((r) => api.close(r));
-      }
+      await fakeContainerdApi(path.join(root, 'c.sock'), (stream, p) =>
+        (p.endsWith('/Version') ? replyWith(Buffer.from([0x0a, 4, ...Buffer.from('v1.7')])) : failWith(14, 'transport is closing'))(stream, p),
+      );
+      // An absolute ctr path is a node path: under the root.
+      const r = await imagePreload.reconcile(ctxWith({ bundleDir: '/b', startContainerd: 'never', containerdSocket: '/c.sock', containerdWait: '2s', ctr: '/fake-ctr-test-double' }, root));
+      expect(r.status).toBe('retry');
+      expect(r.status === 'retry' && r.reason).toMatch(
+        /^exited with status 1: .*fake-ctr-test-double .* images ls -q\n\s+ctr: connection refused \(ctr asked because the image list over the API failed: containerd's API at .*c\.sock \(\/containerd\.services\.images\.v1\.Images\/List\): gRPC status 14: transport is closing\)$/,
+      );
     } finally {
       await rm(root, { recursive: true, force: true });
     }
