@@ -30,8 +30,8 @@ export function warnEachApiFallback(log: Logger): (why: string) => void {
 }
 
 /**
- * Why ctr cannot reach containerd without asking it: no socket at the address. A ctr run is a Go
- * process start (seconds of CPU on a booting node) and the preload waits while containerd starts.
+ * Why containerd cannot answer, without asking it: no socket at the address (the preload polls
+ * while containerd starts; a stat is cheaper than a connection, let alone a ctr run).
  */
 async function noSocket(t: CtrTarget): Promise<string | null> {
   const st = await stat(t.socket).catch((err: NodeJS.ErrnoException) => err.code ?? 'unreadable');
