@@ -6,7 +6,8 @@
 import { createServer, type Server } from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { apiImageNames, apiVersion, ContainerdApiError, grpcUnary, readFields } from '../../../agent/preload/containerd-api.js';
+import { apiImageNames, apiVersion, ContainerdApiError, grpcUnary } from '../../../agent/preload/containerd-api.js';
+import { readFields } from '../../../agent/preload/protobuf.js';
 import { testTempDir } from '../temp-dir.js';
 import { failWith, fakeContainerdApi, grpcFrame, replyWith, type Answer, type SeenCall } from './fake-containerd-api.js';
 
