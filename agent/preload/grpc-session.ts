@@ -73,6 +73,8 @@ export class GrpcCall {
   private readonly replies: Buffer[] = [];
   private waiting: ((b: Buffer | undefined) => void) | undefined;
   private pending: Buffer = Buffer.alloc(0);
+  /** The last message received, kept even when the call then fails. */
+  lastReply: Buffer | undefined;
   private ended = false;
   private failure: ContainerdApiError | undefined;
 
@@ -114,6 +116,8 @@ export class GrpcCall {
       stream.on('close', () => {
         if (httpStatus === undefined) return settle(failed('the connection closed before a reply'));
         if (httpStatus !== 200) return settle(this.unexpected(`HTTP status ${String(httpStatus)}, not a gRPC reply`));
+        // Reset or cut off with the connection: no status will come, and none was refused.
+        if (status === undefined && (stream.rstCode !== http2.constants.NGHTTP2_NO_ERROR || stream.aborted)) return settle(failed('the call was cut off before it ended'));
         if (status === undefined) return settle(this.unexpected('the reply carries no grpc-status'));
         if (String(status) !== '0') {
           const text = grpcMessage(statusMessage);
@@ -139,6 +143,7 @@ export class GrpcCall {
       if (this.pending.length < 5 + len) break;
       const message = Buffer.from(this.pending.subarray(5, 5 + len));
       this.pending = this.pending.subarray(5 + len);
+      this.lastReply = message;
       if (this.waiting) this.wake(message);
       else this.replies.push(message);
     }
@@ -180,6 +185,11 @@ export class GrpcCall {
       for (const p of parts) this.stream.write(p);
     }
     this.stream.end();
+  }
+
+  /** Abandons the call (its stream is reset); `finished` rejects. */
+  cancel(): void {
+    this.stream.destroy();
   }
 
   /** The next reply; rejects with the call's failure, or when it ends with no further reply. */
@@ -239,7 +249,9 @@ export class GrpcSession {
   /** Starts a call to `method` ("/pkg.Service/Method"). */
   call(method: string, o: CallOptions): GrpcCall {
     const where = `containerd's API at ${this.socket} (${method})`;
-    const failed = (why: string): ContainerdApiError => new ContainerdApiError(this.connected ? 'unexpected' : 'unreachable', `${where}: ${this.socketError?.message ?? why}`);
+    // A call cut off because the connection went (containerd stopped) is as unreachable as a refused one.
+    const gone = (): boolean => !this.connected || this.closedWhy !== undefined || this.session.destroyed || this.session.closed || this.conn.destroyed || this.conn.readableEnded;
+    const failed = (why: string): ContainerdApiError => new ContainerdApiError(gone() ? 'unreachable' : 'unexpected', `${where}: ${this.socketError?.message ?? why}`);
     if (this.closedWhy !== undefined || this.session.destroyed) throw failed(this.closedWhy ?? 'the connection is closed');
     return new GrpcCall(this.session.request(requestHeaders(method, o)), where, failed, o.timeoutMs);
   }

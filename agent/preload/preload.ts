@@ -330,6 +330,7 @@ async function importWithRetries(
           target,
           zstd: s.zstd,
           unpack: s.unpack,
+          importer: s.importer,
           stallTimeoutMs: s.stallTimeoutMs,
           finishTimeoutMs: s.finishTimeoutMs,
           signal: env.signal,

@@ -34,6 +34,11 @@ export interface PreloadSettings {
   /** Unpack into the snapshotter during import (Harvester imports with --no-unpack). */
   unpack: boolean;
   /**
+   * `api`: docker archives go into containerd over its own API from the agent (no ctr process);
+   * OCI layouts, other platforms and `unpack: true` still go through ctr. `ctr`: ctr for every archive.
+   */
+  importer: 'api' | 'ctr';
+  /**
    * `auto`: when nothing answers on the socket, start a standalone containerd on RKE2's root and
    * state for the preload and stop it afterwards (RKE2 is not running yet: the rke2 guard waits
    * for this one). `never`: only wait (bounded) for a running containerd.
@@ -86,6 +91,7 @@ export function defaultPreloadSettings(): PreloadSettings {
     verifyTimeoutMs: 30_000,
     zstd: 'zstd',
     unpack: false,
+    importer: 'api',
     startContainerd: 'auto',
     containerdUnit: 'containerd.service',
     containerdRoot: RKE2_CONTAINERD_ROOT,
@@ -142,7 +148,7 @@ const DURATIONS = {
 
 const KNOWN = [
   'containerdSocket', 'bundleDir', 'required', 'sections', 'namespace', 'parallelism', 'attempts',
-  ...Object.keys(DURATIONS), 'ctr', 'zstd', 'unpack', 'startContainerd', 'containerdUnit', 'containerdBinary', 'containerdRoot', 'containerdState', 'reimportsPerDay',
+  ...Object.keys(DURATIONS), 'ctr', 'zstd', 'unpack', 'importer', 'startContainerd', 'containerdUnit', 'containerdBinary', 'containerdRoot', 'containerdState', 'reimportsPerDay',
 ];
 
 /** Edit distance, for telling a misspelt key of ours from another guard's key. */
@@ -211,6 +217,10 @@ export function resolvePreloadSettings(raw: Record<string, unknown>): PreloadSet
         break;
       case 'unpack':
         s.unpack = bool(key, value);
+        break;
+      case 'importer':
+        if (value !== 'api' && value !== 'ctr') throw settingError(key, `must be api or ctr, got ${JSON.stringify(value)}`);
+        s.importer = value;
         break;
       case 'startContainerd':
         if (value !== 'auto' && value !== 'never') throw settingError(key, `must be auto or never, got ${JSON.stringify(value)}`);

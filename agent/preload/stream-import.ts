@@ -18,16 +18,21 @@ import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { Readable, Writable } from 'node:stream';
+import { DockerArchiveApiImport } from './api-import.js';
 import type { BundleArchive } from './bundle.js';
 import type { CtrTarget } from './containerd.js';
 import { formatBytes, type FailureKind } from './diagnosis.js';
+import { DockerArchiveError, NotForApiImportError } from './docker-archive.js';
+import { ContainerdApiError, GrpcSession } from './grpc-session.js';
+import { TarFormatError } from './tar-entries.js';
 import { StallWatchdog } from '../../lib/stall-watchdog.js';
 
 /** 1 MiB: larger than zstd's last block plus a tar's end-of-archive padding. */
 export const HOLD_BACK_BYTES = 1 << 20;
 const STDERR_TAIL = 4096;
 
-// $1 archive, $2 compression, $3 zstd, then the ctr command line.
+// $1 archive, $2 compression, $3 zstd, then the ctr command line; without one the tar goes to fd 4,
+// where the agent's own importer reads it (api-import.ts).
 // The zstd → ctr pipe is widened to 1 MiB (F_SETPIPE_SZ = 1031, through perl when there is one):
 // ctr then reads and sends containerd bigger chunks, which costs containerd less CPU per byte.
 // Best effort: without perl the import works the same with the default 64 KiB pipe.
@@ -35,13 +40,19 @@ const STDERR_TAIL = 4096;
 // parent is gone (its stdio is /dev/null so it never holds the agent's pipes open).
 const SCRIPT = `archive=$1 compression=$2 zstd=$3
 shift 3
-( while kill -0 "$PPID" 2>/dev/null; do sleep 2; done; kill -KILL 0 ) </dev/null >/dev/null 2>&1 3>&- &
+( while kill -0 "$PPID" 2>/dev/null; do sleep 2; done; kill -KILL 0 ) </dev/null >/dev/null 2>&1 3>&- 4>&- &
 watcher=$!
-cat -- "$archive" >&3 &
+cat -- "$archive" >&3 4>&- &
 reader=$!
 exec 3>&-
 widen() { command -v perl >/dev/null 2>&1 && perl -e 'fcntl(STDIN, 1031, 1048576)' 2>/dev/null; return 0; }
-if [ "$compression" = zstd ]; then
+if [ $# -eq 0 ] && [ "$compression" = zstd ]; then
+  "$zstd" -dcq >&4
+  zs=$? cs=0
+elif [ $# -eq 0 ]; then
+  cat >&4
+  cs=$? zs=0
+elif [ "$compression" = zstd ]; then
   "$zstd" -dcq | { widen; exec "$@"; }
   st=("\${PIPESTATUS[@]}")
   zs=\${st[0]} cs=\${st[1]}
@@ -63,10 +74,16 @@ exit "$cs"
 // /proc/<pid>/io (rchar) instead of relaying every 64 KiB chunk. fd 3 carries only the reader's PID.
 const DIRECT_SCRIPT = `archive=$1 compression=$2 zstd=$3
 shift 3
-( while kill -0 "$PPID" 2>/dev/null; do sleep 2; done; kill -KILL 0 ) </dev/null >/dev/null 2>&1 3>&- &
+( while kill -0 "$PPID" 2>/dev/null; do sleep 2; done; kill -KILL 0 ) </dev/null >/dev/null 2>&1 3>&- 4>&- &
 watcher=$!
 widen() { command -v perl >/dev/null 2>&1 && perl -e 'fcntl(STDIN, 1031, 1048576)' 2>/dev/null; return 0; }
-if [ "$compression" = zstd ]; then
+if [ $# -eq 0 ] && [ "$compression" = zstd ]; then
+  ( echo "$BASHPID" >&3; exec 3>&-; exec "$zstd" -dcq < "$archive" >&4 )
+  zs=$? cs=0
+elif [ $# -eq 0 ]; then
+  ( echo "$BASHPID" >&3; exec 3>&-; exec cat -- "$archive" >&4 ) || { echo "hvagent-preload: reading $archive failed (cat exited $?)" >&2; exit 97; }
+  cs=0 zs=0
+elif [ "$compression" = zstd ]; then
   { echo "$BASHPID" >&3; exec 3>&-; exec "$zstd" -dcq < "$archive"; } | { exec 3>&-; widen; exec "$@"; }
   st=("\${PIPESTATUS[@]}")
   zs=\${st[0]} cs=\${st[1]}
@@ -96,6 +113,8 @@ export interface ImportAttemptOptions {
   target: CtrTarget;
   zstd: string;
   unpack: boolean;
+  /** `api`: the agent's own importer over containerd's API (ctr for what it does not take); `ctr`: ctr always. */
+  importer: 'api' | 'ctr';
   stallTimeoutMs: number;
   finishTimeoutMs: number;
   signal: AbortSignal;
@@ -172,8 +191,111 @@ export function classifyExit(
  * One attempt. With a checksum the agent relays the bytes (to hash them and hold back the tail);
  * without one the import reads the archive directly and the agent only watches its progress.
  */
-export function importArchiveOnce(opts: ImportAttemptOptions): Promise<ImportAttemptResult> {
-  return opts.archive.sha256 ? importRelayed(opts) : importDirect(opts);
+export async function importArchiveOnce(opts: ImportAttemptOptions): Promise<ImportAttemptResult> {
+  // The API importer writes content only; unpacking into snapshots is ctr's.
+  if (opts.importer === 'ctr' || opts.unpack) return opts.archive.sha256 ? importRelayed(opts) : importDirect(opts);
+  let session: GrpcSession;
+  try {
+    session = await GrpcSession.open(opts.target.socket, API_CONNECT_TIMEOUT_MS, `importing ${opts.archive.id}`);
+  } catch (err) {
+    throw new ImportAttemptError('import-failed', (err as Error).message, '');
+  }
+  const onAbort = (): void => session.close();
+  opts.signal.addEventListener('abort', onAbort, { once: true });
+  try {
+    return await (opts.archive.sha256 ? importRelayed(opts, session) : importDirect(opts, session));
+  } catch (err) {
+    if (!(err instanceof ApiImportUnusable) || opts.signal.aborted) throw err;
+    // ctr reads the archive again from its start; what the API import wrote went with its lease.
+    opts.target.onApiFallback?.(err.message);
+    return opts.archive.sha256 ? importRelayed(opts) : importDirect(opts);
+  } finally {
+    opts.signal.removeEventListener('abort', onAbort);
+    session.close();
+  }
+}
+
+const API_CONNECT_TIMEOUT_MS = 10_000;
+/** For each of the API importer's short calls (lease, manifest, record). */
+const API_CALL_TIMEOUT_MS = 60_000;
+
+/** The API importer cannot take this archive, or containerd's answer is not one it understands: ctr imports it. */
+class ApiImportUnusable extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ApiImportUnusable';
+  }
+}
+
+/** An API import running beside the import group, reading the tar the group writes to fd 4. */
+interface ApiSink {
+  /** Tar bytes taken so far. */
+  consumed(): number;
+  /** The tar was read to its end and every file is in the content store. */
+  ingested(): boolean;
+  /** Once the group has exited: its failure, if any, else the importer's outcome (records created only now). */
+  settle(groupFailure: Failure | null, output: string): Promise<ImportAttemptError | ApiImportUnusable | undefined>;
+  /** Set when the attempt failed because the API importer cannot take the archive. */
+  unusable(): ApiImportUnusable | undefined;
+  close(): void;
+}
+
+/** Why an API import failed, as the attempt reports it. */
+function apiFailure(err: unknown, archive: BundleArchive): ImportAttemptError | ApiImportUnusable {
+  if (err instanceof NotForApiImportError) return new ApiImportUnusable(`${archive.id}: ${err.message}`);
+  if (err instanceof ContainerdApiError && err.kind === 'unexpected' && err.grpcStatus === undefined) return new ApiImportUnusable(err.message);
+  if (err instanceof TarFormatError || err instanceof DockerArchiveError) return new ImportAttemptError('corrupt', `the archive's tar is not valid: ${err.message}`, '');
+  return new ImportAttemptError('import-failed', (err as Error).message, '');
+}
+
+function startApiSink(data: Readable, session: GrpcSession, opts: ImportAttemptOptions, fail: (kind: FailureKind, message: string) => void): ApiSink {
+  const importer = new DockerArchiveApiImport(data, { session, namespace: opts.target.namespace, callTimeoutMs: API_CALL_TIMEOUT_MS });
+  let allow!: () => void;
+  let refuse!: (err: Error) => void;
+  const recordsAllowed = new Promise<void>((resolve, reject) => ([allow, refuse] = [resolve, reject]));
+  recordsAllowed.catch(() => undefined);
+  let ingested = false;
+  let unusable: ApiImportUnusable | undefined;
+  const outcome = importer
+    .run(() => {
+      ingested = true;
+      return recordsAllowed;
+    })
+    .then(
+      () => undefined,
+      (err: unknown) => apiFailure(err, opts.archive),
+    );
+  void outcome.then((bad) => {
+    if (!bad) return;
+    if (bad instanceof ApiImportUnusable) unusable = bad;
+    // Not reading on lets zstd end (broken pipe) instead of blocking on a full pipe.
+    data.destroy();
+    // containerd's failure ends the attempt at once; a bad tar waits for the group's exit, whose
+    // own reason (zstd's, cat's) comes first when there is one.
+    if (bad instanceof ApiImportUnusable || bad.kind !== 'corrupt') fail('import-failed', bad.message);
+  });
+  data.on('error', () => undefined);
+  return {
+    consumed: () => importer.consumed,
+    ingested: () => ingested,
+    unusable: () => unusable,
+    async settle(groupFailure, output) {
+      // zstd saw its reader stop: the importer's reason is the one that counts.
+      const own = groupFailure && !/broken pipe|write error/i.test(output) ? groupFailure : null;
+      if (own) {
+        refuse(new Error(own.message));
+        await outcome;
+        return new ImportAttemptError(own.kind, own.message, output);
+      }
+      allow();
+      const bad = await outcome;
+      return bad ?? (groupFailure ? new ImportAttemptError(groupFailure.kind, groupFailure.message, output) : undefined);
+    },
+    close() {
+      refuse(new Error('the attempt ended'));
+      data.destroy();
+    },
+  };
 }
 
 /** Where an attempt stands at a tick: bytes still moving (the watchdog follows `measure`), or all of them through. */
@@ -189,8 +311,10 @@ interface AttemptWay {
   throughVerb: string;
   /** A failure seen while running, worded for the error (e.g. with cat's complaint). */
   failureMessage?(failure: Failure, output: string): string;
+  /** The error for a failure seen while running, when it is not an ImportAttemptError of it. */
+  failureError?(failure: Failure): Error | undefined;
   /** The outcome once the import group has exited and no failure was seen. */
-  settle(code: number | null, signal: NodeJS.Signals | null, output: string): ImportAttemptResult | ImportAttemptError;
+  settle(code: number | null, signal: NodeJS.Signals | null, output: string): ImportAttemptResult | Error | Promise<ImportAttemptResult | Error>;
   /** Stops listening on the attempt's own streams (a reader stuck in the kernel may keep them open). */
   close(): void;
 }
@@ -204,11 +328,12 @@ function superviseAttempt(
   opts: ImportAttemptOptions,
   script: string,
   stdin: 'pipe' | 'ignore',
+  toAgent: boolean,
   start: (child: ReturnType<typeof spawn>, fail: (kind: FailureKind, message: string) => void, running: () => boolean) => AttemptWay,
 ): Promise<ImportAttemptResult> {
   return new Promise<ImportAttemptResult>((resolve, reject) => {
     if (opts.signal.aborted) return reject(opts.signal.reason ?? new Error('aborted'));
-    const child = spawnImportGroup(opts, script, stdin);
+    const child = spawnImportGroup(opts, script, stdin, toAgent);
     let output = '';
     const collect = (b: Buffer): void => {
       output = tail(output + b.toString('utf8'));
@@ -232,14 +357,16 @@ function superviseAttempt(
       if (settled) return;
       settled = true;
       clearInterval(tick);
-      opts.signal.removeEventListener('abort', onAbort);
       killGroup(child);
-      way.close();
-      if (opts.signal.aborted) return reject(opts.signal.reason ?? new Error('aborted'));
-      if (failure) return reject(new ImportAttemptError(failure.kind, way.failureMessage?.(failure, output) ?? failure.message, output));
-      const outcome = way.settle(code, sig, output);
-      if (outcome instanceof ImportAttemptError) reject(outcome);
-      else resolve(outcome);
+      // The API importer creates its records only now: settling may take a few calls (each with a deadline).
+      void Promise.resolve(failure || opts.signal.aborted ? undefined : way.settle(code, sig, output)).then((outcome) => {
+        opts.signal.removeEventListener('abort', onAbort);
+        way.close();
+        if (opts.signal.aborted) return reject(opts.signal.reason ?? new Error('aborted'));
+        if (failure) return reject(way.failureError?.(failure) ?? new ImportAttemptError(failure.kind, way.failureMessage?.(failure, output) ?? failure.message, output));
+        if (outcome instanceof Error) reject(outcome);
+        else resolve(outcome!);
+      });
     };
     child.on('error', (err) => {
       fail('import-failed', `cannot start the import: ${err.message}`);
@@ -250,13 +377,14 @@ function superviseAttempt(
 }
 
 /** The import group: `script` under bash in its own process group, with the archive and ctr's arguments. */
-function spawnImportGroup(opts: ImportAttemptOptions, script: string, stdin: 'pipe' | 'ignore'): ReturnType<typeof spawn> {
+function spawnImportGroup(opts: ImportAttemptOptions, script: string, stdin: 'pipe' | 'ignore', toAgent: boolean): ReturnType<typeof spawn> {
   const { archive } = opts;
-  return spawn(
-    'bash',
-    ['-c', script, 'hvagent-preload', archive.archivePath, archive.compression, opts.zstd, ...ctrImportArgs(opts.target, opts.unpack)],
-    { detached: true, stdio: [stdin, 'pipe', 'pipe', 'pipe'] },
-  );
+  // Without ctr's argv the group writes the tar to fd 4, for the agent's own importer.
+  const sink = toAgent ? [] : ctrImportArgs(opts.target, opts.unpack);
+  return spawn('bash', ['-c', script, 'hvagent-preload', archive.archivePath, archive.compression, opts.zstd, ...sink], {
+    detached: true,
+    stdio: toAgent ? [stdin, 'pipe', 'pipe', 'pipe', 'pipe'] : [stdin, 'pipe', 'pipe', 'pipe'],
+  });
 }
 
 function killGroup(child: ReturnType<typeof spawn>): void {
@@ -313,11 +441,12 @@ function settleAfterExit(child: ReturnType<typeof spawn>, finish: (code: number 
 }
 
 /** The import reads the archive itself; the agent follows the reader's rchar (its PID comes on fd 3). */
-function importDirect(opts: ImportAttemptOptions): Promise<ImportAttemptResult> {
+function importDirect(opts: ImportAttemptOptions, session?: GrpcSession): Promise<ImportAttemptResult> {
   const now = opts.now ?? Date.now;
   const started = now();
   const { archive } = opts;
-  return superviseAttempt(opts, DIRECT_SCRIPT, 'ignore', (child, _fail, running) => {
+  return superviseAttempt(opts, DIRECT_SCRIPT, 'ignore', session !== undefined, (child, fail, running) => {
+    const api = session && startApiSink(child.stdio[4] as Readable, session, opts, fail);
     let pidText = '';
     let readerPid: number | undefined;
     const pidPipe = child.stdio[3] as Readable;
@@ -339,54 +468,65 @@ function importDirect(opts: ImportAttemptOptions): Promise<ImportAttemptResult> 
         else readBytes = archive.sizeBytes !== undefined ? Math.min(n, archive.sizeBytes) : n;
         if (archive.sizeBytes !== undefined && readBytes >= archive.sizeBytes) readingDone = true;
         opts.onBytes?.(readBytes);
-        return readingDone
+        return readingDone && (!api || api.ingested())
           ? { state: 'through' }
-          : { state: 'moving', measure: readBytes, shownBytes: readBytes, why: 'the import stopped reading the archive (hung or very slow medium, or containerd stopped accepting data)' };
+          : { state: 'moving', measure: readBytes + (api?.consumed() ?? 0), shownBytes: readBytes, why: 'the import stopped reading the archive (hung or very slow medium, or containerd stopped accepting data)' };
       },
-      settle(code, sig, output) {
+      failureError: () => api?.unusable(),
+      async settle(code, sig, output) {
         const bad = classifyExit(code, sig, output, true);
-        if (bad) return new ImportAttemptError(bad.kind, bad.message, output);
+        const failed = api ? await api.settle(bad, output) : bad && new ImportAttemptError(bad.kind, bad.message, output);
+        if (failed) return failed;
         const bytes = archive.sizeBytes ?? readBytes;
         opts.onBytes?.(bytes);
         return { bytes, durationMs: now() - started };
       },
-      close: () => pidPipe.destroy(),
+      close() {
+        pidPipe.destroy();
+        api?.close();
+      },
     };
   });
 }
 
 /** The agent relays the archive from `cat` (fd 3) to the import's stdin, hashing it and holding back its tail. */
-function importRelayed(opts: ImportAttemptOptions): Promise<ImportAttemptResult> {
+function importRelayed(opts: ImportAttemptOptions, session?: GrpcSession): Promise<ImportAttemptResult> {
   const now = opts.now ?? Date.now;
   const started = now();
-  return superviseAttempt(opts, SCRIPT, 'pipe', (child, fail, running) => {
+  return superviseAttempt(opts, SCRIPT, 'pipe', session !== undefined, (child, fail, running) => {
     const source = child.stdio[3] as Readable;
     const sink = child.stdin as Writable;
     const relay = relayArchive(source, sink, opts, fail, running);
+    const api = session && startApiSink(child.stdio[4] as Readable, session, opts, fail);
     const delivered = (): number => relay.written - sink.writableLength;
     return {
       throughVerb: 'sent',
       progress() {
-        if (relay.phase === 'finishing' && delivered() >= relay.written) return { state: 'through' };
+        if (relay.phase === 'finishing' && delivered() >= relay.written && (!api || api.ingested())) return { state: 'through' };
         const side = source.isPaused() || relay.phase === 'finishing' ? 'ctr/containerd stopped accepting data' : 'reading the archive stopped (hung or very slow medium?)';
-        return { state: 'moving', measure: relay.readBytes + delivered(), shownBytes: relay.readBytes, why: side };
+        return { state: 'moving', measure: relay.readBytes + delivered() + (api?.consumed() ?? 0), shownBytes: relay.readBytes, why: side };
       },
+      failureError: () => api?.unusable(),
       failureMessage(f, output) {
         // A short read: cat's own complaint (EIO, EISDIR, …) says why.
         const cat = output.split('\n').filter((l) => l.startsWith('cat:')).slice(-2).join(' | ');
         return f.kind === 'read-failed' && cat ? `${f.message}: ${cat}` : f.message;
       },
-      settle(code, sig, output) {
-        const bad = classifyExit(code, sig, output, relay.phase === 'finishing');
-        if (bad) return new ImportAttemptError(bad.kind, bad.message, output);
-        if (relay.phase !== 'finishing') {
-          return new ImportAttemptError('import-failed', `ctr finished before the whole archive was sent (${formatBytes(relay.readBytes)} read): trailing data after the tar?`, output);
-        }
+      async settle(code, sig, output) {
+        const early: Failure | null =
+          relay.phase === 'finishing'
+            ? null
+            : { kind: 'import-failed', message: `the import finished before the whole archive was sent (${formatBytes(relay.readBytes)} read): trailing data after the tar?` };
+        const bad = classifyExit(code, sig, output, relay.phase === 'finishing') ?? early;
+        // The API importer's records wait for this: only an archive whose sha256 checked out gets them.
+        const failed = api ? await api.settle(bad, output) : bad && new ImportAttemptError(bad.kind, bad.message, output);
+        if (failed) return failed;
         return { bytes: relay.readBytes, sha256: relay.sha256, durationMs: now() - started };
       },
       close() {
         source.destroy();
         sink.destroy();
+        api?.close();
       },
     };
   });

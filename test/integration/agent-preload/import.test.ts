@@ -160,14 +160,17 @@ describe('image-preload guard: import', () => {
     expect(r.hint).toMatch(/damaged/);
   });
 
-  it('fails on an uncompressed tar that was cut short', async () => {
+  it.each([
+    ['api', /short\.tar: the archive's tar is not valid: the tar ends inside an entry \(\d+ bytes missing\): the archive is cut short \[after 1 attempt\]/],
+    ['ctr', /short\.tar: the tar ends early \(truncated archive\): ctr: failed to ingest .*unexpected EOF \[after 1 attempt\]/],
+  ])('fails on an uncompressed tar that was cut short (importer %s)', async (importer, diagnosis) => {
     const bundle = path.join(dir, 'bundle');
     await buildBundle(bundle, [{ name: 'short.tar', images: [{ ref: 'docker.io/hv/short:1', size: 3 * MiB }] }]);
     const p = path.join(bundle, 'harvester/images/short.tar');
     await truncate(p, 2 * MiB + 1000);
-    const t = makeContext(testSettings(containerd, bundle, { attempts: 1 }));
+    const t = makeContext(testSettings(containerd, bundle, { attempts: 1, importer }));
     const r = await imagePreload.reconcile(t.ctx);
-    expect(r).toMatchObject({ status: 'fail', diagnosis: expect.stringMatching(/short\.tar: the tar ends early \(truncated archive\): ctr: failed to ingest .*unexpected EOF \[after 1 attempt\]/) });
+    expect(r).toMatchObject({ status: 'fail', diagnosis: expect.stringMatching(diagnosis) });
     expect(await containerd.images()).toEqual([]);
   });
 

@@ -35,6 +35,7 @@ async function attempt(sha256: string | undefined): Promise<ImportAttemptError> 
     target: { ctr, socket: path.join(dir, 'none.sock'), namespace: 'k8s.io' },
     zstd: path.join(dir, 'no-such-zstd'),
     unpack: true,
+    importer: 'ctr',
     stallTimeoutMs: 30_000,
     finishTimeoutMs: 30_000,
     signal: new AbortController().signal,
