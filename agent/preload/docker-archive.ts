@@ -161,9 +161,9 @@ function sha256(b: Buffer): string {
 /** The manifests and image records of a docker archive, as ctr would make them. */
 export function planDockerImages(read: ReadArchive, arch: string = hostArchitecture()): PlannedImages {
   const entries = parseManifestList(read.manifestJson);
+  // manifest.json's paths are looked up as written, as containerd does: `./x.json` names no file.
   const blob = (name: string, what: string): StoredBlob => {
-    const clean = cleanEntryName(name);
-    const b = read.blobs.get(clean) ?? read.blobs.get(read.symlinks.get(clean) ?? '');
+    const b = read.blobs.get(name) ?? read.blobs.get(read.symlinks.get(name) ?? '');
     if (!b) throw new DockerArchiveError(`manifest.json names ${what} ${name}, which the archive does not hold`);
     return b;
   };
@@ -173,7 +173,7 @@ export function planDockerImages(read: ReadArchive, arch: string = hostArchitect
     // An image without a tag gets no record: nothing would keep its manifest.
     if (entry.RepoTags.length === 0) continue;
     const config = blob(entry.Config, 'the config');
-    checkPlatform(read.smallFiles.get(cleanEntryName(entry.Config)), entry.Config, arch);
+    checkPlatform(read.smallFiles.get(entry.Config), entry.Config, arch);
     const layers = entry.Layers.map((l) => {
       const b = blob(l, 'the layer');
       return { mediaType: layerMediaType(b.head), digest: b.digest, size: b.size };
