@@ -43,6 +43,7 @@ const MANIFEST_LIMIT = 20 << 20;
 const HEAD_BYTES = 16;
 /** As ctr's: long enough for any import; the lease is deleted as soon as the import ends either way. */
 const LEASE_EXPIRY_MS = 24 * 3600_000;
+const LEASE_DELETE_TIMEOUT_MS = 5_000;
 const EMPTY_DIGEST = 'sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 
 export interface ApiImportOptions {
@@ -101,8 +102,9 @@ export class DockerArchiveApiImport {
 
   private async deleteLease(): Promise<void> {
     if (!this.leaseCreated) return;
-    // Best effort: a lease left behind expires, and the content it holds goes with it.
-    await this.o.session.unary(DELETE_LEASE, bytesField(1, this.lease), this.meta()).catch(() => undefined);
+    // Best effort, briefly: a lease left behind expires, and the content it holds goes with it.
+    const timeoutMs = Math.min(this.o.callTimeoutMs, LEASE_DELETE_TIMEOUT_MS);
+    await this.o.session.unary(DELETE_LEASE, bytesField(1, this.lease), { namespace: this.o.namespace, timeoutMs }).catch(() => undefined);
   }
 
   private async ingest(): Promise<PlannedImages> {

@@ -86,10 +86,13 @@ export function isOciLayoutEntry(name: string): boolean {
   return name === 'oci-layout' || name === 'index.json' || name.startsWith('blobs/');
 }
 
-/** containerd's compression sniffing: gzip and zstd are "compressed", which it types as gzip. */
+/**
+ * containerd's compression sniffing (pkg/archive/compression): gzip and zstd (a frame, or a
+ * skippable frame first) are "compressed", which its importer types as gzip.
+ */
 function layerMediaType(head: Buffer): string {
   const gzip = head.length >= 3 && head[0] === 0x1f && head[1] === 0x8b && head[2] === 0x08;
-  const zstd = head.length >= 4 && head.readUInt32BE(0) === 0x28b52ffd;
+  const zstd = head.length >= 4 && (head.readUInt32BE(0) === 0x28b52ffd || (head.readUInt32LE(0) & 0xfffffff0) === 0x184d2a50);
   return gzip || zstd ? MEDIA_TYPE_LAYER_GZIP : MEDIA_TYPE_LAYER;
 }
 
@@ -146,6 +149,21 @@ function ociReferenceName(name: string): string {
   return colon === -1 ? name : name.slice(colon + 1);
 }
 
+// Docker's reference grammar (distribution/reference: regexp.go), for a normalised name.
+const DOMAIN_COMPONENT = '(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])';
+const PATH_COMPONENT = '[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*';
+const REFERENCE = new RegExp(
+  `^${DOMAIN_COMPONENT}(?:\\.${DOMAIN_COMPONENT})*(?::[0-9]+)?(?:/${PATH_COMPONENT})+` +
+    '(?::[\\w][\\w.-]{0,127}|@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})$',
+);
+
+/** A name docker's grammar accepts (ctr refuses the import of any other; it is left to ctr to say so). */
+function isDockerReference(name: string): boolean {
+  const at = name.indexOf('@');
+  const repoEnd = at !== -1 ? at : name.lastIndexOf(':') > name.lastIndexOf('/') ? name.lastIndexOf(':') : name.length;
+  return name.slice(0, repoEnd).length <= 255 && REFERENCE.test(name);
+}
+
 /** `repo:tag@sha256:…`: containerd keeps only the digest of such a name; left to ctr. */
 function hasTagAndDigest(name: string): boolean {
   const at = name.indexOf('@');
@@ -161,6 +179,10 @@ function sha256(b: Buffer): string {
 /** The manifests and image records of a docker archive, as ctr would make them. */
 export function planDockerImages(read: ReadArchive, arch: string = hostArchitecture()): PlannedImages {
   const entries = parseManifestList(read.manifestJson);
+  // containerd refuses the whole archive for a symlink that points at no file.
+  for (const [link, to] of read.symlinks) {
+    if (!read.blobs.has(to)) throw new NotForApiImportError(`the symlink ${link} points at ${to}, which the archive does not hold`);
+  }
   // manifest.json's paths are looked up as written, as containerd does: `./x.json` names no file.
   const blob = (name: string, what: string): StoredBlob => {
     const b = read.blobs.get(name) ?? read.blobs.get(read.symlinks.get(name) ?? '');
@@ -193,7 +215,7 @@ export function planDockerImages(read: ReadArchive, arch: string = hostArchitect
     manifests.set(digest, { json, digest, labels });
     for (const tag of entry.RepoTags) {
       const name = normaliseImageRef(tag);
-      if (!name || hasTagAndDigest(name)) {
+      if (!name || hasTagAndDigest(name) || !isDockerReference(name)) {
         throw new NotForApiImportError(`the tag ${JSON.stringify(tag)} is not one this importer names the way ctr does`);
       }
       images.push({ name, target: { mediaType: MEDIA_TYPE_MANIFEST, digest, size: json.length, annotations: { [ANNOTATION_IMAGE_NAME]: name, [ANNOTATION_REF_NAME]: ociReferenceName(name) } } });

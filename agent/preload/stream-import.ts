@@ -237,7 +237,8 @@ interface ApiSink {
   settle(groupFailure: Failure | null, output: string): Promise<ImportAttemptError | ApiImportUnusable | undefined>;
   /** Set when the attempt failed because the API importer cannot take the archive. */
   unusable(): ApiImportUnusable | undefined;
-  close(): void;
+  /** Stops the importer; resolves once it has deleted its lease. */
+  close(): Promise<void>;
 }
 
 /** Why an API import failed, as the attempt reports it. */
@@ -248,7 +249,7 @@ function apiFailure(err: unknown, archive: BundleArchive): ImportAttemptError | 
   return new ImportAttemptError('import-failed', (err as Error).message, '');
 }
 
-function startApiSink(data: Readable, session: GrpcSession, opts: ImportAttemptOptions, fail: (kind: FailureKind, message: string) => void): ApiSink {
+function startApiSink(data: Readable, session: GrpcSession, opts: ImportAttemptOptions, fail: (kind: FailureKind, message: string) => void, running: () => boolean): ApiSink {
   const importer = new DockerArchiveApiImport(data, { session, namespace: opts.target.namespace, callTimeoutMs: API_CALL_TIMEOUT_MS });
   let allow!: () => void;
   let refuse!: (err: Error) => void;
@@ -266,7 +267,8 @@ function startApiSink(data: Readable, session: GrpcSession, opts: ImportAttemptO
       (err: unknown) => apiFailure(err, opts.archive),
     );
   void outcome.then((bad) => {
-    if (!bad) return;
+    // Once the attempt has failed for another reason (or settles), the importer's own end is no news.
+    if (!bad || !running()) return;
     if (bad instanceof ApiImportUnusable) unusable = bad;
     // Not reading on lets zstd end (broken pipe) instead of blocking on a full pipe.
     data.destroy();
@@ -291,9 +293,10 @@ function startApiSink(data: Readable, session: GrpcSession, opts: ImportAttemptO
       const bad = await outcome;
       return bad ?? (groupFailure ? new ImportAttemptError(groupFailure.kind, groupFailure.message, output) : undefined);
     },
-    close() {
+    async close() {
       refuse(new Error('the attempt ended'));
       data.destroy();
+      await outcome;
     },
   };
 }
@@ -315,8 +318,11 @@ interface AttemptWay {
   failureError?(failure: Failure): Error | undefined;
   /** The outcome once the import group has exited and no failure was seen. */
   settle(code: number | null, signal: NodeJS.Signals | null, output: string): ImportAttemptResult | Error | Promise<ImportAttemptResult | Error>;
-  /** Stops listening on the attempt's own streams (a reader stuck in the kernel may keep them open). */
-  close(): void;
+  /**
+   * Stops listening on the attempt's own streams (a reader stuck in the kernel may keep them open);
+   * resolves once the way has cleaned up after itself (the API importer's lease deleted).
+   */
+  close(): void | Promise<void>;
 }
 
 /**
@@ -359,9 +365,9 @@ function superviseAttempt(
       clearInterval(tick);
       killGroup(child);
       // The API importer creates its records only now: settling may take a few calls (each with a deadline).
-      void Promise.resolve(failure || opts.signal.aborted ? undefined : way.settle(code, sig, output)).then((outcome) => {
+      void Promise.resolve(failure || opts.signal.aborted ? undefined : way.settle(code, sig, output)).then(async (outcome) => {
         opts.signal.removeEventListener('abort', onAbort);
-        way.close();
+        await way.close();
         if (opts.signal.aborted) return reject(opts.signal.reason ?? new Error('aborted'));
         if (failure) return reject(way.failureError?.(failure) ?? new ImportAttemptError(failure.kind, way.failureMessage?.(failure, output) ?? failure.message, output));
         if (outcome instanceof Error) reject(outcome);
@@ -446,7 +452,7 @@ function importDirect(opts: ImportAttemptOptions, session?: GrpcSession): Promis
   const started = now();
   const { archive } = opts;
   return superviseAttempt(opts, DIRECT_SCRIPT, 'ignore', session !== undefined, (child, fail, running) => {
-    const api = session && startApiSink(child.stdio[4] as Readable, session, opts, fail);
+    const api = session && startApiSink(child.stdio[4] as Readable, session, opts, fail, running);
     let pidText = '';
     let readerPid: number | undefined;
     const pidPipe = child.stdio[3] as Readable;
@@ -481,9 +487,9 @@ function importDirect(opts: ImportAttemptOptions, session?: GrpcSession): Promis
         opts.onBytes?.(bytes);
         return { bytes, durationMs: now() - started };
       },
-      close() {
+      async close() {
         pidPipe.destroy();
-        api?.close();
+        await api?.close();
       },
     };
   });
@@ -497,7 +503,7 @@ function importRelayed(opts: ImportAttemptOptions, session?: GrpcSession): Promi
     const source = child.stdio[3] as Readable;
     const sink = child.stdin as Writable;
     const relay = relayArchive(source, sink, opts, fail, running);
-    const api = session && startApiSink(child.stdio[4] as Readable, session, opts, fail);
+    const api = session && startApiSink(child.stdio[4] as Readable, session, opts, fail, running);
     const delivered = (): number => relay.written - sink.writableLength;
     return {
       throughVerb: 'sent',
@@ -523,10 +529,10 @@ function importRelayed(opts: ImportAttemptOptions, session?: GrpcSession): Promi
         if (failed) return failed;
         return { bytes: relay.readBytes, sha256: relay.sha256, durationMs: now() - started };
       },
-      close() {
+      async close() {
         source.destroy();
         sink.destroy();
-        api?.close();
+        await api?.close();
       },
     };
   });

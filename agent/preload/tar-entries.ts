@@ -36,7 +36,8 @@ function headerNumber(b: Buffer, what: string): number {
     if (!Number.isSafeInteger(n)) throw new TarFormatError(`a tar header's ${what} is too large`);
     return n;
   }
-  const text = cString(b).trim();
+  // Go's reader trims spaces and NULs on both sides of the digits.
+  const text = b.toString('latin1').replace(/^[ \0]+|[ \0]+$/g, '');
   if (text === '') return 0;
   if (!/^[0-7]+$/.test(text)) throw new TarFormatError(`a tar header's ${what} is not a number (${JSON.stringify(text)}): not a tar, or corrupt`);
   return parseInt(text, 8);
@@ -87,16 +88,20 @@ export class TarEntries {
     this.source = source[Symbol.asyncIterator]();
   }
 
+  /** Takes the next non-empty chunk of the source; false at its end. */
   private async fill(): Promise<boolean> {
-    if (this.done) return false;
-    const r = await this.source.next();
-    if (r.done) {
-      this.done = true;
-      return false;
+    while (!this.done) {
+      const r = await this.source.next();
+      if (r.done) {
+        this.done = true;
+        break;
+      }
+      if (r.value.length === 0) continue;
+      this.chunks.push(r.value);
+      this.buffered += r.value.length;
+      return true;
     }
-    this.chunks.push(r.value);
-    this.buffered += r.value.length;
-    return true;
+    return false;
   }
 
   /** Up to `max` bytes as they were buffered (no copy); empty only at the end of the stream. */
@@ -167,7 +172,12 @@ export class TarEntries {
       const h = await this.exactly(BLOCK, 'header');
       // Go's reader, too, ends at a clean end of stream between entries.
       if (!h) return undefined;
-      if (h.every((b) => b === 0)) return undefined;
+      // The end is two zero blocks (or the stream's end after one); a lone zero block inside is not a tar.
+      if (h.every((b) => b === 0)) {
+        const second = await this.exactly(BLOCK, 'header');
+        if (second && !second.every((b) => b === 0)) throw new TarFormatError(`a zero block at byte ${this.consumed - 2 * BLOCK} is followed by more entries: not a tar, or corrupt`);
+        return undefined;
+      }
       if (!checksumMatches(h)) throw new TarFormatError(`a tar header's checksum is wrong at byte ${this.consumed - BLOCK}: not a tar, or corrupt`);
       const type = h[156] === 0 ? '0' : String.fromCharCode(h[156]!);
       let size = headerNumber(h.subarray(124, 136), 'size');

@@ -45,8 +45,10 @@ export async function fakeContainerdApi(socket: string, answer: Answer): Promise
     stream.on('data', (c: Buffer) => chunks.push(c));
     stream.on('end', () => {
       seen.push({ headers, body: Buffer.concat(chunks) });
-      answer(stream, String(headers[':path']));
+      // A client that gave up on the call has reset its stream: nothing to answer.
+      if (!stream.destroyed) answer(stream, String(headers[':path']));
     });
+    stream.on('error', () => undefined);
   });
   await new Promise<void>((r) => server.listen(socket, r));
   onTestFinished(async () => {
