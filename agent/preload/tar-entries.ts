@@ -84,14 +84,25 @@ export class TarEntries {
   private bodyLeft = 0;
   private padLeft = 0;
 
+  /**
+   * The first read, asked at once: a stream's async iterator attaches to the stream only when first
+   * asked, and a child process's pipe left unread when the child exits is set flowing by Node
+   * (child_process flushStdio), its bytes dropped.
+   */
+  private first: Promise<IteratorResult<Buffer>> | undefined;
+
   constructor(source: AsyncIterable<Buffer>) {
     this.source = source[Symbol.asyncIterator]();
+    this.first = this.source.next();
+    this.first.catch(() => undefined);
   }
 
   /** Takes the next non-empty chunk of the source; false at its end. */
   private async fill(): Promise<boolean> {
     while (!this.done) {
-      const r = await this.source.next();
+      const pending = this.first ?? this.source.next();
+      this.first = undefined;
+      const r = await pending;
       if (r.done) {
         this.done = true;
         break;

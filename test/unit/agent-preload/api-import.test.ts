@@ -111,6 +111,25 @@ describe('an import through the API importer', () => {
     expect(await ctrRan()).toBe('');
   });
 
+  it('takes every byte even when the archive was read and its reader gone before containerd answered the lease', async () => {
+    // Node sets an unread pipe of an exited child flowing and drops its bytes: the importer must be reading from the start.
+    const c = await containerd((p) => (p.endsWith('Leases/Create') ? (stream, path_) => void setTimeout(() => replyWith(Buffer.alloc(0))(stream, path_), 500) : undefined));
+    // Small enough to fit in the pipe whole: its reader exits at once.
+    const saved = archive;
+    archive = path.join(dir, 'tiny.tar');
+    const out = createWriteStream(archive);
+    await writeDockerArchive(out, [{ ref: 'rancher/a:v1', size: 1000 }]);
+    out.end();
+    await once(out, 'finish');
+    try {
+      const r = await attempt(c.socket);
+      expect(r).toEqual({ err: undefined, fallbacks: [] });
+      expect(methods(c.calls)).toEqual(['Create', 'Write', 'Write', 'Write', 'Update', 'Create', 'Delete']);
+    } finally {
+      archive = saved;
+    }
+  });
+
   it('creates no image record for an archive whose checksum does not match, and deletes its lease', async () => {
     const c = await containerd();
     const r = await attempt(c.socket, '0'.repeat(64));
