@@ -41,6 +41,8 @@ const SMALL_FILE_BYTES = 1 << 20;
 /** containerd's own limit for the archive's JSON files (core/images/archive/importer.go). */
 const MANIFEST_LIMIT = 20 << 20;
 const HEAD_BYTES = 16;
+/** Content/Write calls open at once within one archive. */
+const MAX_OPEN_WRITES = 16;
 /** As ctr's: long enough for any import; the lease is deleted as soon as the import ends either way. */
 const LEASE_EXPIRY_MS = 24 * 3600_000;
 const LEASE_DELETE_TIMEOUT_MS = 5_000;
@@ -113,6 +115,7 @@ export class DockerArchiveApiImport {
     const smallFiles = new Map<string, Buffer>();
     let manifestJson: Buffer | undefined;
     const commits: Promise<void>[] = [];
+    const open = new Set<Promise<void>>();
     let failed: unknown;
     for (;;) {
       if (failed) throw failed;
@@ -133,9 +136,18 @@ export class DockerArchiveApiImport {
       }
       const small = entry.size <= SMALL_FILE_BYTES && name.endsWith('.json') ? await this.tar.readAll(SMALL_FILE_BYTES, name) : undefined;
       if (small) smallFiles.set(name, small);
-      // The commit of one file overlaps the streaming of the next; the first failure stops the import.
+      // The commit of one file overlaps the streaming of the next, a few calls at a time (a legacy
+      // archive has thousands of tiny files); the first failure stops the import.
+      while (open.size >= MAX_OPEN_WRITES) await Promise.race(open);
       const committed = this.writeFile(name, entry.size, small).then((b) => void blobs.set(name, b));
-      committed.catch((err) => (failed ??= err));
+      open.add(committed);
+      committed.then(
+        () => open.delete(committed),
+        (err) => {
+          open.delete(committed);
+          failed ??= err;
+        },
+      );
       commits.push(committed);
       // A file streamed from the tar must be through before the next entry can be read.
       if (!small) await this.streamed;

@@ -45,7 +45,10 @@ const CONTENT_WRITE = '/containerd.services.content.v1.Content/Write';
 let serial = 0;
 
 /** A stand-in answering like containerd (a digest for each write, NOT_FOUND for an unknown image's update), with `override` first. */
-async function containerd(override: (path: string) => ((stream: http2.ServerHttp2Stream, p: string) => void) | undefined = () => undefined) {
+async function containerd(
+  override: (path: string) => ((stream: http2.ServerHttp2Stream, p: string) => void) | undefined = () => undefined,
+  onOpen?: (path: string) => void,
+) {
   const socket = path.join(dir, `c${++serial}.sock`);
   const calls = await fakeContainerdApi(socket, (stream, p) => {
     const special = override(p);
@@ -53,7 +56,7 @@ async function containerd(override: (path: string) => ((stream: http2.ServerHttp
     if (p === CONTENT_WRITE) return replyWith(Buffer.concat([Buffer.from([0x32, 71]), Buffer.from(`sha256:${String(serial).repeat(64).slice(0, 64)}`)]))(stream, p);
     if (p.endsWith('Images/Update')) return failWith(5, 'image not found')(stream, p);
     return replyWith(Buffer.alloc(0))(stream, p);
-  });
+  }, onOpen);
   return { socket, calls };
 }
 
@@ -125,6 +128,42 @@ describe('an import through the API importer', () => {
       const r = await attempt(c.socket);
       expect(r).toEqual({ err: undefined, fallbacks: [] });
       expect(methods(c.calls)).toEqual(['Create', 'Write', 'Write', 'Write', 'Update', 'Create', 'Delete']);
+    } finally {
+      archive = saved;
+    }
+  });
+
+  it('keeps at most 16 writes open at once on an archive of many small files, and writes every one', async () => {
+    let open = 0;
+    let most = 0;
+    const c = await containerd(
+      (p) =>
+        p === CONTENT_WRITE
+          ? (stream, path_) =>
+              void setTimeout(() => {
+                open--;
+                replyWith(Buffer.concat([Buffer.from([0x32, 71]), Buffer.from(`sha256:${'7'.repeat(64)}`)]))(stream, path_);
+              }, 30)
+          : undefined,
+      (p) => {
+        if (p === CONTENT_WRITE) most = Math.max(most, ++open);
+      },
+    );
+    const saved = archive;
+    archive = path.join(dir, 'many.tar');
+    const out = createWriteStream(archive);
+    await writeDockerArchive(out, Array.from({ length: 20 }, (_, i) => ({ ref: `rancher/m${i}:v1`, size: 100 })));
+    out.end();
+    await once(out, 'finish');
+    try {
+      const r = await attempt(c.socket);
+      expect(r).toEqual({ err: undefined, fallbacks: [] });
+      // 40 files (a layer and a config per image), then the manifests (the stand-in gives every
+      // file one digest, so images whose files are the same size share one).
+      expect(methods(c.calls).filter((m) => m === 'Write').length).toBeGreaterThanOrEqual(41);
+      expect(methods(c.calls).filter((m) => m === 'Create')).toHaveLength(21);
+      expect(most).toBeGreaterThan(1);
+      expect(most).toBeLessThanOrEqual(16);
     } finally {
       archive = saved;
     }

@@ -34,13 +34,14 @@ export function failWith(code: number, message: string): Answer {
   return (stream) => stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': String(code), 'grpc-message': message }, { endStream: true });
 }
 
-/** Serves `answer` on `socket` until the running test finishes; returns the calls it saw. */
-export async function fakeContainerdApi(socket: string, answer: Answer): Promise<SeenCall[]> {
+/** Serves `answer` on `socket` until the running test finishes; returns the calls it saw. `onOpen` hears each call as it starts. */
+export async function fakeContainerdApi(socket: string, answer: Answer, onOpen?: (path: string) => void): Promise<SeenCall[]> {
   const seen: SeenCall[] = [];
   const server = http2.createServer();
   const sessions = new Set<http2.ServerHttp2Session>();
   server.on('session', (s) => sessions.add(s));
   server.on('stream', (stream, headers) => {
+    onOpen?.(String(headers[':path']));
     const chunks: Buffer[] = [];
     stream.on('data', (c: Buffer) => chunks.push(c));
     stream.on('end', () => {
