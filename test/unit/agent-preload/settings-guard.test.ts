@@ -33,6 +33,7 @@ describe('resolvePreloadSettings', () => {
       stallTimeoutMs: 120_000,
       attempts: 3,
       unpack: false,
+      importer: 'api',
       startContainerd: 'auto',
       containerdUnit: 'containerd.service',
       containerdRoot: '/var/lib/rancher/rke2/agent/containerd',
@@ -51,11 +52,12 @@ describe('resolvePreloadSettings', () => {
       attempts: 5,
       sections: ['common'],
       unpack: 'true',
+      importer: 'ctr',
       containerdUnit: 'rke2-containerd.service',
       rke2Binary: '/opt/rke2/bin/rke2',
       deadline: '2h',
     });
-    expect(s).toMatchObject({ containerdSocket: '/run/c.sock', bundleDirs: ['/mnt/iso/bundle'], parallelism: 3, stallTimeoutMs: 45_000, finishTimeoutMs: 300_000, retryDelayMs: 500, retryMaxDelayMs: 30_000, attempts: 5, sections: ['common'], unpack: true, containerdUnit: 'rke2-containerd.service' });
+    expect(s).toMatchObject({ containerdSocket: '/run/c.sock', bundleDirs: ['/mnt/iso/bundle'], parallelism: 3, stallTimeoutMs: 45_000, finishTimeoutMs: 300_000, retryDelayMs: 500, retryMaxDelayMs: 30_000, attempts: 5, sections: ['common'], unpack: true, importer: 'ctr', containerdUnit: 'rke2-containerd.service' });
   });
 
   it.each([
@@ -64,6 +66,7 @@ describe('resolvePreloadSettings', () => {
     [{ stallTimeout: '10ms' }, 'image-preload setting stallTimeout: must be at least 100ms'],
     [{ sections: [] }, 'image-preload setting sections: must be a non-empty list of metadata.yaml sections (common, rke2, agent)'],
     [{ startContainerd: 'yes' }, 'image-preload setting startContainerd: must be auto or never, got "yes"'],
+    [{ importer: 'fast' }, 'image-preload setting importer: must be api or ctr, got "fast"'],
     [{ containerdUnit: ' ' }, 'image-preload setting containerdUnit: must be a non-empty string, got " "'],
     [{ stalTimeout: '1s' }, 'image-preload setting stalTimeout: unknown setting'],
     [{ required: 'maybe' }, 'image-preload setting required: must be true or false, got "maybe"'],
