@@ -5,11 +5,11 @@
  * the same garbage-collection labels, and leave no lease or ingest behind. What the importer does
  * not take (an OCI layout) goes to ctr, with a warning.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { createWriteStream } from 'node:fs';
-import { stat, writeFile } from 'node:fs/promises';
+import { readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { execa } from 'execa';
@@ -17,20 +17,14 @@ import { grpcUnary } from '../../../agent/preload/containerd-api.js';
 import { bytesOf, numberOf, readFields, readMap, stringsOf } from '../../../agent/preload/protobuf.js';
 import { importArchiveOnce } from '../../../agent/preload/stream-import.js';
 import { tarHeader, writeDockerArchive } from '../../fixtures/preload/image-archive.mjs';
-import { TestContainerd, makeTempDir, removeTempDir } from './harness.js';
+import { TestContainerd, containerdPerTest } from './harness.js';
 
 let dir: string;
 let containerd: TestContainerd;
 
-beforeEach(async () => {
-  dir = await makeTempDir();
-  containerd = new TestContainerd(dir);
-  await containerd.start();
-});
-
-afterEach(async () => {
-  await containerd.kill();
-  await removeTempDir(dir);
+containerdPerTest((d, c) => {
+  dir = d;
+  containerd = c;
 });
 
 const ctr = (ns: string, ...args: string[]) => execa('ctr', ['-a', containerd.socket, '-n', ns, ...args]);
@@ -128,7 +122,8 @@ async function content(ns: string): Promise<Map<string, string>> {
   }));
 }
 
-async function importViaApi(file: string, ns: string, sha256?: string): Promise<void> {
+/** One import attempt with the API importer; returns why it fell back to ctr, if it did. */
+async function importViaApi(file: string, ns: string, sha256?: string): Promise<string[]> {
   const fallbacks: string[] = [];
   await importArchiveOnce({
     archive: { id: path.basename(file), section: 'common', archivePath: file, compression: file.endsWith('.zst') ? 'zstd' : 'none', images: [], sha256, sizeBytes: (await stat(file)).size },
@@ -140,7 +135,7 @@ async function importViaApi(file: string, ns: string, sha256?: string): Promise<
     finishTimeoutMs: 60_000,
     signal: new AbortController().signal,
   });
-  expect(fallbacks).toEqual([]);
+  return fallbacks;
 }
 
 describe('the API importer against ctr', () => {
@@ -148,7 +143,7 @@ describe('the API importer against ctr', () => {
     const file = path.join(dir, 'awkward.tar');
     await writeFile(file, awkwardArchive());
     await ctr('by-ctr', 'images', 'import', '--no-unpack', file);
-    await importViaApi(file, 'by-api', sha(await (await import('node:fs/promises')).readFile(file)));
+    expect(await importViaApi(file, 'by-api', sha(await readFile(file)))).toEqual([]);
 
     const [viaCtr, viaApi] = [await records('by-ctr'), await records('by-api')];
     expect([...viaApi.keys()].sort()).toEqual(['docker.io/library/busybox:latest', 'docker.io/rancher/tool:v1', 'localhost:5000/hv/two:2']);
@@ -171,7 +166,7 @@ describe('the API importer against ctr', () => {
       for (const child of kept) expect([apiContent.has(child), ctrContent.has(child)]).toEqual([true, true]);
     }
     // Again, over everything already there: the same records.
-    await importViaApi(file, 'by-api');
+    expect(await importViaApi(file, 'by-api')).toEqual([]);
     expect(await records('by-api')).toEqual(viaCtr);
     // Nothing left held or half-written.
     expect((await ctr('by-api', 'leases', 'ls', '-q')).stdout).toBe('');
@@ -186,10 +181,10 @@ describe('the API importer against ctr', () => {
     out.end();
     await once(out, 'finish');
     await execa('zstd', ['-q', '-f', '--rm', plain, '-o', file]);
-    await importViaApi(file, 'k8s.io');
+    expect(await importViaApi(file, 'k8s.io')).toEqual([]);
     const first = await records('k8s.io');
     const firstContent = await content('k8s.io');
-    await importViaApi(file, 'k8s.io');
+    expect(await importViaApi(file, 'k8s.io')).toEqual([]);
     expect(await records('k8s.io')).toEqual(first);
     expect(await content('k8s.io')).toEqual(firstContent);
     await execa('zstd', ['-q', '-d', '-f', file, '-o', plain]);
@@ -207,18 +202,7 @@ describe('the API importer against ctr', () => {
     await ctr('source', 'images', 'import', '--no-unpack', source);
     const oci = path.join(dir, 'oci.tar');
     await ctr('source', 'images', 'export', oci, 'docker.io/hv/oci:1');
-    const fallbacks: string[] = [];
-    await importArchiveOnce({
-      archive: { id: 'oci.tar', section: 'common', archivePath: oci, compression: 'none', images: [], sizeBytes: (await stat(oci)).size },
-      target: { ctr: 'ctr', socket: containerd.socket, namespace: 'k8s.io', onApiFallback: (why) => fallbacks.push(why) },
-      zstd: 'zstd',
-      unpack: false,
-      importer: 'api',
-      stallTimeoutMs: 30_000,
-      finishTimeoutMs: 60_000,
-      signal: new AbortController().signal,
-    });
-    expect(fallbacks).toEqual([expect.stringMatching(/^oci\.tar: the archive is an OCI image layout \(/)]);
+    expect(await importViaApi(oci, 'k8s.io')).toEqual([expect.stringMatching(/^oci\.tar: the archive is an OCI image layout \(/)]);
     expect((await ctr('k8s.io', 'images', 'ls', '-q')).stdout.split('\n')).toContain('docker.io/hv/oci:1');
     // The API attempt's lease went with it.
     expect((await ctr('k8s.io', 'leases', 'ls', '-q')).stdout).toBe('');

@@ -11,6 +11,7 @@ import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
+import { afterEach, beforeEach } from 'vitest';
 import { Logger, MemorySink } from '../../../lib/logger.js';
 import type { GuardContext } from '../../../agent/guard.js';
 import { writeDockerArchive, type FixtureImage } from '../../fixtures/preload/image-archive.mjs';
@@ -139,6 +140,26 @@ export async function makeTempDir(): Promise<string> {
 
 export async function removeTempDir(dir: string): Promise<void> {
   await rm(dir, { recursive: true, force: true });
+}
+
+/**
+ * A fresh temp dir and a started private containerd for each test of the file (handed to `use`),
+ * killed and removed after it, even when the test failed.
+ */
+export function containerdPerTest(use: (dir: string, containerd: TestContainerd) => void): void {
+  let current: { dir: string; containerd: TestContainerd } | undefined;
+  beforeEach(async () => {
+    const dir = await makeTempDir();
+    current = { dir, containerd: new TestContainerd(dir) };
+    use(dir, current.containerd);
+    await current.containerd.start();
+  });
+  afterEach(async () => {
+    if (!current) return;
+    await current.containerd.kill();
+    await removeTempDir(current.dir);
+    current = undefined;
+  });
 }
 
 /** Short settings for tests: fast retries, a short stall timeout. */

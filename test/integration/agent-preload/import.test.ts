@@ -3,27 +3,21 @@
  * streamed and in parallel; bad archives (corrupt, truncated, wrong checksum) fail with a
  * diagnosis naming them and leave none of their images behind.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { mkdir, readFile, rm, truncate, writeFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { execa } from 'execa';
 import imagePreload from '../../../agent/guards/image-preload.js';
 import { apiImageNames, apiVersion } from '../../../agent/preload/containerd-api.js';
 import { listImages } from '../../../agent/preload/containerd.js';
-import { TestContainerd, buildArchive, buildBundle, makeContext, makeTempDir, removeTempDir, testSettings } from './harness.js';
+import { TestContainerd, buildArchive, buildBundle, makeContext, containerdPerTest, testSettings } from './harness.js';
 
 let dir: string;
 let containerd: TestContainerd;
 
-beforeEach(async () => {
-  dir = await makeTempDir();
-  containerd = new TestContainerd(dir);
-  await containerd.start();
-});
-
-afterEach(async () => {
-  await containerd.kill();
-  await removeTempDir(dir);
+containerdPerTest((d, c) => {
+  dir = d;
+  containerd = c;
 });
 
 const MiB = 1 << 20;

@@ -3,25 +3,19 @@
  * as kubelet's image GC would remove it is re-imported from the bundle, and one removed again at
  * once waits for the rate limit instead of churning the disk.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import path from 'node:path';
 import { execa } from 'execa';
 import imagePreload from '../../../agent/guards/image-preload.js';
-import { TestContainerd, buildBundle, makeContext, makeTempDir, removeTempDir, testSettings } from './harness.js';
+import { TestContainerd, buildBundle, makeContext, containerdPerTest, testSettings } from './harness.js';
 
 let dir: string;
 let containerd: TestContainerd;
 const MiB = 1 << 20;
 
-beforeEach(async () => {
-  dir = await makeTempDir();
-  containerd = new TestContainerd(dir);
-  await containerd.start();
-});
-
-afterEach(async () => {
-  await containerd.kill();
-  await removeTempDir(dir);
+containerdPerTest((d, c) => {
+  dir = d;
+  containerd = c;
 });
 
 async function until(what: string, ok: () => boolean | Promise<boolean>): Promise<void> {
