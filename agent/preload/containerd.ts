@@ -12,7 +12,7 @@ export interface CtrTarget {
   ctr: string;
   socket: string;
   namespace: string;
-  /** Told each time containerd's API answered in a way the client cannot use and ctr was asked instead. */
+  /** Told each time ctr was asked instead of containerd's API: an answer the client cannot use, or an archive the API importer does not take. */
   onApiFallback?: (why: string) => void;
 }
 
@@ -25,7 +25,7 @@ export function warnEachApiFallback(log: Logger): (why: string) => void {
   return (why) => {
     if (seen.has(why)) return;
     seen.add(why);
-    log.warn("containerd's API answered in a way hvagent cannot use: ctr was asked instead", { why });
+    log.warn("containerd's API could not be used for this: ctr was asked instead", { why });
   };
 }
 

@@ -1,18 +1,21 @@
 /**
- * One attempt at importing one archive, streamed:
+ * One attempt at importing one archive, streamed, in one of two ways:
  *
- *   cat ARCHIVE ──fd3──▶ agent (sha256, byte count, hold-back) ──stdin──▶ zstd -dc | ctr images import -
+ *   api: cat ARCHIVE ──fd3──▶ agent (sha256, byte count) ──stdin──▶ zstd -dc ──fd4──▶ agent ──▶ containerd's API
+ *   ctr: cat ARCHIVE ──fd3──▶ agent (sha256, byte count, hold-back) ──stdin──▶ zstd -dc | ctr images import -
  *
- * All three processes run in one new process group (a bash script, detached), so a stall or a
+ * (without a checksum zstd reads the archive itself and the agent only follows its progress). The
+ * reading processes run in one new process group (a bash script, detached), so a stall or a
  * checksum mismatch kills the whole import with one signal. The archive is read by `cat` rather
  * than by the agent: a read hung in the kernel (dead virtual media) then blocks a killable child,
  * never the agent's own I/O threads. Nothing is decompressed to disk.
  *
- * A bad archive must not count as imported. containerd creates image records only after the tar
- * stream ends (its end-of-archive blocks or EOF), so the last HOLD_BACK bytes of the archive are
- * held back until the whole file has been hashed: on a mismatch the group is SIGKILLed before ctr
- * ever sees the end of the tar, and no image is created. (The orchestrator still compares the
- * image list before and after and removes anything a failed attempt left behind.)
+ * A bad archive must not count as imported. The API importer (api-import.ts) creates image records
+ * only once the group has exited cleanly and the hash matched. ctr's containerd creates them once
+ * the tar stream ends (its end-of-archive blocks or EOF), so for ctr the last HOLD_BACK bytes of the
+ * archive are held back until the whole file has been hashed: on a mismatch the group is SIGKILLed
+ * before ctr ever sees the end of the tar, and no image is created. (The orchestrator still compares
+ * the image list before and after and removes anything a failed attempt left behind.)
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';

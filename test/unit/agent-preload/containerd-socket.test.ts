@@ -120,8 +120,8 @@ describe('containerd through its API, with ctr behind it', () => {
     // Two reasons (the list's and the version's), each logged once though the list was asked twice.
     const warned = sink.lines.map((l) => JSON.parse(l) as { level: string; msg: string; why: string });
     expect(warned.map((w) => [w.level, w.msg])).toEqual([
-      ['warn', "containerd's API answered in a way hvagent cannot use: ctr was asked instead"],
-      ['warn', "containerd's API answered in a way hvagent cannot use: ctr was asked instead"],
+      ['warn', "containerd's API could not be used for this: ctr was asked instead"],
+      ['warn', "containerd's API could not be used for this: ctr was asked instead"],
     ]);
     expect(warned.map((w) => w.why)).toEqual([
       `containerd's API at ${t.socket} (/containerd.services.images.v1.Images/List): gRPC status 12: unknown service`,
