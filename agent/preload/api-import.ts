@@ -251,5 +251,3 @@ async function committedDigest(finished: Promise<Buffer[]>, lastReply: () => Buf
   if (!digest?.startsWith('sha256:')) throw new ContainerdApiError('unexpected', `containerd's content store did not say which digest it stored (${WRITE})`);
   return digest;
 }
-
-export { NotForApiImportError, DockerArchiveError };

@@ -26,10 +26,10 @@ export class DockerArchiveError extends Error {
   }
 }
 
-export const MEDIA_TYPE_MANIFEST = 'application/vnd.docker.distribution.manifest.v2+json';
-export const MEDIA_TYPE_CONFIG = 'application/vnd.docker.container.image.v1+json';
-export const MEDIA_TYPE_LAYER = 'application/vnd.docker.image.rootfs.diff.tar';
-export const MEDIA_TYPE_LAYER_GZIP = 'application/vnd.docker.image.rootfs.diff.tar.gzip';
+const MEDIA_TYPE_MANIFEST = 'application/vnd.docker.distribution.manifest.v2+json';
+const MEDIA_TYPE_CONFIG = 'application/vnd.docker.container.image.v1+json';
+const MEDIA_TYPE_LAYER = 'application/vnd.docker.image.rootfs.diff.tar';
+const MEDIA_TYPE_LAYER_GZIP = 'application/vnd.docker.image.rootfs.diff.tar.gzip';
 const ANNOTATION_IMAGE_NAME = 'io.containerd.image.name';
 const ANNOTATION_REF_NAME = 'org.opencontainers.image.ref.name';
 

@@ -27,7 +27,6 @@ export class ContainerdApiError extends Error {
 /** gRPC status codes the preload acts on (grpc/grpc: doc/statuscodes.md). */
 export const GRPC_NOT_FOUND = 5;
 export const GRPC_ALREADY_EXISTS = 6;
-export const GRPC_UNAVAILABLE = 14;
 
 export interface CallOptions {
   /** containerd's namespace header (most services need one). */
@@ -49,7 +48,7 @@ function grpcMessage(v: unknown): string {
 }
 
 /** The 5-byte prefix of an uncompressed gRPC message of `length` bytes. */
-export function framePrefix(length: number): Buffer {
+function framePrefix(length: number): Buffer {
   const p = Buffer.alloc(5);
   p.writeUInt32BE(length, 1);
   return p;
@@ -68,10 +67,9 @@ function requestHeaders(method: string, o: CallOptions): http2.OutgoingHttpHeade
  * end: resolved once the status is 0, rejected with the reason otherwise.
  */
 export class GrpcCall {
-  /** Rejects with a ContainerdApiError; resolves with the replies not taken by nextReply(). */
+  /** Rejects with a ContainerdApiError; resolves with every reply. */
   readonly finished: Promise<Buffer[]>;
   private readonly replies: Buffer[] = [];
-  private waiting: ((b: Buffer | undefined) => void) | undefined;
   private pending: Buffer = Buffer.alloc(0);
   /** The last message received, kept even when the call then fails. */
   lastReply: Buffer | undefined;
@@ -98,7 +96,6 @@ export class GrpcCall {
           stream.destroy();
           reject(err);
         } else resolve(this.replies.splice(0));
-        this.wake(undefined);
       };
       stream.on('response', (h) => {
         httpStatus = h[':status'];
@@ -144,17 +141,11 @@ export class GrpcCall {
       const message = Buffer.from(this.pending.subarray(5, 5 + len));
       this.pending = this.pending.subarray(5 + len);
       this.lastReply = message;
-      if (this.waiting) this.wake(message);
-      else this.replies.push(message);
+      this.replies.push(message);
     }
     return undefined;
   }
 
-  private wake(message: Buffer | undefined): void {
-    const w = this.waiting;
-    this.waiting = undefined;
-    w?.(message);
-  }
 
   /** Sends one message made of `parts` (their bytes are not copied); waits while the stream is full. */
   async send(parts: Buffer[]): Promise<void> {
@@ -190,20 +181,6 @@ export class GrpcCall {
   /** Abandons the call (its stream is reset); `finished` rejects. */
   cancel(): void {
     this.stream.destroy();
-  }
-
-  /** The next reply; rejects with the call's failure, or when it ends with no further reply. */
-  async nextReply(): Promise<Buffer> {
-    const queued = this.replies.shift();
-    if (queued) return queued;
-    if (this.ended) {
-      await this.finished;
-      throw this.unexpected('the call ended without the reply it owed');
-    }
-    const next = await new Promise<Buffer | undefined>((resolve) => (this.waiting = resolve));
-    if (next) return next;
-    await this.finished;
-    throw this.unexpected('the call ended without the reply it owed');
   }
 }
 

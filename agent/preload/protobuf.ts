@@ -54,13 +54,7 @@ export function stringsOf(buf: Buffer, field: number): string[] {
   return bytesOf(buf, field).map((b) => b.toString('utf8'));
 }
 
-/** The last varint of `field` in the message, if any (proto3: the last one wins). */
-export function numberOf(buf: Buffer, field: number): number | undefined {
-  const v = readFields(buf).filter((f) => f.field === field && typeof f.value === 'number').pop();
-  return v?.value as number | undefined;
-}
-
-export function encodeVarint(n: number): Buffer {
+function encodeVarint(n: number): Buffer {
   if (!Number.isSafeInteger(n) || n < 0) throw new Error(`cannot encode ${n} as a varint`);
   const out: number[] = [];
   while (n >= 128) {
@@ -96,11 +90,4 @@ export function mapField(field: number, map: Readonly<Record<string, string>>): 
       return Buffer.concat([lengthPrefix(field, entry.length), entry]);
     });
   return Buffer.concat(entries);
-}
-
-/** A map<string, string> field read back (entries with key 1, value 2). */
-export function readMap(buf: Buffer, field: number): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const entry of bytesOf(buf, field)) out[stringsOf(entry, 1)[0] ?? ''] = stringsOf(entry, 2)[0] ?? '';
-  return out;
 }

@@ -14,7 +14,7 @@ import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { execa } from 'execa';
 import { grpcUnary } from '../../../agent/preload/containerd-api.js';
-import { bytesOf, numberOf, readFields, readMap, stringsOf } from '../../../agent/preload/protobuf.js';
+import { bytesOf, readFields, stringsOf } from '../../../agent/preload/protobuf.js';
 import { importArchiveOnce } from '../../../agent/preload/stream-import.js';
 import { tarHeader, writeDockerArchive } from '../../fixtures/preload/image-archive.mjs';
 import { TestContainerd, containerdPerTest } from './harness.js';
@@ -90,6 +90,17 @@ function awkwardArchive(): Buffer {
     // The record padding tar writes after its end blocks.
     Buffer.alloc(8192),
   ]);
+}
+
+/** The last varint of `field` (proto3: the last one wins). */
+function numberOf(buf: Buffer, field: number): number | undefined {
+  return readFields(buf).filter((f) => f.field === field && typeof f.value === 'number').pop()?.value as number | undefined;
+}
+
+/** A map<string, string> field (entries with key 1, value 2), in key order. */
+function readMap(buf: Buffer, field: number): Record<string, string> {
+  const entries = bytesOf(buf, field).map((e) => [stringsOf(e, 1)[0] ?? '', stringsOf(e, 2)[0] ?? ''] as const);
+  return Object.fromEntries(entries.sort(([a], [b]) => a.localeCompare(b)));
 }
 
 /**
