@@ -170,8 +170,11 @@ class GuardRun {
     }
   }
 
-  /** One reconcile pass, bounded by the deadline even if the guard ignores its signal. */
-  private async reconcileOnce(guard: Guard, deadlineAt: number): Promise<GuardResult | 'stopped'> {
+  /**
+   * One reconcile pass, bounded by the deadline even if the guard ignores its signal; `cut` when the
+   * deadline's abort fired (its timer may fire a millisecond before the wall clock says it is due).
+   */
+  private async reconcileOnce(guard: Guard, deadlineAt: number): Promise<{ r: GuardResult | 'stopped'; cut: boolean }> {
     const attempt = new AbortController();
     const remaining = Math.max(0, deadlineAt - this.now());
     const onDeadline = setTimeout(() => attempt.abort(new Error(`the ${guard.name} deadline passed`)), remaining);
@@ -182,12 +185,12 @@ class GuardRun {
         remaining + this.grace,
       );
     });
+    const cut = (): boolean => attempt.signal.aborted;
     try {
       const result = await Promise.race([guard.reconcile(this.contextFor(guard, AbortSignal.any([this.stop, attempt.signal]))), overrun]);
-      return this.stop.aborted ? 'stopped' : result;
+      return { r: this.stop.aborted ? 'stopped' : result, cut: cut() };
     } catch (err) {
-      if (this.stop.aborted) return 'stopped';
-      return { status: 'retry', reason: message(err) };
+      return { r: this.stop.aborted ? 'stopped' : { status: 'retry', reason: message(err) }, cut: cut() };
     } finally {
       clearTimeout(onDeadline);
       clearTimeout(abandon);
@@ -205,11 +208,11 @@ class GuardRun {
       const attempts = this.store.get(name).attempts + 1;
       this.store.update(name, { phase: 'running', attempts, nextRetryAt: undefined });
       await this.store.flush();
-      const r = await this.reconcileOnce(guard, start + deadlineMs);
+      const { r, cut } = await this.reconcileOnce(guard, start + deadlineMs);
       if (r === 'stopped') return 'stopped';
       if (r.status !== 'retry') return this.settled(name, r, attempts, this.now() - start);
       const elapsed = this.now() - start;
-      if (elapsed >= deadlineMs) return this.deadlinePassed(name, deadlineMs, attempts, r.reason, elapsed);
+      if (cut || elapsed >= deadlineMs) return this.deadlinePassed(name, deadlineMs, attempts, r.reason, elapsed);
       if (!(await this.waitToRetry(name, Math.min(delay, deadlineMs - elapsed), attempts, r.reason))) return 'stopped';
       delay = Math.min(delay * 2, this.opts.settings.backoff.maxMs);
     }

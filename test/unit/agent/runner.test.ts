@@ -177,6 +177,21 @@ describe('runGuards retries and deadlines', () => {
     expect(r.status.guards[1]!.lastError).toMatch(/^reconcile did not return within the deadline/);
   });
 
+  it('ends at the deadline once its abort fired, even when the wall clock says a little time is left', async () => {
+    // A clock that stands still: by it the deadline never comes, though its timer fires.
+    const t0 = Date.now();
+    let calls = 0;
+    const cut = testDoubleGuard('network-online', {
+      deadlineMs: 50,
+      reconcile: (ctx) => new Promise((resolve) => {
+        calls++;
+        ctx.signal.addEventListener('abort', () => resolve({ status: 'retry', reason: 'cut at the deadline' }));
+      }),
+    });
+    await runGuards({ mode: 'once', rootDir: dir, settings, log, signal: new AbortController().signal, names: ['network-online'], guards: guardSet([cut]), now: () => t0 });
+    expect(calls).toBe(1);
+  });
+
   it('the deadline aborts the reconcile signal but not the stopping one, which only a stop aborts', async () => {
     const seen: Array<{ signal: boolean; stopping: boolean | undefined }> = [];
     const atDeadline = testDoubleGuard('network-online', {
