@@ -55,14 +55,29 @@ async function waitFor(what: string, cond: () => boolean | Promise<boolean>, tim
   }
 }
 
+/** A running containerd and a bundle of a big (checksummed) and a small archive. */
+async function bigAndSmallBundle(): Promise<string> {
+  await containerd.start();
+  const bundle = path.join(dir, 'bundle');
+  await buildBundle(bundle, [
+    { name: 'big.tar.zst', images: [{ ref: 'docker.io/hv/big:1', size: 160 * MiB, kind: 'random' }], checksum: true },
+    { name: 'small.tar.zst', images: [{ ref: 'docker.io/hv/small:1', size: 2 * MiB }] },
+  ]);
+  return bundle;
+}
+
+/** The pass ended ok with both images, after at least one failed attempt; returns the failures. */
+async function recovered(t: ReturnType<typeof makeContext>, pass: Promise<unknown>): Promise<Array<Record<string, unknown>>> {
+  expect(await pass).toMatchObject({ status: 'ok' });
+  expect(await containerd.images()).toEqual(['docker.io/hv/big:1', 'docker.io/hv/small:1']);
+  const failed = t.logLines().filter((l) => l.msg === 'import attempt failed');
+  expect(failed.length).toBeGreaterThanOrEqual(1);
+  return failed;
+}
+
 describe('image-preload guard: resilience', () => {
   it('recovers when containerd is killed mid-import and comes back (importer api)', async () => {
-    await containerd.start();
-    const bundle = path.join(dir, 'bundle');
-    await buildBundle(bundle, [
-      { name: 'big.tar.zst', images: [{ ref: 'docker.io/hv/big:1', size: 160 * MiB, kind: 'random' }], checksum: true },
-      { name: 'small.tar.zst', images: [{ ref: 'docker.io/hv/small:1', size: 2 * MiB }] },
-    ]);
+    const bundle = await bigAndSmallBundle();
     // The big archive becomes a FIFO whose first reader gets 40 MiB and then waits for the test's
     // word, so containerd is killed while that import is surely mid-stream; every later reader
     // (the retries) gets the whole file.
@@ -84,23 +99,14 @@ describe('image-preload guard: resilience', () => {
     await writeFile(go, '');
     await new Promise((r) => setTimeout(r, 700));
     await containerd.start();
-    const r = await pass;
-    expect(r).toMatchObject({ status: 'ok' });
-    expect(await containerd.images()).toEqual(['docker.io/hv/big:1', 'docker.io/hv/small:1']);
-    const failed = t.logLines().filter((l) => l.msg === 'import attempt failed');
-    expect(failed.length).toBeGreaterThanOrEqual(1);
+    const failed = await recovered(t, pass);
     // The agent's own client sees its connection go at once.
     expect(failed[0]).toMatchObject({ archive: 'harvester/images/big.tar.zst', kind: 'import-failed', error: expect.stringMatching(/containerd's API at .*c\.sock/) });
     expect(t.logLines().find((l) => l.msg === 'archive imported' && l.archive === 'harvester/images/big.tar.zst')).toMatchObject({ verified: true });
   });
 
   it('recovers when containerd is killed mid-import and comes back (importer ctr)', async () => {
-    await containerd.start();
-    const bundle = path.join(dir, 'bundle');
-    await buildBundle(bundle, [
-      { name: 'big.tar.zst', images: [{ ref: 'docker.io/hv/big:1', size: 160 * MiB, kind: 'random' }], checksum: true },
-      { name: 'small.tar.zst', images: [{ ref: 'docker.io/hv/small:1', size: 2 * MiB }] },
-    ]);
+    const bundle = await bigAndSmallBundle();
     const t = makeContext(testSettings(containerd, bundle, { parallelism: 1, stallTimeout: '8s', attempts: 4, retryDelay: '500ms', importer: 'ctr' }));
     const pass = track(t, imagePreload.reconcile(t.ctx));
     // Kill containerd once the big archive is flowing (ordering puts the larger archive first).
@@ -108,11 +114,7 @@ describe('image-preload guard: resilience', () => {
     await containerd.kill();
     await new Promise((r) => setTimeout(r, 700));
     await containerd.start();
-    const r = await pass;
-    expect(r).toMatchObject({ status: 'ok' });
-    expect(await containerd.images()).toEqual(['docker.io/hv/big:1', 'docker.io/hv/small:1']);
-    const failed = t.logLines().filter((l) => l.msg === 'import attempt failed');
-    expect(failed.length).toBeGreaterThanOrEqual(1);
+    const failed = await recovered(t, pass);
     // ctr 1.6 does not notice its containerd going away mid-stream: it hangs (the failure mode
     // behind Harvester's hours-long preload hangs) until the watchdog kills it.
     expect(failed[0]).toMatchObject({ archive: 'harvester/images/big.tar.zst', kind: expect.stringMatching(/import-failed|stalled/) });
