@@ -10,6 +10,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { GRPC_ALREADY_EXISTS, GRPC_NOT_FOUND, ContainerdApiError, type GrpcSession } from './grpc-session.js';
+import { IMPORT_LEASE_PREFIX, LEASE_OWNER_LABEL, ownerLabelValue, thisAgentProcess } from './lease-sweep.js';
 import { bytesField, lengthPrefix, mapField, stringsOf, varintField } from './protobuf.js';
 import { TarEntries } from './tar-entries.js';
 import {
@@ -59,7 +60,7 @@ export interface ApiImportOptions {
 
 /** One archive's import over the API; `consumed` follows the tar bytes taken, for the caller's stall watchdog. */
 export class DockerArchiveApiImport {
-  private readonly lease = `hvagent-import-${randomUUID()}`;
+  private readonly lease = `${IMPORT_LEASE_PREFIX}${randomUUID()}`;
   private leaseCreated = false;
   private readonly tar: TarEntries;
 
@@ -98,13 +99,15 @@ export class DockerArchiveApiImport {
 
   private async createLease(): Promise<void> {
     const expire = new Date(Date.now() + LEASE_EXPIRY_MS).toISOString();
-    await this.o.session.unary(CREATE_LEASE, Buffer.concat([bytesField(1, this.lease), mapField(3, { 'containerd.io/gc.expire': expire })]), this.meta());
+    // The owner lets a later agent delete this lease if this process dies before it does (lease-sweep.ts).
+    const labels = { 'containerd.io/gc.expire': expire, [LEASE_OWNER_LABEL]: ownerLabelValue(await thisAgentProcess()) };
+    await this.o.session.unary(CREATE_LEASE, Buffer.concat([bytesField(1, this.lease), mapField(3, labels)]), this.meta());
     this.leaseCreated = true;
   }
 
   private async deleteLease(): Promise<void> {
     if (!this.leaseCreated) return;
-    // Best effort, briefly: a lease left behind expires, and the content it holds goes with it.
+    // Best effort, briefly: a lease left behind expires, or the next agent's sweep deletes it.
     const timeoutMs = Math.min(this.o.callTimeoutMs, LEASE_DELETE_TIMEOUT_MS);
     await this.o.session.unary(DELETE_LEASE, bytesField(1, this.lease), { namespace: this.o.namespace, timeoutMs }).catch(() => undefined);
   }

@@ -15,6 +15,7 @@ import { ImportAttemptError, importArchiveOnce } from './stream-import.js';
 import { RKE2_CONTAINERD, RKE2_CTR, type PreloadSettings } from './settings.js';
 import { describeUnit, readContainerdUnit, unitWillServe } from './containerd-unit.js';
 import { adoptLeftoverContainerd, startStandaloneContainerd, type StandaloneContainerd } from './standalone-containerd.js';
+import { sweepStaleImportLeasesOnce } from './lease-sweep.js';
 
 export interface PreloadEnv {
   settings: PreloadSettings;
@@ -25,6 +26,9 @@ export interface PreloadEnv {
   signal: AbortSignal;
   now: () => number;
 }
+
+/** The sweep's connection and calls; its deletes wait for containerd's garbage collection. */
+const SWEEP_TIMEOUTS = { connectTimeoutMs: 10_000, timeoutMs: 60_000 };
 
 export type PreloadRun =
   | { kind: 'no-bundle'; searched: string[] }
@@ -211,6 +215,11 @@ export async function runPreload(env: PreloadEnv): Promise<PreloadRun> {
   }
 }
 
+/** What an earlier agent's killed API import still holds is freed before this pass writes its own copy (lease-sweep.ts). */
+async function freeKilledImports(target: CtrTarget, env: PreloadEnv): Promise<void> {
+  if (env.settings.importer === 'api' && !env.settings.unpack) await sweepStaleImportLeasesOnce(target.socket, target.namespace, env.log, SWEEP_TIMEOUTS);
+}
+
 async function importBundle(
   bundle: LoadedBundle,
   dir: string,
@@ -242,6 +251,7 @@ async function importBundle(
   // Images of archives imported in this pass: a failed archive's rollback never removes these.
   const vouchedFor = new Set<string>([...present]);
 
+  if (order.length > 0) await freeKilledImports(target, env);
   try {
     await pool(order, s.parallelism, async (archive) => {
       outcomes.set(archive.id, await importWithRetries(archive, target, env, board, numberOf.get(archive.id)!, present, vouchedFor));

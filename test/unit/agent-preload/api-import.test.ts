@@ -98,6 +98,11 @@ describe('an import through the API importer', () => {
     expect(methods(c.calls)).toEqual(['Create', 'Write', 'Write', 'Write', 'Update', 'Create', 'Delete']);
     const lease = String(c.calls[0]!.headers['containerd-lease'] ?? '') || (readFields(messages(c.calls[0]!.body)[0]!)[0]!.value as Buffer).toString();
     expect(lease).toMatch(/^hvagent-import-/);
+    // The lease names its agent (this process: boot id, PID, start time), for a later agent's sweep.
+    const stat = (await readFile('/proc/self/stat', 'utf8')).trim().split(') ')[1]!.split(' ');
+    const owner = `${(await readFile('/proc/sys/kernel/random/boot_id', 'utf8')).trim()} ${process.pid} ${stat[19]}`;
+    const labels = readFields(messages(c.calls[0]!.body)[0]!).filter((f) => f.field === 3).map((f) => readFields(f.value as Buffer).map((e) => (e.value as Buffer).toString()));
+    expect(labels).toEqual([['containerd.io/gc.expire', expect.stringMatching(/^\d{4}-\d\d-\d\dT/)], ['hvinstall.io/hvagent', owner]]);
     for (const w of c.calls.filter((x) => x.headers[':path'] === CONTENT_WRITE)) expect(w.headers['containerd-lease']).toBe(lease);
     // The layer went in 1 MiB messages or fewer, at increasing offsets, then one commit of its size.
     const layer = messages(c.calls[1]!.body).map((m) => readFields(m));
