@@ -100,7 +100,8 @@ export class DockerArchiveApiImport {
   private async createLease(): Promise<void> {
     const expire = new Date(Date.now() + LEASE_EXPIRY_MS).toISOString();
     // The owner lets a later agent delete this lease if this process dies before it does (lease-sweep.ts).
-    const labels = { 'containerd.io/gc.expire': expire, [LEASE_OWNER_LABEL]: ownerLabelValue(await thisAgentProcess()) };
+    const owner = await thisAgentProcess();
+    const labels = { 'containerd.io/gc.expire': expire, ...(owner ? { [LEASE_OWNER_LABEL]: ownerLabelValue(owner) } : {}) };
     await this.o.session.unary(CREATE_LEASE, Buffer.concat([bytesField(1, this.lease), mapField(3, labels)]), this.meta());
     this.leaseCreated = true;
   }

@@ -102,15 +102,14 @@ async function startTicks(pid: number | 'self'): Promise<string | undefined> {
   return startTicksOf(await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => ''));
 }
 
-let me: Promise<AgentProcess> | undefined;
+let me: Promise<AgentProcess | undefined> | undefined;
 
-/** This process, as its leases name it (read once). */
-export function thisAgentProcess(): Promise<AgentProcess> {
-  me ??= (async () => ({
-    bootId: (await readFile('/proc/sys/kernel/random/boot_id', 'utf8')).trim(),
-    pid: process.pid,
-    startTicks: (await startTicks('self')) ?? '0',
-  }))();
+/** This process, as its leases name it (read once); undefined where /proc does not say (its leases then name no agent). */
+export function thisAgentProcess(): Promise<AgentProcess | undefined> {
+  me ??= (async () => {
+    const [bootId, ticks] = await Promise.all([readFile('/proc/sys/kernel/random/boot_id', 'utf8').then((t) => t.trim(), () => ''), startTicks('self')]);
+    return parseOwnerLabel(`${bootId} ${process.pid} ${ticks ?? ''}`);
+  })();
   return me;
 }
 
@@ -126,6 +125,7 @@ async function bootTimeMs(): Promise<number> {
  */
 export async function sweepStaleImportLeases(session: GrpcSession, namespace: string, timeoutMs: number): Promise<StaleLease[]> {
   const [self, bootMs, reply] = await Promise.all([thisAgentProcess(), bootTimeMs(), session.unary(LIST_LEASES, Buffer.alloc(0), { namespace, timeoutMs })]);
+  if (!self) throw new Error('/proc names no boot id or start time for this process: no lease can be told stale');
   const leases = parseLeaseList(reply);
   const running = new Map<number, string | undefined>();
   for (const l of leases) {
