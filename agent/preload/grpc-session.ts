@@ -191,6 +191,8 @@ export class GrpcSession {
   private closedWhy: string | undefined;
   private readonly session: http2.ClientHttp2Session;
   private readonly conn: net.Socket;
+  /** Settles, with why, once the connection is gone: containerd stopped, or closed here. */
+  readonly lost: Promise<string>;
 
   private constructor(readonly socket: string) {
     this.conn = net.connect(socket);
@@ -199,6 +201,7 @@ export class GrpcSession {
     this.session = http2.connect('http://localhost', { createConnection: () => this.conn });
     this.session.on('error', (err: Error) => (this.closedWhy ??= (this.socketError ?? err).message));
     this.session.on('close', () => (this.closedWhy ??= (this.socketError?.message ?? 'the connection closed before a reply')));
+    this.lost = new Promise((resolve) => this.session.once('close', () => resolve(this.closedWhy ?? 'the connection closed')));
   }
 
   /** Resolves once the server's HTTP/2 settings arrived; `label` names the work in errors. */

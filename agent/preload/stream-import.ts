@@ -280,6 +280,10 @@ function startApiSink(data: Readable, session: GrpcSession, opts: ImportAttemptO
     if (bad instanceof ApiImportUnusable || bad.kind !== 'corrupt') fail('import-failed', bad.message);
   });
   data.on('error', () => undefined);
+  // containerd gone fails the attempt at once, also while the archive brings no bytes to write.
+  void session.lost.then((why) => {
+    if (running() && !opts.signal.aborted) fail('import-failed', `containerd's API at ${session.socket}: the connection went mid-import: ${why}`);
+  });
   return {
     consumed: () => importer.consumed,
     ingested: () => ingested,

@@ -78,26 +78,25 @@ async function recovered(t: ReturnType<typeof makeContext>, pass: Promise<unknow
 describe('image-preload guard: resilience', () => {
   it('recovers when containerd is killed mid-import and comes back (importer api)', async () => {
     const bundle = await bigAndSmallBundle();
-    // The big archive becomes a FIFO whose first reader gets 40 MiB and then waits for the test's
-    // word, so containerd is killed while that import is surely mid-stream; every later reader
-    // (the retries) gets the whole file.
+    // The big archive becomes a FIFO whose first reader gets 40 MiB and then no more bytes, its
+    // writer holding it open, so containerd is killed while that import is surely mid-stream. Once
+    // that attempt has failed and its reader is gone, a second writer hands every later reader (the
+    // retries) the whole file. (One writer doing both could hand a retry the first reader's tail.)
     const real = path.join(dir, 'big.tar.zst');
     const fifo = path.join(bundle, 'harvester/images/big.tar.zst');
-    const go = path.join(dir, 'go');
     await rename(fifo, real);
     await execa('mkfifo', [fifo]);
-    const feeder = spawn(
-      'bash',
-      ['-c', 'exec 3>"$1"; head -c 41943040 "$2" >&3; while [ ! -e "$3" ]; do sleep 0.05; done; tail -c +41943041 "$2" >&3; exec 3>&-; while :; do cat "$2" > "$1"; done', 'feeder', fifo, real, go],
-      { detached: true, stdio: 'ignore' },
-    );
-    extraProcs.push(feeder);
-    const t = makeContext(testSettings(containerd, bundle, { parallelism: 1, stallTimeout: '8s', attempts: 4, retryDelay: '500ms', importer: 'api' }));
+    const first = spawn('bash', ['-c', 'exec 3>"$1"; head -c 41943040 "$2" >&3; exec sleep 600', 'feeder', fifo, real], { detached: true, stdio: 'ignore' });
+    extraProcs.push(first);
+    const t = makeContext(testSettings(containerd, bundle, { parallelism: 1, stallTimeout: '60s', attempts: 4, retryDelay: '500ms', importer: 'api' }));
     const pass = track(t, imagePreload.reconcile(t.ctx));
     await waitFor('the big archive to be flowing', () => t.progress.some((p) => /big\.tar\.zst: [1-9]\d* MiB/.test(p)));
     await containerd.kill();
-    await writeFile(go, '');
-    await new Promise((r) => setTimeout(r, 700));
+    await waitFor('the first attempt to fail', () => t.logLines().some((l) => l.msg === 'import attempt failed'));
+    await waitFor("the first attempt's reader to be gone", async () => (await processesMatching('cat', '--', fifo)).length === 0);
+    process.kill(-first.pid!, 'SIGKILL');
+    const whole = spawn('bash', ['-c', 'while :; do cat "$2" > "$1"; done', 'feeder', fifo, real], { detached: true, stdio: 'ignore' });
+    extraProcs.push(whole);
     await containerd.start();
     const failed = await recovered(t, pass);
     // The agent's own client sees its connection go at once.
