@@ -5,7 +5,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdir, rename, stat, writeFile } from 'node:fs/promises';
+import { mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { execa } from 'execa';
 import imagePreload from '../../../agent/guards/image-preload.js';
@@ -80,8 +80,9 @@ describe('image-preload guard: resilience', () => {
     const bundle = await bigAndSmallBundle();
     // The big archive becomes a FIFO whose first reader gets 40 MiB and then no more bytes, its
     // writer holding it open, so containerd is killed while that import is surely mid-stream. Once
-    // that attempt has failed and its reader is gone, a second writer hands every later reader (the
-    // retries) the whole file. (One writer doing both could hand a retry the first reader's tail.)
+    // that attempt has failed and its reader is gone, the FIFO is replaced by the archive itself
+    // for the retries. (A writer looping over readers can hand one reader the start of the next
+    // copy: it reopens the FIFO before the last reader has seen its end.)
     const real = path.join(dir, 'big.tar.zst');
     const fifo = path.join(bundle, 'harvester/images/big.tar.zst');
     await rename(fifo, real);
@@ -95,8 +96,8 @@ describe('image-preload guard: resilience', () => {
     await waitFor('the first attempt to fail', () => t.logLines().some((l) => l.msg === 'import attempt failed'));
     await waitFor("the first attempt's reader to be gone", async () => (await processesMatching('cat', '--', fifo)).length === 0);
     process.kill(-first.pid!, 'SIGKILL');
-    const whole = spawn('bash', ['-c', 'while :; do cat "$2" > "$1"; done', 'feeder', fifo, real], { detached: true, stdio: 'ignore' });
-    extraProcs.push(whole);
+    await rm(fifo);
+    await rename(real, fifo);
     await containerd.start();
     const failed = await recovered(t, pass);
     // The agent's own client sees its connection go at once.
