@@ -146,7 +146,6 @@ export class GrpcCall {
     return undefined;
   }
 
-
   /** Sends one message made of `parts` (their bytes are not copied); waits while the stream is full. */
   async send(parts: Buffer[]): Promise<void> {
     if (this.failure) throw this.failure;
